@@ -154,6 +154,8 @@ def test_bad_catalog_options():
         make("webshop", goal_attributes=7)
     with pytest.raises(GentaxError, match="catalog_size"):
         make("webshop", catalog_size=0)
+    with pytest.raises(GentaxError, match="results_per_page"):
+        make("webshop", results_per_page=0)
 
 
 # ---- pages and navigation ----------------------------------------------------------------------------
@@ -220,6 +222,18 @@ def test_expert_pages_through_results_when_needed(env):
     env.step("search[" + spec["category"] + "]")  # a vague query: the target is rarely on page 1
     while not env.done:
         _, _, _, info = env.step(env.expert_action())
+    assert info["won"]
+
+
+def test_results_per_page_shortens_result_pages_and_the_expert_still_wins():
+    short = make("webshop", split="eval", seed=0, results_per_page=3)
+    short.reset(short.task(0))
+    obs = short.step(short.expert_action())[0]  # the expert's search
+    product_links = [name for name, asin in short.engine.clickables.items() if asin is not None]
+    assert len(product_links) == 3 and "click[next >]" in obs.admissible
+    assert all(f"click[{name}]" in obs.admissible for name in product_links)
+    while not short.done:
+        _, _, _, info = short.step(short.expert_action())
     assert info["won"]
 
 

@@ -61,9 +61,10 @@ def check_action(action: str, done: bool, has_search_bar: bool, clickables: Coll
 
 
 class WebShopEngine:
-    def __init__(self, catalog: Catalog, show_attrs: bool = False):
+    def __init__(self, catalog: Catalog, show_attrs: bool = False, results_per_page: int = PRODUCT_WINDOW):
         self.catalog = catalog
         self.show_attrs = show_attrs
+        self.results_per_page = results_per_page
         self.goal: Mapping[str, Any] = {}
         self.done = True
 
@@ -140,7 +141,7 @@ class WebShopEngine:
         elif page == "done":
             parts = ["Thank you for shopping with us!", "Your score (min 0.0, max 1.0)", str(self.score)]
         elif page == "results":
-            shown = self.results[(self.page_no - 1) * PRODUCT_WINDOW : self.page_no * PRODUCT_WINDOW]
+            shown = self.results[(self.page_no - 1) * self.results_per_page : self.page_no * self.results_per_page]
             parts = ["Back to Search", f"Page {self.page_no} (Total results: {len(self.results)})"]
             clicks = [BACK]
             if self.page_no > 1:
@@ -185,7 +186,7 @@ class WebShopEngine:
             page=page,
             searches=len(self.searches),
             clickables=self.clickables,
-            more_results=self.page_no * PRODUCT_WINDOW < len(self.results),
+            more_results=self.page_no * self.results_per_page < len(self.results),
             asin=self.asin,
             selected=tuple(self.options.values()),
             product_options=self.product["options"] if self.asin else {},

@@ -18,14 +18,16 @@ Options (difficulty knobs): ``catalog_size`` (products loaded; None = all, 300 g
 items_shuffle*.json, items_ins_v2*.json, items_human_ins.json, optionally gzipped),
 ``show_attrs`` (offer the Attributes sub page, as upstream's flag), ``backend`` ("gentax", or
 "official": the official ``web_agent_site`` text env with its own data, see ``official``; then
-``catalog_size`` must be one of its index sizes). The step limit (15) is ``max_steps``.
+``catalog_size`` must be one of its index sizes), ``results_per_page`` (products listed per
+results page; 10 as upstream; fewer makes shorter pages for small models; backend "gentax"
+only). The step limit (15) is ``max_steps``.
 """
 
 from __future__ import annotations
 
 from gentax.domains.base import DomainEnv, Observation, Task
 from gentax.domains.webshop.catalog import DEFAULT_PARAMS, get_catalog, split_goals
-from gentax.domains.webshop.engine import WebShopEngine
+from gentax.domains.webshop.engine import PRODUCT_WINDOW, WebShopEngine
 from gentax.errors import GentaxError
 
 
@@ -40,6 +42,7 @@ class WebshopEnv(DomainEnv):
         "catalog_seed": DEFAULT_PARAMS["seed"],
         "show_attrs": False,
         "backend": "gentax",
+        "results_per_page": PRODUCT_WINDOW,
     }
 
     def __init__(self, split: str = "train", seed: int = 0, max_steps: int | None = None, **options):
@@ -54,6 +57,11 @@ class WebshopEnv(DomainEnv):
         generated = {k: opts[k] for k in ("goal_attributes", "goal_options", "catalog_seed")}
         if (opts["catalog_dir"] is not None or opts["backend"] != "gentax") and generated != {k: self.default_options[k] for k in generated}:
             raise GentaxError("webshop options goal_attributes/goal_options/catalog_seed apply to generated catalogs only")
+        per_page = opts["results_per_page"]
+        if isinstance(per_page, bool) or not isinstance(per_page, int) or per_page < 1:
+            raise GentaxError(f"webshop option results_per_page must be an int >= 1, got {per_page!r}")
+        if opts["backend"] == "official" and per_page != PRODUCT_WINDOW:
+            raise GentaxError(f"webshop option results_per_page applies to backend 'gentax' only (the official site lists {PRODUCT_WINDOW})")
         if opts["backend"] == "official":
             from gentax.domains.webshop.official import OfficialEngine, official_server
 
@@ -65,7 +73,7 @@ class WebshopEnv(DomainEnv):
         elif opts["backend"] == "gentax":
             catalog_dir = None if opts["catalog_dir"] is None else str(opts["catalog_dir"])
             self.catalog = get_catalog(catalog_dir, size, opts["goal_attributes"], opts["goal_options"], opts["catalog_seed"])
-            self.engine = WebShopEngine(self.catalog, show_attrs=bool(opts["show_attrs"]))
+            self.engine = WebShopEngine(self.catalog, show_attrs=bool(opts["show_attrs"]), results_per_page=per_page)
             all_goals = self.catalog.goals
         else:
             raise GentaxError(f"webshop option backend must be 'gentax' or 'official', got {opts['backend']!r}")
