@@ -161,6 +161,12 @@ def domain_params(domain):
     return {"max_steps": d["max_steps"], "options": d.get("options", {})}
 
 
+def rollout_params():
+    """The RL keys an SFT-data collection uses (what the agent sees and how it samples): only these
+    are job params, so retuning the RL optimiser does not rerun data collection."""
+    return {key: config["rl"][key] for key in ("history_length", "max_new_tokens", "temperature")}
+
+
 def augmentation_params(init, variant, domain):
     if variant != "aug":
         return {}

@@ -45,7 +45,7 @@ rule sft_data:
         v1_model=init_model_path("v1"),
         sft=config["inits"]["v2"]["sft"],
         domains={d: domain_params(d) for d in sft_mix_domains(config["inits"]["v2"]["sft"])},
-        rl=config["rl"],
+        rl=rollout_params(),
         generator=config["engines"]["generator"],
         seed=config["seed"],
     log:

@@ -30,7 +30,7 @@ rule embedded_base_data:
     params:
         sft=config.get("embedded_base"),
         domains={d: domain_params(d) for d in ALL_DOMAINS},
-        rl=config["rl"],
+        rl=rollout_params(),
         seed=config["seed"],
     log:
         log_path("model/embedded_base_data"),

@@ -47,10 +47,20 @@ def test_one_table_runs_only_what_it_needs():
 
 
 def test_embedded_default_plan_builds_the_embedded_model():
-    c = dry_run()
+    c = dry_run("--forceall")  # the whole plan, whatever a local results/ already holds
     for rule in ("embedded_model", "embedded_base_data", "embedded_base", "rl_v1", "sft_v2", "properties"):
         assert c.get(rule, 0) >= 1, rule
     assert c["table"] == 9 and c["figure"] == 4  # tables 2-8 + bootstrap CIs + rank stability
+
+
+def test_embedded_serial_chain_gets_both_cores():
+    # Snakemake exports OMP_NUM_THREADS = threads (default 1): without the default profile's
+    # set-threads the warm start and V1/V2 would train on one of the two cores
+    proc = subprocess.run([*SNAKEMAKE, "-n", "--forceall", "results/model/embedded_base"], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    block = proc.stdout.split("rule embedded_base:", 1)[1].split("\n\n", 1)[0]
+    assert "threads: 2" in block, block
 
 
 @pytest.mark.parametrize("profile", [[], ["--profile", "profiles/slurm"]])
