@@ -1,11 +1,12 @@
 """Seconds per training step of the local RL engine, per domain (prints a table; no asserts).
 
-    python benchmarks/rl_local_step.py [--domains sokoban webshop ...] [--steps 2] [--group 2]
-        [--tasks 1] [--max-steps 3] [--max-new-tokens 48] [--model DIR] [--lora-rank 0] [--out DIR]
+    python benchmarks/rl_local_step.py [--domains sokoban webshop ...] [--steps 2] [--group N]
+        [--tasks N] [--max-steps N] [--max-new-tokens N] [--model DIR] [--lora-rank N] [--out DIR]
 
-Runs ``gentax train rl --engine local`` (through ``train_rl``) on the embedded model (default)
-with the embedded preset, the embedded study's domain difficulty knobs (config/embedded.yaml)
-and the sizes given here, then prints each step's metrics.csv row: wall seconds split into
+Runs ``gentax train rl --engine local`` (through ``train_rl``) on the embedded model (default;
+``--model results/model/embedded_base`` for the warm-started base) with the embedded preset and
+the embedded study's RL section and domain knobs (config/embedded.yaml); the sizes given here
+replace the config's. Then it prints each step's metrics.csv row: wall seconds split into
 rollout and update, samples and tokens, success, invalid rate, loss, KL, entropy. Step time
 scales with samples x prompt length (every sample is a forward for generation, one for the
 reference and a forward+backward for the update).
@@ -34,11 +35,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--domains", nargs="+", default=["sokoban", "webshop", "alfworld", "sciworld"])
     parser.add_argument("--steps", type=int, default=2)
-    parser.add_argument("--group", type=int, default=2)
-    parser.add_argument("--tasks", type=int, default=1)
-    parser.add_argument("--max-steps", type=int, default=3, help="episode step limit (all domains)")
-    parser.add_argument("--max-new-tokens", type=int, default=48)
-    parser.add_argument("--lora-rank", type=int, default=0)
+    parser.add_argument("--group", type=int, help="default: config/embedded.yaml rl.group_size")
+    parser.add_argument("--tasks", type=int, help="default: rl.tasks_per_step")
+    parser.add_argument("--max-steps", type=int, help="episode step limit (default: each domain's max_steps)")
+    parser.add_argument("--max-new-tokens", type=int, help="default: rl.max_new_tokens")
+    parser.add_argument("--lora-rank", type=int, help="default: rl.lora_rank")
     parser.add_argument("--model", default=None, help="HF folder (default: the embedded model)")
     parser.add_argument("--out", default=None, help="where the runs go (default: a temporary folder)")
     args = parser.parse_args()
@@ -49,14 +50,18 @@ def main() -> None:
     columns = ["step", "seconds", "cpu_s", "rollout_s", "update_s", "samples", "prompt_tokens_mean", "response_tokens",
                "tokens_per_s", "train_tokens_per_s",
                "id_success", "invalid_rate", "loss", "kl", "entropy", "adv_std"]
-    print(f"model {model}; {args.tasks} task(s) x group {args.group}, episode <= {args.max_steps} steps, "
-          f"<= {args.max_new_tokens} new tokens; torch threads {os.cpu_count()} cpus; load {os.getloadavg()[0]:.1f}")
+    rl = dict(embedded["rl"])
+    for key, value in (("group_size", args.group), ("tasks_per_step", args.tasks),
+                       ("max_new_tokens", args.max_new_tokens), ("lora_rank", args.lora_rank)):
+        if value is not None:
+            rl[key] = value
+    print(f"model {model}; RL section {rl}; {os.cpu_count()} cpus; load {os.getloadavg()[0]:.1f}")
     for domain in args.domains:
         section = {
-            "group_size": args.group, "tasks_per_step": args.tasks, "max_new_tokens": args.max_new_tokens,
-            "max_steps": {domain: args.max_steps}, "lora_rank": args.lora_rank,
+            **rl,
+            "max_steps": {domain: args.max_steps or embedded["domains"][domain]["max_steps"]},
             "env_options": {domain: embedded["domains"][domain].get("options", {})},
-            "mini_batch_size": 64, "micro_batch_size": 2,
+            "save_every": args.steps,
         }
         started = time.perf_counter()
         train_rl("local", section, init=model, domain=domain, variant="default", seed=0, start=0, end=args.steps,

@@ -1,0 +1,67 @@
+"""Success of one model on every domain, with a study config's eval settings (what the
+workflow's eval jobs run, via `gentax eval`), plus the wall time of each domain.
+
+    python benchmarks/eval_model.py --model results/model/embedded_base            # embedded preset
+    python benchmarks/eval_model.py --model DIR --config config.yaml --episodes 16 --domains sokoban
+
+It measures, e.g., the embedded base's success rates (docs/sft.md "The embedded base"). Each
+domain's rollouts land in OUT/<domain>.* (default: a temporary folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from gentax.plan import load_config  # noqa: E402
+
+DOMAINS = ["alfworld", "webshop", "sokoban", "sciworld"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--config", nargs="*", default=[str(REPO / "config.yaml"), str(REPO / "config/embedded.yaml")],
+                    help="config files merged in order (default: the embedded preset)")
+    ap.add_argument("--domains", default=",".join(DOMAINS))
+    ap.add_argument("--episodes", type=int, help="default: the config's eval.episodes")
+    ap.add_argument("--no-think", action="store_true")
+    ap.add_argument("--out", help="folder for the rollouts (default: temporary)")
+    args = ap.parse_args()
+
+    cfg = load_config(args.config)
+    out = Path(args.out or tempfile.mkdtemp(prefix="gentax-eval-"))
+    out.mkdir(parents=True, exist_ok=True)
+    episodes = args.episodes or cfg["eval"]["episodes"]
+    print(f"model {args.model}; {episodes} episodes per domain; rollouts in {out}")
+    print(f"{'domain':10} {'success':>7} {'invalid':>8} {'length cut':>10} {'mean steps':>10} {'wall s':>7}")
+    for domain in args.domains.split(","):
+        d = cfg["domains"][domain]
+        cmd = [sys.executable, "-m", "gentax", "eval", "--model", args.model, "--domain", domain, "--split", "eval",
+               "--episodes", str(episodes), "--temperature", str(cfg["eval"]["temperature"]),
+               "--max-new-tokens", str(cfg["eval"].get("max_new_tokens", cfg["rl"]["max_new_tokens"])),
+               "--history-length", str(cfg["rl"]["history_length"]), "--generator", "hf",
+               "--seed", str(cfg["seed"]), "--max-steps", str(d["max_steps"]), "--quiet",
+               "--out", str(out / f"{domain}.parquet")]
+        for key, value in (d.get("options") or {}).items():
+            cmd += ["--option", f"{key}={json.dumps(value)}"]
+        if args.no_think:
+            cmd.append("--no-think")
+        started = time.monotonic()
+        subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+        wall = time.monotonic() - started
+        summary = json.loads((out / f"{domain}.json").read_text())
+        print(f"{domain:10} {summary['success_rate']:7.2f} {summary['invalid_rate']:8.2f} {summary['length_cut_rate']:10.2f} "
+              f"{summary['mean_length']:10.1f} {wall:7.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
