@@ -135,7 +135,7 @@ def test_every_assistant_turn_parses_as_valid(expert_data):
         admissible = _admissible(user["value"])
         parsed = parse_response(assistant["value"], domain=domain, admissible=admissible or ())
         assert parsed.valid, (assistant["value"], parsed.reason)
-        assert parsed.think == "I take the next step towards the goal."
+        assert parsed.think == load_sft_config({}, preset="embedded-base").expert_think  # the templated rationale
 
 
 def test_prompts_are_the_agents_own_step_prompts(expert_data):
