@@ -21,6 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from gentax.pipeline import _domain_args  # noqa: E402  (the workflow's own --max-steps/--option args)
 from gentax.plan import load_config  # noqa: E402
 
 DOMAINS = ["alfworld", "webshop", "sokoban", "sciworld"]
@@ -49,10 +50,8 @@ def main() -> None:
                "--episodes", str(episodes), "--temperature", str(cfg["eval"]["temperature"]),
                "--max-new-tokens", str(cfg["eval"].get("max_new_tokens", cfg["rl"]["max_new_tokens"])),
                "--history-length", str(cfg["rl"]["history_length"]), "--generator", "hf",
-               "--seed", str(cfg["seed"]), "--max-steps", str(d["max_steps"]), "--quiet",
-               "--out", str(out / f"{domain}.parquet")]
-        for key, value in (d.get("options") or {}).items():
-            cmd += ["--option", f"{key}={json.dumps(value)}"]
+               "--seed", str(cfg["seed"]), "--quiet", "--out", str(out / f"{domain}.parquet"),
+               *map(str, _domain_args(d))]
         if args.no_think:
             cmd.append("--no-think")
         started = time.monotonic()
