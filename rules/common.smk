@@ -118,9 +118,10 @@ def base_summary_inputs(wc):
     return [eval_file(wc.init, "base", wc.variant, 0, 0, d) for d in gplan.eval_domains(config, wc.init)]
 
 
-def base_variants():
-    """Initial policies are evaluated with thinking on, and off where a nothink run needs them."""
-    return ["default"] + (["nothink"] if any(r.variant == "nothink" for r in gplan.runs(config)) else [])
+def base_variants(init):
+    """An initial policy is evaluated with thinking on, and off only where a nothink run starts from it."""
+    nothink = any(r.variant == "nothink" and r.init == init for r in gplan.runs(config))
+    return ["default"] + (["nothink"] if nothink else [])
 
 
 def summaries_for(variants, extended=False):
@@ -129,7 +130,7 @@ def summaries_for(variants, extended=False):
     if extended:
         files += [f"{R}/summary/extended/{r.path}.csv" for r in runs if gplan.eval_steps(config, r, "extended")]
     files += [f"{R}/summary/base/{init}/{v}.csv" for init in ("v1", "v2")
-              for v in base_variants() if v in variants or v == "default"]
+              for v in base_variants(init) if v in variants or v == "default"]
     return sorted(set(files))
 
 

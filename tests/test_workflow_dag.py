@@ -15,10 +15,14 @@ REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
-def dry_run(*args: str) -> dict[str, int]:
+def dry_run_text(*args: str) -> str:
     proc = subprocess.run([*SNAKEMAKE, "-n", *args], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return job_counts(proc.stdout + proc.stderr)
+    return proc.stdout + proc.stderr
+
+
+def dry_run(*args: str) -> dict[str, int]:
+    return job_counts(dry_run_text(*args))
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +51,14 @@ def test_one_table_runs_only_what_it_needs():
 
 
 def test_embedded_default_plan_builds_the_embedded_model():
-    c = dry_run("--forceall")  # the whole plan, whatever a local results/ already holds
+    text = dry_run_text("--forceall")  # the whole plan, whatever a local results/ already holds
+    c = job_counts(text)
     for rule in ("embedded_model", "embedded_base_data", "embedded_base", "rl_v1", "sft_v2", "properties"):
         assert c.get(rule, 0) >= 1, rule
     assert c["table"] == 9 and c["figure"] == 4  # tables 2-8 + bootstrap CIs + rank stability
+    # the embedded grid's only nothink run starts from V2: V1 is never evaluated with thinking off
+    assert "results/eval/v2/base/nothink/seed0/step0/sokoban.json" in text
+    assert "results/eval/v1/base/nothink/" not in text
 
 
 def test_embedded_serial_chain_gets_both_cores():
