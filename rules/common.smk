@@ -34,6 +34,9 @@ FIGURE_VARIANTS = {
 }
 TABLES_WITH_PROPERTIES = {"table3_ranking", "ood_vs_properties"}
 WITH_EXTENDED = {"table4_extended", "training_curves"}  # the others never wait for extended training
+# The chain that makes the initial policies (embedded base -> V1 -> SFT data -> V2) is the critical
+# path: when one of its jobs is ready it goes before the evals and RL runs of V1 that could fill the cores.
+CHAIN_PRIORITY = 10
 
 
 def log_path(name):

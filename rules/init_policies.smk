@@ -26,6 +26,7 @@ rule rl_v1:
         log_path("init/v1"),
     benchmark:
         bench_path("init/v1")
+    priority: CHAIN_PRIORITY
     resources:
         mem_mb=64000,
         runtime=600,
@@ -52,6 +53,7 @@ rule sft_data:
         log_path("init/v2_sft_data"),
     benchmark:
         bench_path("init/v2_sft_data")
+    priority: CHAIN_PRIORITY
     resources:
         mem_mb=32000,
         runtime=240,
@@ -75,6 +77,7 @@ rule sft_v2:
         log_path("init/v2"),
     benchmark:
         bench_path("init/v2")
+    priority: CHAIN_PRIORITY
     resources:
         mem_mb=128000,
         runtime=600,

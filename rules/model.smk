@@ -12,6 +12,7 @@ rule embedded_model:
         log_path("model/embedded"),
     benchmark:
         bench_path("model/embedded")
+    priority: CHAIN_PRIORITY
     resources:
         mem_mb=4000,
         runtime=30,
@@ -36,6 +37,7 @@ rule embedded_base_data:
         log_path("model/embedded_base_data"),
     benchmark:
         bench_path("model/embedded_base_data")
+    priority: CHAIN_PRIORITY
     resources:
         mem_mb=8000,
         runtime=60,
@@ -59,6 +61,7 @@ rule embedded_base:
         log_path("model/embedded_base"),
     benchmark:
         bench_path("model/embedded_base")
+    priority: CHAIN_PRIORITY
     resources:
         mem_mb=16000,
         runtime=120,

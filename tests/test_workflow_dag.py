@@ -69,6 +69,7 @@ def test_embedded_serial_chain_gets_both_cores():
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     block = proc.stdout.split("rule embedded_base:", 1)[1].split("\n\n", 1)[0]
     assert "threads: 2" in block, block
+    assert "priority: 10" in block, block  # the critical path goes first (rules/common.smk CHAIN_PRIORITY)
 
 
 @pytest.mark.parametrize("profile", [[], ["--profile", "profiles/slurm"]])
