@@ -123,6 +123,7 @@ def test_length_filter_and_task_options():
     ({"simplifications": "easy,fly"}, "unknown sciworld simplification 'fly'"),
     ({"eval_split": "train"}, "eval_split"),
     ({"admissible": "all"}, "admissible"),
+    ({"describe_new_room": "yes"}, "describe_new_room must be true or false"),
     ({"max_gold_length": 1}, "of 3 to 1 steps"),
     ({"min_gold_length": 60}, "of 60 to 50 steps"),
     ({"simplifications": "openDoors", "max_gold_length": 20}, "max_gold_length needs the surveyed simplifications"),
@@ -131,6 +132,26 @@ def test_length_filter_and_task_options():
 def test_bad_options_are_one_clear_error(options, message):
     with pytest.raises(GentaxError, match=message):
         make("sciworld", split="eval", **options)
+
+
+def test_describe_new_room_shows_where_the_agent_arrived_and_costs_no_step(env):
+    task = next(env.task(s) for s in range(len(SHORT)) if env.task(s).spec["task_name"] == "lifespan-longest-lived")
+    plain, plain_info = play_expert(env, task)
+    env.options["describe_new_room"] = True
+    try:
+        described, info = play_expert(env, task)
+    finally:
+        env.options["describe_new_room"] = False
+    assert info["won"] and info["steps"] == plain_info["steps"]  # the look is free: same episode
+    arrivals = [i for i, text in enumerate(plain) if text.startswith("You move to")]
+    assert "You move to the outside." in [plain[i].strip() for i in arrivals], plain  # to the animals
+    for i, (before, after) in enumerate(zip(plain, described)):
+        if i in arrivals:  # the bare answer, then the room it names, with what is in it
+            room = before.strip().removeprefix("You move to the").rstrip(".").strip()
+            assert after.startswith(before.rstrip()) and f"called the {room}. " in after, after
+            assert after.count("\n") > before.count("\n") + 2
+        else:
+            assert after == before, (i, before, after)
 
 
 def test_valid_action_list_is_capped_and_playable(env):

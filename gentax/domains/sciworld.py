@@ -36,6 +36,10 @@ of the split is eligible and neither length option may be given.
 
 Observations. ``reset`` returns the output of "look around" (ScienceWorld's own first move) as
 ``text`` and the task description as ``goal``; a step returns the engine's answer to the action.
+That answer does not say what a room holds ("You move to the outside."): an agent that sees no
+history cannot tell which animals are outside. Option ``describe_new_room`` (default off; on in
+the embedded preset, which shows no history) appends the room's description -- ScienceWorld's
+free look, which takes no time step -- to the answer of every step that lands in another room.
 When the engine answers "Ambiguous request" (several objects fit, e.g. identical seeds), the env
 answers "0" (the first reading) itself, so every action is one step. ``admissible``:
 ``"templates"`` (default) gives the task's action templates ("open OBJ", "move OBJ to OBJ",
@@ -69,8 +73,8 @@ Options (difficulty knobs): ``tasks`` (None = all surveyed tasks; or names / ids
 (``DEFAULT_SIMPLIFICATIONS`` = "easy": teleport, open doors and containers, self-watering
 flower pots, no electrical actions -- the last dropped for the electrical tasks, which need
 them), ``admissible`` ("templates"), ``admissible_cap`` (64), ``jvm_heap_mb`` (768),
-``deterministic`` (True), ``timeout_s`` (120 per call to the worker; start-up and gold
-generation get at least ``SLOW_TIMEOUT_S``).
+``deterministic`` (True), ``describe_new_room`` (False), ``timeout_s`` (120 per call to the
+worker; start-up and gold generation get at least ``SLOW_TIMEOUT_S``).
 """
 
 from __future__ import annotations
@@ -188,6 +192,7 @@ class SciworldEnv(DomainEnv):
         "admissible_cap": 64,
         "jvm_heap_mb": 768,
         "deterministic": True,
+        "describe_new_room": False,
         "timeout_s": 120.0,
     }
 
@@ -201,6 +206,8 @@ class SciworldEnv(DomainEnv):
         for key in ("admissible_cap", "jvm_heap_mb"):
             if not isinstance(opts[key], int) or opts[key] < 1:
                 raise GentaxError(f"sciworld option {key} must be a positive integer, got {opts[key]!r}")
+        if not isinstance(opts["describe_new_room"], bool):
+            raise GentaxError(f"sciworld option describe_new_room must be true or false, got {opts['describe_new_room']!r}")
         if not isinstance(opts["timeout_s"], (int, float)) or opts["timeout_s"] <= 0:
             raise GentaxError(f"sciworld option timeout_s must be positive, got {opts['timeout_s']!r}")
         limit = opts["max_gold_length"]
@@ -287,7 +294,7 @@ class SciworldEnv(DomainEnv):
         return self._observation(loaded["text"], loaded["goal"])
 
     def _step(self, action: str) -> tuple[Observation, bool, bool]:
-        result = self._call("act", action)
+        result = self._call("act", action, self.options["describe_new_room"])
         if result["no_match"]:
             raise InvalidAction("not_admissible", NO_MATCH)
         self._history.append(action)
@@ -508,6 +515,10 @@ def _exit_with_parent(poll_s: float = 1.0) -> None:
     threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
 
 
+def _room_line(look: str) -> str:
+    return look.strip().split("\n", 1)[0]
+
+
 class _Engine:
     """Child side: the package's ScienceWorldEnv, driven through its simulator handle
     (``server``) so a step does not also compute the look/inventory/valid-action extras."""
@@ -517,6 +528,7 @@ class _Engine:
 
         self.env = ScienceWorldEnv("")
         self.server = self.env.server
+        self.room = ""  # the agent's room, from the first line of a look ("This room is called the X.")
 
     def facts(self) -> dict[str, Any]:
         runtime = self.env._gateway.jvm.java.lang.Runtime.getRuntime()
@@ -529,16 +541,22 @@ class _Engine:
     def load(self, task_name: str, variation: int, simplifications: str, gold: bool = False) -> dict[str, Any]:
         self.env.load(task_name, variation, simplifications, generateGoldPath=gold)
         text = self.server.step("look around")  # the package's own first move (ScienceWorldEnv.reset)
+        self.room = _room_line(text)
         goal = self.server.freeActionTaskDesc()
         goal = goal.split(":", 1)[1].strip() if goal.lower().startswith("task description:") else goal.strip()
         return {"text": text, "goal": goal, "templates": list(self.server.getPossibleActions())}
 
-    def act(self, action: str) -> dict[str, Any]:
+    def act(self, action: str, describe_new_room: bool = False) -> dict[str, Any]:
         text = self.server.step(action)
         if text.startswith(AMBIGUOUS):  # answer the engine's question with its first reading
             text = self.server.step("0")
         if text.strip() == NO_MATCH:
             return {"no_match": True}
+        if describe_new_room:
+            look = self.server.freeActionLook()  # free: no time step, no score change
+            if _room_line(look) != self.room:
+                self.room = _room_line(look)
+                text = f"{text.rstrip()}\n{look}"
         return {
             "no_match": False,
             "text": text,
@@ -585,6 +603,7 @@ class _Engine:
         self.load(task_name, variation, simplifications)
         for action in replay:
             self.act(action)
+        self.room = _room_line(self.server.freeActionLook())  # where the replay left the agent
         return playable
 
     def close(self) -> None:
