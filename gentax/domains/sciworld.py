@@ -554,8 +554,9 @@ class _Engine:
             return {"no_match": True}
         if describe_new_room:
             look = self.server.freeActionLook()  # free: no time step, no score change
-            if _room_line(look) != self.room:
-                self.room = _room_line(look)
+            room = _room_line(look)
+            if room != self.room:
+                self.room = room
                 text = f"{text.rstrip()}\n{look}"
         return {
             "no_match": False,
