@@ -73,7 +73,8 @@ def embedded_model(smk) -> None:
     run_gentax(["model", "embedded", "--out", smk.output[0]], smk.log[0])
 
 
-def rl_section(rl: dict, *, save_every: int, domain_name: str, domain: dict, augmentation: dict) -> dict:
+def rl_section(rl: dict, *, save_every: int, domain_name: str, domain: dict, augmentation: dict,
+               rollout: str | None = None) -> dict:
     """config.yaml -> the RL section `gentax train rl --config` reads (gentax/train/rl_defaults.yaml).
 
     The one place where the workflow's config maps onto the RL engines' config; the engines map it
@@ -85,6 +86,8 @@ def rl_section(rl: dict, *, save_every: int, domain_name: str, domain: dict, aug
     if augmentation:
         section["augmentation"] = {"kind": augmentation["kind"], "p": float(augmentation["p"]),
                                    "eps": {domain_name: int(augmentation["eps"])}}
+    if rollout:  # engines.rollout -> the verl engine's rollout backend
+        section["verl"] = {**section.get("verl", {}), "rollout": rollout}
     return section
 
 
@@ -93,7 +96,8 @@ def rl_segment(smk) -> None:
     p = smk.params
     run_dir = Path(p.run_dir)
     job_config = write_job_config(run_dir / f"config_segment_{p.start}_{p.end}.yaml", rl=rl_section(
-        p.rl, save_every=p.save_every, domain_name=p.train_domain, domain=p.domain, augmentation=p.augmentation))
+        p.rl, save_every=p.save_every, domain_name=p.train_domain, domain=p.domain, augmentation=p.augmentation,
+        rollout=p.get("rollout")))
     run_gentax(["train", "rl", "--engine", p.engine, "--preset", p.preset, "--config", job_config,
                 "--init", p.init_model, "--domain", p.train_domain, "--variant", p.variant,
                 "--seed", p.seed, "--steps", f"{p.start}:{p.end}", "--out", run_dir, "--no-progress"], smk.log[0])

@@ -21,6 +21,7 @@ rule rl_v1:
         domain=domain_params(config["inits"]["v1"]["rl"]["train_domain"]),
         augmentation={},
         engine=config["engines"]["rl"],
+        rollout=config["engines"].get("rollout"),
         preset=config["preset"],
     log:
         log_path("init/v1"),

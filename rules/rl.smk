@@ -21,6 +21,7 @@ rule rl_segment:
         domain=lambda wc: domain_params(wc.train_domain),
         augmentation=lambda wc: augmentation_params(wc.init, wc.variant, wc.train_domain),
         engine=config["engines"]["rl"],
+        rollout=config["engines"].get("rollout"),
         preset=config["preset"],
     log:
         log_path("runs/{init}/{train_domain}/{variant}/seed{seed}/segment_{start}_{end}"),

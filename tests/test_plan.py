@@ -49,7 +49,7 @@ def test_embedded_preset_is_valid_and_small(embedded):
     runs = gplan.runs(embedded)
     assert 0 < len(runs) <= 12
     assert {r.variant for r in runs} == set(gplan.VARIANTS)
-    assert embedded["engines"] == {"rl": "local", "generator": "hf"}
+    assert embedded["engines"] == {"rl": "local", "rollout": "vllm", "generator": "hf"}
 
 
 def _broken(paper, path, value):

@@ -305,53 +305,5 @@ def test_export_checkpoint_with_verls_model_merger(tmp_path):
         verl_engine.export_checkpoint(tmp_path, tmp_path / "x")
 
 
-class StandInTransferQueue:
-    """transfer_queue's kv_batch_get/kv_batch_put over a dict, returning what verl's own
-    list_of_dict_to_tensordict builds (nested tensors for ragged fields, NonTensorStack)."""
-
-    def __init__(self, rows):
-        self.rows = rows
-
-    def kv_batch_get(self, keys, partition_id=None, select_fields=None):
-        from verl.utils.tensordict_utils import list_of_dict_to_tensordict
-
-        return list_of_dict_to_tensordict([{f: self.rows[k][f] for f in select_fields} for k in keys])
-
-    def kv_batch_put(self, keys, partition_id=None, fields=None, tags=None):
-        for name in fields.keys():
-            rows = fields[name].unbind(0)
-            for key, value in zip(keys, rows):
-                self.rows[key][name] = value
-
-
-def test_trainer_compute_advantage_reads_and_writes_transfer_queue_rows(monkeypatch):
-    """GentaxPPOTrainer._compute_advantage on TransferQueue-shaped rows (a stand-in store)."""
-    import transfer_queue
-    from transfer_queue import KVBatchMeta
-
-    from gentax.train.verl_agent import GentaxPPOTrainer
-
-    rows, tags = {}, []
-    layout = {("g1", 0): (10.0, [True, False]), ("g1", 1): (0.0, [True, True, True]), ("g2", 0): (0.0, [False])}
-    for (uid, session), (outcome, valid) in layout.items():
-        for i, ok in enumerate(valid):
-            rows[f"{uid}_{session}_{i}"] = {"response_mask": torch.ones(3 + i, dtype=torch.int64),
-                                            "extra_fields": {"gentax": {"outcome": outcome, "valid": ok}}}
-            tags.append({})
-    rows["pad9_0_0"] = {"response_mask": torch.zeros(1, dtype=torch.int64), "extra_fields": {}}
-    tags.append({"is_padding": True})
-    store = StandInTransferQueue(rows)
-    monkeypatch.setattr(transfer_queue, "kv_batch_get", store.kv_batch_get)
-    monkeypatch.setattr(transfer_queue, "kv_batch_put", store.kv_batch_put)
-    trainer = object.__new__(GentaxPPOTrainer)
-    trainer.config = OmegaConf.create({"gentax": {"advantage_normalisation": "trajectory", "invalid_penalty": 0.1}})
-    batch = KVBatchMeta(keys=list(rows), tags=tags, partition_id="train")
-    metrics = {}
-    assert trainer._compute_advantage(batch, metrics) is batch
-    win, lose = grpo.group_advantages([10.0, 0.0], ["g1", "g1"])
-    expected = [win, win - 0.1, lose, lose, lose, -0.1, 0.0]  # g2: one trajectory -> 0 - penalty
-    for key, value in zip(rows, expected):
-        adv = rows[key]["advantages"]
-        assert adv.shape == rows[key]["response_mask"].shape and torch.allclose(adv, torch.full_like(adv, value))
-        assert torch.equal(rows[key]["returns"], adv)
-    assert metrics["gentax/adv_abs_max"] == pytest.approx(max(abs(v) for v in expected))
+# GentaxPPOTrainer._compute_advantage / _compute_metrics against verl's real TransferQueue and
+# verl's own _compute_metrics: tests/test_verl_ray.py (a local Ray instance)

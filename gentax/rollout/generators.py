@@ -203,21 +203,30 @@ class HFGenerator:
         start = time.perf_counter()
         per_request = per_request_params(params, len(prompts))
         prompt_ids = [chat_prompt_ids(self.tokenizer, messages) for messages in prompts]
-        results: list[Generation | None] = [None] * len(prompts)
-        order = sorted(range(len(prompts)), key=lambda i: len(prompt_ids[i]))
+        results = self.generate_ids(prompt_ids, per_request)
+        self.stats["calls"] += 1
+        self.stats["prompt_tokens"] += sum(len(p) for p in prompt_ids)
+        self.stats["response_tokens"] += sum(len(g.response_ids) for g in results)
+        self.stats["seconds"] += time.perf_counter() - start
+        return results
+
+    def generate_ids(self, prompt_ids: list[list[int]], params: list[SamplingParams]) -> list[Generation]:
+        """Token ids in, one ``Generation`` per prompt (same order), one ``SamplingParams`` each.
+
+        The token-level core of ``generate`` (micro-batches of similar length, raw log-probs, EOS
+        kept), also what the verl ``hf`` rollout server calls (gentax.train.verl_hf_rollout).
+        """
+        results: list[Generation | None] = [None] * len(prompt_ids)
+        order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]))
         was_training = self.model.training  # a policy lent by a trainer: sample without dropout
         self.model.eval()
         try:
             for lo in range(0, len(order), self.max_batch_size):
                 chunk = order[lo : lo + self.max_batch_size]
-                for i, generation in zip(chunk, self._generate_chunk([prompt_ids[i] for i in chunk], [per_request[i] for i in chunk])):
+                for i, generation in zip(chunk, self._generate_chunk([prompt_ids[i] for i in chunk], [params[i] for i in chunk])):
                     results[i] = generation
         finally:
             self.model.train(was_training)
-        self.stats["calls"] += 1
-        self.stats["prompt_tokens"] += sum(len(p) for p in prompt_ids)
-        self.stats["response_tokens"] += sum(len(g.response_ids) for g in results)
-        self.stats["seconds"] += time.perf_counter() - start
         return results
 
     def _generate_chunk(self, prompt_ids: list[list[int]], params: list[SamplingParams]) -> list[Generation]:

@@ -21,6 +21,8 @@ from gentax.errors import ConfigError
 DEFAULTS_FILE = Path(__file__).with_name("rl_defaults.yaml")
 PRESETS = ("paper", "embedded")
 ADVANTAGE_NORMALISATIONS = ("trajectory", "cross_step")
+ROLLOUT_BACKENDS = ("vllm", "hf")  # verl's rollout.name (hf: gentax/train/verl_hf_rollout.py)
+ATTN_IMPLEMENTATIONS = ("flash_attention_2", "sdpa", "eager")
 VARIANTS = ("default", "aug", "nothink")
 
 
@@ -135,6 +137,11 @@ def _validate(cfg: RLConfig) -> None:
     aug = cfg.augmentation
     need(isinstance(aug, dict) and set(aug) <= {"kind", "p", "eps"} and 0 <= aug.get("p", 0) <= 1
          and isinstance(aug.get("eps", {}), dict), "augmentation", "must be {kind, p in [0, 1], eps: {domain: int}}")
+    need(cfg.verl.get("rollout") in ROLLOUT_BACKENDS, "verl", f"verl.rollout valid: {', '.join(ROLLOUT_BACKENDS)}")
+    need(cfg.verl.get("rollout") != "hf" or cfg.verl.get("rollout_tp") == 1, "verl",
+         "verl.rollout hf runs one server per GPU: verl.rollout_tp must be 1")
+    need(cfg.verl.get("attn_implementation") in ATTN_IMPLEMENTATIONS, "verl",
+         f"verl.attn_implementation valid: {', '.join(ATTN_IMPLEMENTATIONS)}")
     need(cfg.mini_batch_size % cfg.group_size == 0, "mini_batch_size",
          f"must be a multiple of group_size={cfg.group_size} (verl counts mini-batches in groups)")
 

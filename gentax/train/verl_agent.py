@@ -3,7 +3,7 @@
 - ``EnvStepAgentLoop`` (agent name ``gentax_env``, registered through verl_agent_loops.yaml):
   one instance per episode. It runs OUR collector (``gentax.rollout.collector.collect``) for one
   trajectory of the row's task, with a generator adapter (``ServerGenerator``) that sends each
-  step's prompt to verl's vLLM servers (``server_manager.generate``), and returns one
+  step's prompt to verl's rollout servers (``server_manager.generate``: vLLM, or gentax's ``hf``), and returns one
   ``AgentLoopOutput`` per env step: that step's fresh prompt -> response, i.e. verl-agent's
   step-wise samples. Each output carries the step's facts in ``extra_fields["gentax"]``
   (trajectory outcome, won, valid, reason, ...); the last one also carries ``reward_score``
@@ -75,6 +75,7 @@ class ServerGenerator:
         self.response_length = int(response_length)
         self.seconds = 0.0
         self.truncated = 0  # prompts left-truncated to rollout.prompt_length
+        self.weight_versions: list[int] = []  # the servers' global_steps of each generation
 
     def generate(self, prompts, params=None, hints=None):
         future = asyncio.run_coroutine_threadsafe(self._generate_all(prompts), self.agent.loop)
@@ -98,6 +99,9 @@ class ServerGenerator:
         output = await self.agent.server_manager.generate(
             request_id=uuid4().hex, prompt_ids=prompt_ids, sampling_params=dict(self.sampling_params)
         )
+        for key in ("min_global_steps", "max_global_steps"):
+            if output.extra_fields.get(key) is not None:
+                self.weight_versions.append(int(output.extra_fields[key]))
         response_ids = list(output.token_ids)[: self.response_length]
         if not response_ids:  # verl's reward placement needs >= 1 response token
             response_ids = [self.agent.tokenizer.eos_token_id]
@@ -116,13 +120,22 @@ def episode_task(settings, extra_info: dict, global_steps: int) -> tuple[str, in
     return split, int(extra_info["task_seed"])
 
 
-def outputs_from_rollouts(rollouts, *, generate_seconds: float = 0.0, truncated: int = 0) -> list[AgentLoopOutput]:
-    """One ``AgentLoopOutput`` per step of a one-trajectory ``Rollouts`` (see module doc)."""
+def outputs_from_rollouts(rollouts, *, generate_seconds: float = 0.0, truncated: int = 0,
+                          weight_versions: Sequence[int] = ()) -> list[AgentLoopOutput]:
+    """One ``AgentLoopOutput`` per step of a one-trajectory ``Rollouts`` (see module doc).
+
+    ``weight_versions``: the ``min/max_global_steps`` verl's server client reported for the
+    trajectory's generations; every step's ``extra_fields`` carries their min and max, which verl's
+    ``AgentLoopWorkerTQ`` copies into the sample tags its ``_compute_metrics`` reads (a tag
+    without them is a TypeError there).
+    """
     steps = rollouts.steps_frame()
     episode = rollouts.episodes_frame().iloc[0]
     tokens = rollouts.tokens
     outcome = float(steps.loc[steps["valid"], "reward"].sum())
     metrics = AgentLoopMetrics(generate_sequences=generate_seconds / max(len(steps), 1))
+    versions = ({"min_global_steps": min(weight_versions), "max_global_steps": max(weight_versions)}
+                if weight_versions else {})
     outputs = []
     for k, (_, row) in enumerate(steps.iterrows()):
         tok = tokens[k]
@@ -147,7 +160,7 @@ def outputs_from_rollouts(rollouts, *, generate_seconds: float = 0.0, truncated:
                 response_logprobs=list(tok.logprobs) if tok.logprobs is not None else None,
                 num_turns=2,
                 metrics=metrics,
-                extra_fields={"gentax": info},
+                extra_fields={"gentax": info, **versions},
             )
         )
     final = outputs[-1]
@@ -199,7 +212,8 @@ class EnvStepAgentLoop(AgentLoopBase):
         generator = ServerGenerator(self, sampling_params, response_length)
         # the collector (and the env) run in a thread: env steps never block the event loop
         rollouts = await self.loop.run_in_executor(None, lambda: collect(generator, [task_seed], cfg))
-        return outputs_from_rollouts(rollouts, generate_seconds=generator.seconds, truncated=generator.truncated)
+        return outputs_from_rollouts(rollouts, generate_seconds=generator.seconds, truncated=generator.truncated,
+                                     weight_versions=generator.weight_versions)
 
 
 # ---- trainer: advantages and metrics -----------------------------------------------------------
@@ -272,13 +286,16 @@ class GentaxPPOTrainer(PPOTrainerSync):
         mask = nested_mask.to_padded_tensor(0).float()
         advantages = torch.tensor(adv, dtype=torch.float32)[:, None] * mask
         nested = response_to_nested(advantages, nested_mask)
-        tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id,
-                        fields=TensorDict({"advantages": nested, "returns": nested.clone()}, batch_size=len(batch)))
+        # the metadata kv_batch_put returns lists the new fields; the actor update reads the fields
+        # its metadata lists (returning the incoming `batch` loses "advantages": KeyError in ppo_loss)
+        updated = tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id,
+                                  fields=TensorDict({"advantages": nested, "returns": nested.clone()},
+                                                    batch_size=len(batch)))
         real = np.array([not p for p in padding])
         if real.any():
             metrics.update({"gentax/adv_mean": float(adv[real].mean()), "gentax/adv_std": float(adv[real].std()),
                             "gentax/adv_abs_max": float(np.abs(adv[real]).max())})
-        return batch
+        return updated
 
     def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
         import transfer_queue as tq

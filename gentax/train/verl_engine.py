@@ -65,6 +65,8 @@ from gentax.errors import ConfigError, GentaxError
 from gentax.train import runs
 from gentax.train.config import RLConfig
 
+#: verl_plugin's (variable, module): importing verl_plugin itself needs verl, so it is named here
+PLUGIN_ENV = ("VERL_USE_EXTERNAL_MODULES", "gentax.train.verl_plugin")
 AGENT_NAME = "gentax_env"
 TRAINER_MODE = "gentax_sync"
 AGENT_LOOPS_YAML = Path(__file__).with_name("verl_agent_loops.yaml")
@@ -128,7 +130,9 @@ def verl_overrides(
         ("data.seed", seed),
         # --- model
         ("actor_rollout_ref.model.path", model_path),
-        ("actor_rollout_ref.model.use_remove_padding", True),
+        # remove-padding needs flash-attn's kernels; with sdpa/eager verl runs padded batches
+        ("actor_rollout_ref.model.use_remove_padding", v["attn_implementation"] == "flash_attention_2"),
+        ("+actor_rollout_ref.model.override_config.attn_implementation", v["attn_implementation"]),
         ("actor_rollout_ref.model.enable_gradient_checkpointing", bool(v["gradient_checkpointing"])),
         ("actor_rollout_ref.model.lora_rank", cfg.lora_rank),
         ("actor_rollout_ref.model.lora_alpha", cfg.lora_alpha),
@@ -155,8 +159,8 @@ def verl_overrides(
         ("actor_rollout_ref.actor.fsdp_config.param_offload", bool(v["param_offload"])),
         ("actor_rollout_ref.actor.fsdp_config.optimizer_offload", bool(v["optimizer_offload"])),
         ("actor_rollout_ref.ref.fsdp_config.param_offload", True),
-        # --- rollout: vLLM servers driven by our agent loop
-        ("actor_rollout_ref.rollout.name", "vllm"),
+        # --- rollout: vLLM (or gentax's `hf`, verl_hf_rollout.py) servers driven by our agent loop
+        ("actor_rollout_ref.rollout.name", v["rollout"]),
         ("actor_rollout_ref.rollout.mode", "async"),
         ("actor_rollout_ref.rollout.n", cfg.group_size),
         ("actor_rollout_ref.rollout.temperature", cfg.temperature),
@@ -196,6 +200,9 @@ def verl_overrides(
     package_root = str(Path(__file__).resolve().parents[2])
     python_path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
     pairs.append(("+ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH", python_path))
+    # every verl process imports gentax's plugin on `import verl`: rollout.name=hf resolves there
+    plugin_var, plugin_module = PLUGIN_ENV
+    pairs.append((f"+ray_kwargs.ray_init.runtime_env.env_vars.{plugin_var}", plugin_module))
     overrides = [f"{key}={_hydra_value(value)}" for key, value in pairs]
     overrides += [f"+gentax.{key}={_hydra_value(value)}" for key, value in settings.items()]
     return overrides + [str(o) for o in v.get("overrides", [])]
@@ -351,6 +358,7 @@ def _task_runner_class():
     class GentaxTaskRunner(TaskRunnerV1.__ray_actor_class__):
         def run(self, config):
             import gentax.train.verl_agent  # noqa: F401  registers trainer "gentax_sync"
+            import gentax.train.verl_plugin  # noqa: F401  registers rollout "hf"
 
             return super().run(config)
 
@@ -378,6 +386,8 @@ def train_verl(cfg: RLConfig, *, init: str, domain: str, variant: str, seed: int
         return 0
     runs.resume_step(run_dir, start, end, available=[latest] if latest else [])  # verl resumes from `latest`
     from verl.trainer.main_ppo import run_ppo
+
+    import gentax.train.verl_plugin  # noqa: F401  rollout "hf" in the driver too
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
     run_ppo(config, task_runner_class=_task_runner_class())
