@@ -122,7 +122,7 @@ class ClientLikeServer:
                            extra_fields={"global_steps": steps, "min_global_steps": steps, "max_global_steps": steps})
 
 
-def test_agent_loop_outputs_pass_verls_postprocess_and_compute_metrics(local_ray, tmp_path):
+def test_agent_loop_outputs_pass_verls_postprocess_and_compute_metrics(local_ray, tmp_path, monkeypatch):
     """Before the fix each step's extra_fields lost min/max_global_steps, and verl's _compute_metrics
     raised TypeError (int(None)) at the first step on the GPU."""
     import transfer_queue as tq
@@ -168,14 +168,25 @@ def test_agent_loop_outputs_pass_verls_postprocess_and_compute_metrics(local_ray
     trainer.resource_pool_manager = SimpleNamespace(get_n_gpus=lambda: 1)
     trainer._rollout_moe_lb_metrics_accumulator = RolloutMoELoadBalanceMetricsAccumulator(
         model_config=config.actor_rollout_ref.model)
-    metrics = {}
+    metrics = {"actor/pg_loss": 0.25}
     batch = trainer._compute_advantage(batch, metrics)
+    # fit: step() (rollout, advantages, update) -> save checkpoint -> _compute_metrics. The row must be
+    # in metrics.csv before the save, so a kill between save and _compute_metrics loses nothing.
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    monkeypatch.setattr(PPOTrainerSync, "step", lambda self, metrics, timing_raw: batch)
+    trainer.global_steps = 3
+    assert trainer.step(metrics, {}) is batch
+    import pandas as pd
+
+    early = pd.read_csv(tmp_path / "metrics.csv")
+    assert early["step"].tolist() == [3] and early["pg_loss"].tolist() == [0.25] and "seconds" not in early
     timing = {"step": 1.0, "gen": 0.5, "update_actor": 0.3}
     trainer._compute_metrics(batch, metrics, timing, global_steps=3, epoch=0)
     assert metrics["training/off_policy/trajectory_staleness/mean"] == 0  # (3 - 1) - 2
     assert metrics["gentax/id_success"] == 0.0 and 0 < metrics["gentax/invalid_rate"] < 1
-    rows = (tmp_path / "metrics.csv").read_text().splitlines()
-    assert len(rows) == 2 and rows[1].startswith("3,")  # the run's metrics.csv got step 3
+    final = pd.read_csv(tmp_path / "metrics.csv")
+    assert final["step"].tolist() == [3] and final["seconds"].tolist() == [1.0]  # the same row, completed
 
 
 # ---- the hf rollout backend ----------------------------------------------------------------------

@@ -131,9 +131,22 @@ class MetricsLog:
         self.rows: list[dict[str, Any]] = rows.to_dict("records")
 
     def append(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        self._write()
+
+    def upsert(self, row: dict[str, Any]) -> None:
+        """Merge ``row`` into the row of the same step (appended when there is none)."""
+        for old in self.rows:
+            if old.get("step") == row["step"]:
+                old.update(row)
+                break
+        else:
+            self.rows.append(row)
+        self._write()
+
+    def _write(self) -> None:
         import pandas as pd
 
-        self.rows.append(row)
         frame = pd.DataFrame(self.rows)
         first = [c for c in ("step", "seconds") if c in frame]
         frame = frame[first + [c for c in frame.columns if c not in first]]

@@ -50,9 +50,15 @@ VERL_METRICS = {
     "adv_std": "gentax/adv_std",
     "adv_abs_max": "gentax/adv_abs_max",
     "rollout_s": "timing_s/gen",
+    "old_log_prob_s": "timing_s/old_log_prob",
+    "ref_log_prob_s": "timing_s/ref",
     "update_s": "timing_s/update_actor",
+    "weight_sync_s": "timing_s/update_weights",
+    "save_s": "timing_s/save_checkpoint",
     "seconds": "timing_s/step",
     "tokens_per_s_per_gpu": "perf/throughput",
+    "actor_peak_gpu_gb": "actor/perf/max_memory_allocated_gb",
+    "response_tokens_mean": "response_length/mean",
 }
 
 
@@ -297,10 +303,22 @@ class GentaxPPOTrainer(PPOTrainerSync):
                             "gentax/adv_abs_max": float(np.abs(adv[real]).max())})
         return updated
 
+    def step(self, metrics, timing_raw):
+        batch = super().step(metrics, timing_raw)
+        # this step's row goes to metrics.csv BEFORE verl saves the step's checkpoint (fit saves, then
+        # calls _compute_metrics): a kill between the two must not lose the row, since a resume keeps
+        # the rows up to its checkpoint. _compute_metrics completes it (step time, validation).
+        self._log_row(batch, metrics, self.global_steps)
+        return batch
+
     def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
+        super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
+        self._log_row(batch, metrics, global_steps)
+
+    def _log_row(self, batch, metrics, global_steps) -> None:
+        """Upsert the step's metrics.csv row: gentax's rollout metrics + the verl metrics known so far."""
         import transfer_queue as tq
 
-        super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
         infos = [(fields or {}).get("gentax") for fields in _as_list(data["extra_fields"])]
         rows = [(key, info) for key, info, tag in zip(batch.keys, infos, batch.tags)
@@ -314,7 +332,7 @@ class GentaxPPOTrainer(PPOTrainerSync):
         row.update({name: float(metrics[key]) for name, key in VERL_METRICS.items() if key in metrics})
         # validation (when it ran this step): verl names it val-*/<data_source>/<reward_extra_info key>/mean@1
         row.update({"val_success": float(v) for k, v in metrics.items() if k.startswith("val-") and k.endswith("/won/mean@1")})
-        self._gentax_log.append(row)
+        self._gentax_log.upsert(row)
 
 
 class ExportCheckpoint(CheckpointCallback):

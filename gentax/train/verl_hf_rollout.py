@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 
 NAME = "hf"
 SERVER_PREFIX = "hf_server_"
+#: a folder where each server writes its counters (tokens, seconds, weight syncs) after every sync
+STATS_ENV = "GENTAX_HF_ROLLOUT_STATS"
 
 
 def server_name(replica_rank: int) -> str:
@@ -186,6 +188,11 @@ class HFGenerationServer:
     async def set_global_steps(self, global_steps: int) -> None:
         self.global_steps = int(global_steps)
         self.stats["weight_syncs"] += 1
+        folder = os.environ.get(STATS_ENV)
+        if folder:  # the GPU smoke reads the backend's own throughput here
+            from gentax.io import write_json
+
+            write_json(os.path.join(folder, f"{server_name(self.replica_rank)}.json"), await self.get_stats())
 
     # ---- what verl's replica and trainer call ------------------------------------------------
     async def get_stats(self) -> dict[str, Any]:

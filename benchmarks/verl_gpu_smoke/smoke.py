@@ -1,0 +1,335 @@
+"""The verl engine end to end on 1-2 GPUs, with gentax's ``hf`` rollout backend (no vLLM needed).
+
+Two halves (README "The verl engine on a GPU machine"):
+
+    # on a CPU machine with the project's venv: the carried bundle (wheels, demonstrations, tokenizer)
+    python benchmarks/verl_gpu_smoke/smoke.py prepare
+    # on the GPU machine (CUDA torch + transformers there; nothing downloaded):
+    bash benchmarks/verl_gpu_smoke/run.sh OUT_DIR [PHASE ...]
+
+``run.sh`` installs the bundle and calls ``smoke.py gpu --out OUT_DIR --phases ...``. Phases:
+
+- ``warm-start``: a small Llama with SmolLM2's tokenizer (smoke.yaml ``smoke.model``), fine-tuned on
+  the GPU on the expert demonstrations made on CPU, so the policy sometimes succeeds (a random model
+  is invalid at every step: only the penalty would move it).
+- ``verl1-sokoban``: ``gentax train rl --engine verl`` on 1 GPU, steps 0:3; the run is killed with
+  SIGKILL (its whole process group and Ray, as a preempted job's cgroup) once step 2's checkpoint is
+  exported, then rerun with the same command: it must resume at step 3 and train no step twice.
+- ``verl1-webshop``: the same on WebShop, 3 steps, no kill.
+- ``verl2-sokoban``: 2 GPUs (2 FSDP ranks, 2 ``hf`` replicas), 3 steps; its checkpoints are merged
+  from 2-rank shards; then ``gentax eval`` of the merged step-3 model with the ``hf`` generator.
+- ``local1-sokoban``: the local engine on the same GPU, same model, config and steps (CUDA, bf16
+  autocast), for the cost ratio verl / local.
+
+Each training phase checks, per step: samples > 0, reward std > 0 (reported, a toy policy may not
+reach it on WebShop), loss / KL / entropy / grad norm finite, KL > 0 after the first update; a
+checkpoint at every save; and writes ``OUT/<phase>.metrics.csv`` plus one line in
+``OUT/smoke.json`` (checks, per-step time split, peak GPU memory from nvidia-smi, the hf servers'
+own tokens/s). Exit status 1 when a check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+CONFIG = HERE / "smoke.yaml"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json",
+                   "chat_template.jinja")
+
+
+def load_config() -> dict:
+    import yaml
+
+    return yaml.safe_load(CONFIG.read_text())
+
+
+# ---- CPU side ---------------------------------------------------------------------------------
+def prepare(bundle: Path) -> None:
+    """Wheels (scripts/gpu_bundle.sh), expert demonstrations and the tokenizer, under ``bundle``."""
+    from gentax.rollout.embedded_model import embedded_model_path
+
+    bundle.mkdir(parents=True, exist_ok=True)
+    if not (bundle / "bundle.tar.xz").is_file():
+        subprocess.run(["bash", str(REPO / "scripts" / "gpu_bundle.sh"), str(bundle)], check=True)
+    demos = bundle / "demos"
+    if not (demos / "train.json").is_file():
+        subprocess.run([sys.executable, "-m", "gentax", "sft", "build-data", "--preset", "embedded-base",
+                        "--config", str(CONFIG), "--out", str(demos), "--quiet"], check=True)
+    tokenizer = bundle / "tokenizer"
+    tokenizer.mkdir(exist_ok=True)
+    source = embedded_model_path()
+    for name in TOKENIZER_FILES:
+        if (source / name).is_file():
+            shutil.copy2(source / name, tokenizer / name)
+    print(f"bundle ready in {bundle}: {sum(f.stat().st_size for f in bundle.rglob('*') if f.is_file()) >> 20} MiB")
+
+
+# ---- GPU side ---------------------------------------------------------------------------------
+def warm_start(bundle: Path, out: Path, cfg: dict) -> dict:
+    """A small Llama with SmolLM2's tokenizer, fine-tuned on the expert pairs (loss on the answer)."""
+    import torch
+    from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    from gentax.rollout.generators import chat_prompt_ids
+    from gentax.train.sft_data import read_examples
+
+    spec, train = cfg["smoke"]["model"], cfg["smoke"]["warm_start"]
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # CPU: only to try the script out
+    tokenizer = AutoTokenizer.from_pretrained(bundle / "tokenizer")
+    generation = GenerationConfig.from_pretrained(bundle / "tokenizer")
+    torch.manual_seed(int(train["seed"]))
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(tokenizer), max_position_embeddings=4096, tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=generation.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id, **spec)).to(device)
+    examples = []
+    for example in read_examples(bundle / "demos"):  # sharegpt: human (the step prompt), gpt (the answer)
+        turns = example["conversations"]
+        prompt = chat_prompt_ids(tokenizer, [{"role": "user", "content": turns[0]["value"]}])
+        answer = tokenizer(turns[-1]["value"], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        examples.append((prompt, answer))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=float(train["lr"]), weight_decay=0.0)
+    rng = torch.Generator().manual_seed(int(train["seed"]))
+    start, losses = time.perf_counter(), []
+    for _ in range(int(os.environ.get("GENTAX_SMOKE_WARM_STEPS", train["steps"]))):
+        batch = [examples[i] for i in torch.randint(len(examples), (int(train["batch_size"]),), generator=rng)]
+        width = max(len(p) + len(a) for p, a in batch)
+        ids = torch.full((len(batch), width), tokenizer.pad_token_id or 0)
+        labels = torch.full((len(batch), width), -100)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, (p, a) in enumerate(batch):
+            ids[row, : len(p) + len(a)] = torch.tensor(p + a)
+            labels[row, len(p): len(p) + len(a)] = torch.tensor(a)
+            mask[row, : len(p) + len(a)] = 1
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda"):
+            loss = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device)).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(float(loss))
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    generation.save_pretrained(out)
+    return {"examples": len(examples), "steps": len(losses), "loss_first": losses[0], "loss_last": losses[-1],
+            "seconds": round(time.perf_counter() - start, 1),
+            "parameters_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 1)}
+
+
+class GPUMemoryPeak:
+    """The peak of nvidia-smi's memory.used per GPU while a phase runs (every process on the GPU:
+    the FSDP workers and the hf servers)."""
+
+    def __init__(self):
+        self.peak: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self):
+        while not self._stop.is_set():
+            if not shutil.which("nvidia-smi"):
+                return
+            done = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"],
+                                  capture_output=True, text=True)
+            for line in done.stdout.splitlines():
+                index, used = (int(x) for x in line.split(","))
+                self.peak[index] = max(self.peak.get(index, 0), used)
+            self._stop.wait(0.5)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def kill_everything(process: subprocess.Popen) -> None:
+    """SIGKILL the training's process group and every Ray process: what a preempted job's cgroup gets."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+    subprocess.run(["pkill", "-9", "-f", "raylet|gcs_server|ray::|ray/dashboard|default_worker.py"], check=False)
+    time.sleep(2)  # let the kernel reap them and free the GPUs before the rerun starts its own Ray
+
+
+def train(policy: Path, run_dir: Path, *, engine: str, domain: str, steps: str, gpus: int, log_path: Path,
+          kill_after: int | None = None) -> dict:
+    """One ``gentax train rl`` command (twice when ``kill_after``): return code, wall time, what it logged."""
+    config = run_dir.parent / f"{run_dir.name}.rl.yaml"
+    import yaml
+
+    rl = load_config()["rl"]
+    rl["verl"]["n_gpus_per_node"] = gpus
+    config.write_text(yaml.safe_dump({"rl": rl}))
+    command = [sys.executable, "-m", "gentax", "train", "rl", "--engine", engine, "--preset", "embedded",
+               "--config", str(config), "--init", str(policy), "--domain", domain, "--seed", "0",
+               "--steps", steps, "--out", str(run_dir), "--no-progress"]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(gpus))}
+    result = {"command": " ".join(command[1:]), "runs": []}
+    for attempt in range(2 if kill_after else 1):
+        start = time.perf_counter()
+        with open(log_path, "a") as log:
+            log.write(f"\n===== attempt {attempt + 1}: {' '.join(command)}\n")
+            log.flush()
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            killed = False
+            while process.poll() is None:
+                time.sleep(1)
+                if attempt == 0 and kill_after and (run_dir / "checkpoints" / f"step_{kill_after}" / "config.json").is_file():
+                    kill_everything(process)
+                    killed = True
+            rows = read_metrics(run_dir)
+            result["runs"].append({"returncode": process.returncode, "killed": killed,
+                                   "seconds": round(time.perf_counter() - start, 1),
+                                   "steps_in_metrics": [int(r["step"]) for r in rows]})
+    return result
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    import pandas as pd
+
+    path = run_dir / "metrics.csv"
+    return pd.read_csv(path).to_dict("records") if path.is_file() else []
+
+
+def check_training(run_dir: Path, result: dict, *, end: int, kill_after: int | None, log_path: Path) -> dict:
+    """The per-step checks (module doc); ``checks`` maps each to True/False."""
+    rows = read_metrics(run_dir)
+    steps = [int(r["step"]) for r in rows]
+    checks = {
+        "finished": result["runs"][-1]["returncode"] == 0,
+        "every_step_once": steps == list(range(1, end + 1)),
+        "samples_every_step": all(r.get("samples", 0) > 0 for r in rows),
+        "finite_losses": all(math.isfinite(float(r.get(k, float("nan"))))
+                             for r in rows for k in ("pg_loss", "kl", "entropy", "grad_norm") if k in r),
+        "kl_after_first_update": all(float(r.get("kl", 0)) > 0 for r in rows[1:]),
+        "checkpoint_every_step": all((run_dir / "checkpoints" / f"step_{s}" / "config.json").is_file()
+                                     for s in range(1, end + 1)),
+    }
+    rewards_vary = [float(r.get("adv_std", 0)) > 0 and 0 < float(r.get("id_success", 0)) < 1 for r in rows]
+    if kill_after:
+        first, second = result["runs"]
+        checks["killed_after_step"] = first["killed"] and kill_after in first["steps_in_metrics"]
+        log_text = log_path.read_text()
+        second_log = log_text[log_text.rindex("===== attempt 2"):]
+        trained = sorted({int(s) for s in _verl_logged_steps(second_log)})
+        checks["resumed_and_trained_only_the_rest"] = trained == list(range(kill_after + 1, end + 1))
+        result["rerun_trained_steps"] = trained
+    result["checks"] = checks
+    result["success_rate_varies_per_step"] = rewards_vary
+    result["metrics"] = rows
+    return result
+
+
+def _verl_logged_steps(text: str) -> list[int]:
+    """Steps of verl's console logger lines (``step:N - key:value ...``) or the local engine's rows."""
+    import re
+
+    return [int(m) for m in re.findall(r"(?m)^step:(\d+) - ", text)]
+
+
+def hf_server_stats(folder: Path) -> dict:
+    stats = {}
+    for path in sorted(folder.glob("hf_server_*.json")):
+        s = json.loads(path.read_text())
+        stats[path.stem] = {**s, "tokens_per_s": round(s["response_tokens"] / s["generate_s"], 1) if s["generate_s"] else None}
+    return stats
+
+
+def gpu(out: Path, bundle: Path, phases: list[str]) -> int:
+    cfg = load_config()
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(os.environ.get("GENTAX_SMOKE_WORK", "/tmp/gentax_smoke"))
+    work.mkdir(parents=True, exist_ok=True)
+    policy = work / "policy"
+    report_path = out / "smoke.json"
+    report = json.loads(report_path.read_text()) if report_path.is_file() else {}
+    if shutil.which("nvidia-smi"):
+        report.setdefault("machine", subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
+                                                     "--format=csv,noheader"], capture_output=True, text=True
+                                                    ).stdout.strip().splitlines())
+    failed = False
+    for phase in phases:
+        start = time.perf_counter()
+        print(f"== {phase}", flush=True)
+        if phase == "warm-start":
+            report[phase] = warm_start(bundle, policy, cfg)
+        elif phase.startswith(("verl", "local")):
+            engine = "verl" if phase.startswith("verl") else "local"
+            gpus, domain = int(phase[len(engine)]), phase.split("-", 1)[1]
+            kill_after = 2 if phase == "verl1-sokoban" else None
+            run_dir, log_path = work / phase, out / f"{phase}.log"
+            stats_dir = work / f"{phase}.hf_stats"
+            shutil.rmtree(run_dir, ignore_errors=True)
+            shutil.rmtree(stats_dir, ignore_errors=True)
+            stats_dir.mkdir()
+            os.environ["GENTAX_HF_ROLLOUT_STATS"] = str(stats_dir)
+            with GPUMemoryPeak() as memory:
+                result = train(policy, run_dir, engine=engine, domain=domain, steps="0:3", gpus=gpus,
+                               log_path=log_path, kill_after=kill_after)
+            result = check_training(run_dir, result, end=3, kill_after=kill_after, log_path=log_path)
+            result["gpu_memory_peak_mib"] = memory.peak
+            result["hf_servers"] = hf_server_stats(stats_dir)
+            if (run_dir / "metrics.csv").is_file():
+                shutil.copy2(run_dir / "metrics.csv", out / f"{phase}.metrics.csv")
+            if engine == "verl":
+                result["fsdp_shards_step_3"] = sorted(p.name for p in (run_dir / "verl").glob("global_step_3/actor/model_world_size_*"))
+            report[phase] = result
+            failed |= not all(result["checks"].values())
+        elif phase == "eval":
+            merged = work / "verl2-sokoban" / "checkpoints" / "step_3"
+            target = work / "eval" / "sokoban.parquet"
+            done = subprocess.run([sys.executable, "-m", "gentax", "eval", "--model", str(merged), "--domain", "sokoban",
+                                   "--episodes", str(cfg["smoke"]["eval_episodes"]), "--generator", "hf",
+                                   "--history-length", "0", "--max-new-tokens", "48",
+                                   "--max-steps", str(cfg["domains"]["sokoban"]["max_steps"]),
+                                   *[a for k, v in cfg["domains"]["sokoban"]["options"].items()
+                                     for a in ("--option", f"{k}={json.dumps(v)}")],
+                                   "--out", str(target)], capture_output=True, text=True)
+            (out / "eval.log").write_text(done.stdout + done.stderr)
+            summary = json.loads(target.with_suffix(".json").read_text()) if target.with_suffix(".json").is_file() else {}
+            report[phase] = {"returncode": done.returncode, "model": str(merged), "summary": summary}
+            failed |= done.returncode != 0
+        else:
+            raise SystemExit(f"unknown phase {phase!r}")
+        report.setdefault("phase_seconds", {})[phase] = round(time.perf_counter() - start, 1)
+        report_path.write_text(json.dumps(report, indent=1, default=str))
+    return 1 if failed else 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--bundle", type=Path, default=REPO / ".gpu_bundle")
+    g = sub.add_parser("gpu")
+    g.add_argument("--bundle", type=Path, default=REPO / ".gpu_bundle")
+    g.add_argument("--out", type=Path, required=True)
+    g.add_argument("--phases", nargs="+", default=["warm-start", "verl1-sokoban", "verl1-webshop", "verl2-sokoban",
+                                                   "eval", "local1-sokoban"])
+    args = parser.parse_args(argv)
+    if args.command == "prepare":
+        prepare(args.bundle)
+        return 0
+    return gpu(args.out, args.bundle, args.phases)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
