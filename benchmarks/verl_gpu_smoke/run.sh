@@ -20,7 +20,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 mkdir -p "$out"
 python3 -c 'import torch, transformers, ray, verl; print("torch", torch.__version__, "cuda", torch.cuda.device_count(), "transformers", transformers.__version__, "ray", ray.__version__, "verl", verl.__version__)' | tee "$out/versions.txt"
 if [ $# -gt 0 ]; then
-  python3 "$repo/benchmarks/verl_gpu_smoke/smoke.py" gpu --bundle "$bundle" --out "$out" --phases "$@"
+  exec python3 "$repo/benchmarks/verl_gpu_smoke/smoke.py" gpu --bundle "$bundle" --out "$out" --phases "$@"
 else
-  python3 "$repo/benchmarks/verl_gpu_smoke/smoke.py" gpu --bundle "$bundle" --out "$out"
+  exec python3 "$repo/benchmarks/verl_gpu_smoke/smoke.py" gpu --bundle "$bundle" --out "$out"
 fi

@@ -119,7 +119,7 @@ def warm_start(bundle: Path, out: Path, cfg: dict) -> dict:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
@@ -189,6 +189,7 @@ def train(policy: Path, run_dir: Path, *, engine: str, domain: str, steps: str, 
             log.write(f"\n===== attempt {attempt + 1}: {' '.join(command)}\n")
             log.flush()
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            _RUNNING[:] = [process]
             killed = False
             while process.poll() is None:
                 time.sleep(1)
@@ -239,10 +240,10 @@ def check_training(run_dir: Path, result: dict, *, end: int, kill_after: int | N
 
 
 def _verl_logged_steps(text: str) -> list[int]:
-    """Steps of verl's console logger lines (``step:N - key:value ...``) or the local engine's rows."""
+    """Steps of verl's console logger lines (``(GentaxTaskRunner pid=..) step:N - key:value ...``)."""
     import re
 
-    return [int(m) for m in re.findall(r"(?m)^step:(\d+) - ", text)]
+    return [int(m) for m in re.findall(r"\bstep:(\d+) - ", text)]
 
 
 def hf_server_stats(folder: Path) -> dict:
@@ -253,7 +254,21 @@ def hf_server_stats(folder: Path) -> dict:
     return stats
 
 
+_RUNNING: list[subprocess.Popen] = []
+
+
+def _stop_children(signum, frame):
+    """A smoke stopped from outside (timeout, scancel) takes its trainer with it: the trainer runs
+    in its own process group, which would otherwise outlive the smoke and write into the next run."""
+    for process in _RUNNING:
+        if process.poll() is None:
+            kill_everything(process)
+    sys.exit(128 + signum)
+
+
 def gpu(out: Path, bundle: Path, phases: list[str]) -> int:
+    signal.signal(signal.SIGTERM, _stop_children)
+    signal.signal(signal.SIGINT, _stop_children)
     cfg = load_config()
     out.mkdir(parents=True, exist_ok=True)
     work = Path(os.environ.get("GENTAX_SMOKE_WORK", "/tmp/gentax_smoke"))
@@ -272,6 +287,8 @@ def gpu(out: Path, bundle: Path, phases: list[str]) -> int:
         if phase == "warm-start":
             report[phase] = warm_start(bundle, policy, cfg)
         elif phase.startswith(("verl", "local")):
+            if not (policy / "config.json").is_file():  # a fresh machine: warm-start first
+                report["warm-start"] = warm_start(bundle, policy, cfg)
             engine = "verl" if phase.startswith("verl") else "local"
             gpus, domain = int(phase[len(engine)]), phase.split("-", 1)[1]
             kill_after = 2 if phase == "verl1-sokoban" else None

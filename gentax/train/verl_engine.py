@@ -39,16 +39,14 @@ inside the job's allocation (its GPUs are those the job sees, CUDA_VISIBLE_DEVIC
 at exit. Set ``RAY_TMPDIR`` (or ``TMPDIR``) to job-local scratch when nodes are shared. To attach
 to a cluster started by ``ray start --head`` instead, export ``RAY_ADDRESS`` before the command.
 
-What only a GPU cluster exercises (CPU tests cover everything else with verl's real classes: see
-tests/test_verl_engine.py and docs/training.md):
-  * ``run_ppo`` itself: Ray actors for FSDP workers, vLLM servers (``rollout.name=vllm``),
-    weight sync between them, ``AgentLoopWorkerTQ`` + TransferQueue transport;
-  * verl's FSDP forward/backward, ``compute_log_prob``/ref log-probs, the actor update with
-    ``use_kl_loss`` and ``use_dynamic_bsz``; the batch padding to lcm(dp, mini-batch);
-  * ``_compute_advantage``/``_compute_metrics`` reading and writing TransferQueue (their math is
-    the CPU-tested ``verl_agent.step_sample_advantages`` / ``runs.rollout_metrics``);
-  * FSDP checkpoint save/load and ``resume_mode=auto``; the merger on real FSDP shards (CPU tests
-    run the real merger on a world-size-1 checkpoint in verl's layout).
+What ran where. CPU tests (tests/test_verl_engine.py, tests/test_verl_ray.py) cover the config
+mapping, the agent loop, the TransferQueue reads/writes of our trainer against verl's real queue and
+verl's own ``_compute_metrics``, and the ``hf`` rollout backend under verl's ``LLMServerManager``.
+``run_ppo`` itself (Ray, FSDP workers, weight sync, checkpoint save/resume after a SIGKILL, the merger
+on 2-rank shards) ran on 1 and 2 H200s with the ``hf`` backend (benchmarks/verl_gpu_smoke,
+docs/training.md section 5.3). Only a GPU cluster exercises: vLLM servers (``rollout.name=vllm``) and
+their CUDA-IPC weight sync; more than 2 GPUs (8 ranks, lcm(dp, mini-batch) padding at that width),
+multi-node Ray; an 8B model under FSDP; in-training validation.
 """
 
 from __future__ import annotations
