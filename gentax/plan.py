@@ -5,7 +5,9 @@ One place for "what the study consists of", used by the Snakefile's input functi
 
 - ``load_config(paths_or_dict)`` merges YAML files (later ones override, dicts deep-merged,
   lists replaced — as Snakemake merges ``--configfile``), validates against
-  ``gentax/config_schema.yaml`` plus cross-field rules, and raises ``ConfigError`` naming the key.
+  ``gentax/config_schema.yaml`` plus cross-field rules, and raises ``ConfigError`` naming the key;
+  with ``cluster.memory_check`` it also sizes every GPU training job (``gentax.train.memory``):
+  a preset whose SFT or RL actor does not fit its GPUs is an error here, at plan time.
 - ``runs(cfg)`` lists every RL run after V1: ``Run(init, train_domain, variant, seed, steps)``;
   an extended run (Tables 4/9/10) is the default run with more steps, never a second run.
 - ``segments(cfg, run)`` splits a run into resumable training segments: ``[(0, 150), (150, 300)]``;
@@ -27,6 +29,7 @@ import yaml
 from gentax.errors import ConfigError
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
+REPO_ROOT = Path(__file__).resolve().parents[1]  # config.yaml's folder
 VARIANTS = ("default", "aug", "nothink")
 
 
@@ -41,6 +44,12 @@ class Run(NamedTuple):
     def path(self) -> str:
         """Relative run folder (under ``<results>/runs/``)."""
         return f"{self.init}/{self.train_domain}/{self.variant}/seed{self.seed}"
+
+
+def repo_path(path: str | Path) -> Path:
+    """A path in a config file: absolute as given; relative ones from the repository root."""
+    path = Path(path)
+    return path if path.is_absolute() else REPO_ROOT / path
 
 
 def deep_merge(base: dict, override: dict) -> dict:
@@ -128,6 +137,10 @@ def _check_cross_fields(cfg: dict) -> None:
     if cfg["model"]["embedded"] and "embedded_base" not in cfg:
         raise ConfigError("config key embedded_base: required when model.embedded is true")
     _check_engine_sections(cfg)
+    if cfg.get("cluster", {}).get("memory_check"):
+        from gentax.train.memory import check_memory
+
+        check_memory(cfg)  # every GPU training job fits its GPUs (DeepSpeed's estimators + activations)
 
 
 def sft_section(sft: dict) -> dict:

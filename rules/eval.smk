@@ -16,6 +16,7 @@ rule eval_checkpoint:
         domain=lambda wc: domain_params(wc.eval_domain),
         episodes=config["eval"]["episodes"],
         temperature=config["eval"]["temperature"],
+        top_p=config["eval"]["top_p"],
         max_new_tokens=config["eval"].get("max_new_tokens", config["rl"]["max_new_tokens"]),
         history_length=config["rl"]["history_length"],
         think=lambda wc: wc.variant != "nothink",
