@@ -167,6 +167,24 @@ def _check_engine_sections(cfg: dict) -> None:
             raise ConfigError(f"config key {key}: {exc}") from None
 
 
+def rollout_settings(cfg: dict, kind: str) -> dict[str, Any]:
+    """What the workflow hands ``gentax eval`` (kind "eval") or ``gentax properties`` ("properties"):
+    the rules' params and the printed settings (``gentax plan --settings``) both come from here."""
+    ev = cfg["eval"]
+    out = {
+        "episodes": cfg[kind]["episodes"],
+        "temperature": cfg[kind]["temperature"],
+        "top_p": ev["top_p"],
+        "max_new_tokens": ev.get("max_new_tokens", cfg["rl"]["max_new_tokens"]),
+        "history_length": cfg["rl"]["history_length"],
+        "generator": cfg["engines"]["generator"],
+        "seed": cfg["seed"],
+    }
+    if kind == "properties":
+        out["t_max"] = cfg["properties"]["t_max"]
+    return out
+
+
 # ---- the grid --------------------------------------------------------------------------------
 def runs(cfg: dict) -> list[Run]:
     extended = {(e["init"], e["variant"], e["train_domain"]): e["steps"] for e in cfg["grid"].get("extended", [])}

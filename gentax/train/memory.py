@@ -19,7 +19,7 @@ device, so no weights are needed:
   one GPU. Stage 1 has no DeepSpeed estimator and is refused.
 - RL (verl's FSDP actor): FSDP FULL_SHARD partitions like ZeRO-3, over ``trainer.n_gpus_per_node``
   x ``trainer.nnodes``, with ``param_offload`` / ``optimizer_offload`` as verl receives them
-  (``verl_engine.verl_overrides``). The rollout phase is checked too: vLLM's
+  (``gentax.settings.rl_settings``). The rollout phase is checked too: vLLM's
   ``gpu_memory_utilization`` share of the GPU beside the actor's resident states.
 
 Activations are our estimate (bf16; FlashAttention/SDPA, so no sequence x sequence scores), per
@@ -197,27 +197,11 @@ def sft_estimate(cfg: dict, arch: Architecture) -> JobMemory | None:
     return JobMemory("sft_v2", how, states / GIB, acts / GIB, _budget(cluster), advice)
 
 
-def verl_received(cfg: dict) -> dict[str, Any]:
-    """The verl settings of the preset's RL runs, as verl receives them (key -> value)."""
-    import yaml
-
-    from gentax.train.config import load_rl_config
-    from gentax.train.verl_engine import verl_overrides
-
-    rl = load_rl_config(cfg["rl"], preset=cfg.get("preset", "paper"))
-    overrides = verl_overrides(rl, model_path=str(cfg["model"]["base"]), domain="webshop", variant="default", seed=0,
-                               run_dir="RUN_DIR", end_step=int(cfg["grid"]["steps"]), train_file="train.parquet",
-                               val_file="val.parquet")
-    out = {}
-    for item in overrides:
-        key, _, value = item.partition("=")
-        out[key.lstrip("+")] = yaml.safe_load(value) if value else value
-    return out
-
-
 def rl_estimates(cfg: dict, arch: Architecture) -> list[JobMemory]:
-    """The verl actor update and the rollout phase of an RL run."""
-    v = verl_received(cfg)
+    """The verl actor update and the rollout phase of an RL run (its settings as verl receives them)."""
+    from gentax.settings import rl_settings
+
+    v = rl_settings(cfg)
     actor, model = "actor_rollout_ref.actor.", "actor_rollout_ref.model."
     gpus, nodes = int(v["trainer.n_gpus_per_node"]), int(v["trainer.nnodes"])
     states = model_states_bytes(arch, zero_stage=3, gpus_per_node=gpus, nodes=nodes,
