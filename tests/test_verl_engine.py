@@ -366,7 +366,8 @@ def test_trainer_compute_advantage_reads_and_writes_transfer_queue_rows(monkeypa
     monkeypatch.setattr(transfer_queue, "kv_batch_get", store.kv_batch_get)
     monkeypatch.setattr(transfer_queue, "kv_batch_put", store.kv_batch_put)
     trainer = object.__new__(GentaxPPOTrainer)
-    trainer.config = OmegaConf.create({"gentax": {"advantage_normalisation": "trajectory", "invalid_penalty": 0.1}})
+    trainer.config = OmegaConf.create({"gentax": {"advantage_normalisation": "trajectory", "invalid_penalty": 0.1,
+                                                  "invalid_penalty_placement": "after_normalisation"}})
     batch = KVBatchMeta(keys=list(rows), tags=tags, partition_id="train")
     metrics = {}
     assert trainer._compute_advantage(batch, metrics) is batch
