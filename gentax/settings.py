@@ -108,6 +108,8 @@ def effective_settings(cfg: dict) -> dict[str, dict[str, Any]]:
         "augmentation.kind": aug["kind"],
         "augmentation.v1": aug["v1"],
         "augmentation.v2": aug["v2"],
+        "cluster.gpus_per_node": cfg.get("cluster", {}).get("gpus_per_node"),
+        "cluster.gpu_memory_gib": cfg.get("cluster", {}).get("gpu_memory_gib"),
     }
     return {
         "study": study,

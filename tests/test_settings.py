@@ -24,6 +24,8 @@ PAPER_STATES = {
     ("study", "grid.extended"): {"v1/sokoban": 300, "v2/sokoban": 300, "v2/sciworld": 240},
     ("study", "augmentation.v1"): {"p": 1.0, "eps": {"alfworld": 300, "webshop": 30, "sokoban": 80}},
     ("study", "augmentation.v2"): {"p": 0.5, "eps": {"alfworld": 200, "webshop": 40, "sokoban": 80}},
+    ("study", "cluster.gpus_per_node"): 8,
+    ("study", "cluster.gpu_memory_gib"): 80,
     ("rl", "algorithm.adv_estimator"): "grpo",
     ("rl", "actor_rollout_ref.rollout.n"): 8,
     ("rl", "data.train_batch_size"): 16,
