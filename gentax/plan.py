@@ -94,7 +94,9 @@ def load_config(sources: str | Path | dict | Iterable[str | Path | dict]) -> dic
     return cfg
 
 
-def validate(cfg: dict) -> None:
+def validate(cfg: dict, *, memory: bool = True) -> None:
+    """Schema + cross-field rules; ``memory=False`` skips the GPU memory check (a cluster job
+    re-reading the Snakefile: the main process has checked)."""
     import jsonschema
 
     errors = sorted(_validator().iter_errors(cfg), key=lambda e: (len(e.path), list(map(str, e.path))))
@@ -103,6 +105,10 @@ def validate(cfg: dict) -> None:
         key = ".".join(str(p) for p in err.absolute_path) or "(top level)"
         raise ConfigError(f"config key {key}: {err.message}")
     _check_cross_fields(cfg)
+    if memory and cfg.get("cluster", {}).get("memory_check"):
+        from gentax.train.memory import check_memory
+
+        check_memory(cfg)  # every GPU training job fits its GPUs (DeepSpeed's estimators + activations)
 
 
 def _check_cross_fields(cfg: dict) -> None:
@@ -137,10 +143,6 @@ def _check_cross_fields(cfg: dict) -> None:
     if cfg["model"]["embedded"] and "embedded_base" not in cfg:
         raise ConfigError("config key embedded_base: required when model.embedded is true")
     _check_engine_sections(cfg)
-    if cfg.get("cluster", {}).get("memory_check"):
-        from gentax.train.memory import check_memory
-
-        check_memory(cfg)  # every GPU training job fits its GPUs (DeepSpeed's estimators + activations)
 
 
 def sft_section(sft: dict) -> dict:
