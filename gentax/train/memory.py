@@ -47,7 +47,6 @@ import dataclasses
 import json
 import sys
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from gentax.errors import ConfigError
