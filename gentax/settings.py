@@ -4,7 +4,7 @@ One place to audit a preset against the paper. Contract:
 
 ``effective_settings(cfg) -> {kind: {name: value}}`` for a validated workflow config, kinds:
 
-- ``rl``: the first grid run as its engine receives it: for verl the Hydra overrides of
+- ``rl``: the first grid run (else V1's) as its engine receives it: for verl the Hydra overrides of
   ``verl_engine.verl_overrides`` (parsed back with Hydra's own override parser) on the RL section
   ``pipeline.rl_section`` builds for that run; for the local engine its ``RLConfig``;
 - ``sft``: the ``llamafactory-cli train`` arguments of the V2 SFT (``sft.llamafactory_args``) on
@@ -50,12 +50,19 @@ def sources() -> dict[str, dict[str, list[str]]]:
     return yaml.safe_load(SOURCES_FILE.read_text())
 
 
+def shown_run(cfg: dict) -> gplan.Run:
+    """The run whose RL settings are shown: the grid's first, else Ckpt V1's training."""
+    runs = gplan.runs(cfg)
+    v1 = cfg["inits"]["v1"]["rl"]
+    return runs[0] if runs else gplan.Run("v1", v1["train_domain"], "default", v1["seed"], v1["steps"])
+
+
 def rl_settings(cfg: dict) -> dict[str, Any]:
     """The first grid run's RL settings as its engine receives them."""
     from gentax.pipeline import rl_section
     from gentax.train.config import load_rl_config
 
-    run = gplan.runs(cfg)[0]
+    run = shown_run(cfg)
     aug = cfg["augmentation"]
     augmentation = ({"kind": aug["kind"], "p": aug[run.init]["p"], "eps": aug[run.init]["eps"][run.train_domain]}
                     if run.variant == "aug" else {})
@@ -129,7 +136,7 @@ def render(cfg: dict) -> str:
     instead of a source: the sources describe the paper preset."""
     settings = effective_settings(cfg)
     paper = effective_settings(gplan.load_config([gplan.REPO_ROOT / "config.yaml"]))
-    run = gplan.runs(cfg)[0]
+    run = shown_run(cfg)
     engine = cfg["engines"]["rl"]
     fill = {"engine": engine, "run": f"run {run.path}, {run.steps} steps",
             "receiver": "verl" if engine == "verl" else "the local engine",
