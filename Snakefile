@@ -28,7 +28,7 @@ if PRESET == "embedded":
 config["preset"] = PRESET
 
 try:
-    gplan.validate(config)
+    gplan.validate(config, memory=workflow.is_main_process)  # a cluster job re-reads this file: checked once
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from gentax.pipeline import _domain_args  # noqa: E402  (the workflow's own --max-steps/--option args)
-from gentax.plan import load_config  # noqa: E402
+from gentax.plan import load_config, rollout_settings  # noqa: E402  (the eval jobs' own settings)
 
 DOMAINS = ["alfworld", "webshop", "sokoban", "sciworld"]
 
@@ -41,16 +41,17 @@ def main() -> None:
     cfg = load_config(args.config)
     out = Path(args.out or tempfile.mkdtemp(prefix="gentax-eval-"))
     out.mkdir(parents=True, exist_ok=True)
-    episodes = args.episodes or cfg["eval"]["episodes"]
+    settings = rollout_settings(cfg, "eval")
+    episodes = args.episodes or settings["episodes"]
     print(f"model {args.model}; {episodes} episodes per domain; rollouts in {out}")
     print(f"{'domain':10} {'success':>7} {'invalid':>8} {'length cut':>10} {'mean steps':>10} {'wall s':>7}")
     for domain in args.domains.split(","):
         d = cfg["domains"][domain]
         cmd = [sys.executable, "-m", "gentax", "eval", "--model", args.model, "--domain", domain, "--split", "eval",
-               "--episodes", str(episodes), "--temperature", str(cfg["eval"]["temperature"]),
-               "--max-new-tokens", str(cfg["eval"].get("max_new_tokens", cfg["rl"]["max_new_tokens"])),
-               "--history-length", str(cfg["rl"]["history_length"]), "--generator", "hf",
-               "--seed", str(cfg["seed"]), "--quiet", "--out", str(out / f"{domain}.parquet"),
+               "--episodes", str(episodes), "--temperature", str(settings["temperature"]),
+               "--top-p", str(settings["top_p"]), "--max-new-tokens", str(settings["max_new_tokens"]),
+               "--history-length", str(settings["history_length"]), "--generator", "hf",
+               "--seed", str(settings["seed"]), "--quiet", "--out", str(out / f"{domain}.parquet"),
                *map(str, _domain_args(d))]
         if args.no_think:
             cmd.append("--no-think")

@@ -141,7 +141,7 @@ def sft_train(smk) -> None:
 
 def _rollout_args(p, domain_name: str, domain: dict) -> list[str]:
     return ["--domain", domain_name, "--split", "eval", "--episodes", p.episodes,
-            "--temperature", p.temperature, "--max-new-tokens", p.max_new_tokens,
+            "--temperature", p.temperature, "--top-p", p.top_p, "--max-new-tokens", p.max_new_tokens,
             "--history-length", p.history_length, "--generator", p.generator, "--seed", p.seed,
             "--quiet", *_domain_args(domain)]
 

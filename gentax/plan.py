@@ -5,7 +5,9 @@ One place for "what the study consists of", used by the Snakefile's input functi
 
 - ``load_config(paths_or_dict)`` merges YAML files (later ones override, dicts deep-merged,
   lists replaced — as Snakemake merges ``--configfile``), validates against
-  ``gentax/config_schema.yaml`` plus cross-field rules, and raises ``ConfigError`` naming the key.
+  ``gentax/config_schema.yaml`` plus cross-field rules, and raises ``ConfigError`` naming the key;
+  with ``cluster.memory_check`` it also sizes every GPU training job (``gentax.train.memory``):
+  a preset whose SFT or RL actor does not fit its GPUs is an error here, at plan time.
 - ``runs(cfg)`` lists every RL run after V1: ``Run(init, train_domain, variant, seed, steps)``;
   an extended run (Tables 4/9/10) is the default run with more steps, never a second run.
 - ``segments(cfg, run)`` splits a run into resumable training segments: ``[(0, 150), (150, 300)]``;
@@ -27,6 +29,7 @@ import yaml
 from gentax.errors import ConfigError
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
+REPO_ROOT = Path(__file__).resolve().parents[1]  # config.yaml's folder
 VARIANTS = ("default", "aug", "nothink")
 
 
@@ -41,6 +44,12 @@ class Run(NamedTuple):
     def path(self) -> str:
         """Relative run folder (under ``<results>/runs/``)."""
         return f"{self.init}/{self.train_domain}/{self.variant}/seed{self.seed}"
+
+
+def repo_path(path: str | Path) -> Path:
+    """A path in a config file: absolute as given; relative ones from the repository root."""
+    path = Path(path)
+    return path if path.is_absolute() else REPO_ROOT / path
 
 
 def deep_merge(base: dict, override: dict) -> dict:
@@ -85,7 +94,9 @@ def load_config(sources: str | Path | dict | Iterable[str | Path | dict]) -> dic
     return cfg
 
 
-def validate(cfg: dict) -> None:
+def validate(cfg: dict, *, memory: bool = True) -> None:
+    """Schema + cross-field rules; ``memory=False`` skips the GPU memory check (a cluster job
+    re-reading the Snakefile: the main process has checked)."""
     import jsonschema
 
     errors = sorted(_validator().iter_errors(cfg), key=lambda e: (len(e.path), list(map(str, e.path))))
@@ -94,6 +105,10 @@ def validate(cfg: dict) -> None:
         key = ".".join(str(p) for p in err.absolute_path) or "(top level)"
         raise ConfigError(f"config key {key}: {err.message}")
     _check_cross_fields(cfg)
+    if memory and cfg.get("cluster", {}).get("memory_check"):
+        from gentax.train.memory import check_memory
+
+        check_memory(cfg)  # every GPU training job fits its GPUs (DeepSpeed's estimators + activations)
 
 
 def _check_cross_fields(cfg: dict) -> None:
@@ -152,6 +167,24 @@ def _check_engine_sections(cfg: dict) -> None:
             check()
         except ConfigError as exc:
             raise ConfigError(f"config key {key}: {exc}") from None
+
+
+def rollout_settings(cfg: dict, kind: str) -> dict[str, Any]:
+    """What the workflow hands ``gentax eval`` (kind "eval") or ``gentax properties`` ("properties"):
+    the rules' params and the printed settings (``gentax plan --settings``) both come from here."""
+    ev = cfg["eval"]
+    out = {
+        "episodes": cfg[kind]["episodes"],
+        "temperature": cfg[kind]["temperature"],
+        "top_p": ev["top_p"],
+        "max_new_tokens": ev.get("max_new_tokens", cfg["rl"]["max_new_tokens"]),
+        "history_length": cfg["rl"]["history_length"],
+        "generator": cfg["engines"]["generator"],
+        "seed": cfg["seed"],
+    }
+    if kind == "properties":
+        out["t_max"] = cfg["properties"]["t_max"]
+    return out
 
 
 # ---- the grid --------------------------------------------------------------------------------

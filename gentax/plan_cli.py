@@ -1,4 +1,5 @@
-"""``gentax plan``: print the study's plan (the grid of RL runs and what they imply)."""
+"""``gentax plan``: print the study's plan (the grid of RL runs and what they imply), or with
+``--settings`` every job kind's effective settings and their sources (``gentax.settings``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ def register(sub) -> None:
     p = sub.add_parser("plan", help="print the study's plan (RL runs, segments, evaluations)")
     p.add_argument("--config", action="append", default=None,
                    help="config file(s), merged in order (default: the repository's config.yaml)")
-    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument("--json", action="store_true", help="print the plan (with --settings: the settings) as JSON")
+    p.add_argument("--settings", action="store_true",
+                   help="print the effective settings of every job kind (RL as verl receives them, SFT as "
+                        "LlamaFactory receives them, evaluation, property logs) with their sources, and the memory check")
     p.set_defaults(func=_plan)
 
     t = sub.add_parser("tasks", help="write a domain's held-out eval task manifest (seeds + fingerprint)")
@@ -42,6 +46,12 @@ def _plan(args) -> int:
     from gentax import plan as gplan
 
     cfg = gplan.load_config(args.config or [DEFAULT_CONFIG])
+    if args.settings:
+        from gentax import settings
+
+        print(json.dumps(settings.effective_settings(cfg), indent=2, default=str) if args.json else settings.render(cfg),
+              end="\n" if args.json else "")
+        return 0
     result = gplan.plan(cfg)
     if args.json:
         print(json.dumps(result, indent=2))

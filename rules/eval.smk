@@ -14,13 +14,8 @@ rule eval_checkpoint:
     params:
         model=checkpoint_path,
         domain=lambda wc: domain_params(wc.eval_domain),
-        episodes=config["eval"]["episodes"],
-        temperature=config["eval"]["temperature"],
-        max_new_tokens=config["eval"].get("max_new_tokens", config["rl"]["max_new_tokens"]),
-        history_length=config["rl"]["history_length"],
         think=lambda wc: wc.variant != "nothink",
-        generator=config["engines"]["generator"],
-        seed=config["seed"],
+        **gplan.rollout_settings(config, "eval"),
     log:
         log_path("eval/{init}/{train_domain}/{variant}/seed{seed}/step{step}/{eval_domain}"),
     benchmark:

@@ -11,13 +11,7 @@ rule properties:
     params:
         model=lambda wc: init_model_path(config["properties"]["init"]),
         domain=lambda wc: domain_params(wc.domain),
-        episodes=config["properties"]["episodes"],
-        t_max=config["properties"]["t_max"],
-        temperature=config["eval"]["temperature"],
-        max_new_tokens=config["eval"].get("max_new_tokens", config["rl"]["max_new_tokens"]),
-        history_length=config["rl"]["history_length"],
-        generator=config["engines"]["generator"],
-        seed=config["seed"],
+        **gplan.rollout_settings(config, "properties"),
     log:
         log_path("properties/{domain}"),
     benchmark:

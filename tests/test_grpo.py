@@ -78,12 +78,57 @@ def test_step_advantages_step_mode_equals_verl_on_samples():
     traj_groups = np.array([0, 0, 1, 1])
     step_traj = np.array([0, 0, 1, 1, 1, 2, 3, 3])
     invalid = np.array([0, 1, 0, 0, 1, 0, 0, 0], dtype=bool)
-    adv = grpo.step_advantages(outcomes, traj_groups, step_traj, invalid, mode="cross_step")
+    adv = grpo.step_advantages(outcomes, traj_groups, step_traj, invalid, mode="cross_step", penalty_placement="in_return")
     np.testing.assert_allclose(
         adv, verl_grpo(outcomes[step_traj] - 0.1 * invalid, traj_groups[step_traj]), rtol=1e-5, atol=1e-4
     )
     with pytest.raises(ValueError, match="unknown advantage mode"):
         grpo.step_advantages(outcomes, traj_groups, step_traj, invalid, mode="nope")
+    with pytest.raises(ValueError, match="unknown penalty placement"):
+        grpo.step_advantages(outcomes, traj_groups, step_traj, invalid, penalty_placement="before")
+
+
+# three tasks x 2 trajectories; task C's outcomes are equal (std 0), with an invalid second step
+PLACEMENT_CASE = dict(
+    outcomes=np.array([10.0, 0.0, 10.0, 10.0, 0.0, 0.0]),
+    traj_groups=np.array(["A", "A", "B", "B", "C", "C"]),
+    step_traj=np.array([0, 0, 0, 1, 2, 3, 3, 4, 4, 5]),
+    invalid=np.array([1, 0, 1, 0, 0, 1, 0, 0, 1, 0], dtype=bool),
+)
+
+
+def test_penalty_after_normalisation_in_both_modes():
+    c = PLACEMENT_CASE
+    penalty = -0.1 * c["invalid"]
+    traj = grpo.step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], c["invalid"])
+    np.testing.assert_allclose(traj, verl_grpo(c["outcomes"], c["traj_groups"])[c["step_traj"]] + penalty, rtol=1e-5, atol=1e-4)
+    cross = grpo.step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], c["invalid"], mode="cross_step")
+    step_groups = c["traj_groups"][c["step_traj"]]
+    np.testing.assert_allclose(cross, verl_grpo(c["outcomes"][c["step_traj"]], step_groups) + penalty, rtol=1e-5, atol=1e-4)
+    assert traj[8] == pytest.approx(-0.1) and cross[8] == pytest.approx(-0.1)  # std-0 group: just the penalty
+
+
+def test_penalty_in_return_with_trajectory_statistics_is_verl_agents_episode_norm():
+    """verl-agent, compute_mean_std_cross_steps=False: each sample's score (outcome - its penalty)
+    normalised by the mean/std of ONE score per trajectory: that of its first sample."""
+    c = PLACEMENT_CASE
+    scores = c["outcomes"][c["step_traj"]] - 0.1 * c["invalid"]
+    adv = grpo.step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], c["invalid"], penalty_placement="in_return")
+    first = {0: 0, 1: 3, 2: 4, 3: 5, 4: 7, 5: 9}  # trajectory -> index of its first sample
+    groups = c["traj_groups"][c["step_traj"]]
+    expected = []
+    for k, score in enumerate(scores):
+        ref = [scores[first[t]] for t in first if c["traj_groups"][t] == groups[k]]
+        expected.append((score - np.mean(ref)) / (np.std(ref, ddof=1) + 1e-6))
+    np.testing.assert_allclose(adv, expected)
+    # the std-0 group C: the invalid second step's penalty is divided by eps (why it is not the default)
+    assert adv[8] == pytest.approx(-0.1 / 1e-6, rel=1e-6)
+    assert adv[7] == adv[9] == 0.0
+    # no invalid step: every placement and mode gives the paper's trajectory advantages
+    none = np.zeros_like(c["invalid"])
+    base = grpo.step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], none)
+    np.testing.assert_allclose(grpo.step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], none,
+                                                    penalty_placement="in_return"), base)
 
 
 def _loss_inputs(seed=0, b=6, t=9):
@@ -130,6 +175,25 @@ def test_kl_equals_verl_low_var_kl_and_total_loss():
     kl = core_algos.agg_loss(theirs, mask, "token-mean")
     assert loss.item() == pytest.approx((pg + 0.01 * kl).item(), rel=1e-5, abs=1e-6)
     assert sums["kl"] / mask.sum().item() == pytest.approx(kl.item(), rel=1e-5)
+
+
+def test_entropy_term_equals_verls_actor_loss():
+    """verl's ppo_loss: policy_loss = pg_loss - entropy_coeff * token-mean(entropy) + kl_coef * kl_loss."""
+    from omegaconf import OmegaConf
+
+    logp, old, ref, adv, mask = _loss_inputs(seed=3)
+    entropy = torch.rand_like(logp) * 2
+    cfg = grpo.LossConfig(kl_coef=0.01, entropy_coeff=0.001)
+    loss, _ = grpo.grpo_loss(logp, old, ref, adv, mask, num_tokens=mask.sum().item(), cfg=cfg, entropy=entropy)
+    actor_cfg = OmegaConf.create({"clip_ratio": 0.2, "clip_ratio_low": None, "clip_ratio_high": None, "global_batch_info": {}})
+    pg = core_algos.compute_policy_loss_vanilla(old, logp, adv[:, None].expand_as(logp), mask, config=actor_cfg)[0]
+    kl = core_algos.agg_loss(core_algos.kl_penalty(logp, ref, "low_var_kl"), mask, "token-mean")
+    ent = core_algos.agg_loss(entropy, mask, "token-mean")
+    assert loss.item() == pytest.approx((pg - 0.001 * ent + 0.01 * kl).item(), rel=1e-5, abs=1e-6)
+    without, _ = grpo.grpo_loss(logp, old, ref, adv, mask, num_tokens=mask.sum().item(), cfg=grpo.LossConfig(kl_coef=0.01))
+    assert without.item() == pytest.approx((pg + 0.01 * kl).item(), rel=1e-5, abs=1e-6)
+    with pytest.raises(ValueError, match="needs the per-token entropy"):
+        grpo.grpo_loss(logp, old, ref, adv, mask, num_tokens=1.0, cfg=cfg)
 
 
 def test_micro_batches_add_up_to_token_mean_and_gradients_flow():

@@ -187,3 +187,42 @@ def test_embedded_model_trains_a_step(tmp_path):
     row = pd.read_csv(run / runs.METRICS_FILE).iloc[0]
     assert all(math.isfinite(row[c]) for c in ("loss", "kl", "entropy", "adv_std"))
     assert row["entropy"] > 0.0
+
+
+def test_entropy_coeff_and_penalty_placement_reach_the_local_update(tiny):
+    """entropy_coeff enters the loss (and its gradient); invalid_penalty_placement the advantages."""
+    import dataclasses
+
+    import numpy as np
+
+    from gentax.train.config import load_rl_config
+    from gentax.train.local_engine import Policy, Samples, samples_from_rollouts, update_policy
+
+    base = load_rl_config({**TINY_RL, "kl_coef": 0.0, "weight_decay": 0.0, "mini_batch_size": 2}, "embedded")
+    samples = Samples(prompts=[[1, 2, 3], [4, 5]], responses=[[6, 7], [8]], advantages=np.zeros(2))
+    stats = {}
+    for coeff in (0.0, 0.5):
+        cfg = dataclasses.replace(base, entropy_coeff=coeff)
+        policy = Policy(cfg, tiny, None)
+        optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=cfg.lr, weight_decay=0.0)
+        stats[coeff] = update_policy(policy, optimizer, samples, cfg, np.random.default_rng(0))
+    # zero advantages and no KL: without the entropy term there is no loss and no gradient
+    assert stats[0.0]["loss"] == 0.0 and stats[0.0]["grad_norm"] == 0.0
+    assert stats[0.5]["entropy"] > 0 and stats[0.5]["grad_norm"] > 0
+    assert stats[0.5]["loss"] == pytest.approx(-0.5 * stats[0.5]["entropy"], rel=1e-5)
+
+    class FakeRollouts:  # one group of two 2-step trajectories; trajectory 1's second step invalid
+        tokens = [type("T", (), {"prompt_ids": [1, 2], "response_ids": [3]})()] * 4
+
+        def steps_frame(self):
+            return pd.DataFrame({"traj_id": [0, 0, 1, 1], "valid": [True, True, True, False],
+                                 "reward": [0.0, 10.0, 0.0, 0.0]})
+
+        def episodes_frame(self):
+            return pd.DataFrame({"traj_id": [0, 1], "group_id": [0, 0]})
+
+    after = samples_from_rollouts(FakeRollouts(), base).advantages
+    inside = samples_from_rollouts(FakeRollouts(), dataclasses.replace(base, invalid_penalty_placement="in_return")).advantages
+    np.testing.assert_allclose(after[3] - after[2], -0.1)  # in advantage units
+    # inside the score: divided by the group's std of first-sample scores (10 and 0)
+    assert inside[3] - inside[2] == pytest.approx(-0.1 / np.std([10.0, 0.0], ddof=1), rel=1e-4)

@@ -90,6 +90,17 @@ def test_presets_and_errors(tmp_path):
     assert read_sft_file(config, "embedded-base")[0] == {"steps": 9}
 
 
+def test_paper_sft_hands_llamafactory_zero3_on_several_gpus(tmp_path):
+    """The v2 preset's DeepSpeed ZeRO-3 config reaches LlamaFactory on a multi-GPU node, never on one device."""
+    cfg = load_sft_config()
+    node = llamafactory_args(cfg, tmp_path, tmp_path, tmp_path / "o", 6656, 8)
+    zero = json.loads(Path(node["deepspeed"]).read_text())["zero_optimization"]
+    assert zero["stage"] == 3 and "offload_optimizer" not in zero
+    assert (node["per_device_train_batch_size"], node["gradient_accumulation_steps"]) == (2, 1)  # 2 x 8 GPUs = 16
+    assert node["finetuning_type"] == "full" and node["learning_rate"] == 1e-5
+    assert "deepspeed" not in llamafactory_args(cfg, tmp_path, tmp_path, tmp_path / "o", 6656, 1)
+
+
 # ---- the dataset ---------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def expert_data(tmp_path_factory):

@@ -264,6 +264,28 @@ def test_step_sample_advantages_equal_verls_multi_trajectory_grpo():
     assert ours[-1] == 0.0
 
 
+def test_entropy_coeff_and_penalty_placement_reach_verl(tmp_path):
+    """The two RL options as verl receives them, and the trainer's advantages in any row order."""
+    from gentax.train.verl_agent import step_sample_advantages
+
+    cfg = load_rl_config({"entropy_coeff": 0.001, "invalid_penalty_placement": "in_return"}, "embedded")
+    config = verl_engine.build_config(cfg, model_path="/m", domain="sokoban", variant="default", seed=0,
+                                      run_dir=tmp_path, end_step=2, write_data=False)
+    assert config.actor_rollout_ref.actor.entropy_coeff == 0.001
+    assert config.gentax.invalid_penalty_placement == "in_return"
+    # rows of two trajectories of one group, shuffled as TransferQueue may return them
+    keys = ["g_0_0", "g_0_1", "g_0_2", "g_1_0", "g_1_1"]
+    infos = [{"outcome": 10.0, "valid": v} for v in (True, False, True)] + [{"outcome": 0.0, "valid": v} for v in (False, True)]
+    order = [4, 1, 3, 0, 2]
+    shuffled = step_sample_advantages([keys[i] for i in order], [infos[i] for i in order], [False] * 5,
+                                      mode="trajectory", invalid_penalty=0.1, penalty_placement="in_return")
+    expected = grpo.step_advantages([10.0, 0.0], ["g", "g"], [0, 0, 0, 1, 1], [False, True, False, True, False],
+                                    invalid_penalty=0.1, penalty_placement="in_return")
+    np.testing.assert_allclose(shuffled, expected[order])
+    assert not np.allclose(expected, grpo.step_advantages([10.0, 0.0], ["g", "g"], [0, 0, 0, 1, 1],
+                                                          [False, True, False, True, False]))
+
+
 def test_registered_trainer_agent_loop_and_task_runner():
     import gentax.train.verl_agent as va
     from verl.experimental.agent_loop.agent_loop import _agent_loop_registry

@@ -89,7 +89,8 @@ def test_compute_advantage_returns_metadata_listing_advantages(local_ray):
     batch = put_rows(tq, "adv", layout)
     assert "advantages" not in batch.fields
     trainer = object.__new__(GentaxPPOTrainer)
-    trainer.config = OmegaConf.create({"gentax": {"advantage_normalisation": "trajectory", "invalid_penalty": 0.1}})
+    trainer.config = OmegaConf.create({"gentax": {"advantage_normalisation": "trajectory", "invalid_penalty": 0.1,
+                                                  "invalid_penalty_placement": "after_normalisation"}})
     metrics = {}
     out = trainer._compute_advantage(batch, metrics)
     assert {"advantages", "returns", "response_mask"} <= set(out.fields)

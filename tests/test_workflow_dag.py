@@ -82,3 +82,13 @@ def test_bad_config_stops_with_one_message_naming_the_key():
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode != 0
     assert "config key rl" in proc.stdout + proc.stderr
+
+
+def test_paper_preset_that_does_not_fit_its_gpus_stops_the_plan(tmp_path):
+    """The plan-time memory check: the paper preset's SFT without DeepSpeed (plain data parallel)."""
+    no_zero = tmp_path / "no_zero.yaml"
+    no_zero.write_text("inits: {v2: {sft: {deepspeed: null}}}\n")
+    proc = subprocess.run([*SNAKEMAKE, "-n", "--configfile", str(REPO / "config.yaml"), str(no_zero),
+                           "--config", "preset=paper"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode != 0
+    assert "sft_v2: model states 149.6 + activations 27.9 = 177.5 GiB per GPU" in proc.stdout + proc.stderr

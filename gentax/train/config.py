@@ -17,6 +17,7 @@ from typing import Any, Mapping
 import yaml
 
 from gentax.errors import ConfigError
+from gentax.train.grpo import PENALTY_PLACEMENTS
 
 DEFAULTS_FILE = Path(__file__).with_name("rl_defaults.yaml")
 PRESETS = ("paper", "embedded")
@@ -44,6 +45,8 @@ class RLConfig:
     history_length: int
     advantage_normalisation: str
     invalid_penalty: float
+    invalid_penalty_placement: str
+    entropy_coeff: float
     epochs_per_step: int
     mini_batch_size: int
     micro_batch_size: int
@@ -119,13 +122,15 @@ def _validate(cfg: RLConfig) -> None:
     for key in ("lr", "clip_ratio", "temperature", "top_p", "val_temperature", "grad_clip"):
         value = getattr(cfg, key)
         need(isinstance(value, (int, float)) and value > 0, key, "must be a number > 0")
-    for key in ("kl_coef", "invalid_penalty", "weight_decay"):
+    for key in ("kl_coef", "invalid_penalty", "weight_decay", "entropy_coeff"):
         value = getattr(cfg, key)
         need(isinstance(value, (int, float)) and value >= 0, key, "must be a number >= 0")
     need(cfg.top_p <= 1, "top_p", "must be <= 1")
     need(cfg.clip_ratio_c > 1, "clip_ratio_c", "must be > 1 (dual clip)")
     need(cfg.advantage_normalisation in ADVANTAGE_NORMALISATIONS, "advantage_normalisation",
          f"valid: {', '.join(ADVANTAGE_NORMALISATIONS)}")
+    need(cfg.invalid_penalty_placement in PENALTY_PLACEMENTS, "invalid_penalty_placement",
+         f"valid: {', '.join(PENALTY_PLACEMENTS)}")
     need(cfg.lora_save in ("merged", "adapter"), "lora_save", "valid: merged, adapter")
     need(cfg.dtype in ("float32", "bfloat16"), "dtype", "valid: float32, bfloat16")
     need(cfg.autocast in ("auto", "bf16", "none"), "autocast", "valid: auto, bf16, none")

@@ -17,12 +17,25 @@ A *group* is the G trajectories of one task (same env seed); ``group_ids`` name 
      before it, a group whose outcomes are all equal (std 0, the usual case for a weak policy)
      would divide the penalty by eps.
    - ``"cross_step"`` (verl-agent's default ``compute_mean_std_cross_steps=True``): every sample's score
-     (outcome + its penalty) is normalised by the mean/std over all samples of its group, so a long
-     trajectory weighs once per step. This equals verl-agent exactly.
+     is normalised by the mean/std over all samples of its group, so a long trajectory weighs once
+     per step.
+   Where the invalid-step penalty goes (``penalty_placement``):
+   - ``"after_normalisation"`` (default): the advantage as above from the outcomes alone, then
+     ``-invalid_penalty`` added to the invalid step's advantage, in advantage units.
+   - ``"in_return"`` (verl-agent's literal reading: the penalty is part of the step sample's reward,
+     ``apply_invalid_action_penalty``): each sample's score is ``outcome - invalid_penalty`` when its
+     step was invalid, and scores are normalised. With ``cross_step`` the group's statistics are
+     over all sample scores (= verl-agent's default exactly); with ``trajectory`` each trajectory
+     counts once, with the score of its first sample (verl-agent's ``compute_mean_std_cross_steps=False``
+     keeps the first row of each trajectory), and every sample is normalised with its own score.
+     A group of equal outcomes (std 0) then divides a later step's penalty by ``eps``: that is why
+     the paper preset keeps ``after_normalisation``.
 3. Loss, per response token (``grpo_loss``): PPO's clipped ratio objective with verl's dual clip
    (ratio clip [1-clip_low, 1+clip_high]; negative advantages bounded by ``clip_ratio_c``), plus
    ``kl_coef`` x the low-variance KL estimate k3 of the policy from the reference policy (verl's
-   ``low_var_kl``), aggregated as a token mean over the mini-batch's response tokens.
+   ``low_var_kl``), minus ``entropy_coeff`` x the token entropy when it is > 0 (verl's
+   ``policy_loss = pg_loss - entropy_coeff * entropy``), aggregated as a token mean over the
+   mini-batch's response tokens.
 
 Everything here is plain numpy/torch so the local engine, the verl engine's custom pieces and the
 tests share one definition.
@@ -35,6 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 ADVANTAGE_MODES = ("trajectory", "cross_step")
+PENALTY_PLACEMENTS = ("after_normalisation", "in_return")
 
 
 def group_advantages(scores, group_ids, eps: float = 1e-6, *, norm_by_std: bool = True) -> np.ndarray:
@@ -43,17 +57,30 @@ def group_advantages(scores, group_ids, eps: float = 1e-6, *, norm_by_std: bool 
     ``(s - mean_g) / (std_g + eps)`` with the unbiased (n-1) std of the group's scores; a group of
     one has mean 0 and std 1, as in verl. ``norm_by_std=False`` gives ``s - mean_g`` (Dr.GRPO).
     """
-    scores = np.asarray(scores, dtype=np.float64)
-    group_ids = np.asarray(group_ids)
-    if scores.ndim != 1 or group_ids.shape != scores.shape:
-        raise ValueError(f"scores and group_ids must be 1-D of equal length, got {scores.shape} and {group_ids.shape}")
-    out = np.empty_like(scores)
-    _, inverse = np.unique(group_ids, return_inverse=True)
-    for g in range(inverse.max(initial=-1) + 1):
-        members = inverse == g
-        s = scores[members]
+    return normalise_in_groups(scores, group_ids, scores, group_ids, eps, norm_by_std=norm_by_std)
+
+
+def normalise_in_groups(values, value_groups, ref_scores, ref_groups, eps: float = 1e-6, *,
+                        norm_by_std: bool = True) -> np.ndarray:
+    """``(v - mean_g) / (std_g + eps)`` for each value, with mean/std of its group's REFERENCE scores.
+
+    ``group_advantages`` is the case values == reference scores. A group of one reference score has
+    mean 0 and std 1 (verl); a value whose group has no reference score is a ``ValueError``.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    ref_scores = np.asarray(ref_scores, dtype=np.float64)
+    value_groups, ref_groups = np.asarray(value_groups), np.asarray(ref_groups)
+    for name, a, g in (("scores", values, value_groups), ("reference scores", ref_scores, ref_groups)):
+        if a.ndim != 1 or g.shape != a.shape:
+            raise ValueError(f"{name} and their group ids must be 1-D of equal length, got {a.shape} and {g.shape}")
+    out = np.empty_like(values)
+    for group in np.unique(value_groups):
+        s = ref_scores[ref_groups == group]
+        if not len(s):
+            raise ValueError(f"group {group!r} has no reference score")
         mean, std = (s.mean(), s.std(ddof=1)) if len(s) > 1 else (0.0, 1.0)
-        out[members] = (s - mean) / (std + eps) if norm_by_std else s - mean
+        members = value_groups == group
+        out[members] = (values[members] - mean) / (std + eps) if norm_by_std else values[members] - mean
     return out
 
 
@@ -65,23 +92,34 @@ def step_advantages(
     *,
     mode: str = "trajectory",
     invalid_penalty: float = 0.1,
+    penalty_placement: str = "after_normalisation",
     eps: float = 1e-6,
     norm_by_std: bool = True,
 ) -> np.ndarray:
-    """One advantage per step sample (see the module docstring for the two modes).
+    """One advantage per step sample (see the module docstring for the modes and placements).
 
     outcomes[i], traj_group_ids[i]: trajectory i's outcome and group; step_traj[k]: the trajectory
-    of sample k; step_invalid[k]: whether sample k's action was invalid.
+    of sample k; step_invalid[k]: whether sample k's action was invalid. Samples of a trajectory
+    come in step order (``in_return`` with ``trajectory`` uses each trajectory's first sample).
     """
+    if mode not in ADVANTAGE_MODES:
+        raise ValueError(f"unknown advantage mode {mode!r}; valid: {', '.join(ADVANTAGE_MODES)}")
+    if penalty_placement not in PENALTY_PLACEMENTS:
+        raise ValueError(f"unknown penalty placement {penalty_placement!r}; valid: {', '.join(PENALTY_PLACEMENTS)}")
     outcomes = np.asarray(outcomes, dtype=np.float64)
+    traj_group_ids = np.asarray(traj_group_ids)
     step_traj = np.asarray(step_traj, dtype=np.int64)
     penalty = -float(invalid_penalty) * np.asarray(step_invalid, dtype=np.float64)
-    if mode == "trajectory":
-        return group_advantages(outcomes, traj_group_ids, eps, norm_by_std=norm_by_std)[step_traj] + penalty
+    step_groups = traj_group_ids[step_traj]
+    if penalty_placement == "after_normalisation":
+        if mode == "trajectory":
+            return group_advantages(outcomes, traj_group_ids, eps, norm_by_std=norm_by_std)[step_traj] + penalty
+        return group_advantages(outcomes[step_traj], step_groups, eps, norm_by_std=norm_by_std) + penalty
+    scores = outcomes[step_traj] + penalty
     if mode == "cross_step":
-        step_groups = np.asarray(traj_group_ids)[step_traj]
-        return group_advantages(outcomes[step_traj] + penalty, step_groups, eps, norm_by_std=norm_by_std)
-    raise ValueError(f"unknown advantage mode {mode!r}; valid: {', '.join(ADVANTAGE_MODES)}")
+        return group_advantages(scores, step_groups, eps, norm_by_std=norm_by_std)
+    _, first = np.unique(step_traj, return_index=True)  # each trajectory's first sample
+    return normalise_in_groups(scores, step_groups, scores[first], step_groups[first], eps, norm_by_std=norm_by_std)
 
 
 # ---- token-level loss (torch) ------------------------------------------------------------------
@@ -93,6 +131,7 @@ class LossConfig:
     clip_high: float = 0.2
     clip_ratio_c: float = 3.0  # dual clip: bounds the loss of negative-advantage tokens
     kl_coef: float = 0.01  # low-variance KL (k3) to the reference policy
+    entropy_coeff: float = 0.0  # entropy bonus (verl's actor.entropy_coeff); 0: no entropy term
 
 
 def masked_sum(x, mask):
@@ -120,12 +159,14 @@ def clipped_policy_loss(logprobs, old_logprobs, advantages, cfg: LossConfig = Lo
     return loss, (clipped > unclipped).float()
 
 
-def grpo_loss(logprobs, old_logprobs, ref_logprobs, advantages, mask, num_tokens: float, cfg: LossConfig = LossConfig()):
+def grpo_loss(logprobs, old_logprobs, ref_logprobs, advantages, mask, num_tokens: float, cfg: LossConfig = LossConfig(),
+              entropy=None):
     """Token-mean GRPO loss of one (micro-)batch and its summed statistics.
 
     Tensors are [batch, response_len]; ``advantages`` may be [batch] (one per sample) or per token.
     ``num_tokens`` is the response-token count of the whole mini-batch, so micro-batch losses add up
-    to the mini-batch's token mean. Returns ``(loss, sums)`` where ``sums`` holds token sums of
+    to the mini-batch's token mean. ``entropy`` (per token, with its graph) is needed when
+    ``cfg.entropy_coeff > 0``: the loss then subtracts ``entropy_coeff`` x its token mean. Returns ``(loss, sums)`` where ``sums`` holds token sums of
     pg_loss, kl, clipfrac and ratio (divide by the token count for means).
     """
     import torch
@@ -135,7 +176,12 @@ def grpo_loss(logprobs, old_logprobs, ref_logprobs, advantages, mask, num_tokens
         advantages = advantages[:, None].expand_as(logprobs)
     pg, clipped = clipped_policy_loss(logprobs, old_logprobs, advantages, cfg)
     kl = kl_k3(logprobs, ref_logprobs)
-    loss = masked_sum(pg + cfg.kl_coef * kl, mask) / num_tokens
+    per_token = pg + cfg.kl_coef * kl
+    if cfg.entropy_coeff:
+        if entropy is None:
+            raise ValueError("entropy_coeff > 0 needs the per-token entropy")
+        per_token = per_token - cfg.entropy_coeff * entropy
+    loss = masked_sum(per_token, mask) / num_tokens
     with torch.no_grad():
         sums = {
             "pg_loss": masked_sum(pg, mask).item(),

@@ -7,15 +7,15 @@ The same algorithm as the verl engine, in plain torch: per training step k,
    ``HFGenerator.from_model`` at the rollout temperature; every env step is one training sample
    (that step's prompt -> response tokens);
 2. advantages: ``grpo.step_advantages`` (trajectory or cross-step normalisation, -penalty on
-   invalid steps);
+   invalid steps after the normalisation or inside the sample's score: ``invalid_penalty_placement``);
 3. log-probs recomputed with torch: old (the policy before this step's update; skipped when the
    step makes exactly one optimizer update, where old == current), reference (the init model:
    a frozen copy, or the LoRA base with adapters disabled; skipped at step 1, where the policy
    still is the init model and reference == old);
 4. update: ``epochs_per_step`` passes over the samples in shuffled mini-batches of
    ``mini_batch_size`` samples, each one AdamW step (lr from the config, grad-norm clip) on
-   ``grpo.grpo_loss`` (PPO dual clip + kl_coef x k3, token mean over the mini-batch), accumulated
-   over micro-batches of ``micro_batch_size`` samples;
+   ``grpo.grpo_loss`` (PPO dual clip + kl_coef x k3 - entropy_coeff x entropy, token mean over the
+   mini-batch), accumulated over micro-batches of ``micro_batch_size`` samples;
 5. log a metrics.csv row; every ``save_every`` steps and at the last step save a checkpoint.
 
 Checkpoints (``runs`` layout) are written beside their final name and renamed into place:
@@ -94,6 +94,7 @@ def samples_from_rollouts(rollouts, cfg: RLConfig) -> Samples:
     advantages = grpo.step_advantages(
         outcomes, episodes["group_id"].to_numpy(), step_traj, ~valid,
         mode=cfg.advantage_normalisation, invalid_penalty=cfg.invalid_penalty,
+        penalty_placement=cfg.invalid_penalty_placement,
     )
     prompts, responses, keep, truncated = [], [], [], 0
     for i, tokens in enumerate(rollouts.tokens):
@@ -166,8 +167,10 @@ class Policy:
 
         return HFGenerator.from_model(self.model, self.tokenizer, max_batch_size=max(self.cfg.micro_batch_size, 16))
 
-    def logprobs(self, model, prompts, responses, *, with_entropy: bool = False):
+    def logprobs(self, model, prompts, responses, *, with_entropy: bool = False, entropy_grad: bool = False):
         """Per-token log-probs (and entropies) of ``responses`` given ``prompts``: [B, R] tensors.
+
+        Entropies carry their graph only with ``entropy_grad`` (an entropy term in the loss).
 
         Prompts are left-padded and responses right-padded so every response starts at the same
         position and only the last R+1 positions go through the LM head.
@@ -192,7 +195,7 @@ class Policy:
         mask = attention[:, width_p:].float()
         entropy = None
         if with_entropy:
-            with torch.no_grad():
+            with contextlib.nullcontext() if entropy_grad else torch.no_grad():
                 entropy = -(logp_all.exp() * logp_all).sum(-1)
         return logp, mask, entropy
 
@@ -253,7 +256,7 @@ def update_policy(policy: Policy, optimizer, samples: Samples, cfg: RLConfig, rn
 
     model, micro = policy.model, cfg.micro_batch_size
     loss_cfg = grpo.LossConfig(clip_low=cfg.clip_ratio, clip_high=cfg.clip_ratio, clip_ratio_c=cfg.clip_ratio_c,
-                               kl_coef=cfg.kl_coef)
+                               kl_coef=cfg.kl_coef, entropy_coeff=cfg.entropy_coeff)
     n = len(samples)
     updates = cfg.epochs_per_step * -(-n // cfg.mini_batch_size)
     zeros = [torch.zeros(len(r)) for r in samples.responses]
@@ -279,16 +282,17 @@ def update_policy(policy: Policy, optimizer, samples: Samples, cfg: RLConfig, rn
             optimizer.zero_grad(set_to_none=True)
             for idx in _chunks(sorted(mini, key=lambda i: len(samples.prompts[i]) + len(samples.responses[i])), micro):
                 logp, mask, entropy = policy.logprobs(model, [samples.prompts[i] for i in idx],
-                                                      [samples.responses[i] for i in idx], with_entropy=True)
+                                                      [samples.responses[i] for i in idx], with_entropy=True,
+                                                      entropy_grad=cfg.entropy_coeff > 0)
                 width = logp.shape[1]
                 old_t = logp.detach() if old is None else _pad([old[i] for i in idx], width, logp.device)
                 ref_t = old_t if same_as_old else _pad([ref[i] for i in idx], width, logp.device)
                 adv = torch.tensor(samples.advantages[idx], dtype=torch.float32, device=logp.device)
-                loss, sums = grpo.grpo_loss(logp, old_t, ref_t, adv, mask, tokens, loss_cfg)
+                loss, sums = grpo.grpo_loss(logp, old_t, ref_t, adv, mask, tokens, loss_cfg, entropy=entropy)
                 loss.backward()
                 for key, value in sums.items():
                     totals[key] += value
-                totals["entropy"] += float((entropy * mask).sum())
+                totals["entropy"] += float((entropy.detach() * mask).sum())
                 totals["loss"] += float(loss.detach()) * tokens
                 totals["tokens"] += float(mask.sum())
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)))

@@ -17,7 +17,9 @@ What the run does: stage ``sft``, ``cfg.steps`` optimizer steps of ``cfg.batch_s
 (``micro_batch_size`` per device, gradient accumulation for the rest), loss on the assistant turn
 only, full fine-tuning unless ``cfg.lora_rank > 0`` (then LoRA on ``lora_target``, merged into a
 full folder by ``llamafactory-cli export``) or ``cfg.freeze_layers > 0`` (only the last N layers
-train; the saved folder is a full model). The chat template is the model tokenizer's own
+train; the saved folder is a full model). With more than one device, ``cfg.deepspeed`` (a DeepSpeed
+JSON; relative paths from the repository root) is handed to LlamaFactory: the paper preset's
+``config/deepspeed/zero3.json`` (ZeRO-3), which ``gentax.train.memory`` sizes at plan time. The chat template is the model tokenizer's own
 (``template: null``; LlamaFactory parses it from the tokenizer), so training sees exactly the
 prompt tokens the rollout generators send (``apply_chat_template(..., add_generation_prompt=True)``)
 followed by the response and the end-of-turn token. ``cutoff_len`` null sizes the context to the
@@ -46,6 +48,7 @@ import yaml
 
 from gentax import io as gio
 from gentax.errors import GentaxError
+from gentax.plan import repo_path
 from gentax.train.sft_config import SFTConfig
 from gentax.train.sft_data import DATASET_NAME, read_examples
 
@@ -131,8 +134,8 @@ def llamafactory_args(cfg: SFTConfig, data_dir: Path, init_model: Path, output_d
         args.update(lora_rank=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_target=cfg.lora_target)
     if cfg.freeze_layers > 0:
         args.update(freeze_trainable_layers=cfg.freeze_layers, freeze_trainable_modules="all")
-    if cfg.deepspeed:
-        args["deepspeed"] = str(cfg.deepspeed)
+    if cfg.deepspeed and world_size > 1:  # ZeRO partitions across devices; one device trains without it
+        args["deepspeed"] = str(repo_path(cfg.deepspeed))
     args.update(cfg.extra)
     return args
 

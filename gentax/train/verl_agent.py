@@ -230,6 +230,7 @@ def step_sample_advantages(
     *,
     mode: str,
     invalid_penalty: float,
+    penalty_placement: str = "after_normalisation",
 ) -> np.ndarray:
     """One advantage per TransferQueue row (0 for verl's padding rows).
 
@@ -237,7 +238,7 @@ def step_sample_advantages(
     ``infos[i]`` is the row's ``extra_fields["gentax"]``.
     """
     out = np.zeros(len(keys))
-    rows = [i for i in range(len(keys)) if not is_padding[i]]
+    rows = sorted((i for i in range(len(keys)) if not is_padding[i]), key=lambda i: _step_order(keys[i]))
     traj_index: dict[tuple[str, str], int] = {}
     outcomes, groups, step_traj, invalid = [], [], [], []
     for i in rows:
@@ -249,8 +250,15 @@ def step_sample_advantages(
         step_traj.append(traj_index[(uid, session)])
         invalid.append(not infos[i]["valid"])
     if rows:
-        out[rows] = grpo.step_advantages(outcomes, groups, step_traj, invalid, mode=mode, invalid_penalty=invalid_penalty)
+        out[rows] = grpo.step_advantages(outcomes, groups, step_traj, invalid, mode=mode, invalid_penalty=invalid_penalty,
+                                         penalty_placement=penalty_placement)
     return out
+
+
+def _step_order(key: str) -> tuple[str, str, int]:
+    """Sort key of a row key ``{uid}_{session}_{index}``: a trajectory's samples in step order."""
+    uid, session, index = key.rsplit("_", 2)
+    return uid, session, int(index)
 
 
 def step_frames(rows: Sequence[tuple[str, dict]]):
@@ -285,7 +293,8 @@ class GentaxPPOTrainer(PPOTrainerSync):
         infos = [(fields or {}).get("gentax") for fields in _as_list(data["extra_fields"])]
         padding = [bool(tag.get("is_padding", False)) or infos[i] is None for i, tag in enumerate(batch.tags)]
         adv = step_sample_advantages(batch.keys, infos, padding, mode=str(settings["advantage_normalisation"]),
-                                     invalid_penalty=float(settings["invalid_penalty"]))
+                                     invalid_penalty=float(settings["invalid_penalty"]),
+                                     penalty_placement=str(settings["invalid_penalty_placement"]))
         nested_mask = data["response_mask"]
         if not nested_mask.is_nested:  # equal lengths may come back stacked
             nested_mask = torch.nested.as_nested_tensor(list(nested_mask), layout=torch.jagged)

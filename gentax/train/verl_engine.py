@@ -88,6 +88,7 @@ def episode_settings(cfg: RLConfig, *, domain: str, variant: str, seed: int, run
         "seed": int(seed),
         "advantage_normalisation": cfg.advantage_normalisation,
         "invalid_penalty": cfg.invalid_penalty,
+        "invalid_penalty_placement": cfg.invalid_penalty_placement,
         "run_dir": str(Path(run_dir).resolve()),
     }
 
@@ -152,7 +153,7 @@ def verl_overrides(
         ("actor_rollout_ref.actor.use_kl_loss", True),
         ("actor_rollout_ref.actor.kl_loss_coef", cfg.kl_coef),
         ("actor_rollout_ref.actor.kl_loss_type", "low_var_kl"),
-        ("actor_rollout_ref.actor.entropy_coeff", 0),
+        ("actor_rollout_ref.actor.entropy_coeff", cfg.entropy_coeff),
         ("actor_rollout_ref.actor.data_loader_seed", seed),
         ("actor_rollout_ref.actor.fsdp_config.param_offload", bool(v["param_offload"])),
         ("actor_rollout_ref.actor.fsdp_config.optimizer_offload", bool(v["optimizer_offload"])),

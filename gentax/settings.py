@@ -1,0 +1,170 @@
+"""The effective settings of every job kind of a preset, each with its source (``gentax plan --settings``).
+
+One place to audit a preset against the paper. Contract:
+
+``effective_settings(cfg) -> {kind: {name: value}}`` for a validated workflow config, kinds:
+
+- ``rl``: the first grid run (else V1's) as its engine receives it: for verl the Hydra overrides of
+  ``verl_engine.verl_overrides`` (parsed back with Hydra's own override parser) on the RL section
+  ``pipeline.rl_section`` builds for that run; for the local engine its ``RLConfig``;
+- ``sft``: the ``llamafactory-cli train`` arguments of the V2 SFT (``sft.llamafactory_args``) on
+  ``cluster.gpus_per_node`` devices, plus ``global_batch_size``;
+- ``sft_data``: what ``gentax sft build-data`` collects, plus ``epochs_over_mix`` (steps x batch / pairs);
+- ``eval`` / ``properties``: what the workflow hands ``gentax eval`` / ``gentax properties``
+  (``plan.rollout_settings``, the rules' own params);
+- ``domains``: every domain's episode step limit;
+- ``study``: the initial policies, the grid and the interventions' settings.
+
+``SOURCES`` (``settings_sources.yaml``) gives ``[source, note]`` per printed name;
+``render(cfg)`` is the text: one line per setting, ``[source] note`` beside the sourced ones (or
+``[changed]`` and the paper preset's value where the config departs from it), then the memory
+check's numbers when ``cluster.memory_check`` is on.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gentax import plan as gplan
+
+SOURCES_FILE = Path(__file__).with_name("settings_sources.yaml")
+KINDS = ("study", "rl", "sft", "sft_data", "eval", "properties", "domains")
+HEADINGS = {
+    "study": "The study: initial policies, grid, interventions",
+    "rl": "RL ({engine} engine): {run}, as {receiver} receives it",
+    "sft": "SFT of Ckpt V2: the llamafactory-cli train arguments on {gpus} device(s)",
+    "sft_data": "SFT data (gentax sft build-data)",
+    "eval": "Evaluation (gentax eval, per checkpoint and eval domain)",
+    "properties": "Property logs (gentax properties, Table 3)",
+    "domains": "Episodes",
+}
+
+
+@lru_cache(maxsize=1)
+def sources() -> dict[str, dict[str, list[str]]]:
+    """kind -> printed name -> [source, note] (see settings_sources.yaml)."""
+    return yaml.safe_load(SOURCES_FILE.read_text())
+
+
+def shown_run(cfg: dict) -> gplan.Run:
+    """The run whose RL settings are shown: the grid's first, else Ckpt V1's training."""
+    runs = gplan.runs(cfg)
+    v1 = cfg["inits"]["v1"]["rl"]
+    return runs[0] if runs else gplan.Run("v1", v1["train_domain"], "default", v1["seed"], v1["steps"])
+
+
+def rl_settings(cfg: dict) -> dict[str, Any]:
+    """The first grid run's RL settings as its engine receives them."""
+    from gentax.pipeline import rl_section
+    from gentax.train.config import load_rl_config
+
+    run = shown_run(cfg)
+    aug = cfg["augmentation"]
+    augmentation = ({"kind": aug["kind"], "p": aug[run.init]["p"], "eps": aug[run.init]["eps"][run.train_domain]}
+                    if run.variant == "aug" else {})
+    section = rl_section(cfg["rl"], save_every=cfg["rl"]["save_every"], domain_name=run.train_domain,
+                         domain=cfg["domains"][run.train_domain], augmentation=augmentation)
+    rl = load_rl_config(section, preset=cfg.get("preset", "paper"))
+    if cfg["engines"]["rl"] != "verl":
+        return rl.to_dict()
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from gentax.train.verl_engine import verl_overrides
+
+    overrides = verl_overrides(rl, model_path=f"<Ckpt {run.init}>", domain=run.train_domain, variant=run.variant,
+                               seed=run.seed, run_dir="RUN_DIR", end_step=run.steps, train_file="train.parquet",
+                               val_file="val.parquet")
+    return {o.key_or_group: o.value() for o in OverridesParser.create().parse_overrides(overrides)}
+
+
+def sft_settings(cfg: dict) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the LlamaFactory arguments, the data settings) of the V2 SFT."""
+    from gentax.train.sft import llamafactory_args
+    from gentax.train.sft_config import load_sft_config
+
+    sft = load_sft_config(gplan.sft_section(cfg["inits"]["v2"]["sft"]), preset="v2")
+    gpus = int(cfg.get("cluster", {}).get("gpus_per_node", 1))
+    args = llamafactory_args(sft, Path("SFT_DATA"), Path("<Ckpt v1>"), Path("OUT"), 0, gpus)
+    args["cutoff_len"] = sft.cutoff_len if sft.cutoff_len is not None else "the longest example (measured at run time)"
+    args["global_batch_size"] = args["per_device_train_batch_size"] * args["gradient_accumulation_steps"] * gpus
+    data = {"pairs": sft.pairs, "mix": sft.mix, "sources": {d: sft.sources[d] for d in sft.active_domains()},
+            "v1_episodes_per_domain": sft.v1_episodes_per_domain, "temperature": cfg["rl"]["temperature"],
+            "history_length": cfg["rl"]["history_length"], "max_new_tokens": cfg["rl"]["max_new_tokens"],
+            "epochs_over_mix": round(sft.steps * sft.batch_size / sft.pairs, 3)}
+    return args, data
+
+
+def effective_settings(cfg: dict) -> dict[str, dict[str, Any]]:
+    """kind -> {name: value} (see the module docstring)."""
+    sft, sft_data = sft_settings(cfg)
+    eval_settings = {**gplan.rollout_settings(cfg, "eval"), "window": cfg["eval"]["window"]}
+    grid, inits, aug = cfg["grid"], cfg["inits"], cfg["augmentation"]
+    study = {
+        "model.base": cfg["model"]["base"],
+        "inits.v1.rl": inits["v1"]["rl"],
+        "inits.v1.domains": inits["v1"]["domains"],
+        "inits.v2.domains": inits["v2"]["domains"],
+        "grid.seeds": grid["seeds"],
+        "grid.steps": grid["steps"],
+        "grid.runs": len(gplan.runs(cfg)),
+        "grid.extended": {f"{e['init']}/{e['train_domain']}": e["steps"] for e in grid.get("extended", [])},
+        "augmentation.kind": aug["kind"],
+        "augmentation.v1": aug["v1"],
+        "augmentation.v2": aug["v2"],
+        "cluster.gpus_per_node": cfg.get("cluster", {}).get("gpus_per_node"),
+        "cluster.gpu_memory_gib": cfg.get("cluster", {}).get("gpu_memory_gib"),
+    }
+    return {
+        "study": study,
+        "rl": rl_settings(cfg),
+        "sft": sft,
+        "sft_data": sft_data,
+        "eval": eval_settings,
+        "properties": {"init": cfg["properties"]["init"], **gplan.rollout_settings(cfg, "properties")},
+        "domains": {f"{d}.max_steps": cfg["domains"][d]["max_steps"] for d in cfg["domains"]},
+    }
+
+
+def render(cfg: dict) -> str:
+    """The settings as text, sources beside them, then the memory check (see the module docstring).
+
+    A value that differs from the paper preset's (the repository's config.yaml) shows that value
+    instead of a source: the sources describe the paper preset."""
+    settings = effective_settings(cfg)
+    paper = effective_settings(gplan.load_config([gplan.REPO_ROOT / "config.yaml"]))
+    run = shown_run(cfg)
+    engine = cfg["engines"]["rl"]
+    fill = {"engine": engine, "run": f"run {run.path}, {run.steps} steps",
+            "receiver": "verl" if engine == "verl" else "the local engine",
+            "gpus": cfg.get("cluster", {}).get("gpus_per_node", 1)}
+    known = sources()
+    width = max(len(name) for values in settings.values() for name in values)
+    lines = [f"preset {cfg.get('preset', 'paper')}; sources: [paper] the paper states it, [verl-agent] the codebase "
+             "the paper used, [verl] verl's default, [LlamaFactory] its full-SFT example, [ours] our reasoning"]
+    for kind in KINDS:
+        lines += ["", "== " + HEADINGS[kind].format(**fill)]
+        for name, value in settings[kind].items():
+            source = known.get(kind, {}).get(name)
+            tag = f"  [{source[0]}] {source[1]}" if source else ""
+            if source and value != paper[kind].get(name):
+                tag = f"  [changed] the paper preset has {_show(paper[kind].get(name))}"
+            lines.append(f"  {name:<{width}}  {_show(value)}{tag}")
+    if cfg.get("cluster", {}).get("memory_check"):
+        from gentax.train.memory import job_estimates
+
+        lines += ["", f"== Memory per GPU ({cfg['cluster']['gpu_memory_gib']} GiB, margin "
+                      f"{cfg['cluster']['memory_margin']:.0%}; DeepSpeed's estimators + activations)"]
+        lines += [f"  {job.line()}" for job in job_estimates(cfg)]
+    return "\n".join(lines) + "\n"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return yaml.safe_dump(value).split("\n")[0]
+    if isinstance(value, (dict, list)):
+        return yaml.safe_dump(value, default_flow_style=True, width=10_000, sort_keys=False).strip()
+    return str(value)
