@@ -8,7 +8,10 @@ Contract::
     output_prefix("results/x.parquet") -> "results/x"
 
 Both write ``<prefix>.steps.parquet`` and ``<prefix>.episodes.parquet`` (the collector's
-tables) and then, LAST, ``<prefix>.json`` — so a present JSON means a complete result.
+tables) and then, LAST, ``<prefix>.json`` — so a present JSON means a complete result. The three
+are replaced as one unit: once the rollouts are done, an earlier result's files are deleted, its
+JSON first, before the new ones are written, so a kill never leaves an old JSON beside new
+tables. Temporaries of killed writes of these three names are removed at start and at the end.
 ``evaluate``'s JSON is ``summarize(rollouts)`` plus ``meta``; success = the episode was won.
 ``measure_properties`` collects with ``max_steps = t_max`` and no augmentation, and its JSON
 holds ``measures`` (``gentax.agent.properties.property_measures``) and ``summary``.
@@ -18,9 +21,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import glob
 import os
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
+from gentax import io as gio
 from gentax.errors import GentaxError
 from gentax.io import write_json
 from gentax.rollout.collector import CollectConfig, collect
@@ -31,6 +37,27 @@ def output_prefix(out: str | os.PathLike) -> str:
     """``x.parquet`` -> ``x`` (any other name is taken as the prefix itself)."""
     out = str(out)
     return out[: -len(".parquet")] if out.endswith(".parquet") else out
+
+
+def output_files(prefix: str) -> list[str]:
+    """The files of one result, the marker of completeness (the JSON) first."""
+    return [prefix + ".json", prefix + ".steps.parquet", prefix + ".episodes.parquet"]
+
+
+def _remove_temporaries(prefix: str) -> None:
+    folder = Path(prefix).parent
+    gio.remove_temporaries(folder, [glob.escape(Path(f).name) for f in output_files(prefix)])
+
+
+def _replace_result(rollouts: Rollouts, prefix: str, document: Callable[[dict[str, str]], dict]) -> dict:
+    """Write the tables, then ``document(files)`` as the JSON, in place of any earlier result."""
+    json_path = output_files(prefix)[0]
+    gio.remove_outputs(output_files(prefix))
+    steps_path, episodes_path = rollouts.write(prefix)
+    doc = document({"steps": str(steps_path), "episodes": str(episodes_path)})
+    write_json(json_path, doc)
+    _remove_temporaries(prefix)
+    return doc
 
 
 def summarize(rollouts: Rollouts) -> dict[str, Any]:
@@ -57,17 +84,15 @@ def summarize(rollouts: Rollouts) -> dict[str, Any]:
 def evaluate(generator, task_seeds: list[int], cfg: CollectConfig, out_prefix: str, *, run_id: str = "",
              meta: dict[str, Any] | None = None, pool=None, progress: bool = True) -> dict[str, Any]:
     """Roll out ``task_seeds`` under ``cfg``, write the tables and the summary JSON."""
+    _remove_temporaries(out_prefix)
     rollouts = collect(generator, task_seeds, cfg, run_id=run_id, pool=pool, progress=progress)
-    steps_path, episodes_path = rollouts.write(out_prefix)
-    summary = {
+    return _replace_result(rollouts, out_prefix, lambda files: {
         **(meta or {}),
         **_config_meta(cfg),
         "task_seeds": [int(s) for s in task_seeds],
         **summarize(rollouts),
-        "files": {"steps": str(steps_path), "episodes": str(episodes_path)},
-    }
-    write_json(out_prefix + ".json", summary)
-    return summary
+        "files": files,
+    })
 
 
 def measure_properties(generator, task_seeds: list[int], cfg: CollectConfig, out_prefix: str, *, t_max: int = 50,
@@ -79,20 +104,18 @@ def measure_properties(generator, task_seeds: list[int], cfg: CollectConfig, out
     if t_max < 1:
         raise GentaxError(f"t_max must be >= 1, got {t_max}")
     cfg = dataclasses.replace(cfg, max_steps=t_max, aug_eps=0, aug_p=0.0)
+    _remove_temporaries(out_prefix)
     rollouts = collect(generator, task_seeds, cfg, run_id=run_id, progress=progress)
-    steps_path, episodes_path = rollouts.write(out_prefix)
     measures = property_measures(rollouts.steps_frame(), rollouts.episodes_frame(), t_max=t_max, tokenizer=tokenizer)
-    report = {
+    return _replace_result(rollouts, out_prefix, lambda files: {
         **(meta or {}),
         **_config_meta(cfg),
         "t_max": t_max,
         "task_seeds": [int(s) for s in task_seeds],
         "measures": measures,
         "summary": summarize(rollouts),
-        "files": {"steps": str(steps_path), "episodes": str(episodes_path)},
-    }
-    write_json(out_prefix + ".json", report)
-    return report
+        "files": files,
+    })
 
 
 def _config_meta(cfg: CollectConfig) -> dict[str, Any]:
