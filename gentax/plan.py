@@ -5,7 +5,8 @@ One place for "what the study consists of", used by the Snakefile's input functi
 
 - ``load_config(paths_or_dict)`` merges YAML files (later ones override, dicts deep-merged,
   lists replaced — as Snakemake merges ``--configfile``), validates against
-  ``gentax/config_schema.yaml`` plus cross-field rules, and raises ``ConfigError`` naming the key.
+  ``gentax/config_schema.yaml`` plus cross-field rules and every domain's knobs (the domain's own
+  ``check_options``), and raises ``ConfigError`` naming the key.
 - ``runs(cfg)`` lists every RL run after V1: ``Run(init, train_domain, variant, seed, steps)``;
   an extended run (Tables 4/9/10) is the default run with more steps, never a second run.
 - ``segments(cfg, run)`` splits a run into resumable training segments: ``[(0, 150), (150, 300)]``;
@@ -127,7 +128,20 @@ def _check_cross_fields(cfg: dict) -> None:
             raise ConfigError(f"{key}.steps: must exceed grid.steps ({steps}) and be a multiple of rl.save_every ({save_every})")
     if cfg["model"]["embedded"] and "embedded_base" not in cfg:
         raise ConfigError("config key embedded_base: required when model.embedded is true")
+    _check_domain_options(cfg)
     _check_engine_sections(cfg)
+
+
+def _check_domain_options(cfg: dict) -> None:
+    """Every domain's knobs, checked by the domain's own declarations (``DomainEnv.check_options``)."""
+    from gentax.domains import domain_class
+    from gentax.errors import GentaxError
+
+    for name, section in cfg["domains"].items():
+        try:
+            domain_class(name).check_options(dict(section.get("options") or {}))
+        except GentaxError as exc:
+            raise ConfigError(f"config key domains.{name}.options: {exc}") from None
 
 
 def sft_section(sft: dict) -> dict:

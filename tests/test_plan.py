@@ -89,6 +89,29 @@ def test_cross_field_errors_name_the_key(paper):
         gplan.validate(cfg)
 
 
+@pytest.mark.parametrize("options,needle", [
+    ({"room_sise": 5}, "config key domains.sokoban.options: unknown option(s) room_sise for domain 'sokoban'"),
+    ({"room_size": -3}, "config key domains.sokoban.options: sokoban option room_size must be an int"),
+    ({"min_solution_length": 9, "max_solution_length": 4}, "max_solution_length 4 < min_solution_length 9"),
+])
+def test_domain_knobs_are_checked_at_plan_time(paper, options, needle):
+    """Failure 4 of issue 15: a bad knob passed validation and failed only when a job ran."""
+    with pytest.raises(ConfigError) as err:
+        gplan.validate(_broken(paper, ("domains", "sokoban", "options"), options))
+    assert needle in str(err.value)
+
+
+@pytest.mark.parametrize("domain,options,needle", [
+    ("sciworld", {"tasks": ["boil-everything"]}, "unknown sciworld task"),
+    ("sciworld", {"jvm_heap_mb": 0}, "jvm_heap_mb must be a positive integer"),
+    ("alfworld", {"task_types": ["juggle"]}, "unknown alfworld task type"),
+    ("webshop", {"backend": "amazon"}, "webshop option backend must be one of gentax, official"),
+])
+def test_every_domain_checks_its_knobs_without_building_an_env(paper, domain, options, needle):
+    with pytest.raises(ConfigError, match=f"config key domains\\.{domain}\\.options: .*{needle}"):
+        gplan.validate(_broken(paper, ("domains", domain, "options"), options))
+
+
 def test_unknown_key_is_rejected(paper):
     cfg = _broken(paper, ("rl", "learning_rate"), 1e-6)
     with pytest.raises(ConfigError, match="learning_rate"):
@@ -107,3 +130,14 @@ def test_plan_cli_json(tmp_path):
                            "--config", str(bad)], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == ["gentax: error: config key rl: RL config group_size=0: must be an integer >= 1"]
+
+
+def test_plan_cli_names_a_bad_domain_knob_in_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("domains: {sokoban: {max_steps: 15, options: {room_size: -3}}}\n")
+    proc = subprocess.run([sys.executable, "-m", "gentax", "plan", "--config", str(REPO / "config.yaml"),
+                           "--config", str(bad)], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "gentax: error: config key domains.sokoban.options: sokoban option room_size must be an int or "
+        "[rows, cols] in 5..20, got -3"]

@@ -179,9 +179,7 @@ class EnvPool:
         cls = domain_class(domain)  # unknown domain -> GentaxError listing the valid names
         if split not in SPLITS:
             raise GentaxError(f"unknown split {split!r} for domain {domain!r}; valid: {', '.join(SPLITS)}")
-        unknown = sorted(set(options) - set(cls.default_options))
-        if unknown:
-            raise GentaxError(f"unknown option(s) {', '.join(unknown)} for domain {domain!r}; valid: {', '.join(sorted(cls.default_options)) or '(none)'}")
+        cls.check_options(options)  # a bad knob fails here, not in a worker
         if num_workers < 0:
             raise GentaxError(f"num_workers must be >= 0, got {num_workers}")
         self.domain, self.split, self.num_workers = domain, split, num_workers

@@ -196,9 +196,9 @@ class SciworldEnv(DomainEnv):
         "timeout_s": 120.0,
     }
 
-    def __init__(self, split: str = "train", seed: int = 0, max_steps: int | None = None, **options):
-        super().__init__(split=split, seed=seed, max_steps=max_steps, **options)
-        opts = self.options
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        opts = super().check_options(options)
         if opts["eval_split"] not in EVAL_SPLITS:
             raise GentaxError(f"sciworld option eval_split must be one of {', '.join(EVAL_SPLITS)}, got {opts['eval_split']!r}")
         if opts["admissible"] not in ADMISSIBLE_MODES:
@@ -215,6 +215,15 @@ class SciworldEnv(DomainEnv):
             raise GentaxError(f"sciworld option max_gold_length must be a positive integer or None, got {limit!r}")
         if not isinstance(opts["min_gold_length"], int) or isinstance(opts["min_gold_length"], bool):
             raise GentaxError(f"sciworld option min_gold_length must be an integer, got {opts['min_gold_length']!r}")
+        _check_simplifications(opts["simplifications"])
+        if opts["tasks"] is not None:
+            _resolve_task_names(opts["tasks"], task_table())
+        return opts
+
+    def __init__(self, split: str = "train", seed: int = 0, max_steps: int | None = None, **options):
+        super().__init__(split=split, seed=seed, max_steps=max_steps, **options)
+        opts = self.options
+        limit = opts["max_gold_length"]
         self._length_options = sorted({"min_gold_length", "max_gold_length"} & set(options))
         # bound now: eligibility must not follow a later change of env.max_steps
         self.length_limit = self.max_steps if limit is None else limit
