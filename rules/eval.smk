@@ -21,6 +21,7 @@ rule eval_checkpoint:
         think=lambda wc: wc.variant != "nothink",
         generator=config["engines"]["generator"],
         seed=config["seed"],
+        errors_as_losses=config["eval"].get("errors_as_losses", False),
     log:
         log_path("eval/{init}/{train_domain}/{variant}/seed{seed}/step{step}/{eval_domain}"),
     benchmark:

@@ -140,3 +140,55 @@ def test_one_trainer_per_run_folder_and_a_dead_holders_lock_is_taken_over(tiny, 
     assert f"took over the lock of {run} from pid {holder.pid}" in capsys.readouterr().out
     assert train(run, tiny, (1, 1)) == 0  # a finished trainer leaves the lock free
     assert "took over" not in capsys.readouterr().out
+
+
+# ---- 5. crashed episodes hidden in the tables ------------------------------------------------------
+JAVA_TRACE = ("An error occurred while calling o41.step.\nTraceback (most recent call last):\n"
+              '  File "py4j/java_gateway.py", line 1038, in send_command\n'
+              "py4j.protocol.Py4JNetworkError: Answer from Java side is empty")
+
+
+def test_env_errors_are_left_out_of_success_rates_and_named_in_one_line(tmp_path, monkeypatch, caplog):
+    from gentax.domains.sokoban import SokobanEnv
+
+    real_step = SokobanEnv._step
+
+    def dies_on_odd_tasks(self, action):
+        if self.current_task.seed % 2:
+            raise RuntimeError(JAVA_TRACE)
+        return real_step(self, action)
+
+    monkeypatch.setattr(SokobanEnv, "_step", dies_on_odd_tasks)
+    summary = expert_eval(tmp_path / "sokoban", 4)
+    assert (summary["success_rate"], summary["scored_episodes"], summary["errors"]) == (1.0, 2, 2)
+    assert summary["error_rate"] == 0.5 and summary["errors_as_losses"] is False
+    reason = "RuntimeError: An error occurred while calling o41.step.: py4j.protocol.Py4JNetworkError: Answer from Java side is empty"
+    assert summary["error_reasons"] == {reason: 2}
+    assert set(pd.read_parquet(tmp_path / "sokoban.episodes.parquet")["error"].dropna()) == {reason}
+    assert sum("Traceback" in r.getMessage() for r in caplog.records) == 2  # the full text: once per failure
+    from gentax.rollout.collector import CollectConfig
+    from gentax.rollout.generators import make_generator
+
+    counted = evaluation.evaluate(make_generator("expert", None), [0, 1, 2, 3], CollectConfig(domain="sokoban", split="eval"),
+                                  str(tmp_path / "counted"), progress=False, errors_as_losses=True)
+    assert counted["success_rate"] == 0.5 and counted["scored_episodes"] == 4
+
+
+def test_tables_flag_cells_with_env_errors():
+    from gentax.analysis.synthetic import synthetic_summary
+    from gentax.analysis.tables import ERROR_MARK, Settings, compute_tables, render
+
+    summary = synthetic_summary(seeds=(0, 1))
+    summary["error_rate"] = 0.0
+    sick = (summary["init"] == "v2") & (summary["train_domain"] == "sokoban") & (summary["variant"] == "default")
+    summary.loc[sick & (summary["eval_domain"] == "sciworld"), "error_rate"] = 0.5  # a dying JVM
+    summary.loc[sick & (summary["eval_domain"] == "webshop"), "error_rate"] = 0.01
+    analysis = compute_tables(summary, settings=Settings(n_boot=0, error_mark_pct=5))
+    table2 = analysis.tables["table2_success"]
+    row = table2.data.set_index(["init", "train_domain", "eval_domain"]).loc[("v2", "sokoban", "sciworld")]
+    assert row["error_pct"] == pytest.approx(50.0)
+    markdown = render(table2)["md"]
+    marked = [line for line in markdown.splitlines() if ERROR_MARK in line and line.startswith("|")]
+    assert len(marked) == 1 and "| V2 " in marked[0] and "| sokoban " in marked[0]
+    assert any("v2/sokoban/default on sciworld 50.0%" in n and "2 cell(s)" in n for n in analysis.notes)
+    assert any("more than 5% of episodes" in n for n in table2.notes)
