@@ -9,6 +9,22 @@ class ConfigError(GentaxError):
     """A configuration value is missing or invalid."""
 
 
+def yaml_number_hint(value: object) -> str:
+    """For a config value that is text but reads as a number: why, and how to write it. YAML 1.1
+    (PyYAML, Snakemake) takes ``1e-5`` as a string: a float needs a dot (``1.0e-5``)."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        number = float(value)
+    except ValueError:
+        return ""
+    mantissa, _, exponent = value.strip().lower().partition("e")
+    if exponent and exponent[0] not in "+-":
+        exponent = "+" + exponent  # YAML 1.1 floats need the exponent's sign too
+    written = f"{mantissa}{'' if '.' in mantissa else '.0'}e{exponent}" if exponent else repr(number)
+    return f" (YAML reads {value} as text, not a number: write {written})"
+
+
 def short_reason(message: str, limit: int = 200) -> str:
     """One line that says why something failed, for tables and summaries (the full text, e.g. a
     traceback, belongs in the log once): the last line of a traceback (the exception), else the

@@ -25,7 +25,7 @@ from typing import Any, Iterable, NamedTuple
 
 import yaml
 
-from gentax.errors import ConfigError
+from gentax.errors import ConfigError, yaml_number_hint
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 VARIANTS = ("default", "aug", "nothink")
@@ -93,7 +93,7 @@ def validate(cfg: dict) -> None:
     if errors:
         err = jsonschema.exceptions.best_match(errors)
         key = ".".join(str(p) for p in err.absolute_path) or "(top level)"
-        raise ConfigError(f"config key {key}: {err.message}")
+        raise ConfigError(f"config key {key}: {err.message}{yaml_number_hint(err.instance)}")
     _check_cross_fields(cfg)
 
 

@@ -2,6 +2,7 @@
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,13 +65,17 @@ def _broken(paper, path, value):
 @pytest.mark.parametrize("path,value,needle", [
     (("rl", "group_size"), 1, "config key rl: RL config group_size=1"),
     (("rl", "lr"), "fast", "config key rl: RL config lr="),
+    (("rl", "lr"), "1e-5", "config key rl: RL config lr='1e-5': must be a number > 0 (YAML reads 1e-5 as text, "
+                           "not a number: write 1.0e-5)"),
+    (("eval", "temperature"), "4e-1", "config key eval.temperature: '4e-1' is not of type 'number' (YAML reads "
+                                      "4e-1 as text, not a number: write 4.0e-1)"),
     (("eval", "window"), 20, "config key eval.window"),
     (("grid", "steps"), 140, "config key grid.steps"),
     (("augmentation", "v2", "p"), 1.5, "config key augmentation.v2.p"),
     (("engines", "rl"), "deepspeed", "config key engines.rl"),
 ])
 def test_bad_value_names_the_key(paper, path, value, needle):
-    with pytest.raises(ConfigError, match=needle.replace(".", r"\.")):
+    with pytest.raises(ConfigError, match=re.escape(needle)):
         gplan.validate(_broken(paper, path, value))
 
 

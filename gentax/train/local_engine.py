@@ -333,13 +333,12 @@ def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, s
 
     from gentax.domains import domain_class
     from gentax.rollout.collector import collect
-    from gentax.rollout.generators import derive_seed
+    from gentax.rollout.generators import derive_seed, require_model_folder
 
     domain_class(domain)  # unknown domain -> one clear error before any model is loaded
     run_dir = Path(run_dir)
     init = str(init)
-    if not (Path(init) / "config.json").is_file():
-        raise ConfigError(f"--init {init} is not an HF model folder (no config.json)")
+    require_model_folder(init, "--init")
     run_dir.mkdir(parents=True, exist_ok=True)
     runs.check_identity(run_dir, {"engine": "local", "init": init, "domain": domain, "variant": variant, "seed": seed},
                         cfg.to_dict())
