@@ -8,6 +8,11 @@ schedule. The model is a tiny random-init Llama with SmolLM2's tokenizer, so eve
 Afterwards the stale-rerun behaviour is checked on the finished results: nothing to do; editing
 one eval file reruns only its downstream; changing one augmentation eps reruns only the jobs
 that read it.
+
+Preemption (issue 15): two copies of the finished workflow extend one run (a second segment,
+1 -> EXTENDED_STEPS); in one copy the segment's SLURM job is `scancel`ed mid-training, as a
+preemption would; Snakemake's retry resubmits it, it resumes from its last checkpoint, and every
+step, table and final weight equals the uninterrupted copy's.
 """
 
 import json
@@ -16,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -82,12 +88,16 @@ def workdir():
     shutil.rmtree(base, ignore_errors=True)
 
 
-def snakemake(wd, *args, configfiles=(), timeout=1500):
+def snakemake_command(wd, *args, configfiles=()) -> list[str]:
     """Targets and flags first: --configfile/--config take every word after them. Overrides go in
     YAML files: --config leaves nested values as strings."""
-    cmd = [sys.executable, "-m", "snakemake", *args, "--profile", str(wd["profile"]), "--configfile", "config.yaml",
-           "tests/smoke_config.yaml", *map(str, configfiles), "--config", f"model={{base: {wd['model']}}}"]
-    return subprocess.run(cmd, cwd=wd["work"], capture_output=True, text=True, timeout=timeout)
+    return [sys.executable, "-m", "snakemake", *args, "--profile", str(wd["profile"]), "--configfile", "config.yaml",
+            "tests/smoke_config.yaml", *map(str, configfiles), "--config", f"model={{base: {wd['model']}}}"]
+
+
+def snakemake(wd, *args, configfiles=(), timeout=1500):
+    return subprocess.run(snakemake_command(wd, *args, configfiles=configfiles), cwd=wd["work"],
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def planned_jobs(proc) -> dict[str, int]:
@@ -119,6 +129,70 @@ def test_the_reduced_grid_runs_through_slurm(finished):
 def test_nothing_is_stale_after_the_run(finished):
     wd, _ = finished
     assert planned_jobs(snakemake(wd, "-n", *TARGETS)) == {}
+
+
+EXTENDED_STEPS = 10
+EXTENDED_TARGETS = TARGETS + ["results/tables/table4_extended.csv"]
+EXTENDED_RUN = "results/runs/v1/sokoban/default/seed0"
+
+
+def extended_copy(wd, name: str) -> dict:
+    """A copy of the finished workflow (results and .snakemake included) whose v1/sokoban/default
+    run is extended to EXTENDED_STEPS: one new segment, its evals, summary and table 4."""
+    work = wd["work"].parent / name
+    shutil.copytree(wd["work"], work, symlinks=True)
+    override = work / "extend.yaml"
+    override.write_text(yaml.safe_dump({"grid": {"extended": [
+        {"init": "v1", "variant": "default", "train_domain": "sokoban", "steps": EXTENDED_STEPS}]}}))
+    return {**wd, "work": work, "override": override}
+
+
+def squeue_job(comment_part: str) -> str | None:
+    out = subprocess.run(["squeue", "-h", "-o", "%i|%k"], capture_output=True, text=True, check=True).stdout
+    return next((line.split("|")[0] for line in out.splitlines() if comment_part in line), None)
+
+
+def test_a_preempted_rl_segment_resumes_and_changes_nothing(finished):
+    wd, _ = finished
+    straight, preempted = extended_copy(wd, "wf_straight"), extended_copy(wd, "wf_preempted")
+    proc = snakemake(straight, *EXTENDED_TARGETS, configfiles=[straight["override"]])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    run = preempted["work"] / EXTENDED_RUN
+    cmd = snakemake_command(preempted, *EXTENDED_TARGETS, "--retries", "1", configfiles=[preempted["override"]])
+    job = subprocess.Popen(cmd, cwd=preempted["work"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 900
+        cancelled = None
+        while cancelled is None:  # wait for a checkpoint of the new segment, then preempt its job
+            assert job.poll() is None, "the workflow ended before its RL segment could be cancelled"
+            assert time.monotonic() < deadline, "no checkpoint of the extended segment within 15 minutes"
+            saved = [int(p.name.split("_")[1]) for p in (run / "checkpoints").glob("step_*")]
+            if max(saved, default=0) >= 2:
+                slurm_id = squeue_job(f"rule_rl_segment_wildcards_v1_sokoban_default_0_1_{EXTENDED_STEPS}")
+                assert slurm_id, "the RL segment's SLURM job is not in squeue"
+                subprocess.run(["scancel", slurm_id], check=True)
+                cancelled = max(saved)
+            time.sleep(0.1)
+        text = job.communicate(timeout=1500)[0]
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 0, text[-4000:]
+    assert cancelled < EXTENDED_STEPS, "the segment finished before the cancel"
+    log = next((preempted["work"] / "results" / "logs").rglob(f"segment_1_{EXTENDED_STEPS}*.log")).read_text()
+    assert log.count("train rl") == 2, log[-3000:]  # the cancelled attempt and Snakemake's retry
+    resumed = int(re.search(r"resuming \S+ from step (\d+)", log).group(1))
+    assert cancelled <= resumed < EXTENDED_STEPS  # from its last checkpoint, not from the start
+    import pandas as pd
+
+    metrics = [pd.read_csv(w["work"] / EXTENDED_RUN / "metrics.csv") for w in (straight, preempted)]
+    assert metrics[1]["step"].tolist() == list(range(1, EXTENDED_STEPS + 1))  # no step twice, none lost
+    pd.testing.assert_series_equal(metrics[1]["loss"], metrics[0]["loss"])
+    last = f"{EXTENDED_RUN}/checkpoints/step_{EXTENDED_STEPS}/model.safetensors"
+    assert (preempted["work"] / last).read_bytes() == (straight["work"] / last).read_bytes()
+    for table in EXTENDED_TARGETS:
+        assert (preempted["work"] / table).read_text() == (straight["work"] / table).read_text(), table
 
 
 def test_editing_one_eval_file_reruns_only_its_downstream(finished):
