@@ -180,8 +180,12 @@ def test_a_preempted_rl_segment_resumes_and_changes_nothing(finished):
             job.kill()
     assert job.returncode == 0, text[-4000:]
     assert cancelled < EXTENDED_STEPS, "the segment finished before the cancel"
+    segment = f"rule_rl_segment/v1_sokoban_default_0_1_{EXTENDED_STEPS}/"
+    submissions = [line for line in text.splitlines() if "submitted with SLURM jobid" in line and segment in line]
+    assert len(submissions) == 2, text[-4000:]  # the cancelled job and Snakemake's retry
+    # Snakemake starts the retry's log afresh: it shows the retry taking over the dead job's lock
     log = next((preempted["work"] / "results" / "logs").rglob(f"segment_1_{EXTENDED_STEPS}*.log")).read_text()
-    assert log.count("train rl") == 2, log[-3000:]  # the cancelled attempt and Snakemake's retry
+    assert "took over the lock" in log and "no longer running" in log, log[-3000:]
     resumed = int(re.search(r"resuming \S+ from step (\d+)", log).group(1))
     assert cancelled <= resumed < EXTENDED_STEPS  # from its last checkpoint, not from the start
     import pandas as pd
