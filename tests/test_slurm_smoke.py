@@ -147,38 +147,51 @@ def extended_copy(wd, name: str) -> dict:
     return {**wd, "work": work, "override": override}
 
 
-def squeue_job(comment_part: str) -> str | None:
-    out = subprocess.run(["squeue", "-h", "-o", "%i|%k"], capture_output=True, text=True, check=True).stdout
-    return next((line.split("|")[0] for line in out.splitlines() if comment_part in line), None)
+def squeue_job(comment_part: str, workdir: Path) -> str | None:
+    """The SLURM id of the queued job whose comment has ``comment_part`` and that runs in ``workdir``."""
+    out = subprocess.run(["squeue", "-h", "-o", "%i|%k|%Z"], capture_output=True, text=True, check=True).stdout
+    rows = [line.split("|") for line in out.splitlines()]
+    return next((r[0] for r in rows if comment_part in r[1] and Path(r[2]).resolve() == workdir.resolve()), None)
+
+
+def start_snakemake(wd, *args) -> tuple[subprocess.Popen, Path]:
+    """Run the extended workflow in the background; its output goes to a file (a pipe could fill)."""
+    out = wd["work"] / "snakemake.out"
+    cmd = snakemake_command(wd, *EXTENDED_TARGETS, *args, configfiles=[wd["override"]])
+    with open(out, "w") as fh:
+        return subprocess.Popen(cmd, cwd=wd["work"], stdout=fh, stderr=subprocess.STDOUT, text=True), out
 
 
 def test_a_preempted_rl_segment_resumes_and_changes_nothing(finished):
     wd, _ = finished
     straight, preempted = extended_copy(wd, "wf_straight"), extended_copy(wd, "wf_preempted")
-    proc = snakemake(straight, *EXTENDED_TARGETS, configfiles=[straight["override"]])
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-
+    # both copies at once: the uninterrupted one is the reference, the other one is preempted
+    jobs = [start_snakemake(straight), start_snakemake(preempted, "--retries", "1")]
     run = preempted["work"] / EXTENDED_RUN
-    cmd = snakemake_command(preempted, *EXTENDED_TARGETS, "--retries", "1", configfiles=[preempted["override"]])
-    job = subprocess.Popen(cmd, cwd=preempted["work"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 900
         cancelled = None
         while cancelled is None:  # wait for a checkpoint of the new segment, then preempt its job
-            assert job.poll() is None, "the workflow ended before its RL segment could be cancelled"
+            assert jobs[1][0].poll() is None, "the workflow ended before its RL segment could be cancelled"
             assert time.monotonic() < deadline, "no checkpoint of the extended segment within 15 minutes"
             saved = [int(p.name.split("_")[1]) for p in (run / "checkpoints").glob("step_*")]
             if max(saved, default=0) >= 2:
-                slurm_id = squeue_job(f"rule_rl_segment_wildcards_v1_sokoban_default_0_1_{EXTENDED_STEPS}")
+                slurm_id = squeue_job(f"rule_rl_segment_wildcards_v1_sokoban_default_0_1_{EXTENDED_STEPS}",
+                                      preempted["work"])
                 assert slurm_id, "the RL segment's SLURM job is not in squeue"
                 subprocess.run(["scancel", slurm_id], check=True)
                 cancelled = max(saved)
             time.sleep(0.1)
-        text = job.communicate(timeout=1500)[0]
+        for proc, _ in jobs:
+            proc.wait(timeout=1500)
     finally:
-        if job.poll() is None:
-            job.kill()
-    assert job.returncode == 0, text[-4000:]
+        for proc, _ in jobs:
+            if proc.poll() is None:
+                proc.kill()
+    outputs = [out.read_text() for _, out in jobs]
+    assert jobs[0][0].returncode == 0, outputs[0][-4000:]
+    assert jobs[1][0].returncode == 0, outputs[1][-4000:]
+    text = outputs[1]
     assert cancelled < EXTENDED_STEPS, "the segment finished before the cancel"
     segment = f"rule_rl_segment/v1_sokoban_default_0_1_{EXTENDED_STEPS}/"
     submissions = [line for line in text.splitlines() if "submitted with SLURM jobid" in line and segment in line]
