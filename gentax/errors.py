@@ -7,3 +7,36 @@ class GentaxError(Exception):
 
 class ConfigError(GentaxError):
     """A configuration value is missing or invalid."""
+
+
+def yaml_number_hint(value: object) -> str:
+    """For a config value that is text but reads as a number: why, and how to write it. YAML 1.1
+    (PyYAML, Snakemake) takes ``1e-5`` as a string: a float needs a dot (``1.0e-5``)."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        number = float(value)
+    except ValueError:
+        return ""
+    mantissa, _, exponent = value.strip().lower().partition("e")
+    if exponent and exponent[0] not in "+-":
+        exponent = "+" + exponent  # YAML 1.1 floats need the exponent's sign too
+    written = f"{mantissa}{'' if '.' in mantissa else '.0'}e{exponent}" if exponent else repr(number)
+    return f" (YAML reads {value} as text, not a number: write {written})"
+
+
+def short_reason(message: str, limit: int = 200) -> str:
+    """One line that says why something failed, for tables and summaries (the full text, e.g. a
+    traceback, belongs in the log once): the last line of a traceback (the exception), else the
+    first non-blank line, cut at ``limit`` characters."""
+    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
+    if not lines:
+        return ""
+    traceback_at = next((i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")), None)
+    if traceback_at is not None:
+        head = " ".join(lines[:traceback_at]).rstrip(": ")
+        tail = next((line for line in reversed(lines[traceback_at:]) if not line.startswith(("File ", "^", "~"))), "")
+        line = f"{head}: {tail}" if head else tail
+    else:
+        line = lines[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -143,7 +143,7 @@ def _rollout_args(p, domain_name: str, domain: dict) -> list[str]:
     return ["--domain", domain_name, "--split", "eval", "--episodes", p.episodes,
             "--temperature", p.temperature, "--top-p", p.top_p, "--max-new-tokens", p.max_new_tokens,
             "--history-length", p.history_length, "--generator", p.generator, "--seed", p.seed,
-            "--quiet", *_domain_args(domain)]
+            "--quiet", *_domain_args(domain), *(["--errors-as-losses"] if p.get("errors_as_losses") else [])]
 
 
 def eval_checkpoint(smk) -> None:
@@ -173,9 +173,13 @@ def summarize(smk) -> None:
     for path in smk.input:
         step_dir = Path(path).parent
         data = json.loads(Path(path).read_text())
+        if data["success_rate"] is None:
+            raise GentaxError(f"{path}: an env error ended every one of its {data['episodes']} episodes "
+                              f"({'; '.join(data['error_reasons'])}); no success rate to report")
         rows.append({**keys, "step": int(step_dir.name.removeprefix("step")), "eval_domain": data["domain"],
                      "success": data["success_rate"], "invalid_rate": data["invalid_rate"],
-                     "episodes": data["episodes"], "mean_length": data["mean_length"], "errors": data["errors"]})
+                     "episodes": data["scored_episodes"], "mean_length": data["mean_length"],
+                     "errors": data["errors"], "error_rate": data["error_rate"]})
     frame = pd.DataFrame(rows).sort_values(["step", "eval_domain"])
     with gio.atomic_path(smk.output[0]) as tmp:
         frame.to_csv(tmp, index=False)
@@ -194,7 +198,8 @@ def _build_one(smk, outputs: dict[str, str]) -> None:
 
     with _logged(smk.log[0]):
         build_one(smk.wildcards.name, list(smk.input.summaries), smk.input.get("properties"), outputs,
-                  window=tuple(smk.params.window), seed=int(smk.params.seed))
+                  window=tuple(smk.params.window), seed=int(smk.params.seed),
+                  error_mark_pct=float(smk.params.error_mark_pct))
 
 
 def properties_table(smk) -> None:

@@ -5,9 +5,10 @@ One place for "what the study consists of", used by the Snakefile's input functi
 
 - ``load_config(paths_or_dict)`` merges YAML files (later ones override, dicts deep-merged,
   lists replaced — as Snakemake merges ``--configfile``), validates against
-  ``gentax/config_schema.yaml`` plus cross-field rules, and raises ``ConfigError`` naming the key;
-  with ``cluster.memory_check`` it also sizes every GPU training job (``gentax.train.memory``):
-  a preset whose SFT or RL actor does not fit its GPUs is an error here, at plan time.
+  ``gentax/config_schema.yaml`` plus cross-field rules and every domain's knobs (the domain's own
+  ``check_options``), and raises ``ConfigError`` naming the key; with ``cluster.memory_check`` it
+  also sizes every GPU training job (``gentax.train.memory``): a preset whose SFT or RL actor does
+  not fit its GPUs is an error here, at plan time.
 - ``runs(cfg)`` lists every RL run after V1: ``Run(init, train_domain, variant, seed, steps)``;
   an extended run (Tables 4/9/10) is the default run with more steps, never a second run.
 - ``segments(cfg, run)`` splits a run into resumable training segments: ``[(0, 150), (150, 300)]``;
@@ -26,7 +27,7 @@ from typing import Any, Iterable, NamedTuple
 
 import yaml
 
-from gentax.errors import ConfigError
+from gentax.errors import ConfigError, yaml_number_hint
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 REPO_ROOT = Path(__file__).resolve().parents[1]  # config.yaml's folder
@@ -103,7 +104,7 @@ def validate(cfg: dict, *, memory: bool = True) -> None:
     if errors:
         err = jsonschema.exceptions.best_match(errors)
         key = ".".join(str(p) for p in err.absolute_path) or "(top level)"
-        raise ConfigError(f"config key {key}: {err.message}")
+        raise ConfigError(f"config key {key}: {err.message}{yaml_number_hint(err.instance)}")
     _check_cross_fields(cfg)
     if memory and cfg.get("cluster", {}).get("memory_check"):
         from gentax.train.memory import check_memory
@@ -142,7 +143,20 @@ def _check_cross_fields(cfg: dict) -> None:
             raise ConfigError(f"{key}.steps: must exceed grid.steps ({steps}) and be a multiple of rl.save_every ({save_every})")
     if cfg["model"]["embedded"] and "embedded_base" not in cfg:
         raise ConfigError("config key embedded_base: required when model.embedded is true")
+    _check_domain_options(cfg)
     _check_engine_sections(cfg)
+
+
+def _check_domain_options(cfg: dict) -> None:
+    """Every domain's knobs, checked by the domain's own declarations (``DomainEnv.check_options``)."""
+    from gentax.domains import domain_class
+    from gentax.errors import GentaxError
+
+    for name, section in cfg["domains"].items():
+        try:
+            domain_class(name).check_options(dict(section.get("options") or {}))
+        except GentaxError as exc:
+            raise ConfigError(f"config key domains.{name}.options: {exc}") from None
 
 
 def sft_section(sft: dict) -> dict:
@@ -184,6 +198,8 @@ def rollout_settings(cfg: dict, kind: str) -> dict[str, Any]:
     }
     if kind == "properties":
         out["t_max"] = cfg["properties"]["t_max"]
+    else:
+        out["errors_as_losses"] = ev.get("errors_as_losses", False)
     return out
 
 

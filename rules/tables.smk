@@ -15,6 +15,7 @@ rule table:
     params:
         window=lambda wc: gplan.window(config, config["grid"]["steps"]),
         seed=config["seed"],
+        error_mark_pct=config["eval"].get("error_mark_pct", 5),
     log:
         log_path("tables/{name}"),
     benchmark:
@@ -39,6 +40,7 @@ rule figure:
     params:
         window=lambda wc: gplan.window(config, config["grid"]["steps"]),
         seed=config["seed"],
+        error_mark_pct=config["eval"].get("error_mark_pct", 5),
     log:
         log_path("figures/{name}"),
     benchmark:

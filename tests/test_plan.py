@@ -2,6 +2,7 @@
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,13 +65,17 @@ def _broken(paper, path, value):
 @pytest.mark.parametrize("path,value,needle", [
     (("rl", "group_size"), 1, "config key rl: RL config group_size=1"),
     (("rl", "lr"), "fast", "config key rl: RL config lr="),
+    (("rl", "lr"), "1e-5", "config key rl: RL config lr='1e-5': must be a number > 0 (YAML reads 1e-5 as text, "
+                           "not a number: write 1.0e-5)"),
+    (("eval", "temperature"), "4e-1", "config key eval.temperature: '4e-1' is not of type 'number' (YAML reads "
+                                      "4e-1 as text, not a number: write 4.0e-1)"),
     (("eval", "window"), 20, "config key eval.window"),
     (("grid", "steps"), 140, "config key grid.steps"),
     (("augmentation", "v2", "p"), 1.5, "config key augmentation.v2.p"),
     (("engines", "rl"), "deepspeed", "config key engines.rl"),
 ])
 def test_bad_value_names_the_key(paper, path, value, needle):
-    with pytest.raises(ConfigError, match=needle.replace(".", r"\.")):
+    with pytest.raises(ConfigError, match=re.escape(needle)):
         gplan.validate(_broken(paper, path, value))
 
 
@@ -87,6 +92,29 @@ def test_cross_field_errors_name_the_key(paper):
     cfg["grid"]["extended"][0]["steps"] = 100
     with pytest.raises(ConfigError, match=r"grid\.extended\.0\.steps"):
         gplan.validate(cfg)
+
+
+@pytest.mark.parametrize("options,needle", [
+    ({"room_sise": 5}, "config key domains.sokoban.options: unknown option(s) room_sise for domain 'sokoban'"),
+    ({"room_size": -3}, "config key domains.sokoban.options: sokoban option room_size must be an int"),
+    ({"min_solution_length": 9, "max_solution_length": 4}, "max_solution_length 4 < min_solution_length 9"),
+])
+def test_domain_knobs_are_checked_at_plan_time(paper, options, needle):
+    """Failure 4 of issue 15: a bad knob passed validation and failed only when a job ran."""
+    with pytest.raises(ConfigError) as err:
+        gplan.validate(_broken(paper, ("domains", "sokoban", "options"), options))
+    assert needle in str(err.value)
+
+
+@pytest.mark.parametrize("domain,options,needle", [
+    ("sciworld", {"tasks": ["boil-everything"]}, "unknown sciworld task"),
+    ("sciworld", {"jvm_heap_mb": 0}, "jvm_heap_mb must be a positive integer"),
+    ("alfworld", {"task_types": ["juggle"]}, "unknown alfworld task type"),
+    ("webshop", {"backend": "amazon"}, "webshop option backend must be one of gentax, official"),
+])
+def test_every_domain_checks_its_knobs_without_building_an_env(paper, domain, options, needle):
+    with pytest.raises(ConfigError, match=f"config key domains\\.{domain}\\.options: .*{needle}"):
+        gplan.validate(_broken(paper, ("domains", domain, "options"), options))
 
 
 def test_unknown_key_is_rejected(paper):
@@ -107,3 +135,14 @@ def test_plan_cli_json(tmp_path):
                            "--config", str(bad)], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == ["gentax: error: config key rl: RL config group_size=0: must be an integer >= 1"]
+
+
+def test_plan_cli_names_a_bad_domain_knob_in_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("domains: {sokoban: {max_steps: 15, options: {room_size: -3}}}\n")
+    proc = subprocess.run([sys.executable, "-m", "gentax", "plan", "--config", str(REPO / "config.yaml"),
+                           "--config", str(bad)], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "gentax: error: config key domains.sokoban.options: sokoban option room_size must be an int or "
+        "[rows, cols] in 5..20, got -3"]

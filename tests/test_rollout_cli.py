@@ -54,5 +54,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert "unknown domain 'chess'" in capsys.readouterr().err
     assert main(["eval", "--domain", "sokoban", "--episodes", "1", "--model", str(tmp_path), "--out", str(tmp_path / "b.parquet")]) == 2
     assert "no config.json" in capsys.readouterr().err
+    assert main(["eval", "--domain", "sokoban", "--episodes", "1", "--model", str(tmp_path / "missing"),
+                 "--out", str(tmp_path / "b.parquet")]) == 2
+    assert f"model folder {tmp_path / 'missing'} does not exist" in capsys.readouterr().err
     assert main(["eval", "--domain", "sokoban", "--episodes", "0", "--generator", "expert", "--out", str(tmp_path / "c.parquet")]) == 2
     assert not list(tmp_path.glob("*.parquet"))

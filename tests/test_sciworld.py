@@ -168,15 +168,18 @@ def test_valid_action_list_is_capped_and_playable(env):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("victim", ["jvm_pid", "pid"])
-def test_killed_jvm_or_worker_ends_the_episode_with_an_error_then_a_fresh_worker(env, victim):
+def test_killed_jvm_or_worker_ends_the_episode_with_an_error_then_a_fresh_worker(env, victim, capfd):
     task = env.task(3)
     plain, _ = play_expert(env, task)
     env.reset(task)
     env.step(env.expert_action())
     old = env.worker_info
+    capfd.readouterr()
     os.kill(old[victim], signal.SIGKILL)
     obs, reward, done, info = env.step(env.expert_action())
     assert done and reward == 0.0 and not info["won"] and "sciworld" in info["error"], info
+    assert "\n" not in info["error"] and len(info["error"]) <= 200  # one short reason (issue 15)
+    assert capfd.readouterr().err.count("Traceback") <= 1  # the traceback in the log once, not per py4j call
     assert env.worker_info is None
     with pytest.raises(RuntimeError):
         env.step("look around")

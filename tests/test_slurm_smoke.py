@@ -8,6 +8,11 @@ schedule. The model is a tiny random-init Llama with SmolLM2's tokenizer, so eve
 Afterwards the stale-rerun behaviour is checked on the finished results: nothing to do; editing
 one eval file reruns only its downstream; changing one augmentation eps reruns only the jobs
 that read it.
+
+Preemption (issue 15): two copies of the finished workflow extend one run (a second segment,
+1 -> EXTENDED_STEPS); in one copy the segment's SLURM job is `scancel`ed mid-training, as a
+preemption would; Snakemake's retry resubmits it, it resumes from its last checkpoint, and every
+step, table and final weight equals the uninterrupted copy's.
 """
 
 import json
@@ -16,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -82,12 +88,16 @@ def workdir():
     shutil.rmtree(base, ignore_errors=True)
 
 
-def snakemake(wd, *args, configfiles=(), timeout=1500):
+def snakemake_command(wd, *args, configfiles=()) -> list[str]:
     """Targets and flags first: --configfile/--config take every word after them. Overrides go in
     YAML files: --config leaves nested values as strings."""
-    cmd = [sys.executable, "-m", "snakemake", *args, "--profile", str(wd["profile"]), "--configfile", "config.yaml",
-           "tests/smoke_config.yaml", *map(str, configfiles), "--config", f"model={{base: {wd['model']}}}"]
-    return subprocess.run(cmd, cwd=wd["work"], capture_output=True, text=True, timeout=timeout)
+    return [sys.executable, "-m", "snakemake", *args, "--profile", str(wd["profile"]), "--configfile", "config.yaml",
+            "tests/smoke_config.yaml", *map(str, configfiles), "--config", f"model={{base: {wd['model']}}}"]
+
+
+def snakemake(wd, *args, configfiles=(), timeout=1500):
+    return subprocess.run(snakemake_command(wd, *args, configfiles=configfiles), cwd=wd["work"],
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def planned_jobs(proc) -> dict[str, int]:
@@ -119,6 +129,87 @@ def test_the_reduced_grid_runs_through_slurm(finished):
 def test_nothing_is_stale_after_the_run(finished):
     wd, _ = finished
     assert planned_jobs(snakemake(wd, "-n", *TARGETS)) == {}
+
+
+EXTENDED_STEPS = 10
+EXTENDED_TARGETS = TARGETS + ["results/tables/table4_extended.csv"]
+EXTENDED_RUN = "results/runs/v1/sokoban/default/seed0"
+
+
+def extended_copy(wd, name: str) -> dict:
+    """A copy of the finished workflow (results and .snakemake included) whose v1/sokoban/default
+    run is extended to EXTENDED_STEPS: one new segment, its evals, summary and table 4."""
+    work = wd["work"].parent / name
+    shutil.copytree(wd["work"], work, symlinks=True)
+    override = work / "extend.yaml"
+    override.write_text(yaml.safe_dump({"grid": {"extended": [
+        {"init": "v1", "variant": "default", "train_domain": "sokoban", "steps": EXTENDED_STEPS}]}}))
+    return {**wd, "work": work, "override": override}
+
+
+def squeue_job(comment_part: str, workdir: Path) -> str | None:
+    """The SLURM id of the queued job whose comment has ``comment_part`` and that runs in ``workdir``."""
+    out = subprocess.run(["squeue", "-h", "-o", "%i|%k|%Z"], capture_output=True, text=True, check=True).stdout
+    rows = [line.split("|") for line in out.splitlines()]
+    return next((r[0] for r in rows if comment_part in r[1] and Path(r[2]).resolve() == workdir.resolve()), None)
+
+
+def start_snakemake(wd, *args) -> tuple[subprocess.Popen, Path]:
+    """Run the extended workflow in the background; its output goes to a file (a pipe could fill)."""
+    out = wd["work"] / "snakemake.out"
+    cmd = snakemake_command(wd, *EXTENDED_TARGETS, *args, configfiles=[wd["override"]])
+    with open(out, "w") as fh:
+        return subprocess.Popen(cmd, cwd=wd["work"], stdout=fh, stderr=subprocess.STDOUT, text=True), out
+
+
+def test_a_preempted_rl_segment_resumes_and_changes_nothing(finished):
+    wd, _ = finished
+    straight, preempted = extended_copy(wd, "wf_straight"), extended_copy(wd, "wf_preempted")
+    # both copies at once: the uninterrupted one is the reference, the other one is preempted
+    jobs = [start_snakemake(straight), start_snakemake(preempted, "--retries", "1")]
+    run = preempted["work"] / EXTENDED_RUN
+    try:
+        deadline = time.monotonic() + 900
+        cancelled = None
+        while cancelled is None:  # wait for a checkpoint of the new segment, then preempt its job
+            assert jobs[1][0].poll() is None, "the workflow ended before its RL segment could be cancelled"
+            assert time.monotonic() < deadline, "no checkpoint of the extended segment within 15 minutes"
+            saved = [int(p.name.split("_")[1]) for p in (run / "checkpoints").glob("step_*")]
+            if max(saved, default=0) >= 2:
+                slurm_id = squeue_job(f"rule_rl_segment_wildcards_v1_sokoban_default_0_1_{EXTENDED_STEPS}",
+                                      preempted["work"])
+                assert slurm_id, "the RL segment's SLURM job is not in squeue"
+                subprocess.run(["scancel", slurm_id], check=True)
+                cancelled = max(saved)
+            time.sleep(0.1)
+        for proc, _ in jobs:
+            proc.wait(timeout=1500)
+    finally:
+        for proc, _ in jobs:
+            if proc.poll() is None:
+                proc.kill()
+    outputs = [out.read_text() for _, out in jobs]
+    assert jobs[0][0].returncode == 0, outputs[0][-4000:]
+    assert jobs[1][0].returncode == 0, outputs[1][-4000:]
+    text = outputs[1]
+    assert cancelled < EXTENDED_STEPS, "the segment finished before the cancel"
+    segment = f"rule_rl_segment/v1_sokoban_default_0_1_{EXTENDED_STEPS}/"
+    submissions = [line for line in text.splitlines() if "submitted with SLURM jobid" in line and segment in line]
+    assert len(submissions) == 2, text[-4000:]  # the cancelled job and Snakemake's retry
+    # Snakemake starts the retry's log afresh: it shows the retry taking over the dead job's lock
+    log = next((preempted["work"] / "results" / "logs").rglob(f"segment_1_{EXTENDED_STEPS}*.log")).read_text()
+    assert "took over the lock" in log and "no longer running" in log, log[-3000:]
+    resumed = int(re.search(r"resuming \S+ from step (\d+)", log).group(1))
+    assert cancelled <= resumed < EXTENDED_STEPS  # from its last checkpoint, not from the start
+    import pandas as pd
+
+    metrics = [pd.read_csv(w["work"] / EXTENDED_RUN / "metrics.csv") for w in (straight, preempted)]
+    assert metrics[1]["step"].tolist() == list(range(1, EXTENDED_STEPS + 1))  # no step twice, none lost
+    pd.testing.assert_series_equal(metrics[1]["loss"], metrics[0]["loss"])
+    last = f"{EXTENDED_RUN}/checkpoints/step_{EXTENDED_STEPS}/model.safetensors"
+    assert (preempted["work"] / last).read_bytes() == (straight["work"] / last).read_bytes()
+    for table in EXTENDED_TARGETS:
+        assert (preempted["work"] / table).read_text() == (straight["work"] / table).read_text(), table
 
 
 def test_editing_one_eval_file_reruns_only_its_downstream(finished):

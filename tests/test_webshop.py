@@ -287,3 +287,48 @@ def test_official_backend_plays_through_the_protocol():
         assert 0.0 <= info.get("webshop_score", 0.0) <= 1.0
         wins += info["won"]
     assert wins >= 1  # human goals are not always perfectly reachable upstream
+
+
+class _OfficialPageStandIn:
+    """Stands in for the official ``WebAgentTextEnv`` (text mode), with its page format: every page
+    starts with the header "WebShop [SEP] Instruction: [SEP] <goal>" (the ``<h4>Instruction: <br>
+    goal</h4>`` block), ``instruction_text`` is that h4's whole text, parts are joined by " [SEP] "."""
+
+    GOAL = "i need a long clip-in hair extension which is natural looking, and price lower than 40.00 dollars"
+
+    def __init__(self):
+        self.page = "search"
+        self.instruction_text = f"Instruction: {self.GOAL}"
+
+    @property
+    def observation(self):
+        header = ["WebShop", "Instruction:", self.GOAL]
+        body = {"search": ["Search"],
+                "results": ["Back to Search", "Page 1 (Total results: 50)", "Next >", "B09C337K8S",
+                            "Clip in Hair Extensions, 22 inch", "$19.99"]}[self.page]
+        return " [SEP] ".join(header + body)
+
+    def reset(self, session=None):
+        self.page = "search"
+        return self.observation, None
+
+    def step(self, action):
+        self.page = "results"
+        return self.observation, 0.0, False, None
+
+    def get_available_actions(self):
+        if self.page == "search":
+            return {"has_search_bar": True, "clickables": ["search"]}
+        return {"has_search_bar": False, "clickables": ["back to search", "next >", "b09c337k8s"]}
+
+
+def test_official_adapter_drops_the_official_page_header():
+    """The official page format without the package: its header used to reach the agent."""
+    engine = official.OfficialEngine(server=None, env=_OfficialPageStandIn())
+    assert engine.reset({"goal_index": 0, "instruction_text": _OfficialPageStandIn.GOAL}) == "Search"
+    assert engine.admissible == ("search[<your query>]",)
+    text = engine.act("search[clip in hair extension]")
+    assert text.startswith("Back to Search [SEP] Page 1 (Total results: 50)")
+    assert "Instruction:" not in text and _OfficialPageStandIn.GOAL not in text
+    assert engine.admissible == ("click[back to search]", "click[next >]", "click[b09c337k8s]")
+    assert official.without_header(["Instruction: buy socks", "Search"]) == ["Search"]

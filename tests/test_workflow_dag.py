@@ -92,3 +92,13 @@ def test_paper_preset_that_does_not_fit_its_gpus_stops_the_plan(tmp_path):
                            "--config", "preset=paper"], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode != 0
     assert "sft_v2: model states 149.6 + activations 27.9 = 177.5 GiB per GPU" in proc.stdout + proc.stderr
+
+
+def test_a_bad_domain_knob_stops_the_slurm_dry_run(tmp_path):
+    """Failure 4 of issue 15: the dry-run passed and the job failed after queueing."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("domains: {sokoban: {max_steps: 15, options: {room_sise: 5}}}\n")
+    proc = subprocess.run([*SNAKEMAKE, "-n", "--profile", "profiles/slurm", "--configfile", "config.yaml", str(bad)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode != 0
+    assert "config key domains.sokoban.options: unknown option(s) room_sise" in proc.stdout + proc.stderr

@@ -67,6 +67,8 @@ def register(subparsers) -> None:
     parser.add_argument("--delta-id-base", choices=("matching", "default"), default="matching",
                         help="initial-policy row for a variant's ΔID: the base row of the same variant when "
                              "present ('matching', default) or always the default base row")
+    parser.add_argument("--error-mark-pct", type=float, default=5.0,
+                        help="mark Table 2 cells whose episodes ended with an env error more often than this (percent; default 5)")
     parser.set_defaults(func=run)
 
 
@@ -81,6 +83,7 @@ def run(args) -> int:
         seed=args.seed, figures=not args.no_figures, rank_decimals=args.rank_decimals,
         tie_points=args.tie_points, aug_variants=args.aug_variants,
         nothink_variant=args.nothink_variant.strip().lower(), delta_id_base=args.delta_id_base,
+        error_mark_pct=args.error_mark_pct,
     )
     print(f"wrote {len(analysis.tables)} tables to {args.out} "
           f"from {len(analysis.summary)} summary rows in {time.perf_counter() - started:.1f} s")

@@ -12,6 +12,9 @@ Success summary (CSV or Parquet), long format, one row per (run, checkpoint, eva
     success       fraction in [0, 1]
     invalid_rate  optional, fraction in [0, 1]
     episodes      optional, episodes behind ``success`` (int > 0); enables episode bootstrap
+    errors        optional, episodes an env failure ended (a dead JVM), not in ``success``
+                  unless the eval counted them as failures (``gentax eval --errors-as-losses``)
+    error_rate    optional, fraction in [0, 1]: errors / episodes played; the tables flag it
 
 Properties (CSV or Parquet): ``domain``, ``richness``, ``complexity`` and optional extra
 numeric measures, one row per domain.
@@ -52,7 +55,7 @@ RUN_KEY = ("init", "train_domain", "variant")
 CELL_KEY = RUN_KEY + ("eval_domain",)
 ROW_KEY = ("init", "train_domain", "variant", "seed", "step", "eval_domain")
 SUMMARY_COLUMNS = ROW_KEY + ("success",)
-OPTIONAL_FRACTIONS = ("invalid_rate",)
+OPTIONAL_FRACTIONS = ("invalid_rate", "error_rate")
 PROPERTY_COLUMNS = ("domain", "richness", "complexity")
 _MAX_LISTED_ROWS = 5
 

@@ -11,6 +11,10 @@ checkpoints per seed, then the mean (and sample std) over seeds (``gentax.analys
 A cell without runs is NaN in memory, empty in CSV and "—" in Markdown/LaTeX, never 0. A ratio
 with a zero denominator (ΔOOD, relative change) is undefined: NaN plus a note in the row's
 ``note`` column, never 0.
+
+Env errors (episodes a dead JVM or an engine failure ended; the summary's optional
+``error_rate``) are never hidden: Table 2 carries each cell's ``error_pct`` and marks (†) a cell
+above ``Settings.error_mark_pct``, and the notes give the cells with errors and their share.
 """
 
 from __future__ import annotations
@@ -70,6 +74,8 @@ class Settings:
     #: "matching": ΔID of variant X uses the base row of variant X when the summary has one,
     #: else the default base row; "default": always the default base row.
     delta_id_base: str = "matching"
+    #: Table 2 marks a cell whose episodes ended with an env error more often than this (percent)
+    error_mark_pct: float = 5.0
 
     def __post_init__(self):
         window = tuple(sorted(set(int(s) for s in self.window)))
@@ -80,6 +86,8 @@ class Settings:
             raise GentaxError(f"delta_id_base must be one of {DELTA_ID_BASES}, got {self.delta_id_base!r}")
         if self.n_boot < 0:
             raise GentaxError(f"bootstrap count must be >= 0, got {self.n_boot}")
+        if not 0 <= self.error_mark_pct <= 100:
+            raise GentaxError(f"error_mark_pct must be in [0, 100], got {self.error_mark_pct}")
 
 
 @dataclasses.dataclass
@@ -101,8 +109,9 @@ class Values:
         self.settings = settings
         self.success = cell_means(rows, "success")
         self.invalid = cell_means(rows, "invalid_rate") if "invalid_rate" in rows.columns else None
+        self.errors = cell_means(rows, "error_rate") if "error_rate" in rows.columns else None
         # Plain dicts: thousands of lookups, and MultiIndex .at is slow.
-        self._lookup = {id(f): f.to_dict("index") for f in (self.success, self.invalid) if f is not None}
+        self._lookup = {id(f): f.to_dict("index") for f in (self.success, self.invalid, self.errors) if f is not None}
 
     def _get(self, frame: pd.DataFrame | None, key: tuple, column: str) -> float:
         if frame is None or key not in self._lookup[id(frame)]:
@@ -118,6 +127,17 @@ class Values:
 
     def invalid_rate(self, init, train, variant, eval_domain) -> float:
         return self._get(self.invalid, (init, train, variant, eval_domain), "mean_pct")
+
+    def error_pct(self, init, train, variant, eval_domain) -> float:
+        """Share (percent) of the cell's episodes that an env error ended; NaN when not recorded."""
+        return self._get(self.errors, (init, train, variant, eval_domain), "mean_pct")
+
+    def error_cells(self) -> list[tuple[tuple, float]]:
+        """(cell key, error percent) of every cell with env errors, worst first."""
+        if self.errors is None:
+            return []
+        shares = self.errors["mean_pct"].dropna()
+        return sorted(((tuple(k), float(v)) for k, v in shares.items() if v > 0), key=lambda kv: -kv[1])
 
     def base(self, init, eval_domain, variant=DEFAULT_VARIANT) -> float:
         if self.settings.delta_id_base == "matching":
@@ -178,6 +198,29 @@ def _domain_grid(include_base: bool) -> Iterable[tuple[str, str]]:
             yield init, train
 
 
+ERROR_MARK = "†"
+
+
+def error_notes(values: Values) -> list[str]:
+    """Notes naming every cell with env-error episodes (none when there are none)."""
+    cells = values.error_cells()
+    if not cells:
+        return []
+    limit = values.settings.error_mark_pct
+    marked = [(k, v) for k, v in cells if v > limit]
+    shown = ", ".join(f"{'/'.join(k[:3])} on {k[3]} {v:.1f}%" for k, v in cells[:_LISTED_CELLS])
+    more = f" and {len(cells) - _LISTED_CELLS} more" if len(cells) > _LISTED_CELLS else ""
+    notes = [f"env errors (a crashed env, not the policy) ended episodes in {len(cells)} cell(s), left out of "
+             f"their success rates unless evaluated with errors_as_losses: {shown}{more}"]
+    if marked:
+        notes.append(f"{ERROR_MARK} marks the {len(marked)} cell(s) where more than {limit:g}% of episodes ended "
+                     "with an env error: read them with care")
+    return notes
+
+
+_LISTED_CELLS = 8
+
+
 def table2_success(values: Values, intervals: pd.DataFrame | None = None) -> Table:
     """Success of every (init, training domain) on every eval domain; ΔID on the diagonal."""
     records = []
@@ -190,6 +233,7 @@ def table2_success(values: Values, intervals: pd.DataFrame | None = None) -> Tab
                 "success_pct": cell["mean_pct"], "std_pct": cell["std_pct"],
                 "n_seeds": cell["n_seeds"], "is_id": is_id,
                 "delta_id": values.delta_id(init, train) if is_id else math.nan,
+                "error_pct": values.error_pct(init, train, DEFAULT_VARIANT, eval_domain),
             }
             key = (init, train, DEFAULT_VARIANT, eval_domain)
             for column in _CI_COLUMNS:
@@ -204,11 +248,13 @@ def table2_success(values: Values, intervals: pd.DataFrame | None = None) -> Tab
             text = _pm(r["success_pct"], r["std_pct"])
             if r["is_id"] and not math.isnan(r["delta_id"]):
                 text += f" (ΔID {_signed(r['delta_id'])})"
+            if r["error_pct"] > values.settings.error_mark_pct:  # NaN (not recorded) compares False
+                text += f" {ERROR_MARK}"
             row[r["eval_domain"]] = text
         display_rows.append(row)
     display = pd.DataFrame(display_rows, columns=["init", "train_domain", *DOMAINS]).fillna(MISSING)
     return Table("table2_success", "Table 2: success (%) on every eval domain, mean ± std over seeds; "
-                 "ΔID on the diagonal", data, display)
+                 "ΔID on the diagonal", data, display, error_notes(values))
 
 
 _CI_COLUMNS = ("ci_seeds_low_pct", "ci_seeds_high_pct", "ci_episodes_low_pct", "ci_episodes_high_pct")
@@ -541,6 +587,7 @@ def compute_tables(summary, properties=None, settings: Settings | None = None) -
     rows, window_notes = window_rows(summary, settings.window)
     notes += window_notes
     values = Values(rows, settings)
+    notes += error_notes(values)
     table4, late_rows = table4_extended(summary, values)
     draws = stats.bootstrap(pd.concat([rows, late_rows]), settings.n_boot, settings.seed)
     intervals = stats.success_intervals(draws)

@@ -29,6 +29,11 @@ Step rules (STUDY.md "Domains"):
 A domain may add its own keys for a valid step by setting ``self._extra_info`` (a dict) in
 ``_step`` (e.g. WebShop's raw score on the purchase step).
 
+Options (difficulty knobs) are declared by each domain: ``default_options`` names every knob
+and its default, and the classmethod ``check_options(options)`` checks every value without
+building anything (no engine, catalog or JVM), so a config is checked at plan time
+(``gentax.plan``) with the same code the env runs; ``__init__`` calls it first.
+
 Subclasses implement ``_make_task``, ``_reset``, ``_step`` (returning ``(obs, won)`` or
 ``(obs, won, ended)``; raising ``InvalidAction`` to reject an action without touching the
 state) and ``expert_action``; the base class owns step
@@ -94,21 +99,27 @@ class DomainEnv:
     def __init__(self, split: str = "train", seed: int = 0, max_steps: int | None = None, **options):
         if split not in SPLITS:
             raise GentaxError(f"unknown split {split!r} for domain {self.name!r}; valid: {', '.join(SPLITS)}")
-        unknown = sorted(set(options) - set(self.default_options))
-        if unknown:
-            valid = ", ".join(sorted(self.default_options)) or "(none)"
-            raise GentaxError(f"unknown option(s) {', '.join(unknown)} for domain {self.name!r}; valid: {valid}")
+        self.options = self.check_options(options)
         self.split = split
         self.seed = int(seed)
         self.max_steps = int(max_steps if max_steps is not None else self.default_max_steps)
         if self.max_steps < 1:
             raise GentaxError(f"max_steps must be >= 1, got {self.max_steps}")
-        self.options = {**self.default_options, **options}
         self.current_task: Task | None = None
         self._extra_info: dict[str, Any] | None = None
         self._obs: Observation | None = None
         self._steps = 0
         self._done = True
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """``options`` over ``default_options``, every value checked (see module doc); raises
+        GentaxError naming the bad option. Subclasses extend it with their value checks."""
+        unknown = sorted(set(options) - set(cls.default_options))
+        if unknown:
+            valid = ", ".join(sorted(cls.default_options)) or "(none)"
+            raise GentaxError(f"unknown option(s) {', '.join(unknown)} for domain {cls.name!r}; valid: {valid}")
+        return {**cls.default_options, **options}
 
     # ---- public protocol -------------------------------------------------------------------
     def task(self, seed: int) -> Task:

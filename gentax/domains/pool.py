@@ -16,7 +16,8 @@ Failures never pass as a plain zero:
   reward 0, ``done`` True, ``info["error"]`` set; the env is rebuilt at the next reset;
 - a dead worker (killed, crashed) is restarted; every episode it held ends the same way, either
   in the current call's result or, for slots not in the call, in the next result asked for them;
-- either case is logged as a warning. Stepping a slot whose episode is over raises RuntimeError.
+- either case is logged as a warning, with the full message once; ``info["error"]`` holds its
+  one-line reason (``gentax.errors.short_reason``). Stepping a slot whose episode is over raises RuntimeError.
 Errors while *resetting* (bad options, a task that cannot load) are raised to the caller; a
 worker that dies during a reset is restarted and the reset retried once.
 """
@@ -30,7 +31,7 @@ from typing import Any
 
 from gentax.domains import domain_class, make
 from gentax.domains.base import SPLITS, Observation, Task
-from gentax.errors import GentaxError
+from gentax.errors import GentaxError, short_reason
 
 log = logging.getLogger(__name__)
 
@@ -179,9 +180,7 @@ class EnvPool:
         cls = domain_class(domain)  # unknown domain -> GentaxError listing the valid names
         if split not in SPLITS:
             raise GentaxError(f"unknown split {split!r} for domain {domain!r}; valid: {', '.join(SPLITS)}")
-        unknown = sorted(set(options) - set(cls.default_options))
-        if unknown:
-            raise GentaxError(f"unknown option(s) {', '.join(unknown)} for domain {domain!r}; valid: {', '.join(sorted(cls.default_options)) or '(none)'}")
+        cls.check_options(options)  # a bad knob fails here, not in a worker
         if num_workers < 0:
             raise GentaxError(f"num_workers must be >= 0, got {num_workers}")
         self.domain, self.split, self.num_workers = domain, split, num_workers
@@ -282,8 +281,9 @@ class EnvPool:
         self._lost.pop(slot, None)
         self._done[slot] = True
         self._steps[slot] += 1
-        log.warning("%s slot %d: episode ended failed: %s", self.domain, slot, error)
-        info = {"won": False, "valid": True, "reason": None, "steps": self._steps[slot], "truncated": False, "error": error}
+        log.warning("%s slot %d: episode ended failed: %s", self.domain, slot, error)  # the full text, once
+        info = {"won": False, "valid": True, "reason": None, "steps": self._steps[slot], "truncated": False,
+                "error": short_reason(error)}
         return self._obs[slot], 0.0, True, info
 
     def _lose(self, slot: int, error: str) -> None:

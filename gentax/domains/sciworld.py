@@ -9,7 +9,9 @@ the episode as failed: ``step`` returns reward 0, ``done`` and ``info["error"]``
 ``expert_action`` raises ``WorkerError`` (``gentax.domains.pool`` turns that into the same
 failed episode). The next ``reset`` starts a fresh worker when the old one is gone. A worker
 whose caller dies exits (it watches its parent pid), and py4j's ``--die-on-broken-pipe`` takes
-the JVM down with it.
+the JVM down with it. A failure is reported as one short reason (``info["error"]``: the Java or
+Python exception line); its traceback goes to the worker's stderr (the job log) once, and py4j's
+own logging, which repeats a traceback at every call to a dead JVM, is silenced.
 
 Determinism (option ``deterministic``, default on). ScienceWorld seeds its RNG with the
 variation index at every load, but its world loop walks sets ordered by identity hash codes,
@@ -81,6 +83,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import multiprocessing
 import os
 import random
@@ -93,7 +96,7 @@ from pathlib import Path
 from typing import Any
 
 from gentax.domains.base import DomainEnv, InvalidAction, Observation, Task
-from gentax.errors import GentaxError
+from gentax.errors import GentaxError, short_reason
 from gentax.io import write_json
 
 TABLE_PATH = Path(__file__).with_name("sciworld_tasks.json")
@@ -196,9 +199,9 @@ class SciworldEnv(DomainEnv):
         "timeout_s": 120.0,
     }
 
-    def __init__(self, split: str = "train", seed: int = 0, max_steps: int | None = None, **options):
-        super().__init__(split=split, seed=seed, max_steps=max_steps, **options)
-        opts = self.options
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        opts = super().check_options(options)
         if opts["eval_split"] not in EVAL_SPLITS:
             raise GentaxError(f"sciworld option eval_split must be one of {', '.join(EVAL_SPLITS)}, got {opts['eval_split']!r}")
         if opts["admissible"] not in ADMISSIBLE_MODES:
@@ -215,6 +218,15 @@ class SciworldEnv(DomainEnv):
             raise GentaxError(f"sciworld option max_gold_length must be a positive integer or None, got {limit!r}")
         if not isinstance(opts["min_gold_length"], int) or isinstance(opts["min_gold_length"], bool):
             raise GentaxError(f"sciworld option min_gold_length must be an integer, got {opts['min_gold_length']!r}")
+        _check_simplifications(opts["simplifications"])
+        if opts["tasks"] is not None:
+            _resolve_task_names(opts["tasks"], task_table())
+        return opts
+
+    def __init__(self, split: str = "train", seed: int = 0, max_steps: int | None = None, **options):
+        super().__init__(split=split, seed=seed, max_steps=max_steps, **options)
+        opts = self.options
+        limit = opts["max_gold_length"]
         self._length_options = sorted({"min_gold_length", "max_gold_length"} & set(options))
         # bound now: eligibility must not follow a later change of env.max_steps
         self.length_limit = self.max_steps if limit is None else limit
@@ -471,10 +483,11 @@ def _serve(fd: int) -> None:
 
     conn = Connection(fd)
     _exit_with_parent()
+    _quiet_py4j()
     try:
         engine = _Engine()
     except BaseException:  # noqa: BLE001 - reported to the caller, which raises
-        conn.send(("crashed", traceback.format_exc(limit=3)))
+        conn.send(("crashed", _logged_reason(traceback.format_exc(limit=3))))
         return
     conn.send(("ok", engine.facts()))
     from py4j.protocol import Py4JJavaError
@@ -490,14 +503,36 @@ def _serve(fd: int) -> None:
             try:
                 value = getattr(engine, method)(*args)
             except Py4JJavaError as exc:
-                conn.send(("engine_error", str(exc)[:2000]))
+                conn.send(("engine_error", _logged_reason(str(exc), java=True)))
             except BaseException:  # noqa: BLE001 - a dead JVM, a bug: this worker is done
-                conn.send(("crashed", traceback.format_exc(limit=3)))
+                conn.send(("crashed", _logged_reason(traceback.format_exc(limit=3))))
                 break
             else:
                 conn.send(("ok", value))
     finally:
-        engine.close()
+        try:
+            engine.close()
+        except Exception:  # noqa: BLE001 - a dead JVM cannot be closed cleanly; the failure is reported already
+            pass
+
+
+def _quiet_py4j() -> None:
+    """py4j logs a traceback at every call that meets a dead JVM, partly through the root logger
+    (``logging.exception``); the worker reports the failure itself, once."""
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    inside_py4j = f"{os.sep}py4j{os.sep}"
+    logging.getLogger().addFilter(lambda record: inside_py4j not in record.pathname)
+
+
+def _logged_reason(text: str, java: bool = False) -> str:
+    """Write a failure's full text to stderr (the job log) once; return its one-line reason."""
+    sys.stderr.write(f"sciworld worker pid {os.getpid()}: {text.rstrip()}\n")
+    sys.stderr.flush()
+    if java:  # "An error occurred while calling o0.step.\n: java.lang.X: message\n\tat ...": the X line
+        thrown = next((line[2:] for line in text.splitlines() if line.startswith(": ")), None)
+        if thrown:
+            return short_reason(thrown)
+    return short_reason(text)
 
 
 def _exit_with_parent(poll_s: float = 1.0) -> None:

@@ -194,20 +194,26 @@ class SokobanEnv(DomainEnv):
         "max_solution_length": 15,
     }
 
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        opts = super().check_options(options)
+        _room_dims(opts["room_size"])
+        _int_option(opts, "num_boxes", 1, 4)
+        if opts["num_steps"] is not None:
+            _int_option(opts, "num_steps", 1, 1000)
+        shortest, longest = _int_option(opts, "min_solution_length", 0, 1000), _int_option(opts, "max_solution_length", 0, 1000)
+        if longest and longest < shortest:
+            raise GentaxError(f"sokoban: max_solution_length {longest} < min_solution_length {shortest}")
+        return opts
+
     def __init__(self, split: str = "train", seed: int = 0, max_steps: int | None = None, **options):
         super().__init__(split=split, seed=seed, max_steps=max_steps, **options)
-        size = self.options["room_size"]
-        dims = [size, size] if isinstance(size, int) else list(size)
-        if len(dims) != 2 or not all(isinstance(d, int) and 5 <= d <= 20 for d in dims):
-            raise GentaxError(f"sokoban option room_size must be an int or [rows, cols] in 5..20, got {size!r}")
-        self.dim = (dims[0], dims[1])
-        self.num_boxes = _int_option(self.options, "num_boxes", 1, 4)
+        self.dim = _room_dims(self.options["room_size"])
+        self.num_boxes = self.options["num_boxes"]
         steps = self.options["num_steps"]
-        self.num_gen_steps = int(1.7 * sum(self.dim)) if steps is None else _int_option(self.options, "num_steps", 1, 1000)
-        self.min_len = _int_option(self.options, "min_solution_length", 0, 1000)
-        self.max_len = _int_option(self.options, "max_solution_length", 0, 1000)
-        if self.max_len and self.max_len < self.min_len:
-            raise GentaxError(f"sokoban: max_solution_length {self.max_len} < min_solution_length {self.min_len}")
+        self.num_gen_steps = int(1.7 * sum(self.dim)) if steps is None else steps
+        self.min_len = self.options["min_solution_length"]
+        self.max_len = self.options["max_solution_length"]
         self.room: Room | None = None
         self.state: State | None = None
         self._plan: dict[State, str] = {}
@@ -280,6 +286,13 @@ def _room_and_state(spec: dict[str, Any]) -> tuple[Room, State]:
     rows, cols = spec["room_size"]
     room = Room(rows, cols, {tuple(c) for c in spec["walls"]}, frozenset(tuple(c) for c in spec["targets"]))
     return room, (tuple(spec["player"]), frozenset(tuple(c) for c in spec["boxes"]))
+
+
+def _room_dims(size: Any) -> tuple[int, int]:
+    dims = [size, size] if isinstance(size, int) else list(size) if isinstance(size, (list, tuple)) else []
+    if len(dims) != 2 or not all(isinstance(d, int) and not isinstance(d, bool) and 5 <= d <= 20 for d in dims):
+        raise GentaxError(f"sokoban option room_size must be an int or [rows, cols] in 5..20, got {size!r}")
+    return dims[0], dims[1]
 
 
 def _int_option(options: dict[str, Any], key: str, low: int, high: int) -> int:

@@ -9,7 +9,8 @@
 
 ``eval`` / ``properties`` play task seeds ``first-task .. first-task + episodes - 1`` and write
 ``FILE.steps.parquet``, ``FILE.episodes.parquet`` and, last, ``FILE.json`` (for ``eval`` the
-summary: success rate = share of episodes won, invalid rate = share of invalid steps; for
+summary: success rate = share of episodes won, among those no env failure ended unless
+``--errors-as-losses``; invalid rate = share of invalid steps; for
 ``properties`` the property measures and the summary). They print the headline figures.
 ``--model`` is an HF model folder (``gentax model embedded`` makes one); the ``expert``
 generator needs none and plays the env's expert (a sanity check of the pipeline).
@@ -64,6 +65,8 @@ def _rollout_arguments(parser: argparse.ArgumentParser, temperature: float) -> N
     parser.add_argument("--device", default=None, help="hf generator: cpu | cuda (default: cuda when available)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="domain option (difficulty knob); VALUE is JSON when it parses, else a string")
+    parser.add_argument("--errors-as-losses", action="store_true",
+                        help="count episodes that an env failure ended as failures (default: left out of the success rate)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -103,7 +106,8 @@ def _eval(args: argparse.Namespace) -> int:
     from gentax.rollout.evaluation import evaluate
 
     generator, seeds, cfg, prefix, meta = _setup(args)
-    summary = evaluate(generator, seeds, cfg, prefix, meta=meta, progress=not args.quiet)
+    summary = evaluate(generator, seeds, cfg, prefix, meta=meta, progress=not args.quiet,
+                       errors_as_losses=args.errors_as_losses)
     _print_summary(summary, prefix)
     return 0
 
@@ -113,7 +117,8 @@ def _properties(args: argparse.Namespace) -> int:
 
     generator, seeds, cfg, prefix, meta = _setup(args)
     report = measure_properties(generator, seeds, cfg, prefix, t_max=args.t_max, meta=meta,
-                                tokenizer=getattr(generator, "tokenizer", None), progress=not args.quiet)
+                                tokenizer=getattr(generator, "tokenizer", None), progress=not args.quiet,
+                                errors_as_losses=args.errors_as_losses)
     _print_summary(report["summary"] | {"domain": report["domain"]}, prefix)
     print("properties: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in report["measures"].items()))
     return 0
@@ -121,11 +126,16 @@ def _properties(args: argparse.Namespace) -> int:
 
 def _print_summary(summary: dict, prefix: str) -> None:
     timing = summary["timing"]
+    rate = "n/a" if summary["success_rate"] is None else f"{summary['success_rate']:.3f}"
     print(
-        f"{summary['domain']}: {summary['episodes']} episodes, success rate {summary['success_rate']:.3f}, "
+        f"{summary['domain']}: {summary['episodes']} episodes, success rate {rate}, "
         f"invalid rate {summary['invalid_rate']:.3f}, mean length {summary['mean_length']:.1f} "
         f"({timing.get('tokens_per_s', float('nan')):.1f} tok/s, env {timing.get('env_s', 0):.1f} s + resets {timing.get('reset_s', 0):.1f} s)"
     )
+    if summary["errors"]:
+        counted = "counted as failures" if summary["errors_as_losses"] else "left out of the success rate"
+        print(f"env errors: {summary['errors']} of {summary['episodes']} episodes ({counted}): "
+              + "; ".join(f"{k} (x{v})" for k, v in summary["error_reasons"].items()))
     if summary["invalid_reasons"]:
         print("invalid reasons: " + ", ".join(f"{k} {v}" for k, v in summary["invalid_reasons"].items()))
     print(f"wrote {prefix}.steps.parquet, {prefix}.episodes.parquet, {prefix}.json")

@@ -25,7 +25,8 @@ Each task seed is played ``group_size`` times (``group_id`` = index of the seed 
 
 Robustness: any response text (empty, cut at ``max_new_tokens``, without tags, binary junk)
 becomes a step — an invalid one when it holds no usable action — never an exception. An env
-that crashes ends its episode as failed with ``error`` set (the pool's rule).
+that crashes ends its episode as failed with ``error`` set (the pool's rule) to one short line
+(``gentax.errors.short_reason``; the full text is in the log).
 
 Seeds: every random choice comes from ``cfg.seed``: trajectory ``j`` samples step ``t`` with
 ``derive_seed(cfg.seed, "sample", cfg.sampling.seed, j, t)`` and augments with
@@ -49,7 +50,7 @@ import logging
 import time
 from typing import Any
 
-from gentax.errors import GentaxError
+from gentax.errors import GentaxError, short_reason
 from gentax.rollout.generators import Generation, SamplingParams, derive_seed
 from gentax.rollout.schema import EPISODE_SCHEMA, STEP_SCHEMA, Rollouts, StepTokens, table_from_rows
 
@@ -253,7 +254,7 @@ def _run_batch(generator, pool, tasks, batch, cfg, run_id, step_rows, tokens, cl
                 t.response_tokens += len(generation.response_ids)
                 if done:
                     t.done, t.won, t.truncated = True, bool(info.get("won")), bool(info.get("truncated"))
-                    t.error = info.get("error")
+                    t.error = _error_reason(info)
                     bar.update(1)
             stats["turns"] += 1
             bar.set_postfix(turn=turn, tok_s=f"{batch_tokens / batch_gen_s:.1f}" if batch_gen_s else "-")
@@ -315,7 +316,7 @@ def _step_row(t: _Trajectory, cfg, run_id, view, messages, generation: Generatio
         "obs_chars": len(view.text),
         "augmented": bool(view.inserted),
         "admissible_count": len(t.obs.admissible),
-        "error": info.get("error"),
+        "error": _error_reason(info),
         "finish_reason": generation.finish_reason,
         "prompt_tokens": len(generation.prompt_ids),
         "response_tokens": len(generation.response_ids),
@@ -334,3 +335,8 @@ def _episode_row(t: _Trajectory, cfg, run_id) -> dict:
         "response_tokens": t.response_tokens,
         "error": t.error,
     }
+
+
+def _error_reason(info: dict) -> str | None:
+    error = info.get("error")
+    return short_reason(error) if error else None

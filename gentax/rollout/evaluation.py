@@ -8,8 +8,16 @@ Contract::
     output_prefix("results/x.parquet") -> "results/x"
 
 Both write ``<prefix>.steps.parquet`` and ``<prefix>.episodes.parquet`` (the collector's
-tables) and then, LAST, ``<prefix>.json`` — so a present JSON means a complete result.
+tables) and then, LAST, ``<prefix>.json`` — so a present JSON means a complete result. The three
+are replaced as one unit: once the rollouts are done, an earlier result's files are deleted, its
+JSON first, before the new ones are written, so a kill never leaves an old JSON beside new
+tables. Temporaries of killed writes of these three names are removed at start and at the end.
 ``evaluate``'s JSON is ``summarize(rollouts)`` plus ``meta``; success = the episode was won.
+An episode that an env failure ended (``error`` set: a dead JVM, an engine bug) says nothing
+about the policy: ``success_rate`` leaves it out by default and counts it as a failure with
+``errors_as_losses=True``; the JSON always carries ``errors`` (count), ``error_rate`` (share of
+all episodes), ``scored_episodes`` (the episodes behind ``success_rate``; null rate when 0) and
+``error_reasons`` (one short line per distinct reason, with its count).
 ``measure_properties`` collects with ``max_steps = t_max`` and no augmentation, and its JSON
 holds ``measures`` (``gentax.agent.properties.property_measures``) and ``summary``.
 """
@@ -18,10 +26,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import glob
 import os
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
-from gentax.errors import GentaxError
+from gentax import io as gio
+from gentax.errors import GentaxError, short_reason
 from gentax.io import write_json
 from gentax.rollout.collector import CollectConfig, collect
 from gentax.rollout.schema import Rollouts
@@ -33,17 +44,44 @@ def output_prefix(out: str | os.PathLike) -> str:
     return out[: -len(".parquet")] if out.endswith(".parquet") else out
 
 
-def summarize(rollouts: Rollouts) -> dict[str, Any]:
-    """Headline figures of a set of trajectories (JSON-ready)."""
+def output_files(prefix: str) -> list[str]:
+    """The files of one result, the marker of completeness (the JSON) first."""
+    return [prefix + ".json", prefix + ".steps.parquet", prefix + ".episodes.parquet"]
+
+
+def _remove_temporaries(prefix: str) -> None:
+    folder = Path(prefix).parent
+    gio.remove_temporaries(folder, [glob.escape(Path(f).name) for f in output_files(prefix)])
+
+
+def _replace_result(rollouts: Rollouts, prefix: str, document: Callable[[dict[str, str]], dict]) -> dict:
+    """Write the tables, then ``document(files)`` as the JSON, in place of any earlier result."""
+    json_path = output_files(prefix)[0]
+    gio.remove_outputs(output_files(prefix))
+    steps_path, episodes_path = rollouts.write(prefix)
+    doc = document({"steps": str(steps_path), "episodes": str(episodes_path)})
+    write_json(json_path, doc)
+    _remove_temporaries(prefix)
+    return doc
+
+
+def summarize(rollouts: Rollouts, errors_as_losses: bool = False) -> dict[str, Any]:
+    """Headline figures of a set of trajectories (JSON-ready; env errors: see module doc)."""
     steps, episodes = rollouts.steps_frame(), rollouts.episodes_frame()
     if len(episodes) == 0:
         raise GentaxError("no episodes to summarise")
     reasons = collections.Counter(steps["reason"].dropna())
     stats = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in rollouts.stats.items()}
+    errored = episodes["error"].notna()
+    scored = episodes if errors_as_losses else episodes[~errored]
     return {
         "episodes": int(len(episodes)),
         "steps": int(len(steps)),
-        "success_rate": float(episodes["won"].mean()),
+        "success_rate": float(scored["won"].mean()) if len(scored) else None,
+        "scored_episodes": int(len(scored)),
+        "errors_as_losses": bool(errors_as_losses),
+        "error_rate": float(errored.mean()),
+        "error_reasons": dict(collections.Counter(map(short_reason, episodes["error"][errored])).most_common()),
         "invalid_rate": float(1.0 - steps["valid"].mean()) if len(steps) else float("nan"),
         "mean_length": float(episodes["length"].mean()),
         "mean_return": float(episodes["return"].mean()),
@@ -55,44 +93,41 @@ def summarize(rollouts: Rollouts) -> dict[str, Any]:
 
 
 def evaluate(generator, task_seeds: list[int], cfg: CollectConfig, out_prefix: str, *, run_id: str = "",
-             meta: dict[str, Any] | None = None, pool=None, progress: bool = True) -> dict[str, Any]:
+             meta: dict[str, Any] | None = None, pool=None, progress: bool = True,
+             errors_as_losses: bool = False) -> dict[str, Any]:
     """Roll out ``task_seeds`` under ``cfg``, write the tables and the summary JSON."""
+    _remove_temporaries(out_prefix)
     rollouts = collect(generator, task_seeds, cfg, run_id=run_id, pool=pool, progress=progress)
-    steps_path, episodes_path = rollouts.write(out_prefix)
-    summary = {
+    return _replace_result(rollouts, out_prefix, lambda files: {
         **(meta or {}),
         **_config_meta(cfg),
         "task_seeds": [int(s) for s in task_seeds],
-        **summarize(rollouts),
-        "files": {"steps": str(steps_path), "episodes": str(episodes_path)},
-    }
-    write_json(out_prefix + ".json", summary)
-    return summary
+        **summarize(rollouts, errors_as_losses),
+        "files": files,
+    })
 
 
 def measure_properties(generator, task_seeds: list[int], cfg: CollectConfig, out_prefix: str, *, t_max: int = 50,
                        run_id: str = "", meta: dict[str, Any] | None = None, tokenizer=None,
-                       progress: bool = True) -> dict[str, Any]:
+                       progress: bool = True, errors_as_losses: bool = False) -> dict[str, Any]:
     """Trajectories with ``max_steps = t_max`` (no augmentation) and their property measures."""
     from gentax.agent.properties import property_measures
 
     if t_max < 1:
         raise GentaxError(f"t_max must be >= 1, got {t_max}")
     cfg = dataclasses.replace(cfg, max_steps=t_max, aug_eps=0, aug_p=0.0)
+    _remove_temporaries(out_prefix)
     rollouts = collect(generator, task_seeds, cfg, run_id=run_id, progress=progress)
-    steps_path, episodes_path = rollouts.write(out_prefix)
     measures = property_measures(rollouts.steps_frame(), rollouts.episodes_frame(), t_max=t_max, tokenizer=tokenizer)
-    report = {
+    return _replace_result(rollouts, out_prefix, lambda files: {
         **(meta or {}),
         **_config_meta(cfg),
         "t_max": t_max,
         "task_seeds": [int(s) for s in task_seeds],
         "measures": measures,
-        "summary": summarize(rollouts),
-        "files": {"steps": str(steps_path), "episodes": str(episodes_path)},
-    }
-    write_json(out_prefix + ".json", report)
-    return report
+        "summary": summarize(rollouts, errors_as_losses),
+        "files": files,
+    })
 
 
 def _config_meta(cfg: CollectConfig) -> dict[str, Any]:

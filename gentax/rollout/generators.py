@@ -43,7 +43,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import os
 import time
+from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from gentax.errors import GentaxError
@@ -135,13 +137,22 @@ def make_generator(kind: str, model_path: str | None = None, **kw) -> Generator:
 
 
 def _require_model(kind: str, model_path: str | None) -> str:
-    from pathlib import Path
-
     if not model_path:
         raise GentaxError(f"generator {kind!r} needs a model folder")
-    if not (Path(model_path) / "config.json").is_file():
-        raise GentaxError(f"model folder {model_path} has no config.json (expected an HF model folder)")
-    return str(model_path)
+    return require_model_folder(model_path, "model folder")
+
+
+def require_model_folder(path: str | os.PathLike, what: str) -> str:
+    """``path`` as a string when it is an HF model folder; else GentaxError saying which is wrong:
+    it does not exist, is not a folder, or has no config.json."""
+    folder = Path(path)
+    if not folder.exists():
+        raise GentaxError(f"{what} {path} does not exist")
+    if not folder.is_dir():
+        raise GentaxError(f"{what} {path} is not a folder (expected an HF model folder)")
+    if not (folder / "config.json").is_file():
+        raise GentaxError(f"{what} {path} has no config.json (expected an HF model folder)")
+    return str(path)
 
 
 # ---- transformers ----------------------------------------------------------------------------

@@ -16,9 +16,11 @@ the base model.
 from __future__ import annotations
 
 import argparse
+import functools
 from typing import Any
 
 from gentax.errors import ConfigError
+from gentax.train import runs
 
 ENGINES = ("local", "verl")
 
@@ -58,20 +60,36 @@ def train_rl(engine: str, section: dict[str, Any] | None, *, init: str, domain: 
     if variant not in VARIANTS:
         raise ConfigError(f"unknown variant {variant!r}; valid: {', '.join(VARIANTS)}")
     cfg = load_rl_config(section, preset)
+    where = {"init": init, "domain": domain, "variant": variant, "seed": seed, "start": start, "end": end,
+             "run_dir": run_dir}
     if engine == "verl":
         from gentax.train.verl_engine import train_verl
 
-        return train_verl(cfg, init=init, domain=domain, variant=variant, seed=seed, start=start, end=end,
-                          run_dir=run_dir, print_config=print_config)
-    if print_config:
-        import yaml
+        if print_config:
+            return train_verl(cfg, **where, print_config=True)
+        train = functools.partial(train_verl, cfg, **where)
+    else:
+        if print_config:
+            import yaml
 
-        print(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-        return 0
-    from gentax.train.local_engine import train_local
+            print(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+            return 0
+        from gentax.train.local_engine import train_local
 
-    return train_local(cfg, init=init, domain=domain, variant=variant, seed=seed, start=start, end=end,
-                       run_dir=run_dir, progress=progress)
+        train = functools.partial(train_local, cfg, **where, progress=progress)
+    with runs.locked(run_dir) as previous:  # one trainer per run folder (runs module doc)
+        if previous:
+            print(f"gentax: took over the lock of {run_dir} from {previous}, which is no longer running")
+        _report_removed(runs.remove_temporaries(run_dir))
+        code = train()
+        if code == 0:
+            _report_removed(runs.remove_temporaries(run_dir))
+        return code
+
+
+def _report_removed(paths) -> None:
+    for path in paths:
+        print(f"gentax: removed {path} (left by an interrupted write)")
 
 
 def _run_rl(args) -> int:

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from gentax.errors import ConfigError
+from gentax.errors import ConfigError, yaml_number_hint
 from gentax.train.grpo import PENALTY_PLACEMENTS
 
 DEFAULTS_FILE = Path(__file__).with_name("rl_defaults.yaml")
@@ -109,7 +109,8 @@ def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 def _validate(cfg: RLConfig) -> None:
     def need(ok: bool, key: str, what: str) -> None:
         if not ok:
-            raise ConfigError(f"RL config {key}={getattr(cfg, key.split('.')[0])!r}: {what}")
+            value = getattr(cfg, key.split('.')[0])
+            raise ConfigError(f"RL config {key}={value!r}: {what}{yaml_number_hint(value)}")
 
     for key in ("group_size", "tasks_per_step", "steps", "save_every", "max_new_tokens", "max_prompt_tokens",
                 "epochs_per_step", "mini_batch_size", "micro_batch_size"):

@@ -16,7 +16,9 @@ The same algorithm as the verl engine, in plain torch: per training step k,
    ``mini_batch_size`` samples, each one AdamW step (lr from the config, grad-norm clip) on
    ``grpo.grpo_loss`` (PPO dual clip + kl_coef x k3 - entropy_coeff x entropy, token mean over the
    mini-batch), accumulated over micro-batches of ``micro_batch_size`` samples;
-5. log a metrics.csv row; every ``save_every`` steps and at the last step save a checkpoint.
+5. log a metrics.csv row (its ``seconds`` exclude the checkpoint save); then, every
+   ``save_every`` steps and at the last step, save a checkpoint. The row goes first so that a kill
+   at any point resumes with every kept step's row (``runs.MetricsLog``).
 
 Checkpoints (``runs`` layout) are written beside their final name and renamed into place:
 ``checkpoints/step_<N>/`` is an HF folder — full weights (float32 when training in float32, so
@@ -335,13 +337,12 @@ def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, s
 
     from gentax.domains import domain_class
     from gentax.rollout.collector import collect
-    from gentax.rollout.generators import derive_seed
+    from gentax.rollout.generators import derive_seed, require_model_folder
 
     domain_class(domain)  # unknown domain -> one clear error before any model is loaded
     run_dir = Path(run_dir)
     init = str(init)
-    if not (Path(init) / "config.json").is_file():
-        raise ConfigError(f"--init {init} is not an HF model folder (no config.json)")
+    require_model_folder(init, "--init")
     run_dir.mkdir(parents=True, exist_ok=True)
     runs.check_identity(run_dir, {"engine": "local", "init": init, "domain": domain, "variant": variant, "seed": seed},
                         cfg.to_dict())
@@ -404,12 +405,12 @@ def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, s
                 val = collect(policy.generator(), [runs.task_seed(seed, 0, s) for s in range(cfg.val_tasks)], vcfg,
                               run_id=f"{run_dir.name}/val{step}", progress=False)
                 row["val_success"] = val.success_rate
+            row["seconds"] = time.perf_counter() - started
+            row["cpu_s"] = time.process_time() - cpu_started  # all threads; wall time depends on machine load
+            metrics_log.append(row)  # before the checkpoint: a kill between the two then loses no row
             if step % cfg.save_every == 0 or step == end:
                 policy.save(runs.checkpoint_dir(run_dir, step), optimizer, step)
                 _prune_states(run_dir, keep=step)
-            row["seconds"] = time.perf_counter() - started
-            row["cpu_s"] = time.process_time() - cpu_started  # all threads; wall time depends on machine load
-            metrics_log.append(row)
             bar.update(1)
             bar.set_postfix(success=f"{row['id_success']:.2f}", invalid=f"{row['invalid_rate']:.2f}",
                             loss=f"{row['loss']:.3g}", kl=f"{row['kl']:.2g}", s=f"{row['seconds']:.0f}")

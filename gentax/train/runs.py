@@ -3,6 +3,7 @@
 Layout of ``RUN_DIR``::
 
     run.json                     identity of the run: engine, init, domain, variant, seed, config
+    .gentax.lock                 held by the one trainer working on the run (host, pid, since)
     metrics.csv                  one row per trained step (rewritten atomically after every step)
     checkpoints/step_<N>/        HF model folder (AutoModelForCausalLM + tokenizer load it)
     checkpoints/step_<N>/gentax_state/   the local engine's resume state (optimizer, RNG, step)
@@ -13,6 +14,12 @@ step A (the init model when A == 0). Which tasks step k trains on is a pure func
 (run seed, k, slot) — ``task_seed`` — so a resumed or extended run sees exactly the tasks an
 uninterrupted run would, whichever engine runs it. A checkpoint is complete once its folder
 exists under its final name (it is written beside it and renamed into place).
+
+Faults: one trainer at a time holds the run folder (``locked``: a second one fails at once,
+naming the holder; the lock of a killed trainer is taken over). ``remove_temporaries`` deletes
+what a killed atomic write left (a half-written checkpoint is a whole model's size); the trainer
+calls it at start and after success. A step's metrics row is committed before its checkpoint
+(see ``MetricsLog``), so every kill point resumes with the row of every step it keeps.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from gentax import io as gio
 from gentax.errors import ConfigError
 from gentax.io import atomic_path, write_json
 
@@ -31,6 +39,7 @@ CHECKPOINTS = "checkpoints"
 STATE_DIR = "gentax_state"
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.csv"
+LOCK_FILE = ".gentax.lock"
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 #: run.json keys that must not change when a run is resumed or extended
 IDENTITY_KEYS = ("engine", "init", "domain", "variant", "seed")
@@ -77,6 +86,18 @@ def resume_step(run_dir: str | Path, start: int, end: int, available: Iterable[i
     return 0
 
 
+def locked(run_dir: str | Path):
+    """Context manager: hold the run folder for one trainer (see module doc); yields the
+    previous holder's description when a killed trainer's lock was taken over, else None."""
+    return gio.exclusive(Path(run_dir) / LOCK_FILE, f"run folder {run_dir}")
+
+
+def remove_temporaries(run_dir: str | Path) -> list[Path]:
+    """Delete the temporaries of killed atomic writes in a run folder (call it holding the lock)."""
+    run_dir = Path(run_dir)
+    return gio.remove_temporaries(run_dir) + gio.remove_temporaries(run_dir / CHECKPOINTS)
+
+
 def check_identity(run_dir: str | Path, identity: dict[str, Any], config: dict[str, Any]) -> None:
     """Write run.json on the first call; later calls must name the same run (else ConfigError)."""
     path = Path(run_dir) / RUN_FILE
@@ -118,7 +139,9 @@ class MetricsLog:
     """``metrics.csv``: one row per step; rows of steps beyond a resume point are dropped.
 
     Every ``append`` rewrites the whole file atomically (small: one row per step), so a kill leaves
-    the previous complete file.
+    the previous complete file. A trainer appends a step's row BEFORE saving that step's
+    checkpoint: a kill between the two leaves a row past the newest checkpoint, which the resume
+    drops and retrains; the other order would lose the row of a checkpointed step for good.
     """
 
     def __init__(self, run_dir: str | Path, resume_from: int):

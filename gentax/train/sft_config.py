@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from gentax.errors import ConfigError
+from gentax.errors import ConfigError, yaml_number_hint
 
 DEFAULTS_FILE = Path(__file__).with_name("sft_defaults.yaml")
 PRESETS = ("v2", "embedded-base")
@@ -138,7 +138,7 @@ def _validate(cfg: SFTConfig) -> None:
 
     def need(ok: bool, key: str, what: str) -> None:
         if not ok:
-            raise ConfigError(f"SFT config {key}={getattr(cfg, key)!r}: {what}")
+            raise ConfigError(f"SFT config {key}={getattr(cfg, key)!r}: {what}{yaml_number_hint(getattr(cfg, key))}")
 
     def integer(value: Any, low: int) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and value >= low

@@ -112,15 +112,15 @@ def build_sft_data(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Collect, mix and write the dataset (see the module docstring); returns the manifest."""
-    from gentax.rollout.generators import derive_seed
+    from gentax.rollout.generators import derive_seed, require_model_folder
 
     domains = dict(domains or {})
     counts = apportion(cfg.pairs, {d: cfg.mix[d] for d in cfg.active_domains()})
     needs_v1 = [d for d in counts if cfg.sources[d] == "v1"]
     if needs_v1 and v1_model is None:
         raise GentaxError(f"the mix takes {', '.join(needs_v1)} from the V1 model: give its HF folder (--v1)")
-    if needs_v1 and not (Path(v1_model) / "config.json").is_file():
-        raise GentaxError(f"--v1 {v1_model} is not an HF model folder (no config.json)")
+    if needs_v1:
+        require_model_folder(v1_model, "--v1")
     generators = _generators(cfg, v1_model, needs_v1)
 
     examples: list[dict[str, Any]] = []

@@ -39,6 +39,7 @@ import io
 import os
 import random
 from pathlib import Path
+from typing import Any
 
 from gentax.domains.alfworld import engine as alf_engine
 from gentax.domains.alfworld import scenegen
@@ -91,15 +92,21 @@ class AlfworldEnv(DomainEnv):
         "max_objects": None,
     }
 
-    def __init__(self, split: str = "train", seed: int = 0, max_steps: int | None = None, **options):
-        super().__init__(split=split, seed=seed, max_steps=max_steps, **options)
-        opts = self.options
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        opts = super().check_options(options)
         if opts["source"] not in SOURCES:
             raise GentaxError(f"alfworld option source must be one of {', '.join(SOURCES)}, got {opts['source']!r}")
         if opts["eval_split"] not in EVAL_SPLITS:
             raise GentaxError(
                 f"alfworld option eval_split must be one of {', '.join(EVAL_SPLITS)}, got {opts['eval_split']!r}"
             )
+        scenegen.SceneOptions.parse(opts["task_types"], opts["max_receptacles"], opts["max_objects"])
+        return opts
+
+    def __init__(self, split: str = "train", seed: int = 0, max_steps: int | None = None, **options):
+        super().__init__(split=split, seed=seed, max_steps=max_steps, **options)
+        opts = self.options
         self.scene_options = scenegen.SceneOptions.parse(
             opts["task_types"], opts["max_receptacles"], opts["max_objects"]
         )

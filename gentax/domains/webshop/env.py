@@ -25,10 +25,15 @@ only). The step limit (15) is ``max_steps``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from gentax.domains.base import DomainEnv, Observation, Task
 from gentax.domains.webshop.catalog import DEFAULT_PARAMS, get_catalog, split_goals
 from gentax.domains.webshop.engine import PRODUCT_WINDOW, WebShopEngine
 from gentax.errors import GentaxError
+
+
+BACKENDS = ("gentax", "official")
 
 
 class WebshopEnv(DomainEnv):
@@ -45,28 +50,36 @@ class WebshopEnv(DomainEnv):
         "results_per_page": PRODUCT_WINDOW,
     }
 
-    def __init__(self, split: str = "train", seed: int = 0, max_steps: int | None = None, **options):
-        super().__init__(split=split, seed=seed, max_steps=max_steps, **options)
-        opts = self.options
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        opts = super().check_options(options)
         for key in ("goal_attributes", "goal_options", "catalog_seed"):
             if isinstance(opts[key], bool) or not isinstance(opts[key], int):
                 raise GentaxError(f"webshop option {key} must be an int, got {opts[key]!r}")
         size = opts["catalog_size"]
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
             raise GentaxError(f"webshop option catalog_size must be a positive int or None, got {size!r}")
+        if opts["backend"] not in BACKENDS:
+            raise GentaxError(f"webshop option backend must be one of {', '.join(BACKENDS)}, got {opts['backend']!r}")
         generated = {k: opts[k] for k in ("goal_attributes", "goal_options", "catalog_seed")}
-        if (opts["catalog_dir"] is not None or opts["backend"] != "gentax") and generated != {k: self.default_options[k] for k in generated}:
+        if (opts["catalog_dir"] is not None or opts["backend"] != "gentax") and generated != {k: cls.default_options[k] for k in generated}:
             raise GentaxError("webshop options goal_attributes/goal_options/catalog_seed apply to generated catalogs only")
         per_page = opts["results_per_page"]
         if isinstance(per_page, bool) or not isinstance(per_page, int) or per_page < 1:
             raise GentaxError(f"webshop option results_per_page must be an int >= 1, got {per_page!r}")
         if opts["backend"] == "official" and per_page != PRODUCT_WINDOW:
             raise GentaxError(f"webshop option results_per_page applies to backend 'gentax' only (the official site lists {PRODUCT_WINDOW})")
+        if opts["backend"] == "official" and opts["catalog_dir"] is not None:
+            raise GentaxError("webshop backend 'official' reads the data web_agent_site was installed with; catalog_dir is for backend 'gentax'")
+        return opts
+
+    def __init__(self, split: str = "train", seed: int = 0, max_steps: int | None = None, **options):
+        super().__init__(split=split, seed=seed, max_steps=max_steps, **options)
+        opts = self.options
+        size, per_page = opts["catalog_size"], opts["results_per_page"]
         if opts["backend"] == "official":
             from gentax.domains.webshop.official import OfficialEngine, official_server
 
-            if opts["catalog_dir"] is not None:
-                raise GentaxError("webshop backend 'official' reads the data web_agent_site was installed with; catalog_dir is for backend 'gentax'")
             self.catalog = None
             self.engine = OfficialEngine(official_server(size, bool(opts["show_attrs"])))
             all_goals = self.engine.goals
@@ -75,8 +88,6 @@ class WebshopEnv(DomainEnv):
             self.catalog = get_catalog(catalog_dir, size, opts["goal_attributes"], opts["goal_options"], opts["catalog_seed"])
             self.engine = WebShopEngine(self.catalog, show_attrs=bool(opts["show_attrs"]), results_per_page=per_page)
             all_goals = self.catalog.goals
-        else:
-            raise GentaxError(f"webshop option backend must be 'gentax' or 'official', got {opts['backend']!r}")
         self.goals = split_goals(all_goals, self.split)
         self._eval_count = len(split_goals(all_goals, "eval"))
         if not self.goals:

@@ -65,15 +65,34 @@ class _seeded_global_rng:
         random.setstate(self.state)
 
 
+_HEADER_PARTS = 4  # the header is "WebShop", "Instruction:", "<goal>" at the top of every page
+
+
+def without_header(parts: list[str]) -> list[str]:
+    """A page's text parts without the official header "WebShop [SEP] Instruction: [SEP] <goal>"
+    (verl-agent drops it too; the goal is in the prompt already). The page's ``<h4>Instruction:
+    <br>goal</h4>`` is two text parts; a page whose goal shares the "Instruction:" part is cut
+    after that one."""
+    for i, part in enumerate(parts[:_HEADER_PARTS]):
+        if part.strip() == "Instruction:":
+            return parts[i + 2 :]
+        if part.strip().startswith("Instruction:"):
+            return parts[i + 1 :]
+    return parts
+
+
 class OfficialEngine:
     """``WebAgentTextEnv`` with the interface of ``gentax.domains.webshop.engine.WebShopEngine``."""
 
-    def __init__(self, server):
-        from web_agent_site.envs.web_agent_text_env import WebAgentTextEnv
-
+    def __init__(self, server, env=None):
+        """``env``: a ``WebAgentTextEnv`` on ``server`` (default: built here; tests pass a stand-in)."""
         self.server = server
-        with _seeded_global_rng(0):
-            self.env = WebAgentTextEnv(observation_mode="text", server=server)
+        if env is None:
+            from web_agent_site.envs.web_agent_text_env import WebAgentTextEnv
+
+            with _seeded_global_rng(0):
+                env = WebAgentTextEnv(observation_mode="text", server=server)
+        self.env = env
         self.goal: Mapping[str, Any] = {}
         self.done = True
 
@@ -98,11 +117,7 @@ class OfficialEngine:
         return self.text
 
     def _read(self) -> None:
-        parts = self.env.observation.split(SEP)
-        instruction = self.env.instruction_text
-        if instruction in parts:  # drop "WebShop / Instruction: / <goal>", as verl-agent does
-            parts = parts[parts.index(instruction) + 1 :]
-        self.text = SEP.join(parts)
+        self.text = SEP.join(without_header(self.env.observation.split(SEP)))
         available_actions = self.env.get_available_actions()
         self.has_search_bar = bool(available_actions["has_search_bar"])
         self.clickables = [c for c in available_actions["clickables"] if c != "search"]
