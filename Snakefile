@@ -34,6 +34,13 @@ except ConfigError as exc:
 
 R = config["results"]
 
+if workflow.is_main_process:  # the budget of what this profile would launch (not inside each SLURM job)
+    import gentax.cost as gcost
+
+    _res = workflow.resource_settings
+    print(gcost.summary_line(config, gcost.resources_from(_res.default_resources, _res.overwrite_resources)),
+          file=sys.stderr)
+
 
 include: "rules/common.smk"
 include: "rules/model.smk"
