@@ -24,6 +24,11 @@ WITH_EXTENDED = gplan.WITH_EXTENDED
 CHAIN_PRIORITY = 10
 
 
+def provenance_labels(wildcards, output):
+    """The report's columns for a table/figure: its provenance record (read when the report is built)."""
+    return gprov.report_labels(wildcards.name, output.provenance)
+
+
 def log_path(name):
     return f"{R}/logs/{name}.log"
 
