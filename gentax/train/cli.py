@@ -5,7 +5,9 @@
                     --steps A:B --out RUN_DIR [--print-config]
 
 ``--config`` holds the RL section (gentax/train/rl_defaults.yaml documents every key), at the
-top level or under ``rl:``; keys it leaves out come from ``--preset``. ``--steps A:B`` trains
+top level or under ``rl:``; keys it leaves out come from ``--preset``. Beside ``rl:``, an optional
+``tracking:`` section says where metrics go besides metrics.csv (gentax.train.tracking; default:
+TensorBoard event files in RUN_DIR/tensorboard). ``--steps A:B`` trains
 steps A+1..B: 0:150 starts from ``--init``; 150:300 continues the same RUN_DIR from its step-150
 state (never retraining a step); rerunning a killed command resumes from its newest checkpoint.
 ``--print-config`` prints the resolved RL section (local) or the composed verl config (verl)
@@ -49,7 +51,7 @@ def register(subparsers) -> None:
 
 def train_rl(engine: str, section: dict[str, Any] | None, *, init: str, domain: str, variant: str, seed: int,
              start: int, end: int, run_dir: str, preset: str = "paper", print_config: bool = False,
-             progress: bool = True) -> int:
+             progress: bool = True, tracking: dict[str, Any] | None = None) -> int:
     """Library entry (the workflow calls this): one run segment ``start:end`` with ``engine``."""
     from gentax.train.config import VARIANTS, load_rl_config
 
@@ -58,11 +60,14 @@ def train_rl(engine: str, section: dict[str, Any] | None, *, init: str, domain: 
     if variant not in VARIANTS:
         raise ConfigError(f"unknown variant {variant!r}; valid: {', '.join(VARIANTS)}")
     cfg = load_rl_config(section, preset)
+    from gentax.train.tracking import load_section
+
+    tracking = load_section(tracking)  # a bad section or a missing backend package stops here
     if engine == "verl":
         from gentax.train.verl_engine import train_verl
 
         return train_verl(cfg, init=init, domain=domain, variant=variant, seed=seed, start=start, end=end,
-                          run_dir=run_dir, print_config=print_config)
+                          run_dir=run_dir, print_config=print_config, tracking=tracking)
     if print_config:
         import yaml
 
@@ -71,18 +76,19 @@ def train_rl(engine: str, section: dict[str, Any] | None, *, init: str, domain: 
     from gentax.train.local_engine import train_local
 
     return train_local(cfg, init=init, domain=domain, variant=variant, seed=seed, start=start, end=end,
-                       run_dir=run_dir, progress=progress)
+                       run_dir=run_dir, progress=progress, tracking=tracking)
 
 
 def _run_rl(args) -> int:
     from gentax.train.config import load_rl_config, parse_steps, read_rl_section
+    from gentax.train.tracking import read_section
 
     section = read_rl_section(args.config) if args.config else {}
     steps = args.steps or f"0:{load_rl_config(section, args.preset).steps}"
     start, end = parse_steps(steps)
     return train_rl(args.engine, section, init=args.init, domain=args.domain, variant=args.variant, seed=args.seed,
                     start=start, end=end, run_dir=args.out, preset=args.preset, print_config=args.print_config,
-                    progress=not args.no_progress)
+                    progress=not args.no_progress, tracking=read_section(args.config) if args.config else None)
 
 
 def _run_export(args) -> int:

@@ -324,7 +324,7 @@ def _collect_config(cfg: RLConfig, *, domain: str, variant: str, split: str, see
 
 
 def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, seed: int, start: int, end: int,
-                run_dir: str | Path, progress: bool = True) -> int:
+                run_dir: str | Path, progress: bool = True, tracking: dict | None = None) -> int:
     """Train steps start+1..end of a run (resuming from its newest checkpoint); see module doc."""
     import torch
     from tqdm.auto import tqdm
@@ -357,7 +357,11 @@ def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, s
         torch.set_rng_state(torch.load(state / "rng.pt", weights_only=True)["torch"])
         log.info("resuming %s from step %d", run_dir, resume)
         print(f"gentax: resuming {run_dir} from step {resume}")
-    metrics_log = runs.MetricsLog(run_dir, resume_from=resume)
+    from gentax.train import tracking as tracking_mod  # metrics also to TensorBoard/wandb/MLflow (its docstring)
+
+    tracker = tracking_mod.open_tracker(tracking_mod.load_section(tracking), run_dir, config=cfg.to_dict(),
+                                        experiment=tracking_mod.experiment_name(domain, variant, seed))
+    metrics_log = runs.MetricsLog(run_dir, resume_from=resume, tracker=tracker)
     policy.model.eval()
     bar = tqdm(total=end, initial=resume, desc=f"RL {domain}/{variant} s{seed}", unit="step", disable=not progress)
     try:
@@ -411,6 +415,7 @@ def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, s
                             loss=f"{row['loss']:.3g}", kl=f"{row['kl']:.2g}", s=f"{row['seconds']:.0f}")
     finally:
         bar.close()
+        metrics_log.close()
     return 0
 
 
