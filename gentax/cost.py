@@ -17,6 +17,7 @@ estimate exceeds the ``runtime`` the profile gives its rule is flagged: SLURM wo
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -153,7 +154,8 @@ def report(cfg: dict, costs: list[RuleCost], *, where: str, target: str | None =
         lines.append(f"{c.rule:<16}{c.jobs:>6,}{work:>20}{_num(c.hours):>11}{c.gpus:>10g}{_num(c.gpu_hours):>11}")
     cpu = [f"{c.rule} {c.jobs}" for c in costs if c.unit is None]
     if cpu:
-        lines.append("CPU-only bookkeeping jobs (not timed): " + ", ".join(cpu))
+        lines += textwrap.wrap("CPU-only bookkeeping jobs (not timed): " + ", ".join(cpu), width=100,
+                               subsequent_indent="  ")
     lines.append(f"total: {total['jobs']:,} jobs, {_num(total['gpu_hours'])} GPU-hours "
                  f"({_num(total['job_hours'])} job-hours)")
     for c in costs:
@@ -162,9 +164,9 @@ def report(cfg: dict, costs: list[RuleCost], *, where: str, target: str | None =
                          f"{c.runtime_hours:.1f} h runtime the profile gives it: raise its runtime")
     fig = cfg["cost"]
     lines.append(f"time figures (config cost): {fig['rl_step_minutes']:g} min per RL step, "
-                 f"{fig['sft_step_seconds']:g} s per SFT step, {fig['rollout_episode_seconds']:g} s per rollout "
-                 f"episode, {fig['job_start_minutes']:g} min start-up per job")
-    lines.append("source: " + " ".join(str(fig["source"]).split()))
+                 f"{fig['sft_step_seconds']:g} s per SFT step, {fig['rollout_episode_seconds']:g} s per episode, "
+                 f"{fig['job_start_minutes']:g} min start-up per job")
+    lines += textwrap.wrap("source: " + " ".join(str(fig["source"]).split()), width=100, subsequent_indent="  ")
     return "\n".join(lines)
 
 
