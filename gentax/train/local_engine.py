@@ -357,11 +357,10 @@ def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, s
         torch.set_rng_state(torch.load(state / "rng.pt", weights_only=True)["torch"])
         log.info("resuming %s from step %d", run_dir, resume)
         print(f"gentax: resuming {run_dir} from step {resume}")
-    from gentax.train import tracking as tracking_mod  # metrics also to TensorBoard/wandb/MLflow (its docstring)
+    from gentax.train.tracking import TrackedMetricsLog, experiment_name  # metrics.csv + TensorBoard/wandb/MLflow
 
-    tracker = tracking_mod.open_tracker(tracking_mod.load_section(tracking), run_dir, config=cfg.to_dict(),
-                                        experiment=tracking_mod.experiment_name(domain, variant, seed))
-    metrics_log = runs.MetricsLog(run_dir, resume_from=resume, tracker=tracker)
+    metrics_log = TrackedMetricsLog(run_dir, resume_from=resume, tracking=tracking, config=cfg.to_dict(),
+                                    experiment=experiment_name(domain, variant, seed))
     policy.model.eval()
     bar = tqdm(total=end, initial=resume, desc=f"RL {domain}/{variant} s{seed}", unit="step", disable=not progress)
     try:

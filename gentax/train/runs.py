@@ -118,11 +118,10 @@ class MetricsLog:
     """``metrics.csv``: one row per step; rows of steps beyond a resume point are dropped.
 
     Every ``append`` rewrites the whole file atomically (small: one row per step), so a kill leaves
-    the previous complete file. With a ``tracker`` (verl's ``Tracking``, gentax.train.tracking) each
-    row is also logged there under the shared metric names; ``close`` flushes it.
+    the previous complete file.
     """
 
-    def __init__(self, run_dir: str | Path, resume_from: int, tracker=None):
+    def __init__(self, run_dir: str | Path, resume_from: int):
         import pandas as pd
 
         self.path = Path(run_dir) / METRICS_FILE
@@ -130,7 +129,6 @@ class MetricsLog:
         if len(rows) and "step" in rows:
             rows = rows[rows["step"] <= resume_from]
         self.rows: list[dict[str, Any]] = rows.to_dict("records")
-        self.tracker = tracker
 
     def append(self, row: dict[str, Any]) -> None:
         import pandas as pd
@@ -141,11 +139,3 @@ class MetricsLog:
         frame = frame[first + [c for c in frame.columns if c not in first]]
         with atomic_path(self.path) as tmp:
             frame.to_csv(tmp, index=False)
-        if self.tracker is not None:
-            from gentax.train.tracking import metric_names
-
-            self.tracker.log(metric_names(row), step=int(row["step"]))
-
-    def close(self) -> None:
-        if self.tracker is not None:
-            self.tracker.finish()

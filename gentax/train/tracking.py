@@ -16,11 +16,11 @@ Where the logs go: TensorBoard event files in ``<run folder>/tensorboard`` (RL: 
 Both RL engines log through verl's own ``verl.utils.tracking.Tracking`` under the same names. The
 verl engine sets verl's ``trainer.logger`` (``verl_logger``) and its TensorBoard folder
 (``verl_env``), and verl logs its metrics itself, our rollout metrics among them as
-``gentax/<name>``. The local engine logs each metrics.csv row through ``runs.MetricsLog`` with
-``metric_names``: verl's own key where verl computes that quantity (``VERL_METRICS``), else
-``gentax/<column>``. ``DOCUMENTED`` lists the names both engines log at every step (docs/training.md
-"Tracking"). SFT reports through LlamaFactory's (the HF Trainer's) own ``report_to``
-(``sft_report_args``).
+``gentax/<name>``. The local engine logs each metrics.csv row through ``TrackedMetricsLog`` with
+``metric_names``: verl's own key where verl computes that quantity (the verl engine's mapping,
+``verl_agent.VERL_METRICS``), else ``gentax/<column>``. ``documented_names()`` lists the names both
+engines log at every step (docs/training.md §7). SFT reports through LlamaFactory's (the HF
+Trainer's) own ``report_to`` (``sft_report_args``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from gentax.errors import ConfigError
+from gentax.train import runs
 
 BACKENDS = ("tensorboard", "wandb", "mlflow")
 DEFAULTS = {"backends": ["tensorboard"], "project": "gentax", "mlflow_uri": None}
@@ -38,21 +39,17 @@ TENSORBOARD_DIR = "tensorboard"
 #: the package each backend needs
 _PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
 
-#: metrics.csv column -> the key verl itself logs that quantity under (rest: gentax/<column>)
-VERL_METRICS = {
-    "pg_loss": "actor/pg_loss",
-    "kl": "actor/kl_loss",
-    "entropy": "actor/entropy",
-    "clipfrac": "actor/pg_clipfrac",
-    "grad_norm": "actor/grad_norm",
-    "adv_mean": "gentax/adv_mean",
-    "adv_std": "gentax/adv_std",
-    "adv_abs_max": "gentax/adv_abs_max",
-    "rollout_s": "timing_s/gen",
-    "update_s": "timing_s/update_actor",
-    "seconds": "timing_s/step",
-    "tokens_per_s_per_gpu": "perf/throughput",
-}
+#: metrics.csv columns both engines write, logged under verl's own names (``verl_agent.VERL_METRICS``)
+SHARED_COLUMNS = ("pg_loss", "kl", "entropy", "clipfrac", "grad_norm", "adv_mean", "adv_std", "adv_abs_max",
+                  "rollout_s", "update_s", "seconds")
+
+
+def verl_metrics() -> dict[str, str]:
+    """metrics.csv column -> the key verl logs that quantity under: the verl engine's own mapping
+    (``gentax.train.verl_agent.VERL_METRICS``, one place; importing it imports verl)."""
+    from gentax.train.verl_agent import VERL_METRICS
+
+    return VERL_METRICS
 
 
 def documented_names() -> list[str]:
@@ -61,8 +58,7 @@ def documented_names() -> list[str]:
 
     rollout = ["id_success", "return_mean", "episode_length", "trajectories", "samples", "invalid_rate",
                *(f"invalid/{reason}" for reason in sorted(REASONS))]
-    both = [c for c in VERL_METRICS if c != "tokens_per_s_per_gpu"]  # the local engine has no per-GPU figure
-    return [f"gentax/{name}" for name in rollout] + [VERL_METRICS[c] for c in both]
+    return [f"gentax/{name}" for name in rollout] + [verl_metrics()[c] for c in SHARED_COLUMNS]
 
 
 def load_section(section: dict[str, Any] | None) -> dict[str, Any]:
@@ -84,11 +80,12 @@ def load_section(section: dict[str, Any] | None) -> dict[str, Any]:
 
 def metric_names(row: dict[str, Any]) -> dict[str, float]:
     """A metrics.csv row as tracked scalars (``step`` is the x axis, not a scalar)."""
+    names = verl_metrics()
     out = {}
     for column, value in row.items():
         if column == "step" or not isinstance(value, (int, float)):
             continue
-        out[VERL_METRICS.get(column, f"gentax/{column}")] = float(value)
+        out[names.get(column, f"gentax/{column}")] = float(value)
     return out
 
 
@@ -125,6 +122,25 @@ def open_tracker(section: dict[str, Any], run_dir: str | Path, *, experiment: st
 
     return Tracking(project_name=section["project"], experiment_name=experiment,
                     default_backend=list(section["backends"]), config=config)
+
+
+class TrackedMetricsLog(runs.MetricsLog):
+    """``runs.MetricsLog`` that also logs each appended row to the run's trackers (the local engine;
+    verl logs its own). ``close`` flushes them (TensorBoard writes its events on close)."""
+
+    def __init__(self, run_dir: str | Path, resume_from: int, *, tracking: dict[str, Any] | None, experiment: str,
+                 config: dict | None = None):
+        super().__init__(run_dir, resume_from)
+        self.tracker = open_tracker(load_section(tracking), run_dir, experiment=experiment, config=config)
+
+    def append(self, row: dict[str, Any]) -> None:
+        super().append(row)
+        if self.tracker is not None:
+            self.tracker.log(metric_names(row), step=int(row["step"]))
+
+    def close(self) -> None:
+        if self.tracker is not None:
+            self.tracker.finish()
 
 
 def sft_report_args(section: dict[str, Any], *, logging_dir: str | Path, out_dir: str | Path

@@ -35,14 +35,25 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from gentax.train import grpo, runs
-from gentax.train import tracking as gtracking
 from gentax.train.verl_engine import AGENT_NAME, TRAINER_MODE
 
 log = logging.getLogger(__name__)
 
-#: metrics.csv column -> verl metric key (the rest of a row comes from runs.rollout_metrics); one
-#: place for both engines' tracked names
-VERL_METRICS = gtracking.VERL_METRICS
+#: metrics.csv column -> verl metric key (the rest of a row comes from runs.rollout_metrics)
+VERL_METRICS = {
+    "pg_loss": "actor/pg_loss",
+    "kl": "actor/kl_loss",
+    "entropy": "actor/entropy",
+    "clipfrac": "actor/pg_clipfrac",
+    "grad_norm": "actor/grad_norm",
+    "adv_mean": "gentax/adv_mean",
+    "adv_std": "gentax/adv_std",
+    "adv_abs_max": "gentax/adv_abs_max",
+    "rollout_s": "timing_s/gen",
+    "update_s": "timing_s/update_actor",
+    "seconds": "timing_s/step",
+    "tokens_per_s_per_gpu": "perf/throughput",
+}
 
 
 # ---- rollout: one episode -> one sample per step ------------------------------------------------

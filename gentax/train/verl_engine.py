@@ -63,7 +63,6 @@ from typing import Any
 
 from gentax.errors import ConfigError, GentaxError
 from gentax.train import runs
-from gentax.train import tracking as gtracking
 from gentax.train.config import RLConfig
 
 AGENT_NAME = "gentax_env"
@@ -107,6 +106,8 @@ def verl_overrides(
     tracking: dict[str, Any] | None = None,
 ) -> list[str]:
     """gentax's RL section -> verl Hydra overrides (on top of verl's ``ppo_trainer`` config)."""
+    from gentax.train import tracking as gtracking
+
     v = cfg.verl
     run_dir = Path(run_dir).resolve()
     track = gtracking.load_section(tracking)
