@@ -13,6 +13,7 @@ from snakemake.exceptions import WorkflowError
 sys.path.insert(0, workflow.basedir)  # this checkout's gentax (jobs: workflow_scripts/_gentax_path.py)
 
 import gentax.plan as gplan
+import gentax.provenance as gprov
 from gentax.errors import ConfigError
 
 configfile: "config.yaml"
@@ -33,6 +34,13 @@ except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 
 R = config["results"]
+
+if workflow.is_main_process:  # the budget of what this profile would launch (not inside each SLURM job)
+    import gentax.cost as gcost
+
+    _res = workflow.resource_settings
+    print(gcost.summary_line(config, gcost.resources_from(_res.default_resources, _res.overwrite_resources)),
+          file=sys.stderr)
 
 
 include: "rules/common.smk"

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 import yaml
 
 from gentax import io as gio
+from gentax import provenance
 from gentax.errors import GentaxError
 from gentax.plan import sft_section
 
@@ -53,6 +54,23 @@ def _plain(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_plain(v) for v in obj]
     return obj
+
+
+def _tracking(smk) -> dict:
+    """The workflow's tracking section: read from the config, not a job param, so that switching a
+    backend on does not rerun training."""
+    return _plain(smk.config.get("tracking") or {})
+
+
+def _provenance(smk, **subjects: Any) -> dict:
+    """The provenance record of this job's result: its params are the config slice that made it."""
+    return provenance.record(config=_plain(dict(smk.params.items())), **subjects)
+
+
+def _embed_provenance(path: str | os.PathLike, record: dict) -> None:
+    """Add ``record`` under key "provenance" to the JSON result at ``path`` (rewritten atomically)."""
+    data = json.loads(Path(path).read_text())
+    gio.write_json(path, {**data, "provenance": record})
 
 
 def _domain_args(domain: dict) -> list[str]:
@@ -97,7 +115,8 @@ def rl_segment(smk) -> None:
     run_dir = Path(p.run_dir)
     job_config = write_job_config(run_dir / f"config_segment_{p.start}_{p.end}.yaml", rl=rl_section(
         p.rl, save_every=p.save_every, domain_name=p.train_domain, domain=p.domain, augmentation=p.augmentation,
-        rollout=p.get("rollout")))
+        rollout=p.get("rollout")),
+        tracking=_tracking(smk))
     run_gentax(["train", "rl", "--engine", p.engine, "--preset", p.preset, "--config", job_config,
                 "--init", p.init_model, "--domain", p.train_domain, "--variant", p.variant,
                 "--seed", p.seed, "--steps", f"{p.start}:{p.end}", "--out", run_dir, "--no-progress"], smk.log[0])
@@ -106,7 +125,9 @@ def rl_segment(smk) -> None:
     missing = [path for path in checkpoints.values() if not (Path(path) / "config.json").is_file()]
     if missing:
         raise GentaxError(f"training finished but these HF checkpoints are missing: {', '.join(missing)}")
-    gio.write_json(smk.output[0], {"run_dir": str(run_dir), "start": p.start, "end": p.end, "checkpoints": checkpoints})
+    record = _provenance(smk, model=p.init_model, tasks=smk.input.get("tasks"))
+    gio.write_json(smk.output[0], {"run_dir": str(run_dir), "start": p.start, "end": p.end, "checkpoints": checkpoints,
+                                   "provenance": record})
 
 
 _SFT_SECTION = {"v2": "sft", "embedded-base": "embedded_base"}  # what `gentax sft --preset` reads
@@ -127,6 +148,7 @@ def sft_data(smk) -> None:
     if p.get("v1_model"):
         args += ["--v1", p.v1_model]
     run_gentax(args, smk.log[0])
+    gio.write_json(provenance.beside(out), _provenance(smk, model=p.get("v1_model")))
 
 
 def sft_train(smk) -> None:
@@ -134,9 +156,11 @@ def sft_train(smk) -> None:
     preset = "embedded-base" if smk.rule == "embedded_base" else "v2"
     out = Path(smk.output[0])
     job_config = write_job_config(out.parent / f"{out.name}.config.yaml",
-                                  **{_SFT_SECTION[preset]: sft_section(_plain(p.sft))}, seed=int(p.seed))
+                                  **{_SFT_SECTION[preset]: sft_section(_plain(p.sft))}, seed=int(p.seed),
+                                  tracking=_tracking(smk))
     run_gentax(["sft", "train", "--config", job_config, "--preset", preset, "--data", smk.input.data,
                 "--init", p.init_model, "--out", out], smk.log[0])
+    gio.write_json(provenance.beside(out), _provenance(smk, model=p.init_model))
 
 
 def _rollout_args(p, domain_name: str, domain: dict) -> list[str]:
@@ -154,6 +178,7 @@ def eval_checkpoint(smk) -> None:
     if not p.think:
         args.append("--no-think")
     run_gentax(args, smk.log[0])
+    _embed_provenance(out, _provenance(smk, model=p.model, tasks=smk.input.tasks))
 
 
 def properties(smk) -> None:
@@ -162,6 +187,7 @@ def properties(smk) -> None:
     out = smk.output[0]
     run_gentax(["properties", "--model", p.model, *_rollout_args(p, smk.wildcards.domain, domain), "--t-max", p.t_max,
                 "--out", out[: -len(".json")] + ".parquet"], smk.log[0])
+    _embed_provenance(out, _provenance(smk, model=p.model, tasks=smk.input.tasks))
 
 
 def summarize(smk) -> None:
@@ -196,10 +222,13 @@ def figure(smk) -> None:
 def _build_one(smk, outputs: dict[str, str]) -> None:
     from gentax.analysis.tables import build_one
 
+    properties = smk.input.get("properties")
     with _logged(smk.log[0]):
-        build_one(smk.wildcards.name, list(smk.input.summaries), smk.input.get("properties"), outputs,
+        build_one(smk.wildcards.name, list(smk.input.summaries), properties, outputs,
                   window=tuple(smk.params.window), seed=int(smk.params.seed),
                   error_mark_pct=float(smk.params.error_mark_pct))
+    inputs = [*smk.input.summaries, *([properties] if properties else [])]
+    gio.write_json(smk.output.provenance, _provenance(smk, inputs=inputs))
 
 
 def properties_table(smk) -> None:

@@ -16,12 +16,18 @@ One place for "what the study consists of", used by the Snakefile's input functi
 - ``eval_steps(cfg, run, part)`` = the checkpoints evaluated: the last ``eval.window`` checkpoints at
   ``grid.steps`` ("main") and at an extended run's own last step ("extended"), or all checkpoints
   with ``eval.all_checkpoints``.
+- ``jobs(cfg, names)`` = the jobs the workflow runs to build the tables/figures ``names`` (default:
+  all), by rule, each with its work units (training steps or episodes): what ``gentax plan --cost``
+  prices. ``TABLE_VARIANTS`` / ``FIGURE_VARIANTS`` say which runs each table/figure reads; the
+  Snakefile's input functions (rules/common.smk) use the same constants, and
+  tests/test_cost.py checks ``jobs`` against Snakemake's own dry-run.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
@@ -32,6 +38,28 @@ from gentax.errors import ConfigError, yaml_number_hint
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 REPO_ROOT = Path(__file__).resolve().parents[1]  # config.yaml's folder
 VARIANTS = ("default", "aug", "nothink")
+ALL_DOMAINS = ("alfworld", "webshop", "sokoban", "sciworld")
+
+# Which run variants each table/figure reads (base rows of every init always come along).
+TABLE_VARIANTS = {
+    "table2_success": ["default"],
+    "table3_ranking": ["default"],
+    "table4_extended": ["default"],
+    "table5_augmentation": ["default", "aug"],
+    "table6_relative_change": ["default"],
+    "table7_thinking": ["default", "nothink"],
+    "table8_rank_detail": ["default"],
+    "success_ci": ["default", "aug", "nothink"],   # beyond the paper: bootstrap CIs
+    "rank_stability": ["default"],                 # beyond the paper: share of resamples ranked best
+}
+FIGURE_VARIANTS = {
+    "ood_vs_properties": ["default"],
+    "delta_ood_augmentation": ["default", "aug"],
+    "delta_ood_thinking": ["default", "nothink"],
+    "training_curves": ["default", "aug", "nothink"],
+}
+TABLES_WITH_PROPERTIES = {"table3_ranking", "ood_vs_properties"}
+WITH_EXTENDED = {"table4_extended", "training_curves"}  # the others never wait for extended training
 
 
 class Run(NamedTuple):
@@ -280,3 +308,82 @@ def plan(cfg: dict) -> dict[str, Any]:
             "base_evals": sum(len(eval_domains(cfg, i)) for i in cfg["inits"]),
         },
     }
+
+
+def base_variants(cfg: dict, init: str) -> list[str]:
+    """An initial policy is evaluated with thinking on, and off only where a nothink run starts from it."""
+    nothink = any(r.variant == "nothink" and r.init == init for r in runs(cfg))
+    return ["default"] + (["nothink"] if nothink else [])
+
+
+def artifact_variants(name: str) -> list[str]:
+    """The run variants a table or figure reads; ConfigError for an unknown name."""
+    variants = TABLE_VARIANTS.get(name) or FIGURE_VARIANTS.get(name)
+    if variants is None:
+        known = ", ".join([*TABLE_VARIANTS, *FIGURE_VARIANTS])
+        raise ConfigError(f"unknown table or figure {name!r}; known: {known}")
+    return variants
+
+
+def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
+    """The jobs that build the tables/figures ``names`` (default: all of them) from nothing.
+
+    ``{rule: [units of each job]}`` where units are training steps (``rl_v1``, ``rl_segment``,
+    ``sft_v2``, ``embedded_base``), episodes (``eval_checkpoint``, ``properties``, ``sft_data``: the
+    V1 episodes it rolls out) or 0 (bookkeeping jobs). Mirrors the rules' input functions.
+    """
+    names = list(names) if names is not None else [*TABLE_VARIANTS, *FIGURE_VARIANTS]
+    out: dict[str, list[int]] = defaultdict(list)
+    parts: dict[Run, set[str]] = {}
+    bases: set[tuple[str, str]] = set()
+    with_properties = False
+    for name in names:
+        variants = artifact_variants(name)
+        out["table" if name in TABLE_VARIANTS else "figure"].append(0)
+        for run in runs(cfg):
+            if run.variant in variants:
+                wanted = parts.setdefault(run, set())
+                wanted.add("main")
+                if name in WITH_EXTENDED and eval_steps(cfg, run, "extended"):
+                    wanted.add("extended")
+        bases |= {(init, v) for init in ("v1", "v2") for v in base_variants(cfg, init) if v in variants or v == "default"}
+        with_properties |= name in TABLES_WITH_PROPERTIES
+    episodes = cfg["eval"]["episodes"]
+    task_domains: set[str] = set()
+    for run, wanted in parts.items():
+        steps = [s for part in sorted(wanted) for s in eval_steps(cfg, run, part)]
+        last = max(end for _, end in {segment_of(cfg, run, s) for s in steps})
+        out["rl_segment"] += [end - start for start, end in segments(cfg, run) if end <= last]
+        out["eval_checkpoint"] += [episodes] * (len(steps) * len(eval_domains(cfg, run.init)))
+        out["run_summary"] += [0] * len(wanted)
+        task_domains |= set(eval_domains(cfg, run.init))
+    for init, _ in sorted(bases):
+        out["eval_checkpoint"] += [episodes] * len(eval_domains(cfg, init))
+        out["base_summary"].append(0)
+        task_domains |= set(eval_domains(cfg, init))
+    inits = {run.init for run in parts} | {init for init, _ in bases}
+    if with_properties:
+        init = cfg["properties"]["init"]
+        inits.add(init)
+        out["properties"] += [cfg["properties"]["episodes"]] * len(eval_domains(cfg, init))
+        out["properties_table"].append(0)
+        task_domains |= set(eval_domains(cfg, init))
+    from gentax.train.sft_config import load_sft_config
+
+    if "v2" in inits:
+        inits.add("v1")
+        sft = load_sft_config(sft_section(cfg["inits"]["v2"]["sft"]), preset="v2")
+        out["sft_data"].append(sft.v1_episodes_per_domain * len(sft.mix))  # at most: per collection round
+        out["sft_v2"].append(sft.steps)
+        task_domains |= set(sft.mix)
+    if "v1" in inits:
+        out["rl_v1"].append(int(cfg["inits"]["v1"]["rl"]["steps"]))
+        task_domains.add(cfg["inits"]["v1"]["rl"]["train_domain"])
+        if cfg["model"]["embedded"]:
+            base = load_sft_config(sft_section(cfg["embedded_base"]), preset="embedded-base")
+            out["embedded_model"].append(0)
+            out["embedded_base_data"].append(0)
+            out["embedded_base"].append(int(base.steps))
+            task_domains |= set(ALL_DOMAINS)
+    out["tasks"] += [0] * len(task_domains)
+    return dict(out)

@@ -6,17 +6,29 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "config.yaml"
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_CONFIG = REPO / "config.yaml"
+EMBEDDED_CONFIG = REPO / "config" / "embedded.yaml"
+PROFILES = {"paper": REPO / "profiles" / "slurm", "embedded": REPO / "profiles" / "default"}
 
 
 def register(sub) -> None:
     p = sub.add_parser("plan", help="print the study's plan (RL runs, segments, evaluations)")
     p.add_argument("--config", action="append", default=None,
                    help="config file(s), merged in order (default: the repository's config.yaml)")
+    p.add_argument("--preset", choices=("paper", "embedded"), default=None,
+                   help="embedded: lay config/embedded.yaml over the config, as a plain `snakemake` does")
     p.add_argument("--json", action="store_true", help="print the plan (with --settings: the settings) as JSON")
     p.add_argument("--settings", action="store_true",
                    help="print the effective settings of every job kind (RL as verl receives them, SFT as "
                         "LlamaFactory receives them, evaluation, property logs) with their sources, and the memory check")
+    p.add_argument("--cost", action="store_true",
+                   help="estimate GPU-hours per job kind and in total (time figures: config `cost`)")
+    p.add_argument("--profile", default=None,
+                   help="Snakemake profile whose resources (GPUs, runtime) price the jobs "
+                        "(default: profiles/slurm for the paper preset, profiles/default for embedded)")
+    p.add_argument("--target", default=None,
+                   help="price only what one table/figure needs, e.g. results/tables/table5_augmentation.csv")
     p.set_defaults(func=_plan)
 
     t = sub.add_parser("tasks", help="write a domain's held-out eval task manifest (seeds + fingerprint)")
@@ -45,13 +57,17 @@ def _tasks(args) -> int:
 def _plan(args) -> int:
     from gentax import plan as gplan
 
-    cfg = gplan.load_config(args.config or [DEFAULT_CONFIG])
+    preset = args.preset or "paper"
+    sources = list(args.config or [DEFAULT_CONFIG]) + ([EMBEDDED_CONFIG] if preset == "embedded" else [])
+    cfg = gplan.load_config([*sources, {"preset": preset}])
     if args.settings:
         from gentax import settings
 
         print(json.dumps(settings.effective_settings(cfg), indent=2, default=str) if args.json else settings.render(cfg),
               end="\n" if args.json else "")
         return 0
+    if args.cost:
+        return _cost(cfg, args)
     result = gplan.plan(cfg)
     if args.json:
         print(json.dumps(result, indent=2))
@@ -61,4 +77,19 @@ def _plan(args) -> int:
           f"{counts['checkpoint_evals']} checkpoint evaluations, {counts['base_evals']} base evaluations")
     for run in result["runs"]:
         print(f"  {run['init']:<3} {run['train_domain']:<9} {run['variant']:<8} seed {run['seed']}  {run['steps']} steps")
+    return 0
+
+
+def _cost(cfg: dict, args) -> int:
+    from gentax import cost
+
+    profile = Path(args.profile) if args.profile else PROFILES[cfg["preset"]]
+    names = [Path(args.target).stem] if args.target else None
+    costs = cost.estimate(cfg, cost.profile_resources(profile), names)
+    if args.json:
+        print(json.dumps({"rules": [{**c.__dict__, "gpu_hours": c.gpu_hours, "over_limit": c.over_limit} for c in costs],
+                          "total": cost.totals(costs), "figures": cfg["cost"]}, indent=2))
+        return 0
+    where = str(profile.relative_to(REPO)) if profile.resolve().is_relative_to(REPO) else str(profile)
+    print(cost.report(cfg, costs, where=where, target=args.target))
     return 0

@@ -14,29 +14,19 @@ wildcard_constraints:
     start=r"\d+",
     end=r"\d+",
 
-# Which run variants each table/figure reads (base rows of every init always come along).
-TABLE_VARIANTS = {
-    "table2_success": ["default"],
-    "table3_ranking": ["default"],
-    "table4_extended": ["default"],
-    "table5_augmentation": ["default", "aug"],
-    "table6_relative_change": ["default"],
-    "table7_thinking": ["default", "nothink"],
-    "table8_rank_detail": ["default"],
-    "success_ci": ["default", "aug", "nothink"],   # beyond the paper: bootstrap CIs
-    "rank_stability": ["default"],                 # beyond the paper: share of resamples ranked best
-}
-FIGURE_VARIANTS = {
-    "ood_vs_properties": ["default"],
-    "delta_ood_augmentation": ["default", "aug"],
-    "delta_ood_thinking": ["default", "nothink"],
-    "training_curves": ["default", "aug", "nothink"],
-}
-TABLES_WITH_PROPERTIES = {"table3_ranking", "ood_vs_properties"}
-WITH_EXTENDED = {"table4_extended", "training_curves"}  # the others never wait for extended training
+# Which run variants each table/figure reads: one place, gentax.plan (`gentax plan --cost` prices the same jobs).
+TABLE_VARIANTS = gplan.TABLE_VARIANTS
+FIGURE_VARIANTS = gplan.FIGURE_VARIANTS
+TABLES_WITH_PROPERTIES = gplan.TABLES_WITH_PROPERTIES
+WITH_EXTENDED = gplan.WITH_EXTENDED
 # The chain that makes the initial policies (embedded base -> V1 -> SFT data -> V2) is the critical
 # path: when one of its jobs is ready it goes before the evals and RL runs of V1 that could fill the cores.
 CHAIN_PRIORITY = 10
+
+
+def provenance_labels(wildcards, output):
+    """The report's columns for a table/figure: its provenance record (read when the report is built)."""
+    return gprov.report_labels(wildcards.name, output.provenance)
 
 
 def log_path(name):
@@ -122,9 +112,7 @@ def base_summary_inputs(wc):
 
 
 def base_variants(init):
-    """An initial policy is evaluated with thinking on, and off only where a nothink run starts from it."""
-    nothink = any(r.variant == "nothink" and r.init == init for r in gplan.runs(config))
-    return ["default"] + (["nothink"] if nothink else [])
+    return gplan.base_variants(config, init)
 
 
 def summaries_for(variants, extended=False):

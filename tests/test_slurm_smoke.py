@@ -13,6 +13,9 @@ Preemption (issue 15): two copies of the finished workflow extend one run (a sec
 1 -> EXTENDED_STEPS); in one copy the segment's SLURM job is `scancel`ed mid-training, as a
 preemption would; Snakemake's retry resubmits it, it resumes from its last checkpoint, and every
 step, table and final weight equals the uninterrupted copy's.
+On the same finished run: every result carries its provenance record, and the
+HTML report (`snakemake --report`) opens in headless Chromium with every marked table and
+figure and its provenance row (tests/report_browser.py).
 """
 
 import json
@@ -26,11 +29,15 @@ from pathlib import Path
 
 import pytest
 import yaml
+from report_browser import walk_report
 from snakemake_plans import job_counts
+
+from gentax import provenance
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
-TARGETS = ["results/tables/table2_success.csv", "results/tables/table5_augmentation.csv"]
+TARGETS = ["results/tables/table2_success.csv", "results/tables/table5_augmentation.csv",
+           "results/figures/delta_ood_augmentation.png"]
 
 
 def slurm_up() -> None:
@@ -212,6 +219,46 @@ def test_a_preempted_rl_segment_resumes_and_changes_nothing(finished):
         assert (preempted["work"] / table).read_text() == (straight["work"] / table).read_text(), table
 
 
+def test_results_carry_their_provenance(finished):
+    wd, _ = finished
+    results = wd["work"] / "results"
+    eval_file = results / "eval" / "v1" / "sokoban" / "aug" / "seed0" / "step1" / "sokoban.json"
+    record = json.loads(eval_file.read_text())["provenance"]
+    tasks = json.loads((results / "tasks" / "sokoban.json").read_text())
+    assert record["tasks"]["fingerprint"] == tasks["fingerprint"]
+    checkpoint = results / "runs" / "v1" / "sokoban" / "aug" / "seed0" / "checkpoints" / "step_1"
+    assert record["model"]["sha256"] == provenance.model_hash(checkpoint)
+    assert len(record["config_sha256"]) == 64 and record["packages"]["torch"] and record["packages"]["snakemake"]
+    assert set(record["machine"]) >= {"cpu", "gpus", "cores"} and "commit" in record["gentax"]
+    segment = json.loads((checkpoint.parents[1] / "segment_0_1.json").read_text())
+    assert segment["provenance"]["model"]["path"].endswith("init/v1/run/checkpoints/step_1")  # the run's init
+    for target in TARGETS:
+        beside = provenance.beside(wd["work"] / target)
+        inputs = json.loads(beside.read_text())["inputs"]
+        assert inputs and all(len(h) == 64 for h in inputs.values()), target
+    assert json.loads((results / "init" / "v2" / "model.provenance.json").read_text())["model"]["sha256"]
+
+
+def test_report_opens_in_a_browser_with_every_table_and_figure(finished, tmp_path):
+    wd, _ = finished
+    report = tmp_path / "report.html"
+    proc = snakemake(wd, *TARGETS, "--report", str(report))
+    assert proc.returncode == 0 and report.is_file(), proc.stderr[-3000:]
+    seen = walk_report(report, screenshot=tmp_path / "report.png")
+    assert not seen["errors"], seen["errors"]
+    assert set(seen["marked"]) == set(TARGETS)  # every table and figure the workflow marked
+    for target in TARGETS:
+        name = Path(target).stem
+        record = json.loads(provenance.beside(wd["work"] / target).read_text())
+        assert record["config_sha256"][:12] in seen["rows"][name], seen["rows"][name]
+        assert record["packages"]["torch"] in seen["rows"][name]
+        if target.endswith(".png"):
+            assert seen["shown"][name] == "1 png image(s)"
+        else:
+            assert seen["shown"][name] == (wd["work"] / target).read_text()
+    assert (tmp_path / "report.png").read_bytes().startswith(b"\x89PNG")
+
+
 def test_editing_one_eval_file_reruns_only_its_downstream(finished):
     # Snakemake 9 compares checksums of small inputs, so a bare `touch` (same content) reruns
     # nothing; an eval file whose content changed must rerun exactly what reads it.
@@ -222,7 +269,7 @@ def test_editing_one_eval_file_reruns_only_its_downstream(finished):
     data["success_rate"] = 1.0 - data["success_rate"]
     evals[0].write_text(json.dumps(data))
     jobs = planned_jobs(snakemake(wd, "-n", *TARGETS))
-    assert jobs == {"run_summary": 1, "table": 1}  # only table5 reads aug runs
+    assert jobs == {"run_summary": 1, "table": 1, "figure": 1}  # only table5 and the ΔOOD-augmentation figure read aug runs
 
 
 def test_changing_one_eps_reruns_only_what_reads_it(finished):
@@ -231,5 +278,5 @@ def test_changing_one_eps_reruns_only_what_reads_it(finished):
     override.write_text("augmentation: {v1: {eps: {sokoban: 30}}}\n")  # was 20 (tests/smoke_config.yaml)
     proc = snakemake(wd, "-n", *TARGETS, configfiles=[override])
     jobs = planned_jobs(proc)
-    # the one aug run's segment, its evals (2 domains x 1 checkpoint), its summary, table 5
-    assert jobs == {"rl_segment": 1, "eval_checkpoint": 2, "run_summary": 1, "table": 1}, proc.stdout[-3000:]
+    # the one aug run's segment, its evals (2 domains x 1 checkpoint), its summary, table 5, the ΔOOD figure
+    assert jobs == {"rl_segment": 1, "eval_checkpoint": 2, "run_summary": 1, "table": 1, "figure": 1}, proc.stdout[-3000:]

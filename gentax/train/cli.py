@@ -5,7 +5,9 @@
                     --steps A:B --out RUN_DIR [--print-config]
 
 ``--config`` holds the RL section (gentax/train/rl_defaults.yaml documents every key), at the
-top level or under ``rl:``; keys it leaves out come from ``--preset``. ``--steps A:B`` trains
+top level or under ``rl:``; keys it leaves out come from ``--preset``. Beside ``rl:``, an optional
+``tracking:`` section says where metrics go besides metrics.csv (gentax.train.tracking; default:
+TensorBoard event files in RUN_DIR/tensorboard). ``--steps A:B`` trains
 steps A+1..B: 0:150 starts from ``--init``; 150:300 continues the same RUN_DIR from its step-150
 state (never retraining a step); rerunning a killed command resumes from its newest checkpoint.
 ``--print-config`` prints the resolved RL section (local) or the composed verl config (verl)
@@ -51,7 +53,7 @@ def register(subparsers) -> None:
 
 def train_rl(engine: str, section: dict[str, Any] | None, *, init: str, domain: str, variant: str, seed: int,
              start: int, end: int, run_dir: str, preset: str = "paper", print_config: bool = False,
-             progress: bool = True) -> int:
+             progress: bool = True, tracking: dict[str, Any] | None = None) -> int:
     """Library entry (the workflow calls this): one run segment ``start:end`` with ``engine``."""
     from gentax.train.config import VARIANTS, load_rl_config
 
@@ -60,14 +62,17 @@ def train_rl(engine: str, section: dict[str, Any] | None, *, init: str, domain: 
     if variant not in VARIANTS:
         raise ConfigError(f"unknown variant {variant!r}; valid: {', '.join(VARIANTS)}")
     cfg = load_rl_config(section, preset)
+    from gentax.train.tracking import load_section
+
+    tracking = load_section(tracking)  # a bad section or a missing backend package stops here
     where = {"init": init, "domain": domain, "variant": variant, "seed": seed, "start": start, "end": end,
              "run_dir": run_dir}
     if engine == "verl":
         from gentax.train.verl_engine import train_verl
 
         if print_config:
-            return train_verl(cfg, **where, print_config=True)
-        train = functools.partial(train_verl, cfg, **where)
+            return train_verl(cfg, **where, print_config=True, tracking=tracking)
+        train = functools.partial(train_verl, cfg, **where, tracking=tracking)
     else:
         if print_config:
             import yaml
@@ -76,7 +81,7 @@ def train_rl(engine: str, section: dict[str, Any] | None, *, init: str, domain: 
             return 0
         from gentax.train.local_engine import train_local
 
-        train = functools.partial(train_local, cfg, **where, progress=progress)
+        train = functools.partial(train_local, cfg, **where, progress=progress, tracking=tracking)
     with runs.locked(run_dir) as previous:  # one trainer per run folder (runs module doc)
         if previous:
             print(f"gentax: took over the lock of {run_dir} from {previous}, which is no longer running")
@@ -94,13 +99,14 @@ def _report_removed(paths) -> None:
 
 def _run_rl(args) -> int:
     from gentax.train.config import load_rl_config, parse_steps, read_rl_section
+    from gentax.train.tracking import read_section
 
     section = read_rl_section(args.config) if args.config else {}
     steps = args.steps or f"0:{load_rl_config(section, args.preset).steps}"
     start, end = parse_steps(steps)
     return train_rl(args.engine, section, init=args.init, domain=args.domain, variant=args.variant, seed=args.seed,
                     start=start, end=end, run_dir=args.out, preset=args.preset, print_config=args.print_config,
-                    progress=not args.no_progress)
+                    progress=not args.no_progress, tracking=read_section(args.config) if args.config else None)
 
 
 def _run_export(args) -> int:

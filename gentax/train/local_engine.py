@@ -330,7 +330,7 @@ def _collect_config(cfg: RLConfig, *, domain: str, variant: str, split: str, see
 
 
 def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, seed: int, start: int, end: int,
-                run_dir: str | Path, progress: bool = True) -> int:
+                run_dir: str | Path, progress: bool = True, tracking: dict | None = None) -> int:
     """Train steps start+1..end of a run (resuming from its newest checkpoint); see module doc."""
     import torch
     from tqdm.auto import tqdm
@@ -362,7 +362,10 @@ def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, s
         torch.set_rng_state(torch.load(state / "rng.pt", weights_only=True)["torch"])
         log.info("resuming %s from step %d", run_dir, resume)
         print(f"gentax: resuming {run_dir} from step {resume}")
-    metrics_log = runs.MetricsLog(run_dir, resume_from=resume)
+    from gentax.train.tracking import TrackedMetricsLog, experiment_name  # metrics.csv + TensorBoard/wandb/MLflow
+
+    metrics_log = TrackedMetricsLog(run_dir, resume_from=resume, tracking=tracking, config=cfg.to_dict(),
+                                    experiment=experiment_name(domain, variant, seed))
     policy.model.eval()
     bar = tqdm(total=end, initial=resume, desc=f"RL {domain}/{variant} s{seed}", unit="step", disable=not progress)
     try:
@@ -416,6 +419,7 @@ def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, s
                             loss=f"{row['loss']:.3g}", kl=f"{row['kl']:.2g}", s=f"{row['seconds']:.0f}")
     finally:
         bar.close()
+        metrics_log.close()
     return 0
 
 

@@ -163,7 +163,7 @@ def example_token_lengths(examples: list[dict[str, Any]], tokenizer) -> list[int
 
 
 def train_sft(cfg: SFTConfig, data_dir: str | Path, init_model: str | Path, out_dir: str | Path,
-              *, stream=None) -> Path:
+              *, stream=None, tracking: dict[str, Any] | None = None) -> Path:
     """Fine-tune ``init_model`` on ``data_dir`` into the HF folder ``out_dir`` (module docstring)."""
     from transformers import AutoTokenizer
 
@@ -181,6 +181,9 @@ def train_sft(cfg: SFTConfig, data_dir: str | Path, init_model: str | Path, out_
                           "cutoff_len (or null: fit the longest) so no prompt is truncated")
     cutoff_len = cfg.cutoff_len or longest
     stream = stream or sys.stdout
+    from gentax.train import tracking as gtracking
+
+    track = gtracking.load_section(tracking)
 
     with gio.atomic_path(out_dir) as final:
         scratch = final.parent / "scratch"
@@ -188,10 +191,14 @@ def train_sft(cfg: SFTConfig, data_dir: str | Path, init_model: str | Path, out_
         lora = cfg.lora_rank > 0
         train_dir = scratch / "adapter" if lora else final
         args = llamafactory_args(cfg, data_dir, init_model, train_dir, cutoff_len, _world_size())
+        # LlamaFactory's own reporting (HF Trainer report_to): TensorBoard events in OUT/tensorboard
+        report, report_env = gtracking.sft_report_args(track, logging_dir=final / gtracking.TENSORBOARD_DIR,
+                                                       out_dir=out_dir)
+        args.update({key: value for key, value in report.items() if key not in cfg.extra})
         if not args["bf16"]:
             args["model_name_or_path"] = str(_float32_copy(init_model, scratch / "init_float32"))
         log_lines: list[str] = []
-        _run(cli, "train", args, scratch, log_lines, stream)
+        _run(cli, "train", args, scratch, log_lines, stream, extra_env=report_env)
         if lora:
             export = {
                 "model_name_or_path": str(init_model),
@@ -232,7 +239,8 @@ def _float32_copy(init_model: Path, where: Path) -> Path:
     return where
 
 
-def _run(cli: Path, command: str, args: dict[str, Any], scratch: Path, log_lines: list[str], stream) -> None:
+def _run(cli: Path, command: str, args: dict[str, Any], scratch: Path, log_lines: list[str], stream,
+         extra_env: dict[str, str] | None = None) -> None:
     """Run ``llamafactory-cli COMMAND args.yaml``, echoing its output; raise on failure."""
     config_path = scratch / f"{command}.yaml"
     config_path.write_text(yaml.safe_dump(args, sort_keys=True))
@@ -245,6 +253,7 @@ def _run(cli: Path, command: str, args: dict[str, Any], scratch: Path, log_lines
         "WANDB_DISABLED": "true",
         "TOKENIZERS_PARALLELISM": "false",
         "PYTHONUNBUFFERED": "1",
+        **(extra_env or {}),
     }
     env.pop("VIRTUAL_ENV", None)  # the main venv's; the CLI's own interpreter decides
     argv = [str(cli), command, str(config_path)]

@@ -72,8 +72,10 @@ def run_build_data(args) -> int:
 def run_train(args) -> int:
     from gentax.train.sft import train_sft
 
+    from gentax.train.tracking import read_section
+
     cfg, _ = _load(args)
-    out = train_sft(cfg, args.data, args.init, args.out)
+    out = train_sft(cfg, args.data, args.init, args.out, tracking=read_section(args.config))
     summary = json.loads((out / "gentax_sft.json").read_text())
     print(json.dumps({key: summary[key] for key in ("init_model", "steps", "first_loss", "final_loss")}
                      | {"out": str(out)}, indent=2))

@@ -31,7 +31,7 @@ GENERATORS = ("hf", "vllm")
 PRECISIONS = ("auto", "bf16", "fp32")
 SWITCHES = ("auto", True, False)
 _SECTION_KEY = {"v2": "sft", "embedded-base": "embedded_base"}
-_RESERVED = ("domains", "seed")
+_RESERVED = ("domains", "seed", "tracking")  # tracking: gentax.train.tracking
 
 
 @dataclasses.dataclass(frozen=True)

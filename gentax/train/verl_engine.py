@@ -104,10 +104,14 @@ def verl_overrides(
     end_step: int,
     train_file: str | Path,
     val_file: str | Path,
+    tracking: dict[str, Any] | None = None,
 ) -> list[str]:
     """gentax's RL section -> verl Hydra overrides (on top of verl's ``ppo_trainer`` config)."""
+    from gentax.train import tracking as gtracking
+
     v = cfg.verl
     run_dir = Path(run_dir).resolve()
+    track = gtracking.load_section(tracking)
     seq_len = cfg.max_prompt_tokens + cfg.max_new_tokens
     tokens_per_gpu = max(seq_len, int(v["micro_batch_per_gpu"]) * seq_len)
     settings = episode_settings(cfg, domain=domain, variant=variant, seed=seed, run_dir=run_dir)
@@ -191,10 +195,12 @@ def verl_overrides(
         ("trainer.checkpoint_callback_class", "gentax.train.verl_agent.ExportCheckpoint"),
         ("trainer.test_freq", cfg.val_every if cfg.val_every and cfg.val_tasks else -1),
         ("trainer.val_before_train", bool(cfg.val_every and cfg.val_tasks)),
-        ("trainer.logger", ["console"]),
-        ("trainer.project_name", "gentax"),
-        ("trainer.experiment_name", f"{domain}-{variant}-s{seed}"),
+        # --- tracking: verl's own logger, same names as the local engine (gentax.train.tracking)
+        ("trainer.logger", gtracking.verl_logger(track)),
+        ("trainer.project_name", track["project"]),
+        ("trainer.experiment_name", gtracking.experiment_name(domain, variant, seed)),
     ]
+    pairs += [(f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}", v) for k, v in gtracking.verl_env(track, run_dir).items()]
     # Ray workers (agent loops, the trainer) must import gentax: put this checkout on their path
     package_root = str(Path(__file__).resolve().parents[2])
     python_path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
@@ -294,14 +300,15 @@ def write_task_files(run_dir: str | Path, cfg: RLConfig, domain: str, seed: int)
 
 
 def build_config(cfg: RLConfig, *, model_path: str, domain: str, variant: str, seed: int, run_dir: str | Path,
-                 end_step: int, write_data: bool = True):
+                 end_step: int, write_data: bool = True, tracking: dict[str, Any] | None = None):
     """Compose (and validate) the full verl config of a run; writes the task parquet files."""
     if write_data:
         train_file, val_file = write_task_files(run_dir, cfg, domain, seed)
     else:
         train_file = val_file = Path(run_dir) / DATA_DIR / "train.parquet"
     overrides = verl_overrides(cfg, model_path=model_path, domain=domain, variant=variant, seed=seed,
-                               run_dir=run_dir, end_step=end_step, train_file=train_file, val_file=val_file)
+                               run_dir=run_dir, end_step=end_step, train_file=train_file, val_file=val_file,
+                               tracking=tracking)
     config = compose_verl_config(overrides)
     validate_verl_config(config)
     return config
@@ -365,11 +372,11 @@ def _task_runner_class():
 
 
 def train_verl(cfg: RLConfig, *, init: str, domain: str, variant: str, seed: int, start: int, end: int,
-               run_dir: str | Path, print_config: bool = False) -> int:
+               run_dir: str | Path, print_config: bool = False, tracking: dict[str, Any] | None = None) -> int:
     """Run (or resume/extend) one verl training run; see the module docstring."""
     run_dir = Path(run_dir)
     config = build_config(cfg, model_path=init, domain=domain, variant=variant, seed=seed, run_dir=run_dir,
-                          end_step=end, write_data=not print_config)
+                          end_step=end, write_data=not print_config, tracking=tracking)
     if print_config:
         from omegaconf import OmegaConf
 

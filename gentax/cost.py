@@ -1,0 +1,178 @@
+"""Budget preview: what the study (or one table) will spend, before it is launched.
+
+``estimate(cfg, resources, names)`` prices the jobs of ``gentax.plan.jobs`` (the same jobs the
+Snakefile declares; tests/test_cost.py checks them against Snakemake's dry-run) with
+
+- the time figures of config ``cost`` (stated with their source there): minutes per RL step,
+  seconds per SFT step, seconds per rollout episode (evaluation, property and SFT-data jobs) and
+  a start-up time per timed job (model load, vLLM start), and
+- the GPUs each rule gets from a Snakemake profile (``profile_resources``: its
+  ``default-resources`` and ``set-resources``, resource ``gpu``).
+
+Hours of a job = start-up + units x figure; GPU-hours = hours x the job's GPUs. Bookkeeping jobs
+(task splits, summaries, tables, figures) take no GPU and are counted, not timed. A job whose
+estimate exceeds the ``runtime`` the profile gives its rule is flagged: SLURM would kill it.
+``gentax plan --cost`` prints ``report(...)``; the Snakefile prints ``summary_line(...)`` in a dry-run.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from gentax import plan as gplan
+from gentax.errors import ConfigError
+
+#: timed rules -> (unit, config key of the time figure, seconds per figure unit)
+TIMED = {
+    "rl_v1": ("steps", "rl_step_minutes", 60.0),
+    "rl_segment": ("steps", "rl_step_minutes", 60.0),
+    "sft_v2": ("steps", "sft_step_seconds", 1.0),
+    "embedded_base": ("steps", "sft_step_seconds", 1.0),
+    "sft_data": ("episodes", "rollout_episode_seconds", 1.0),
+    "eval_checkpoint": ("episodes", "rollout_episode_seconds", 1.0),
+    "properties": ("episodes", "rollout_episode_seconds", 1.0),
+}
+
+
+@dataclass(frozen=True)
+class RuleCost:
+    rule: str
+    jobs: int
+    units: int
+    unit: str | None          # None: a bookkeeping job (not timed)
+    hours: float              # all its jobs together
+    gpus: float               # per job
+    longest_hours: float      # the longest single job
+    runtime_hours: float | None  # the profile's limit for one job of this rule
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.hours * self.gpus
+
+    @property
+    def over_limit(self) -> bool:
+        return self.runtime_hours is not None and self.longest_hours > self.runtime_hours
+
+
+def _resource_map(value: Any) -> dict[str, Any]:
+    """Resources as a plain mapping: a profile's mapping or list of 'k=v', or Snakemake's parsed
+    ``Resources`` (whose values are ``Resource`` objects; ones computed per job are left out)."""
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return {key: plain for key, val in value.items() if (plain := _fixed(val)) is not None}
+    out = {}
+    for item in value:
+        key, _, val = str(item).partition("=")
+        out[key.strip()] = val.strip()
+    return out
+
+
+def _fixed(value: Any) -> Any:
+    """A resource's fixed value; None for one computed per job (a function of the job)."""
+    try:
+        value = getattr(value, "value", value)  # Snakemake's Resource raises for a computed one
+    except ValueError:
+        return None
+    return None if callable(value) else value
+
+
+def _number(value: Any, what: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{what}: {value!r} is not a number") from None
+
+
+def resources_from(default: Any, per_rule: dict[str, Any] | None) -> dict[str, dict[str, float]]:
+    """``{rule: {"gpu": n, "runtime": minutes or absent}}`` from default and per-rule resources."""
+    base = _resource_map(default)
+    out = {}
+    for rule in {*TIMED, *(per_rule or {})}:
+        merged = {**base, **_resource_map((per_rule or {}).get(rule))}
+        entry = {"gpu": _number(merged.get("gpu", 0) or 0, f"resources of {rule}: gpu")}
+        if merged.get("runtime") not in (None, ""):
+            entry["runtime"] = _number(merged["runtime"], f"resources of {rule}: runtime")
+        out[rule] = entry
+    return out
+
+
+def profile_resources(profile: str | Path) -> dict[str, dict[str, float]]:
+    """The resources a Snakemake profile folder (its config.yaml) gives each rule."""
+    path = Path(profile)
+    path = path / "config.yaml" if path.is_dir() else path
+    data = gplan.load_yaml(path)
+    return resources_from(data.get("default-resources"), data.get("set-resources"))
+
+
+def estimate(cfg: dict, resources: dict[str, dict[str, float]], names: Iterable[str] | None = None) -> list[RuleCost]:
+    """One ``RuleCost`` per rule with jobs, timed rules first (in pipeline order)."""
+    figures = cfg["cost"]
+    planned = gplan.jobs(cfg, names)
+    order = [*TIMED, *sorted(r for r in planned if r not in TIMED)]
+    out = []
+    for rule in order:
+        if rule not in planned:
+            continue
+        units = planned[rule]
+        res = resources.get(rule, {})
+        runtime = res.get("runtime")
+        if rule in TIMED:
+            unit, key, scale = TIMED[rule]
+            start_h = figures["job_start_minutes"] / 60
+            per_unit_h = figures[key] * scale / 3600
+            hours = [start_h + n * per_unit_h for n in units]
+            out.append(RuleCost(rule, len(units), sum(units), unit, sum(hours), res.get("gpu", 0.0), max(hours),
+                                runtime / 60 if runtime else None))
+        else:
+            out.append(RuleCost(rule, len(units), 0, None, 0.0, 0.0, 0.0, None))
+    return out
+
+
+def totals(costs: list[RuleCost]) -> dict[str, float]:
+    return {"jobs": sum(c.jobs for c in costs), "gpu_hours": sum(c.gpu_hours for c in costs),
+            "job_hours": sum(c.hours for c in costs)}
+
+
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
+
+
+def report(cfg: dict, costs: list[RuleCost], *, where: str, target: str | None = None) -> str:
+    """The table ``gentax plan --cost`` prints."""
+    total = totals(costs)
+    head = f"Budget preview: preset {cfg.get('preset', 'paper')}, resources of {where}"
+    lines = [head + (f", target {target}" if target else ""),
+             f"{'rule':<16}{'jobs':>6}{'work':>20}{'job-hours':>11}{'GPUs/job':>10}{'GPU-hours':>11}"]
+    for c in costs:
+        if c.unit is None:
+            continue
+        work = f"{c.units:,} {c.unit}"
+        lines.append(f"{c.rule:<16}{c.jobs:>6,}{work:>20}{_num(c.hours):>11}{c.gpus:>10g}{_num(c.gpu_hours):>11}")
+    cpu = [f"{c.rule} {c.jobs}" for c in costs if c.unit is None]
+    if cpu:
+        lines += textwrap.wrap("CPU-only bookkeeping jobs (not timed): " + ", ".join(cpu), width=100,
+                               subsequent_indent="  ")
+    lines.append(f"total: {total['jobs']:,} jobs, {_num(total['gpu_hours'])} GPU-hours "
+                 f"({_num(total['job_hours'])} job-hours)")
+    for c in costs:
+        if c.over_limit:
+            lines.append(f"WARNING: one {c.rule} job is estimated at {c.longest_hours:.1f} h, over the "
+                         f"{c.runtime_hours:.1f} h runtime the profile gives it: raise its runtime")
+    fig = cfg["cost"]
+    lines.append(f"time figures (config cost): {fig['rl_step_minutes']:g} min per RL step, "
+                 f"{fig['sft_step_seconds']:g} s per SFT step, {fig['rollout_episode_seconds']:g} s per episode, "
+                 f"{fig['job_start_minutes']:g} min start-up per job")
+    lines += textwrap.wrap("source: " + " ".join(str(fig["source"]).split()), width=100, subsequent_indent="  ")
+    return "\n".join(lines)
+
+
+def summary_line(cfg: dict, resources: dict[str, dict[str, float]]) -> str:
+    """One line for the dry-run's output: the whole study's estimate."""
+    total = totals(estimate(cfg, resources))
+    return (f"gentax budget estimate (whole study, preset {cfg.get('preset', 'paper')}): {total['jobs']:,} jobs, "
+            f"{_num(total['gpu_hours'])} GPU-hours, {_num(total['job_hours'])} job-hours; "
+            "per job kind and per target: gentax plan --cost")

@@ -1,0 +1,94 @@
+"""Budget preview (gentax.cost, ``gentax plan --cost``, the dry-run's budget line).
+
+The jobs it prices (gentax.plan.jobs) are checked against Snakemake's own dry-run, for the paper
+grid, the embedded study and one table target; the arithmetic against the config's time figures.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake_plans import job_counts
+
+from gentax import cost
+from gentax import plan as gplan
+from gentax.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def dry_run(*args):
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout + proc.stderr
+
+
+def paper():
+    return gplan.load_config([REPO / "config.yaml"])
+
+
+def embedded():
+    return gplan.load_config([REPO / "config.yaml", REPO / "config" / "embedded.yaml", {"preset": "embedded"}])
+
+
+def counts(jobs):
+    return {rule: len(units) for rule, units in jobs.items()}
+
+
+@pytest.mark.parametrize("args, cfg, names", [
+    (["--profile", "profiles/slurm"], paper, None),
+    (["--profile", "profiles/slurm", "results/tables/table5_augmentation.csv"], paper, ["table5_augmentation"]),
+    (["--profile", "profiles/slurm", "results/figures/training_curves.png"], paper, ["training_curves"]),
+    (["--forceall"], embedded, None),
+], ids=["paper", "paper-table5", "paper-training-curves", "embedded"])
+def test_priced_jobs_are_the_jobs_snakemake_plans(args, cfg, names):
+    text = dry_run(*args)
+    planned = job_counts(text)
+    planned.pop("all", None)
+    assert counts(gplan.jobs(cfg(), names)) == planned
+    if names is None:  # the dry-run states the whole study's budget, as gentax.cost computes it
+        resources = cost.profile_resources(REPO / args[1]) if args[0] == "--profile" else \
+            cost.profile_resources(REPO / "profiles" / "default")
+        assert cost.summary_line(cfg(), resources) in text
+
+
+def test_gpu_hours_follow_the_time_figures_and_the_profiles_gpus():
+    cfg = paper()
+    fig = cfg["cost"]
+    rows = {c.rule: c for c in cost.estimate(cfg, cost.profile_resources(REPO / "profiles" / "slurm"))}
+    seg = rows["rl_segment"]
+    # 60 first segments of 150 steps + continuations: Sokoban 150->300 (V1, V2) and SciWorld 150->240, 3 seeds
+    assert seg.jobs == 69 and seg.units == 60 * 150 + 3 * (150 + 150 + 90) and seg.gpus == 8
+    expected = (seg.jobs * fig["job_start_minutes"] / 60 + seg.units * fig["rl_step_minutes"] / 60) * 8
+    assert seg.gpu_hours == pytest.approx(expected)
+    ev = rows["eval_checkpoint"]
+    assert ev.gpus == 1 and ev.units == ev.jobs * cfg["eval"]["episodes"]
+    assert ev.gpu_hours == pytest.approx(ev.jobs * fig["job_start_minutes"] / 60
+                                         + ev.units * fig["rollout_episode_seconds"] / 3600)
+    assert rows["table"].gpu_hours == 0 and rows["table"].jobs == 9
+    assert not any(c.over_limit for c in rows.values())
+
+
+def test_cli_prints_the_table_and_flags_a_job_over_the_profiles_runtime(tmp_path):
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    profile["set-resources"]["rl_segment"]["runtime"] = 600  # 10 h: a 150-step segment needs more
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(profile))
+    out = subprocess.run([sys.executable, "-m", "gentax", "plan", "--cost", "--profile", str(tmp_path)], cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout
+    assert "rl_segment" in out and "eval_checkpoint" in out and "GPU-hours" in out
+    assert "WARNING: one rl_segment job" in out and "10.0 h runtime" in out
+    assert "source: our estimate" in out  # the figures say where they come from
+    total = cost.totals(cost.estimate(paper(), cost.profile_resources(tmp_path)))
+    assert f"{total['gpu_hours']:,.0f} GPU-hours" in out
+
+
+def test_unknown_target_and_missing_figures_name_the_problem():
+    with pytest.raises(ConfigError, match="unknown table or figure 'table99'"):
+        gplan.jobs(paper(), ["table99"])
+    cfg = paper()
+    del cfg["cost"]["rl_step_minutes"]
+    with pytest.raises(ConfigError, match="config key cost"):
+        gplan.validate(cfg)
