@@ -329,3 +329,24 @@ def test_export_checkpoint_with_verls_model_merger(tmp_path):
 
 # GentaxPPOTrainer._compute_advantage / _compute_metrics against verl's real TransferQueue and
 # verl's own _compute_metrics: tests/test_verl_ray.py (a local Ray instance)
+
+
+def test_rollout_backend_is_one_checked_setting():
+    """verl.rollout (workflow: engines.rollout) reaches verl's rollout.name; a bad value is one error."""
+    cfg = load_rl_config({"verl": {"rollout": "hf", "rollout_tp": 1, "attn_implementation": "sdpa"}}, "embedded")
+    overrides = verl_engine.verl_overrides(cfg, model_path="/m", domain="sokoban", variant="default", seed=0,
+                                           run_dir="/tmp/r", end_step=1, train_file="t", val_file="v")
+    assert "actor_rollout_ref.rollout.name=hf" in overrides
+    assert "actor_rollout_ref.model.use_remove_padding=false" in overrides
+    assert "+actor_rollout_ref.model.override_config.attn_implementation=sdpa" in overrides
+    assert "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES=gentax.train.verl_plugin" in overrides
+    from gentax.pipeline import rl_section
+
+    job = rl_section({"lr": 1.0e-6}, save_every=15, domain_name="sokoban", domain={"max_steps": 15},
+                     augmentation={}, rollout="hf")  # the workflow's engines.rollout, in the job's RL section
+    assert job["verl"] == {"rollout": "hf"}
+    assert load_rl_config({**job, "verl": {"rollout": "hf", "rollout_tp": 1}}, "paper").verl["rollout"] == "hf"
+    with pytest.raises(ConfigError, match="verl.rollout valid: vllm, hf"):
+        load_rl_config({"verl": {"rollout": "sglang"}}, "paper")
+    with pytest.raises(ConfigError, match="rollout_tp must be 1"):
+        load_rl_config({"verl": {"rollout": "hf"}}, "paper")  # the paper's tensor parallel 2
