@@ -215,7 +215,7 @@ def test_a_preempted_rl_segment_resumes_and_changes_nothing(finished):
     pd.testing.assert_series_equal(metrics[1]["loss"], metrics[0]["loss"])
     last = f"{EXTENDED_RUN}/checkpoints/step_{EXTENDED_STEPS}/model.safetensors"
     assert (preempted["work"] / last).read_bytes() == (straight["work"] / last).read_bytes()
-    for table in EXTENDED_TARGETS:
+    for table in (t for t in EXTENDED_TARGETS if t.endswith(".csv")):  # the tables (figures are PNGs)
         assert (preempted["work"] / table).read_text() == (straight["work"] / table).read_text(), table
 
 
