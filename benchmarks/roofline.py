@@ -1,0 +1,170 @@
+"""The machine's own limits, and how close generation and the local engine's update come to them.
+
+    python benchmarks/roofline.py [--threads 1] [--model PATH] [--prompts 4] [--prompt-tokens 330]
+                                  [--new-tokens 40] [--dtypes float32,bfloat16]
+
+Measured on the machine it runs on, in one run (so the ratios hold whatever the machine's speed):
+- matrix-product peak per dtype: a 1024x576 by 576x1536 product (the embedded model's MLP shape)
+  and a 2048 cube, best of several, in GFLOP/s;
+- memory bandwidth: a 512 MB tensor copy, bytes read + written per second (best of several);
+- the ``hf`` generator (gentax.rollout.generators.HFGenerator) on the embedded model
+  (SmolLM2-135M): prefill tokens/s of ``--prompts`` prompts of ``--prompt-tokens`` tokens, as a
+  fraction of the dtype's matrix peak (2 x non-embedding parameters FLOPs per token, plus the
+  attention products); decode ms per step of the same batch against its floor, the weight bytes
+  read once per step divided by the bandwidth;
+- the local engine's update: forward + backward over the same prompts + responses (cross-entropy
+  over all positions, as a policy-gradient update), tokens/s against the peak (6 x matrix
+  parameters FLOPs per token, the LM head included: it runs on every position here).
+
+Prints one table and the CPU flags that decide the dtype (avx512_bf16, amx_bf16). Timings
+depend on whatever else runs on the machine: run it on an idle one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+
+def best_of(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def cpu_flags() -> set[str]:
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        return set()
+    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    return set(line.split(":", 1)[-1].split())
+
+
+def matmul_peak(dtype, repeats: int) -> float:
+    import torch
+
+    best = 0.0
+    for m, k, n in ((1024, 576, 1536), (2048, 2048, 2048)):
+        a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+        seconds = best_of(lambda: a @ b, repeats)
+        best = max(best, 2 * m * k * n / seconds / 1e9)
+    return best
+
+
+def bandwidth(repeats: int) -> float:
+    import torch
+
+    src = torch.ones(128 * 1024 * 1024, dtype=torch.float32)  # 512 MB
+    dst = torch.empty_like(src)
+    seconds = best_of(lambda: dst.copy_(src), repeats)
+    return 2 * src.numel() * 4 / seconds / 1e9  # GB/s, read + write
+
+
+def model_flops(model) -> tuple[int, int]:
+    """(matrix parameters without the LM head, with it): the embedding lookup costs no FLOPs."""
+    embed = model.get_input_embeddings().weight.numel()
+    head = model.get_output_embeddings().weight.numel()
+    total = sum(p.numel() for p in model.parameters())  # a tied head is counted once, as the embedding
+    body = total - embed - (0 if model.config.tie_word_embeddings else head)
+    return body, body + head
+
+
+def attention_flops(model, tokens: int) -> float:
+    """Per-sequence QK^T and AV products of a causal prefill of ``tokens`` tokens."""
+    c = model.config
+    return 2 * 2 * c.num_hidden_layers * c.hidden_size * tokens * tokens / 2
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--model", default=None, help="HF folder (default: the embedded model)")
+    parser.add_argument("--prompts", type=int, default=4)
+    parser.add_argument("--prompt-tokens", type=int, default=330)
+    parser.add_argument("--new-tokens", type=int, default=40)
+    parser.add_argument("--dtypes", default="float32,bfloat16")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from gentax.rollout.embedded_model import embedded_model_path
+    from gentax.rollout.generators import Generation, HFGenerator, SamplingParams  # noqa: F401
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    flags = cpu_flags()
+    path = args.model or str(embedded_model_path())
+    peak = {}
+    rows = []
+    bw = bandwidth(args.repeats)
+    rows.append(("memory bandwidth (copy)", f"{bw:.1f} GB/s", "", ""))
+    for name in args.dtypes.split(","):
+        dtype = getattr(torch, name)
+        peak[name] = matmul_peak(dtype, args.repeats)
+        rows.append((f"matrix-product peak {name}", f"{peak[name]:.1f} GFLOP/s", "", ""))
+    for name in args.dtypes.split(","):
+        dtype = getattr(torch, name)
+        generator = HFGenerator(path, device="cpu", dtype=name, max_batch_size=args.prompts)
+        model = generator.model
+        non_embed, with_head = model_flops(model)
+        vocab = model.config.vocab_size
+        prompts = [torch.randint(100, vocab, (args.prompt_tokens,)).tolist() for _ in range(args.prompts)]
+        tokens = args.prompts * args.prompt_tokens
+
+        def prefill():
+            with torch.inference_mode():
+                ids = torch.tensor(prompts)
+                model(input_ids=ids, use_cache=False, logits_to_keep=1)
+
+        seconds = best_of(prefill, args.repeats)
+        flops = 2 * non_embed * tokens + args.prompts * attention_flops(model, args.prompt_tokens)
+        rows.append((f"prefill {name}", f"{tokens / seconds:.0f} tokens/s", f"{flops / seconds / 1e9:.1f} GFLOP/s",
+                     f"{flops / seconds / 1e9 / peak[name]:.0%} of {name} peak"))
+
+        params = [SamplingParams(temperature=1.0, max_new_tokens=args.new_tokens, seed=i, stop=()) for i in range(args.prompts)]
+        start = time.perf_counter()
+        outs = generator.generate_ids(prompts, params)
+        total = time.perf_counter() - start
+        steps = max(len(o.response_ids) for o in outs)
+        decode_ms = max(total - seconds, 1e-9) / max(steps - 1, 1) * 1000  # the prefill is timed above
+        weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        floor_ms = weight_bytes / (bw * 1e9) * 1000
+        rows.append((f"decode {name} (batch {args.prompts})", f"{decode_ms:.1f} ms/step",
+                     f"floor {floor_ms:.1f} ms (weights {weight_bytes / 1e6:.0f} MB / bandwidth)",
+                     f"{decode_ms / floor_ms:.2f}x the floor"))
+
+        train_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        train_model.train()
+        ids = torch.tensor([p + o.response_ids for p, o in zip(prompts, outs)][:1] * args.prompts)
+        update_tokens = ids.numel()
+        use_autocast = name == "bfloat16"
+
+        def update():
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_autocast):
+                loss = train_model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            train_model.zero_grad(set_to_none=True)
+
+        seconds = best_of(update, max(1, args.repeats - 1))
+        flops = 6 * with_head * update_tokens + 3 * args.prompts * attention_flops(train_model, ids.shape[1])
+        label = "update fp32" if not use_autocast else "update fp32 weights, bf16 autocast"
+        rows.append((label, f"{update_tokens / seconds:.0f} tokens/s", f"{flops / seconds / 1e9:.1f} GFLOP/s",
+                     f"{flops / seconds / 1e9 / peak[name]:.0%} of {name} peak"))
+        del generator, model, train_model
+
+    print(f"threads {args.threads}; CPU flags: " + ", ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+                                                        if f in flags) + f"; torch {torch.__version__}")
+    width = [max(len(r[i]) for r in rows) for i in range(4)]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, width)).rstrip())
+
+
+if __name__ == "__main__":
+    main()
