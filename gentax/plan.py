@@ -38,7 +38,6 @@ from gentax.errors import ConfigError, yaml_number_hint
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 REPO_ROOT = Path(__file__).resolve().parents[1]  # config.yaml's folder
 VARIANTS = ("default", "aug", "nothink")
-ALL_DOMAINS = ("alfworld", "webshop", "sokoban", "sciworld")
 
 # Which run variants each table/figure reads (base rows of every init always come along).
 TABLE_VARIANTS = {
@@ -95,8 +94,21 @@ def deep_merge(base: dict, override: dict) -> dict:
 def _validator():
     import jsonschema
 
-    schema = yaml.safe_load(SCHEMA_PATH.read_text())
-    return jsonschema.Draft202012Validator(schema)
+    return jsonschema.Draft202012Validator(schema())
+
+
+def schema() -> dict:
+    """``config_schema.yaml`` with its domain lists filled in from the domain registry
+    (``gentax.domains.spec``): the domain-name enum and the required ``domains`` sections."""
+    from gentax.domains.spec import names
+
+    out = yaml.safe_load(SCHEMA_PATH.read_text())
+    domains = list(names())
+    out["$defs"]["domain_name"] = {"enum": domains}
+    section = out["properties"]["domains"]
+    section["required"] = domains
+    section["propertyNames"] = {"$ref": "#/$defs/domain_name"}
+    return out
 
 
 def load_yaml(path: str | Path) -> dict:
@@ -193,6 +205,13 @@ def sft_section(sft: dict) -> dict:
     if "mix" not in sft:
         return dict(sft)
     return {**sft, "mix": {d: w for d, w in sft["mix"].items() if w > 0}}
+
+
+def sft_domains(sft: dict, preset: str = "v2") -> list[str]:
+    """The domains an SFT section's data comes from (its mix after the preset's defaults)."""
+    from gentax.train.sft_config import load_sft_config
+
+    return load_sft_config(sft_section(sft), preset=preset).active_domains()
 
 
 def _check_engine_sections(cfg: dict) -> None:
@@ -384,6 +403,6 @@ def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
             out["embedded_model"].append(0)
             out["embedded_base_data"].append(0)
             out["embedded_base"].append(int(base.steps))
-            task_domains |= set(ALL_DOMAINS)
+            task_domains |= set(base.active_domains())  # the warm start's demos
     out["tasks"] += [0] * len(task_domains)
     return dict(out)

@@ -1,7 +1,7 @@
 # Input functions and path helpers shared by the rules. Every path the workflow declares is built
 # here, from the grid that gentax.plan expands.
 
-DOMAIN_RE = "alfworld|webshop|sokoban|sciworld"
+DOMAIN_RE = "|".join(gdomains.names())  # the registered domains (gentax.domains.spec)
 
 wildcard_constraints:
     init="v1|v2",
@@ -144,8 +144,8 @@ def all_figures():
     return [f"{R}/figures/{name}.png" for name in FIGURE_VARIANTS]
 
 
-def sft_mix_domains(sft):
-    return list(gplan.sft_section(sft)["mix"])
+def sft_mix_domains(sft, preset="v2"):
+    return gplan.sft_domains(sft, preset)
 
 
 def domain_params(domain):

@@ -73,7 +73,17 @@ class RLConfig:
 
 @lru_cache(maxsize=None)
 def _presets() -> dict[str, dict[str, Any]]:
-    return yaml.safe_load(DEFAULTS_FILE.read_text())
+    """rl_defaults.yaml with the per-domain defaults filled in from the domain specs."""
+    from gentax.domains.spec import specs
+
+    presets = yaml.safe_load(DEFAULTS_FILE.read_text())
+    declared = specs()
+    eps = {d: s.aug_eps for d, s in declared.items()}
+    presets["paper"].setdefault("max_steps", {d: s.max_steps for d, s in declared.items()})
+    presets["paper"]["augmentation"].setdefault("eps", eps)
+    presets["embedded"].setdefault("max_steps", {d: s.embedded_max_steps for d, s in declared.items()})
+    presets["embedded"]["augmentation"].setdefault("eps", eps)
+    return presets
 
 
 def load_rl_config(section: Mapping[str, Any] | None = None, preset: str = "paper") -> RLConfig:

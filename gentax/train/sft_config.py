@@ -85,7 +85,13 @@ class SFTConfig:
 
 @lru_cache(maxsize=None)
 def _presets() -> dict[str, dict[str, Any]]:
-    return yaml.safe_load(DEFAULTS_FILE.read_text())
+    presets = yaml.safe_load(DEFAULTS_FILE.read_text())
+    from gentax.domains.spec import specs
+
+    warm_start = [d for d, s in specs().items() if s.warm_start]  # the embedded base's demos
+    presets["embedded-base"].setdefault("mix", {d: 1 for d in warm_start})
+    presets["embedded-base"].setdefault("sources", {d: "expert" for d in warm_start})
+    return presets
 
 
 def load_sft_config(section: Mapping[str, Any] | None = None, preset: str = "v2") -> SFTConfig:
