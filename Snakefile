@@ -13,6 +13,7 @@ from snakemake.exceptions import WorkflowError
 sys.path.insert(0, workflow.basedir)  # this checkout's gentax (jobs: workflow_scripts/_gentax_path.py)
 
 import gentax.domains as gdomains
+import gentax.io as gio
 import gentax.plan as gplan
 import gentax.provenance as gprov
 from gentax.errors import ConfigError
@@ -25,8 +26,8 @@ configfile: "config.yaml"
 OVERRIDES = workflow.config_settings.overwrite_config or {}
 PRESET = OVERRIDES.get("preset") or ("paper" if workflow.overwrite_configfiles else "embedded")
 if PRESET == "embedded":
-    EMBEDDED = gplan.load_yaml(os.path.join(workflow.basedir, "config", "embedded.yaml"))
-    config.update(gplan.deep_merge(gplan.deep_merge(config, EMBEDDED), OVERRIDES))
+    EMBEDDED = gio.read_yaml(os.path.join(workflow.basedir, "config", "embedded.yaml"))
+    config.update(gio.deep_merge(gio.deep_merge(config, EMBEDDED), OVERRIDES))
 config["preset"] = PRESET
 
 try:

@@ -25,15 +25,13 @@ One place for "what the study consists of", used by the Snakefile's input functi
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
-import yaml
-
 from gentax.errors import ConfigError, yaml_number_hint
+from gentax.io import deep_merge, read_yaml
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 REPO_ROOT = Path(__file__).resolve().parents[1]  # config.yaml's folder
@@ -80,16 +78,6 @@ def repo_path(path: str | Path) -> Path:
     return path if path.is_absolute() else REPO_ROOT / path
 
 
-def deep_merge(base: dict, override: dict) -> dict:
-    out = copy.deepcopy(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
 @functools.lru_cache(maxsize=1)
 def _validator():
     import jsonschema
@@ -102,7 +90,7 @@ def schema() -> dict:
     (``gentax.domains.spec``): the domain-name enum and the required ``domains`` sections."""
     from gentax.domains.spec import names
 
-    out = yaml.safe_load(SCHEMA_PATH.read_text())
+    out = read_yaml(SCHEMA_PATH)
     domains = list(names())
     out["$defs"]["domain_name"] = {"enum": domains}
     section = out["properties"]["domains"]
@@ -111,26 +99,13 @@ def schema() -> dict:
     return out
 
 
-def load_yaml(path: str | Path) -> dict:
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: top level must be a mapping")
-    return data
-
-
 def load_config(sources: str | Path | dict | Iterable[str | Path | dict]) -> dict:
     """Merge config files/dicts in order and validate; raises ConfigError naming the bad key."""
     if isinstance(sources, (str, Path, dict)):
         sources = [sources]
     cfg: dict = {}
     for src in sources:
-        cfg = deep_merge(cfg, src if isinstance(src, dict) else load_yaml(src))
+        cfg = deep_merge(cfg, src if isinstance(src, dict) else read_yaml(src))
     validate(cfg)
     return cfg
 

@@ -1,6 +1,6 @@
 """Parse a model response into an action, or an invalid result with a reason code.
 
-Contract (INTERFACES.md)::
+Contract (docs/contracts.md)::
 
     parse_response(text, *, domain, admissible=(), think=True) -> Parsed(action, reason, think)
     format_response(action, think_text) -> text   # the inverse (what an expert "says")

@@ -1,6 +1,6 @@
 """Step prompts: ONE fresh user message per step, in the structure verl-agent uses.
 
-Contract (INTERFACES.md)::
+Contract (docs/contracts.md)::
 
     build_messages(domain, obs, history, step, *, think=True, history_length=2)
         -> [{"role": "user", "content": text}]

@@ -1,6 +1,6 @@
 """State Information Augmentation: insert goal-irrelevant text into what the agent sees.
 
-Contract (INTERFACES.md)::
+Contract (docs/contracts.md)::
 
     augment(domain, observation, eps, rng, kind="distractor", *, goal="") -> Augmented(text, inserted)
     TrajectoryAugmenter(domain, eps, p, kind, seed, goal="")  # .active; (observation_text, step, goal="") -> Augmented

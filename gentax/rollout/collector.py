@@ -1,7 +1,7 @@
 """The collector: batched multi-turn rollouts in lockstep. One collector serves RL, SFT data,
 evaluation and property logs.
 
-Contract (INTERFACES.md)::
+Contract (docs/contracts.md)::
 
     rollouts = collect(generator, task_seeds, CollectConfig(domain=..., split=...), run_id="...")
     rollouts.steps / rollouts.episodes   # pyarrow tables (gentax.rollout.schema)
