@@ -99,6 +99,27 @@ def schema() -> dict:
     return out
 
 
+#: The study presets: which overlay is laid over config.yaml (the paper's study) before the user's
+#: own overrides. This is the only meaning of "preset" in the workflow config; the engines' defaults
+#: files (gentax/train/rl_defaults.yaml, sft_defaults.yaml) have one section per study preset
+#: (rl: paper | embedded; sft: v2 | embedded-base, the two SFT stages of those studies).
+PRESET_OVERLAYS = {"paper": None, "embedded": REPO_ROOT / "config" / "embedded.yaml"}
+
+
+def with_preset(base: dict, overrides: dict, default: str = "embedded") -> dict:
+    """The study config: ``base`` (config.yaml), then the preset's overlay, then ``overrides``
+    (the user's files and key=values, already merged in order), so an override always wins,
+    also over a value the overlay sets. The preset is ``overrides["preset"]`` when given (the
+    Snakemake profile or a file sets it), else ``default`` (a plain ``snakemake``: embedded)."""
+    preset = overrides.get("preset") or default
+    if preset not in PRESET_OVERLAYS:
+        raise ConfigError(f"config key preset: unknown preset {preset!r}; valid: {', '.join(PRESET_OVERLAYS)}")
+    overlay = PRESET_OVERLAYS[preset]
+    cfg = deep_merge(deep_merge(base, read_yaml(overlay) if overlay else {}), overrides)
+    cfg["preset"] = preset
+    return cfg
+
+
 def load_config(sources: str | Path | dict | Iterable[str | Path | dict]) -> dict:
     """Merge config files/dicts in order and validate; raises ConfigError naming the bad key."""
     if isinstance(sources, (str, Path, dict)):
