@@ -143,3 +143,33 @@ def check_domain(name: str) -> str:
     """``name`` when it is a registered domain, else the one unknown-domain GentaxError."""
     spec(name)
     return name
+
+
+# ---- training on a mixture of domains ----------------------------------------------------------
+MIX_SEP = "+"
+WEIGHT_SEP = "*"
+
+
+def mixture_weights(train_domain: str) -> dict[str, int]:
+    """The domains a run trains on, with their integer weights: ``"webshop"`` -> {webshop: 1};
+    a mixture ``"alfworld+webshop"`` (equal weights) or ``"alfworld*3+webshop"`` -> {alfworld: 3,
+    webshop: 1}. Every member must be a registered domain, each at most once."""
+    weights: dict[str, int] = {}
+    for part in train_domain.split(MIX_SEP):
+        name, _, weight = part.partition(WEIGHT_SEP)
+        check_domain(name)
+        if name in weights:
+            raise GentaxError(f"training domain {train_domain!r} names {name!r} twice")
+        if weight and (not weight.isdigit() or int(weight) < 1):
+            raise GentaxError(f"training domain {train_domain!r}: weight of {name!r} must be an integer >= 1")
+        weights[name] = int(weight or 1)
+    return weights
+
+
+def mixture_name(weights: dict[str, int]) -> str:
+    """The inverse of ``mixture_weights`` (weight 1 is left out of the name)."""
+    return MIX_SEP.join(name if w == 1 else f"{name}{WEIGHT_SEP}{w}" for name, w in weights.items())
+
+
+def is_mixture(train_domain: str) -> bool:
+    return MIX_SEP in train_domain
