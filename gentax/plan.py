@@ -55,6 +55,8 @@ FIGURE_VARIANTS = {
     "delta_ood_thinking": ["default", "nothink"],
     "training_curves": ["default", "aug", "nothink"],
 }
+#: Beyond the paper: the table of the mixture runs (``grid.mixtures``), planned only when enabled.
+MIXTURE_TABLE = "mixture_ood"
 TABLES_WITH_PROPERTIES = {"table3_ranking", "ood_vs_properties"}
 WITH_EXTENDED = {"table4_extended", "training_curves"}  # the others never wait for extended training
 
@@ -170,6 +172,7 @@ def _check_cross_fields(cfg: dict) -> None:
                     f"{exp['init']} (inits.{exp['init']}.domains: {', '.join(allowed)})")
             if exp["variant"] == "aug" and d not in cfg["augmentation"][exp["init"]]["eps"]:
                 raise ConfigError(f"config key augmentation.{exp['init']}.eps.{d}: missing (needed by grid.experiments.{i})")
+    _check_mixtures(cfg)
     planned = {(e["init"], e["variant"], d) for e in cfg["grid"]["experiments"] for d in e["train_domains"]}
     for i, ext in enumerate(cfg["grid"].get("extended", [])):
         key = f"config key grid.extended.{i}"
@@ -181,6 +184,30 @@ def _check_cross_fields(cfg: dict) -> None:
         raise ConfigError("config key embedded_base: required when model.embedded is true")
     _check_domain_options(cfg)
     _check_engine_sections(cfg)
+
+
+def _check_mixtures(cfg: dict) -> None:
+    """Every mixture of ``grid.mixtures`` (checked also while disabled): two or more known domains,
+    each an evaluated domain of the init, with an augmentation budget when the variant is aug."""
+    from gentax.domains.spec import mixture_weights
+    from gentax.errors import GentaxError
+
+    for i, exp in enumerate((cfg["grid"].get("mixtures") or {}).get("experiments", [])):
+        allowed = cfg["inits"][exp["init"]]["domains"]
+        for k, mixture in enumerate(exp["mixtures"]):
+            key = f"config key grid.mixtures.experiments.{i}.mixtures.{k}"
+            try:
+                weights = mixture_weights(mixture)
+            except GentaxError as exc:
+                raise ConfigError(f"{key}: {exc}") from None
+            if len(weights) < 2:
+                raise ConfigError(f"{key}: a mixture names two or more domains joined by '+', got {mixture!r}")
+            for d in weights:
+                if d not in allowed:
+                    raise ConfigError(f"{key}: {d} is not an evaluated domain of {exp['init']} "
+                                      f"(inits.{exp['init']}.domains: {', '.join(allowed)})")
+                if exp["variant"] == "aug" and d not in cfg["augmentation"][exp["init"]]["eps"]:
+                    raise ConfigError(f"config key augmentation.{exp['init']}.eps.{d}: missing (needed by {key})")
 
 
 def _check_domain_options(cfg: dict) -> None:
@@ -255,7 +282,17 @@ def runs(cfg: dict) -> list[Run]:
             steps = extended.get((exp["init"], exp["variant"], domain), cfg["grid"]["steps"])
             for seed in cfg["grid"]["seeds"]:
                 out.append(Run(exp["init"], domain, exp["variant"], int(seed), int(steps)))
+    for exp in mixture_experiments(cfg):  # beyond the paper: training on a mixture of domains
+        for mixture in exp["mixtures"]:
+            for seed in cfg["grid"]["seeds"]:
+                out.append(Run(exp["init"], mixture, exp["variant"], int(seed), int(cfg["grid"]["steps"])))
     return out
+
+
+def mixture_experiments(cfg: dict) -> list[dict]:
+    """``grid.mixtures.experiments`` when ``grid.mixtures.enabled``, else none."""
+    block = cfg["grid"].get("mixtures") or {}
+    return list(block.get("experiments", [])) if block.get("enabled") else []
 
 
 def find_run(cfg: dict, init: str, train_domain: str, variant: str, seed: int) -> Run:
@@ -331,8 +368,28 @@ def base_variants(cfg: dict, init: str) -> list[str]:
     return ["default"] + (["nothink"] if nothink else [])
 
 
-def artifact_variants(name: str) -> list[str]:
+def table_names(cfg: dict) -> list[str]:
+    """The tables the workflow builds: the paper's (and ours), plus the mixture table when enabled."""
+    return [*TABLE_VARIANTS, *([MIXTURE_TABLE] if mixture_experiments(cfg) else [])]
+
+
+def artifact_runs(cfg: dict, name: str) -> list[Run]:
+    """The runs a table or figure reads: those of its variants on one domain; the mixture table
+    reads the mixture runs and their members' single-domain runs of the same init and variant."""
+    from gentax.domains.spec import is_mixture, mixture_weights
+
+    if name == MIXTURE_TABLE:
+        mixed = [r for r in runs(cfg) if is_mixture(r.train_domain)]
+        members = {(r.init, d, r.variant) for r in mixed for d in mixture_weights(r.train_domain)}
+        return mixed + [r for r in runs(cfg) if (r.init, r.train_domain, r.variant) in members]
+    variants = artifact_variants(name)
+    return [r for r in runs(cfg) if r.variant in variants and not is_mixture(r.train_domain)]
+
+
+def artifact_variants(name: str, cfg: dict | None = None) -> list[str]:
     """The run variants a table or figure reads; ConfigError for an unknown name."""
+    if name == MIXTURE_TABLE:
+        return sorted({e["variant"] for e in mixture_experiments(cfg)}) if cfg is not None else ["default"]
     variants = TABLE_VARIANTS.get(name) or FIGURE_VARIANTS.get(name)
     if variants is None:
         known = ", ".join([*TABLE_VARIANTS, *FIGURE_VARIANTS])
@@ -347,20 +404,19 @@ def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
     ``sft_v2``, ``embedded_base``), episodes (``eval_checkpoint``, ``properties``, ``sft_data``: the
     V1 episodes it rolls out) or 0 (bookkeeping jobs). Mirrors the rules' input functions.
     """
-    names = list(names) if names is not None else [*TABLE_VARIANTS, *FIGURE_VARIANTS]
+    names = list(names) if names is not None else [*table_names(cfg), *FIGURE_VARIANTS]
     out: dict[str, list[int]] = defaultdict(list)
     parts: dict[Run, set[str]] = {}
     bases: set[tuple[str, str]] = set()
     with_properties = False
     for name in names:
-        variants = artifact_variants(name)
-        out["table" if name in TABLE_VARIANTS else "figure"].append(0)
-        for run in runs(cfg):
-            if run.variant in variants:
-                wanted = parts.setdefault(run, set())
-                wanted.add("main")
-                if name in WITH_EXTENDED and eval_steps(cfg, run, "extended"):
-                    wanted.add("extended")
+        variants = artifact_variants(name, cfg)
+        out["figure" if name in FIGURE_VARIANTS else "table"].append(0)
+        for run in artifact_runs(cfg, name):
+            wanted = parts.setdefault(run, set())
+            wanted.add("main")
+            if name in WITH_EXTENDED and eval_steps(cfg, run, "extended"):
+                wanted.add("extended")
         bases |= {(init, v) for init in ("v1", "v2") for v in base_variants(cfg, init) if v in variants or v == "default"}
         with_properties |= name in TABLES_WITH_PROPERTIES
     episodes = cfg["eval"]["episodes"]

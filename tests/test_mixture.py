@@ -54,3 +54,61 @@ def test_a_mixture_run_trains_one_step_on_both_domains(tmp_path):
     assert not math.isnan(row["id_success/webshop"]) and not math.isnan(row["id_success/sokoban"])
     assert row["update_samples"] == row["samples"] >= 4
     assert (run / "checkpoints" / "step_1" / "config.json").is_file()
+
+
+def _dry_run(*args: str) -> dict[str, int]:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from snakemake_plans import job_counts
+
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", *args], cwd=repo, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return job_counts(proc.stdout + proc.stderr)
+
+
+def test_the_paper_grid_with_the_mixture_block_plans_exactly_the_extra_runs_and_evals(tmp_path):
+    on = tmp_path / "mixtures.yaml"
+    on.write_text("grid: {mixtures: {enabled: true}}\n")
+    paper = _dry_run("--profile", "profiles/slurm")
+    mixed = _dry_run("--profile", "profiles/slurm", "--configfile", str(on))
+    extra = {rule: mixed.get(rule, 0) - paper.get(rule, 0) for rule in set(mixed) | set(paper)}
+    # V2 x {alfworld+webshop, sokoban+sciworld} x 3 seeds: 6 runs of one segment each, evaluated at
+    # the last 4 checkpoints on all 4 of V2's domains, one summary each, and the mixture table
+    assert {rule: n for rule, n in extra.items() if n} == {"rl_segment": 6, "eval_checkpoint": 6 * 4 * 4,
+                                                          "run_summary": 6, "table": 1}
+
+
+def test_a_mixture_must_name_known_evaluated_domains():
+    from gentax import plan as gplan
+
+    paper = gplan.load_config(["config.yaml"])
+    bad = {"grid": {"mixtures": {"enabled": False, "experiments": [
+        {"init": "v1", "variant": "default", "mixtures": ["webshop+sciworld"]}]}}}
+    with pytest.raises(ConfigError, match=r"grid\.mixtures\.experiments\.0\.mixtures\.0: sciworld is not an evaluated domain of v1"):
+        gplan.validate(gplan.deep_merge(paper, bad))
+
+
+def test_the_mixture_table_compares_the_mixture_with_its_members(tmp_path):
+    from gentax.analysis.synthetic import synthetic_summary
+    from gentax.analysis.tables import build_one
+
+    summary = synthetic_summary(seeds=(0, 1), episodes=16, every=75, steps=150)
+    mixture = summary[(summary["init"] == "v2") & (summary["train_domain"] == "webshop")
+                      & (summary["variant"] == "default")].assign(train_domain="webshop+sokoban")
+    mixture["success"] = 0.5  # every eval domain at 50 %
+    path = tmp_path / "summary.csv"
+    pd.concat([summary, mixture]).to_csv(path, index=False)
+    outputs = {ext: tmp_path / f"mixture_ood.{ext}" for ext in ("csv", "md", "tex")}
+    build_one("mixture_ood", str(path), None, outputs, window=(75, 150))
+    table = pd.read_csv(outputs["csv"]).set_index("run")
+    assert list(table.index) == ["webshop+sokoban", "webshop", "sokoban"]
+    assert set(table["ood_domains"]) == {"alfworld sciworld"}  # OOD = V2's domains outside the mixture
+    assert table.loc["webshop+sokoban", "ood_success_pct"] == 50.0
+    base = summary[(summary["init"] == "v2") & (summary["train_domain"] == "base")].set_index("eval_domain")["success"]
+    expected = 100 * (2 * 0.5 - base["alfworld"] - base["sciworld"]) / (base["alfworld"] + base["sciworld"])
+    assert table.loc["webshop+sokoban", "delta_ood_pct"] == pytest.approx(expected)
+    assert not table["delta_ood_pct"].isna().any()

@@ -27,6 +27,7 @@ grid:
     - {init: v2, variant: default, train_domains: [toy, sokoban]}
     - {init: v2, variant: aug, train_domains: [toy]}
   extended: []
+  mixtures: {enabled: false, experiments: []}
 augmentation:
   v2: {p: 0.5, eps: {toy: 16}}
 """

@@ -78,7 +78,8 @@ class CollectConfig:
     batch_size: int | None = None  # trajectories in flight at once (None: all of them)
 
     def validate(self) -> None:
-        from gentax.domains import SPLITS, spec
+        from gentax.domains import SPLITS
+        from gentax.domains.spec import spec
 
         spec(self.domain)  # an unknown domain is one GentaxError
         if self.split not in SPLITS:
