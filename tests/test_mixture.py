@@ -112,3 +112,16 @@ def test_the_mixture_table_compares_the_mixture_with_its_members(tmp_path):
     expected = 100 * (2 * 0.5 - base["alfworld"] - base["sciworld"]) / (base["alfworld"] + base["sciworld"])
     assert table.loc["webshop+sokoban", "delta_ood_pct"] == pytest.approx(expected)
     assert not table["delta_ood_pct"].isna().any()
+
+
+def test_the_workflow_hands_a_mixture_run_every_member_settings():
+    from gentax.pipeline import rl_section
+    from gentax.train.config import load_rl_config
+
+    section = rl_section({"lr": 1.0e-6}, save_every=1, domain_name="webshop+sokoban",
+                         domain={"webshop": {"max_steps": 8, "options": {"results_per_page": 3}}, "sokoban": {"max_steps": 6}},
+                         augmentation={"kind": "distractor", "p": 0.5, "eps": {"webshop": 40, "sokoban": 80}})
+    cfg = load_rl_config(section, preset="embedded")
+    assert cfg.max_steps["webshop"] == 8 and cfg.max_steps["sokoban"] == 6
+    assert cfg.env_options == {"webshop": {"results_per_page": 3}, "sokoban": {}}
+    assert cfg.augmentation["eps"]["webshop"] == 40 and cfg.augmentation["eps"]["sokoban"] == 80
