@@ -643,8 +643,10 @@ def compute_tables(summary, properties=None, settings: Settings | None = None) -
               intervals.reset_index()),
         Table("rank_stability", "Rank stability: share of bootstrap draws in which each training "
               "domain has the best (lowest) OOD ranking score", stability),
-        mixture_ood(values, variants_present),
     ]
+    mixtures = mixture_ood(values, variants_present)
+    if not mixtures.data.empty:  # only a summary with mixture runs gets this table
+        tables.append(mixtures)
     known = {t for t in (DEFAULT_VARIANT, settings.nothink_variant, *settings.aug_variants)}
     unused = sorted({k[2] for k in variants_present} - known)
     if unused:
@@ -681,7 +683,8 @@ def build_one(name: str, summary, properties, outputs, **options) -> Analysis:
         options["n_boot"] = 0
     analysis = compute_tables(summary, properties, Settings(**options))
     if name in TABLE_NAMES:
-        for ext, text in render(analysis.tables[name]).items():
+        table = analysis.tables.get(name) or mixture_ood(analysis.values, set())  # (an empty mixture table)
+        for ext, text in render(table).items():
             write_text(outputs[ext], text)
     else:
         fig = figures.build_figure(name, analysis)

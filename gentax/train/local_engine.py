@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import logging
 import shutil
 import time
@@ -467,12 +466,3 @@ def _prune_states(run_dir: Path, keep: int) -> None:
     for step in runs.checkpoint_steps(run_dir):
         if step != keep:
             shutil.rmtree(runs.checkpoint_dir(run_dir, step) / runs.STATE_DIR, ignore_errors=True)
-
-
-def checkpoint_summary(run_dir: str | Path) -> dict[str, Any]:
-    """Steps with checkpoints and the newest resumable one (for logs and tests)."""
-    steps = runs.checkpoint_steps(run_dir)
-    resumable = [s for s in steps if (runs.checkpoint_dir(run_dir, s) / runs.STATE_DIR / "state.json").is_file()]
-    return {"checkpoints": steps, "resumable": resumable,
-            "state": json.loads((runs.checkpoint_dir(run_dir, resumable[-1]) / runs.STATE_DIR / "state.json").read_text())
-            if resumable else None}
