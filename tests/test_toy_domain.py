@@ -91,3 +91,16 @@ def test_without_registration_the_toy_domain_is_one_clear_error(tmp_path):
                            "--episodes", "1", "--out", str(tmp_path / "t.parquet")], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "unknown domain 'toy'" in proc.stderr
+
+
+def test_a_registered_module_that_is_missing_or_declares_nothing_is_one_clear_error(tmp_path):
+    env = {**_env(), "GENTAX_DOMAINS": "no_such_domain_module"}
+    proc = subprocess.run([sys.executable, "-m", "gentax", "eval", "--generator", "expert", "--domain", "sokoban",
+                           "--episodes", "1", "--out", str(tmp_path / "a.parquet")], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "domain module 'no_such_domain_module' (from GENTAX_DOMAINS) cannot be imported" in proc.stderr
+    env["GENTAX_DOMAINS"] = "snakemake_plans"  # importable, but no SPEC
+    proc = subprocess.run([sys.executable, "-m", "gentax", "eval", "--generator", "expert", "--domain", "sokoban",
+                           "--episodes", "1", "--out", str(tmp_path / "b.parquet")], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "domain module 'snakemake_plans' has no SPEC = DomainSpec(...)" in proc.stderr
