@@ -12,21 +12,24 @@ from snakemake.exceptions import WorkflowError
 
 sys.path.insert(0, workflow.basedir)  # this checkout's gentax (jobs: workflow_scripts/_gentax_path.py)
 
+import gentax.domains as gdomains
+import gentax.domains.spec as gdomain_spec
+import gentax.io as gio
 import gentax.plan as gplan
 import gentax.provenance as gprov
 from gentax.errors import ConfigError
 
 configfile: "config.yaml"
 
-# Which study: `preset: paper` is config.yaml as it is (profiles/slurm sets it); `embedded`, the
-# default when neither --config preset=... nor --configfile is given (a plain `snakemake`), lays
-# config/embedded.yaml over it. --config key=value still overrides either.
+# Which study (gentax.plan.with_preset): `preset: paper` is config.yaml as it is (profiles/slurm sets
+# it); `embedded`, the default whenever no preset is given (a plain `snakemake`, also with your own
+# --configfile), lays config/embedded.yaml over config.yaml. Your --configfile files and --config
+# key=value pairs go over both, so they always win.
 OVERRIDES = workflow.config_settings.overwrite_config or {}
-PRESET = OVERRIDES.get("preset") or ("paper" if workflow.overwrite_configfiles else "embedded")
-if PRESET == "embedded":
-    EMBEDDED = gplan.load_yaml(os.path.join(workflow.basedir, "config", "embedded.yaml"))
-    config.update(gplan.deep_merge(gplan.deep_merge(config, EMBEDDED), OVERRIDES))
-config["preset"] = PRESET
+STUDY = gplan.with_preset(config, OVERRIDES)
+config.clear()
+config.update(STUDY)
+PRESET = config["preset"]
 
 try:
     gplan.validate(config, memory=workflow.is_main_process)  # a cluster job re-reads this file: checked once

@@ -35,8 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        # building the parser may read the domain registry (a command's choices; GENTAX_DOMAINS)
+        args = build_parser().parse_args(argv)
         return int(args.func(args) or 0)
     except GentaxError as exc:  # one clear line, no traceback, for bad input
         print(f"gentax: error: {exc}", file=sys.stderr)

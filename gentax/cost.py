@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from gentax import io as gio
 from gentax import plan as gplan
 from gentax.errors import ConfigError
 
@@ -104,7 +105,7 @@ def profile_resources(profile: str | Path) -> dict[str, dict[str, float]]:
     """The resources a Snakemake profile folder (its config.yaml) gives each rule."""
     path = Path(profile)
     path = path / "config.yaml" if path.is_dir() else path
-    data = gplan.load_yaml(path)
+    data = gio.read_yaml(path)
     return resources_from(data.get("default-resources"), data.get("set-resources"))
 
 

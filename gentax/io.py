@@ -16,6 +16,7 @@ kernel drops the lock when its holder dies, so a lock left by a dead process is 
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime
 import fcntl
 import json
@@ -52,6 +53,41 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         os.replace(target, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def read_yaml(path: str | os.PathLike) -> dict:
+    """The one YAML reader of config files: a mapping, or ConfigError naming the file."""
+    import yaml
+
+    from gentax.errors import ConfigError
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    return data
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    """The one merge of config layers: ``override`` over ``base``, mappings merged key by key at
+    every depth, anything else (lists included) replaced; inputs are not modified."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def default_cache_dir() -> Path:
+    """``$GENTAX_CACHE`` or ``~/.cache/gentax``: where derived artefacts are kept between runs."""
+    return Path(os.environ.get("GENTAX_CACHE") or Path.home() / ".cache" / "gentax")
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -96,14 +96,21 @@ def rl_section(rl: dict, *, save_every: int, domain_name: str, domain: dict, aug
     """config.yaml -> the RL section `gentax train rl --config` reads (gentax/train/rl_defaults.yaml).
 
     The one place where the workflow's config maps onto the RL engines' config; the engines map it
-    on to verl's Hydra overrides (gentax.train.verl_engine) or the local engine.
+    on to verl's Hydra overrides (gentax.train.verl_engine) or the local engine. For a run on a
+    mixture of domains (``domain_name`` "a+b"), ``domain`` maps each member to its settings and
+    ``augmentation["eps"]`` each member to its budget.
     """
+    from gentax.domains.spec import is_mixture
+
+    domains = domain if is_mixture(domain_name) else {domain_name: domain}
     section = {**_plain(rl), "save_every": int(save_every),
-               "max_steps": {domain_name: int(domain["max_steps"])},
-               "env_options": {domain_name: _plain(domain.get("options") or {})}}
+               "max_steps": {name: int(d["max_steps"]) for name, d in domains.items()},
+               "env_options": {name: _plain(d.get("options") or {}) for name, d in domains.items()}}
     if augmentation:
+        eps = augmentation["eps"]
         section["augmentation"] = {"kind": augmentation["kind"], "p": float(augmentation["p"]),
-                                   "eps": {domain_name: int(augmentation["eps"])}}
+                                   "eps": {k: int(v) for k, v in eps.items()} if isinstance(eps, dict)
+                                   else {domain_name: int(eps)}}
     if rollout:  # engines.rollout -> the verl engine's rollout backend
         section["verl"] = {**section.get("verl", {}), "rollout": rollout}
     return section

@@ -25,20 +25,17 @@ One place for "what the study consists of", used by the Snakefile's input functi
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
-import yaml
-
 from gentax.errors import ConfigError, yaml_number_hint
+from gentax.io import deep_merge, read_yaml
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 REPO_ROOT = Path(__file__).resolve().parents[1]  # config.yaml's folder
 VARIANTS = ("default", "aug", "nothink")
-ALL_DOMAINS = ("alfworld", "webshop", "sokoban", "sciworld")
 
 # Which run variants each table/figure reads (base rows of every init always come along).
 TABLE_VARIANTS = {
@@ -58,6 +55,8 @@ FIGURE_VARIANTS = {
     "delta_ood_thinking": ["default", "nothink"],
     "training_curves": ["default", "aug", "nothink"],
 }
+#: Beyond the paper: the table of the mixture runs (``grid.mixtures``), planned only when enabled.
+MIXTURE_TABLE = "mixture_ood"
 TABLES_WITH_PROPERTIES = {"table3_ranking", "ood_vs_properties"}
 WITH_EXTENDED = {"table4_extended", "training_curves"}  # the others never wait for extended training
 
@@ -81,35 +80,46 @@ def repo_path(path: str | Path) -> Path:
     return path if path.is_absolute() else REPO_ROOT / path
 
 
-def deep_merge(base: dict, override: dict) -> dict:
-    out = copy.deepcopy(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
 @functools.lru_cache(maxsize=1)
 def _validator():
     import jsonschema
 
-    schema = yaml.safe_load(SCHEMA_PATH.read_text())
-    return jsonschema.Draft202012Validator(schema)
+    return jsonschema.Draft202012Validator(schema())
 
 
-def load_yaml(path: str | Path) -> dict:
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: top level must be a mapping")
-    return data
+def schema() -> dict:
+    """``config_schema.yaml`` with its domain lists filled in from the domain registry
+    (``gentax.domains.spec``): the domain-name enum and the required ``domains`` sections."""
+    from gentax.domains.spec import names
+
+    out = read_yaml(SCHEMA_PATH)
+    domains = list(names())
+    out["$defs"]["domain_name"] = {"enum": domains}
+    section = out["properties"]["domains"]
+    section["required"] = domains
+    section["propertyNames"] = {"$ref": "#/$defs/domain_name"}
+    return out
+
+
+#: The study presets: which overlay is laid over config.yaml (the paper's study) before the user's
+#: own overrides. This is the only meaning of "preset" in the workflow config; the engines' defaults
+#: files (gentax/train/rl_defaults.yaml, sft_defaults.yaml) have one section per study preset
+#: (rl: paper | embedded; sft: v2 | embedded-base, the two SFT stages of those studies).
+PRESET_OVERLAYS = {"paper": None, "embedded": REPO_ROOT / "config" / "embedded.yaml"}
+
+
+def with_preset(base: dict, overrides: dict, default: str = "embedded") -> dict:
+    """The study config: ``base`` (config.yaml), then the preset's overlay, then ``overrides``
+    (the user's files and key=values, already merged in order), so an override always wins,
+    also over a value the overlay sets. The preset is ``overrides["preset"]`` when given (the
+    Snakemake profile or a file sets it), else ``default`` (a plain ``snakemake``: embedded)."""
+    preset = overrides.get("preset") or default
+    if preset not in PRESET_OVERLAYS:
+        raise ConfigError(f"config key preset: unknown preset {preset!r}; valid: {', '.join(PRESET_OVERLAYS)}")
+    overlay = PRESET_OVERLAYS[preset]
+    cfg = deep_merge(deep_merge(base, read_yaml(overlay) if overlay else {}), overrides)
+    cfg["preset"] = preset
+    return cfg
 
 
 def load_config(sources: str | Path | dict | Iterable[str | Path | dict]) -> dict:
@@ -118,7 +128,7 @@ def load_config(sources: str | Path | dict | Iterable[str | Path | dict]) -> dic
         sources = [sources]
     cfg: dict = {}
     for src in sources:
-        cfg = deep_merge(cfg, src if isinstance(src, dict) else load_yaml(src))
+        cfg = deep_merge(cfg, src if isinstance(src, dict) else read_yaml(src))
     validate(cfg)
     return cfg
 
@@ -162,6 +172,7 @@ def _check_cross_fields(cfg: dict) -> None:
                     f"{exp['init']} (inits.{exp['init']}.domains: {', '.join(allowed)})")
             if exp["variant"] == "aug" and d not in cfg["augmentation"][exp["init"]]["eps"]:
                 raise ConfigError(f"config key augmentation.{exp['init']}.eps.{d}: missing (needed by grid.experiments.{i})")
+    _check_mixtures(cfg)
     planned = {(e["init"], e["variant"], d) for e in cfg["grid"]["experiments"] for d in e["train_domains"]}
     for i, ext in enumerate(cfg["grid"].get("extended", [])):
         key = f"config key grid.extended.{i}"
@@ -173,6 +184,30 @@ def _check_cross_fields(cfg: dict) -> None:
         raise ConfigError("config key embedded_base: required when model.embedded is true")
     _check_domain_options(cfg)
     _check_engine_sections(cfg)
+
+
+def _check_mixtures(cfg: dict) -> None:
+    """Every mixture of ``grid.mixtures`` (checked also while disabled): two or more known domains,
+    each an evaluated domain of the init, with an augmentation budget when the variant is aug."""
+    from gentax.domains.spec import mixture_weights
+    from gentax.errors import GentaxError
+
+    for i, exp in enumerate((cfg["grid"].get("mixtures") or {}).get("experiments", [])):
+        allowed = cfg["inits"][exp["init"]]["domains"]
+        for k, mixture in enumerate(exp["mixtures"]):
+            key = f"config key grid.mixtures.experiments.{i}.mixtures.{k}"
+            try:
+                weights = mixture_weights(mixture)
+            except GentaxError as exc:
+                raise ConfigError(f"{key}: {exc}") from None
+            if len(weights) < 2:
+                raise ConfigError(f"{key}: a mixture names two or more domains joined by '+', got {mixture!r}")
+            for d in weights:
+                if d not in allowed:
+                    raise ConfigError(f"{key}: {d} is not an evaluated domain of {exp['init']} "
+                                      f"(inits.{exp['init']}.domains: {', '.join(allowed)})")
+                if exp["variant"] == "aug" and d not in cfg["augmentation"][exp["init"]]["eps"]:
+                    raise ConfigError(f"config key augmentation.{exp['init']}.eps.{d}: missing (needed by {key})")
 
 
 def _check_domain_options(cfg: dict) -> None:
@@ -193,6 +228,13 @@ def sft_section(sft: dict) -> dict:
     if "mix" not in sft:
         return dict(sft)
     return {**sft, "mix": {d: w for d, w in sft["mix"].items() if w > 0}}
+
+
+def sft_domains(sft: dict, preset: str = "v2") -> list[str]:
+    """The domains an SFT section's data comes from (its mix after the preset's defaults)."""
+    from gentax.train.sft_config import load_sft_config
+
+    return load_sft_config(sft_section(sft), preset=preset).active_domains()
 
 
 def _check_engine_sections(cfg: dict) -> None:
@@ -240,7 +282,17 @@ def runs(cfg: dict) -> list[Run]:
             steps = extended.get((exp["init"], exp["variant"], domain), cfg["grid"]["steps"])
             for seed in cfg["grid"]["seeds"]:
                 out.append(Run(exp["init"], domain, exp["variant"], int(seed), int(steps)))
+    for exp in mixture_experiments(cfg):  # beyond the paper: training on a mixture of domains
+        for mixture in exp["mixtures"]:
+            for seed in cfg["grid"]["seeds"]:
+                out.append(Run(exp["init"], mixture, exp["variant"], int(seed), int(cfg["grid"]["steps"])))
     return out
+
+
+def mixture_experiments(cfg: dict) -> list[dict]:
+    """``grid.mixtures.experiments`` when ``grid.mixtures.enabled``, else none."""
+    block = cfg["grid"].get("mixtures") or {}
+    return list(block.get("experiments", [])) if block.get("enabled") else []
 
 
 def find_run(cfg: dict, init: str, train_domain: str, variant: str, seed: int) -> Run:
@@ -316,8 +368,28 @@ def base_variants(cfg: dict, init: str) -> list[str]:
     return ["default"] + (["nothink"] if nothink else [])
 
 
-def artifact_variants(name: str) -> list[str]:
+def table_names(cfg: dict) -> list[str]:
+    """The tables the workflow builds: the paper's (and ours), plus the mixture table when enabled."""
+    return [*TABLE_VARIANTS, *([MIXTURE_TABLE] if mixture_experiments(cfg) else [])]
+
+
+def artifact_runs(cfg: dict, name: str) -> list[Run]:
+    """The runs a table or figure reads: those of its variants on one domain; the mixture table
+    reads the mixture runs and their members' single-domain runs of the same init and variant."""
+    from gentax.domains.spec import is_mixture, mixture_weights
+
+    if name == MIXTURE_TABLE:
+        mixed = [r for r in runs(cfg) if is_mixture(r.train_domain)]
+        members = {(r.init, d, r.variant) for r in mixed for d in mixture_weights(r.train_domain)}
+        return mixed + [r for r in runs(cfg) if (r.init, r.train_domain, r.variant) in members]
+    variants = artifact_variants(name)
+    return [r for r in runs(cfg) if r.variant in variants and not is_mixture(r.train_domain)]
+
+
+def artifact_variants(name: str, cfg: dict | None = None) -> list[str]:
     """The run variants a table or figure reads; ConfigError for an unknown name."""
+    if name == MIXTURE_TABLE:
+        return sorted({e["variant"] for e in mixture_experiments(cfg)}) if cfg is not None else ["default"]
     variants = TABLE_VARIANTS.get(name) or FIGURE_VARIANTS.get(name)
     if variants is None:
         known = ", ".join([*TABLE_VARIANTS, *FIGURE_VARIANTS])
@@ -332,20 +404,19 @@ def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
     ``sft_v2``, ``embedded_base``), episodes (``eval_checkpoint``, ``properties``, ``sft_data``: the
     V1 episodes it rolls out) or 0 (bookkeeping jobs). Mirrors the rules' input functions.
     """
-    names = list(names) if names is not None else [*TABLE_VARIANTS, *FIGURE_VARIANTS]
+    names = list(names) if names is not None else [*table_names(cfg), *FIGURE_VARIANTS]
     out: dict[str, list[int]] = defaultdict(list)
     parts: dict[Run, set[str]] = {}
     bases: set[tuple[str, str]] = set()
     with_properties = False
     for name in names:
-        variants = artifact_variants(name)
-        out["table" if name in TABLE_VARIANTS else "figure"].append(0)
-        for run in runs(cfg):
-            if run.variant in variants:
-                wanted = parts.setdefault(run, set())
-                wanted.add("main")
-                if name in WITH_EXTENDED and eval_steps(cfg, run, "extended"):
-                    wanted.add("extended")
+        variants = artifact_variants(name, cfg)
+        out["figure" if name in FIGURE_VARIANTS else "table"].append(0)
+        for run in artifact_runs(cfg, name):
+            wanted = parts.setdefault(run, set())
+            wanted.add("main")
+            if name in WITH_EXTENDED and eval_steps(cfg, run, "extended"):
+                wanted.add("extended")
         bases |= {(init, v) for init in ("v1", "v2") for v in base_variants(cfg, init) if v in variants or v == "default"}
         with_properties |= name in TABLES_WITH_PROPERTIES
     episodes = cfg["eval"]["episodes"]
@@ -384,6 +455,6 @@ def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
             out["embedded_model"].append(0)
             out["embedded_base_data"].append(0)
             out["embedded_base"].append(int(base.steps))
-            task_domains |= set(ALL_DOMAINS)
+            task_domains |= set(base.active_domains())  # the warm start's demos
     out["tasks"] += [0] * len(task_domains)
     return dict(out)

@@ -8,7 +8,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO / "config.yaml"
-EMBEDDED_CONFIG = REPO / "config" / "embedded.yaml"
 PROFILES = {"paper": REPO / "profiles" / "slurm", "embedded": REPO / "profiles" / "default"}
 
 
@@ -57,9 +56,15 @@ def _tasks(args) -> int:
 def _plan(args) -> int:
     from gentax import plan as gplan
 
-    preset = args.preset or "paper"
-    sources = list(args.config or [DEFAULT_CONFIG]) + ([EMBEDDED_CONFIG] if preset == "embedded" else [])
-    cfg = gplan.load_config([*sources, {"preset": preset}])
+    from gentax.io import deep_merge, read_yaml
+
+    # as the Snakefile: the first file is the base (config.yaml), the others are overrides, laid over
+    # the preset's overlay; the preset is --preset, else what the files set, else paper
+    base, *rest = [read_yaml(path) for path in (args.config or [DEFAULT_CONFIG])]
+    overrides: dict = {}
+    for layer in rest + [{"preset": args.preset} if args.preset else {}]:
+        overrides = deep_merge(overrides, layer)
+    cfg = gplan.load_config(gplan.with_preset(base, overrides, default="paper"))
     if args.settings:
         from gentax import settings
 

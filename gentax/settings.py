@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from gentax import plan as gplan
+from gentax.io import read_yaml
 
 SOURCES_FILE = Path(__file__).with_name("settings_sources.yaml")
 KINDS = ("study", "rl", "sft", "sft_data", "eval", "properties", "domains")
@@ -47,7 +48,7 @@ HEADINGS = {
 @lru_cache(maxsize=1)
 def sources() -> dict[str, dict[str, list[str]]]:
     """kind -> printed name -> [source, note] (see settings_sources.yaml)."""
-    return yaml.safe_load(SOURCES_FILE.read_text())
+    return read_yaml(SOURCES_FILE)
 
 
 def shown_run(cfg: dict) -> gplan.Run:

@@ -1,13 +1,15 @@
 # Input functions and path helpers shared by the rules. Every path the workflow declares is built
 # here, from the grid that gentax.plan expands.
 
-DOMAIN_RE = "alfworld|webshop|sokoban|sciworld"
+DOMAIN_RE = "|".join(gdomains.names())  # the registered domains (gentax.domains.spec)
+# a run's training domain: one domain or a mixture "a+b" / "a*2+b" (gentax.domains.spec.mixture_weights)
+TRAIN_DOMAIN_RE = rf"(?:{DOMAIN_RE})(?:\*\d+)?(?:\+(?:{DOMAIN_RE})(?:\*\d+)?)*"
 
 wildcard_constraints:
     init="v1|v2",
     variant="default|aug|nothink",
     domain=DOMAIN_RE,
-    train_domain=DOMAIN_RE,
+    train_domain=TRAIN_DOMAIN_RE,
     eval_domain=DOMAIN_RE,
     seed=r"\d+",
     step=r"\d+",
@@ -115,10 +117,12 @@ def base_variants(init):
     return gplan.base_variants(config, init)
 
 
-def summaries_for(variants, extended=False):
-    runs = [r for r in gplan.runs(config) if r.variant in variants]
+def summaries_for(name):
+    """The run summaries a table/figure reads (gentax.plan.artifact_runs), and the base rows."""
+    variants = gplan.artifact_variants(name, config)
+    runs = gplan.artifact_runs(config, name)
     files = [f"{R}/summary/main/{r.path}.csv" for r in runs]
-    if extended:
+    if name in WITH_EXTENDED:
         files += [f"{R}/summary/extended/{r.path}.csv" for r in runs if gplan.eval_steps(config, r, "extended")]
     files += [f"{R}/summary/base/{init}/{v}.csv" for init in ("v1", "v2")
               for v in base_variants(init) if v in variants or v == "default"]
@@ -127,25 +131,22 @@ def summaries_for(variants, extended=False):
 
 def table_inputs(wc):
     name = wc.name
-    variants = TABLE_VARIANTS.get(name) or FIGURE_VARIANTS.get(name)
-    if variants is None:
-        raise WorkflowError(f"unknown table or figure {name!r}")
-    inputs = {"summaries": summaries_for(variants, extended=name in WITH_EXTENDED)}
+    inputs = {"summaries": summaries_for(name)}
     if name in TABLES_WITH_PROPERTIES:
         inputs["properties"] = f"{R}/properties/properties.csv"
     return inputs
 
 
 def all_tables():
-    return [f"{R}/tables/{name}.csv" for name in TABLE_VARIANTS]
+    return [f"{R}/tables/{name}.csv" for name in gplan.table_names(config)]
 
 
 def all_figures():
     return [f"{R}/figures/{name}.png" for name in FIGURE_VARIANTS]
 
 
-def sft_mix_domains(sft):
-    return list(gplan.sft_section(sft)["mix"])
+def sft_mix_domains(sft, preset="v2"):
+    return gplan.sft_domains(sft, preset)
 
 
 def domain_params(domain):
@@ -159,8 +160,19 @@ def rollout_params():
     return {key: config["rl"][key] for key in ("history_length", "max_new_tokens", "temperature")}
 
 
+def train_domain_params(train_domain):
+    """A run's domain settings: one domain's, or for a mixture {member: settings}."""
+    if not gdomain_spec.is_mixture(train_domain):
+        return domain_params(train_domain)
+    return {d: domain_params(d) for d in gdomain_spec.mixture_weights(train_domain)}
+
+
 def augmentation_params(init, variant, domain):
     if variant != "aug":
         return {}
     setting = config["augmentation"][init]
-    return {"kind": config["augmentation"]["kind"], "p": setting["p"], "eps": setting["eps"][domain]}
+    if gdomain_spec.is_mixture(domain):
+        eps = {d: setting["eps"][d] for d in gdomain_spec.mixture_weights(domain)}
+    else:
+        eps = setting["eps"][domain]
+    return {"kind": config["augmentation"]["kind"], "p": setting["p"], "eps": eps}

@@ -2,7 +2,7 @@
 # the held-out tasks of rules/tasks.smk. train_domain "base" = the initial policy itself (the
 # "Base" rows, step 0). Per run, the evaluated checkpoints are gathered into a long-format summary.
 
-TRAIN_OR_BASE = f"{DOMAIN_RE}|base"
+TRAIN_OR_BASE = f"{TRAIN_DOMAIN_RE}|base"
 
 
 rule eval_checkpoint:

@@ -2,7 +2,9 @@
 # wheel, warm-started by SFT on expert demonstrations of all four domains (it does not follow the
 # step format out of the box). On a cluster, config model.base is a local HF folder instead.
 
-ALL_DOMAINS = ["alfworld", "webshop", "sokoban", "sciworld"]
+# the domains of the warm start: those whose spec has warm_start (gentax.domains.spec), as the
+# embedded-base SFT preset's mix (gentax.train.sft_config)
+WARM_START_DOMAINS = sft_mix_domains(config.get("embedded_base") or {}, preset="embedded-base")
 
 
 rule embedded_model:
@@ -25,12 +27,12 @@ rule embedded_model:
 rule embedded_base_data:
     input:
         model=f"{R}/model/embedded",
-        tasks=expand(f"{R}/tasks/{{domain}}.json", domain=ALL_DOMAINS),
+        tasks=expand(f"{R}/tasks/{{domain}}.json", domain=WARM_START_DOMAINS),
     output:
         directory(f"{R}/model/embedded_base_data"),
     params:
         sft=config.get("embedded_base"),
-        domains={d: domain_params(d) for d in ALL_DOMAINS},
+        domains={d: domain_params(d) for d in WARM_START_DOMAINS},
         rl=rollout_params(),
         seed=config["seed"],
     log:

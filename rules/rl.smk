@@ -18,7 +18,7 @@ rule rl_segment:
         end=lambda wc: int(wc.end),
         save_every=config["rl"]["save_every"],
         rl=config["rl"],
-        domain=lambda wc: domain_params(wc.train_domain),
+        domain=lambda wc: train_domain_params(wc.train_domain),
         augmentation=lambda wc: augmentation_params(wc.init, wc.variant, wc.train_domain),
         engine=config["engines"]["rl"],
         rollout=config["engines"].get("rollout"),

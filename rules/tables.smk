@@ -16,7 +16,7 @@ rule table:
         tex=f"{R}/tables/{{name}}.tex",
         provenance=f"{R}/tables/{{name}}{gprov.SUFFIX}",
     wildcard_constraints:
-        name="|".join(TABLE_VARIANTS),
+        name="|".join(gplan.table_names(config)),
     params:
         window=lambda wc: gplan.window(config, config["grid"]["steps"]),
         seed=config["seed"],

@@ -11,7 +11,7 @@ from gentax.rollout.collector import CollectConfig, collect
 from gentax.rollout.generators import ExpertGenerator
 from gentax.rollout.schema import EPISODE_SCHEMA, STEP_SCHEMA, Rollouts, StepTokens, describe, table_from_rows
 
-# the columns INTERFACES.md promises (the schemas may have more)
+# the columns docs/contracts.md promises (the schemas may have more)
 PROMISED_STEPS = "run domain split task_seed group_id traj_id step prompt response action valid reason reward done won obs_chars augmented admissible_count error".split()
 PROMISED_EPISODES = "run domain task_seed group_id traj_id length return won invalid_steps augmented error".split()
 

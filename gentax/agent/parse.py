@@ -1,6 +1,6 @@
 """Parse a model response into an action, or an invalid result with a reason code.
 
-Contract (INTERFACES.md)::
+Contract (docs/contracts.md)::
 
     parse_response(text, *, domain, admissible=(), think=True) -> Parsed(action, reason, think)
     format_response(action, think_text) -> text   # the inverse (what an expert "says")
@@ -34,6 +34,9 @@ surrounding quotes (the prompt lists actions in quotes) and a trailing period ar
   admissible ``click[...]`` target ignoring case and whitespace; the env's spelling is returned.
 
 With an empty ``admissible`` the admissibility check is skipped (the env decides).
+Which rule a domain uses is its spec's ``action_syntax`` (``gentax.domains.spec``): ``exact_action``,
+``template_action``, ``webshop_action`` here, or a domain's own function; an unknown domain is a
+``GentaxError``.
 """
 
 from __future__ import annotations
@@ -43,7 +46,6 @@ import functools
 import re
 from typing import Sequence
 
-from gentax.errors import GentaxError
 
 REASONS = (
     "no_action_tag",
@@ -54,8 +56,6 @@ REASONS = (
     "empty",
     "not_admissible",
 )
-
-DOMAINS = ("alfworld", "webshop", "sokoban", "sciworld")
 
 _THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.IGNORECASE | re.DOTALL)
 _ACTION_BLOCK = re.compile(r"<action>(.*?)</action>", re.IGNORECASE | re.DOTALL)
@@ -82,8 +82,9 @@ def parse_response(
     text: str, *, domain: str, admissible: Sequence[str] = (), think: bool = True
 ) -> Parsed:
     """Parse ``text`` (see the module docstring for the rules and reason codes)."""
-    if domain not in DOMAINS:
-        raise GentaxError(f"unknown domain {domain!r}; valid: {', '.join(DOMAINS)}")
+    from gentax.domains.spec import spec
+
+    action_syntax = spec(domain).action_syntax  # an unknown domain is one GentaxError
     think_spans = [m.span() for m in _THINK_BLOCK.finditer(text)]
     think_blocks = [m.group(1).strip() for m in _THINK_BLOCK.finditer(text)]
     think_text = think_blocks[0] if think_blocks else None
@@ -112,7 +113,7 @@ def parse_response(
     command = _strip_decoration(" ".join(raw.split()))
     if not command:
         return invalid("empty", raw)
-    action, reason = _NORMALISERS[domain](command, admissible)
+    action, reason = action_syntax(command, admissible)
     if reason is not None:
         return invalid(reason, raw)
     return Parsed(action=action, reason=None, think=think_text, raw_action=raw)
@@ -125,7 +126,7 @@ def format_response(action: str, think_text: str | None) -> str:
     return f"<think>{think_text}</think>\n<action>{action}</action>"
 
 
-# ---- per-domain normalisation -------------------------------------------------------------
+# ---- action syntaxes (a domain's spec names one of these, or its own) -------------------------------------------------------------
 def _strip_decoration(command: str) -> str:
     if len(command) >= 2 and command[0] == command[-1] and command[0] in _QUOTES:
         command = command[1:-1].strip()
@@ -138,7 +139,7 @@ def _key(text: str) -> str:
     return " ".join(text.split()).lower()
 
 
-def _exact(command: str, admissible: Sequence[str]) -> tuple[str | None, str | None]:
+def exact_action(command: str, admissible: Sequence[str]) -> tuple[str | None, str | None]:
     if not admissible:
         return command.lower(), None
     table = {_key(a): a for a in admissible}
@@ -146,7 +147,7 @@ def _exact(command: str, admissible: Sequence[str]) -> tuple[str | None, str | N
     return (found, None) if found is not None else (None, "not_admissible")
 
 
-def _sciworld(command: str, admissible: Sequence[str]) -> tuple[str | None, str | None]:
+def template_action(command: str, admissible: Sequence[str]) -> tuple[str | None, str | None]:
     action = command.lower()
     if not admissible:
         return action, None
@@ -169,7 +170,7 @@ def _templates(admissible: tuple[str, ...]) -> list[re.Pattern]:
     return patterns
 
 
-def _webshop(command: str, admissible: Sequence[str]) -> tuple[str | None, str | None]:
+def webshop_action(command: str, admissible: Sequence[str]) -> tuple[str | None, str | None]:
     match = _WEBSHOP_COMMAND.fullmatch(command)
     if not match:
         return None, "not_admissible"
@@ -188,11 +189,3 @@ def _webshop(command: str, admissible: Sequence[str]) -> tuple[str | None, str |
             targets[_key(clickable.group(2))] = entry
     found = targets.get(argument.lower())
     return (found, None) if found is not None else (None, "not_admissible")
-
-
-_NORMALISERS = {
-    "alfworld": _exact,
-    "sokoban": _exact,
-    "sciworld": _sciworld,
-    "webshop": _webshop,
-}

@@ -1,6 +1,6 @@
 """Step prompts: ONE fresh user message per step, in the structure verl-agent uses.
 
-Contract (INTERFACES.md)::
+Contract (docs/contracts.md)::
 
     build_messages(domain, obs, history, step, *, think=True, history_length=2)
         -> [{"role": "user", "content": text}]
@@ -18,7 +18,7 @@ holding, in this order,
 3. ``You are now at step {step + 1}. Current observation:`` and ``obs.text`` (what the agent
    sees now, already augmented when augmentation is on);
 4. ``Admissible actions: ['a', 'b', ...]`` — at most ``max_admissible`` entries (default
-   ``MAX_ADMISSIBLE_SHOWN[domain]``: 50 for SciWorld, whose valid-action lists run into the
+   ``max_admissible_shown`` of the domain's spec, ``gentax.domains.spec``: 50 for SciWorld, whose valid-action lists run into the
    thousands; unlimited elsewhere); a capped list ends with ``... (N more not shown)``;
 5. the answer instruction: think mode asks for reasoning in ``<think> </think>`` then one
    action in ``<action> </action>``; no-think mode asks for ``<action> </action>`` only.
@@ -36,37 +36,25 @@ from typing import Sequence
 from gentax.domains.base import Observation
 from gentax.errors import GentaxError
 
-_INTRO = {
-    "alfworld": "You are an expert agent in the ALFRED household environment (ALFWorld).",
-    "webshop": "You are an expert shopping agent in the WebShop e-commerce website.",
-    "sokoban": "You are an expert agent solving a Sokoban puzzle.",
-    "sciworld": "You are an expert agent in the ScienceWorld text environment.",
-}
-
-_RULES = {
-    "alfworld": "",
-    "webshop": (
-        "Use search[your query] to search and click[button or option] to click a result, an "
-        "option or Buy Now; text inside square brackets must match what is shown."
-    ),
-    "sokoban": "",  # the Sokoban goal text already states the move rules
-    "sciworld": (
-        "Actions listed with OBJ are templates: replace each OBJ with the name of an object, "
-        "door or room from the observation (e.g. open door to hallway, go to hallway)."
-    ),
-}
 _TEMPLATE_PLACEHOLDER = re.compile(r"\b(?:OBJ|LOC)\d*\b")
 _GOAL_PREFIX = re.compile(r"^\s*your task is to:?\s*", re.IGNORECASE)
 
-#: how many admissible actions the prompt lists at most (None: all of them)
-MAX_ADMISSIBLE_SHOWN: dict[str, int | None] = {
-    "alfworld": None,
-    "webshop": None,
-    "sokoban": None,
-    "sciworld": 50,
-}
 
-DOMAIN_DEFAULT = object()  # sentinel: use MAX_ADMISSIBLE_SHOWN[domain]
+
+def __getattr__(name: str):
+    if name == "MAX_ADMISSIBLE_SHOWN":  # derived from the domain specs (gentax.domains.spec)
+        from gentax.domains.spec import specs
+
+        return {d: s.max_admissible_shown for d, s in specs().items()}
+    raise AttributeError(name)
+
+
+def has_templates(obs: Observation) -> bool:
+    """Whether the admissible list holds OBJ/LOC templates (SciWorld shows its rule line then)."""
+    return any(map(_TEMPLATE_PLACEHOLDER.search, obs.admissible))
+
+
+DOMAIN_DEFAULT = object()  # sentinel: use the domain spec's max_admissible_shown
 
 CURRENT_MARKER = "Current observation:\n"
 ADMISSIBLE_MARKER = "\nAdmissible actions: ["
@@ -92,18 +80,19 @@ def build_messages(
     max_admissible: int | None | object = DOMAIN_DEFAULT,
 ) -> list[dict[str, str]]:
     """The chat messages for one step (see the module docstring for the layout)."""
-    if domain not in _INTRO:
-        raise GentaxError(f"unknown domain {domain!r}; valid: {', '.join(sorted(_INTRO))}")
+    from gentax.domains.spec import spec
+
+    declared = spec(domain)  # an unknown domain is one GentaxError
     if history_length < 0:
         raise GentaxError(f"history_length must be >= 0, got {history_length}")
     if step < 0:
         raise GentaxError(f"step must be >= 0, got {step}")
-    cap = MAX_ADMISSIBLE_SHOWN[domain] if max_admissible is DOMAIN_DEFAULT else max_admissible
+    cap = declared.max_admissible_shown if max_admissible is DOMAIN_DEFAULT else max_admissible
 
     goal = _GOAL_PREFIX.sub("", obs.goal).strip()  # ScienceWorld's goal starts "Your task is to"
-    lines = [f"{_INTRO[domain]} Your task is to: {goal}"]
-    if _RULES[domain] and (domain != "sciworld" or any(map(_TEMPLATE_PLACEHOLDER.search, obs.admissible))):
-        lines.append(_RULES[domain])
+    lines = [f"{declared.intro} Your task is to: {goal}"]
+    if declared.rule and (declared.rule_when is None or declared.rule_when(obs)):
+        lines.append(declared.rule)
     if step > 0:
         recent = list(history[-history_length:]) if history_length else []
         if recent:

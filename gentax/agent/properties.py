@@ -1,6 +1,6 @@
 """Environment property measures (STUDY.md "Environment properties", Table 3, and more).
 
-Contract (INTERFACES.md)::
+Contract (docs/contracts.md)::
 
     property_measures(steps, episodes, *, t_max=50, tokenizer=None) -> dict[str, float]
 

@@ -65,6 +65,18 @@ def domains_of(init: str) -> tuple[str, ...]:
     return tuple(d for d in DOMAINS if d not in EXCLUDED_DOMAINS[init])
 
 
+def _known_train_domain(name: str) -> bool:
+    """A domain, ``base``, or a mixture of domains (``gentax.domains.spec.mixture_weights``)."""
+    from gentax.domains.spec import MIX_SEP, mixture_weights
+
+    if name in DOMAINS or name == BASE:
+        return True
+    try:
+        return MIX_SEP in name and len(mixture_weights(name)) > 1
+    except GentaxError:
+        return False
+
+
 def _read_table(source: str | os.PathLike | pd.DataFrame, what: str) -> pd.DataFrame:
     if isinstance(source, pd.DataFrame):
         return source.copy()
@@ -160,8 +172,8 @@ def validate_summary(raw: pd.DataFrame) -> pd.DataFrame:
         df[column] = df[column].astype(str).str.strip().str.lower()
     _fail(f"unknown init (valid: {', '.join(INITS)})", df, ~df["init"].isin(INITS), shown)
     _fail(
-        f"unknown train_domain (valid: {', '.join(DOMAINS + (BASE,))})",
-        df, ~df["train_domain"].isin(DOMAINS + (BASE,)), shown,
+        f"unknown train_domain (valid: {', '.join(DOMAINS + (BASE,))}, or a mixture such as alfworld+webshop)",
+        df, ~df["train_domain"].map(_known_train_domain), shown,
     )
     _fail(
         f"unknown eval_domain (valid: {', '.join(DOMAINS)})",

@@ -34,7 +34,7 @@ def synthetic_summary(seed: int = 0, seeds=(0, 1, 2), episodes: int = 128, every
     for init in INITS:
         domains = domains_of(init)
         for eval_domain in domains:
-            add(init, BASE, DEFAULT_VARIANT, 0, 0, eval_domain, _BASE_SUCCESS[eval_domain], 0.05)
+            add(init, BASE, DEFAULT_VARIANT, 0, 0, eval_domain, _BASE_SUCCESS.get(eval_domain, 0.2), 0.05)
         for train in domains:
             variants = [DEFAULT_VARIANT, "nothink"] + (["aug"] if train in AUGMENTED else [])
             for variant in variants:
@@ -45,7 +45,7 @@ def synthetic_summary(seed: int = 0, seeds=(0, 1, 2), episodes: int = 128, every
                     for step in range(every, last + 1, every):
                         progress = min(step / steps, 1.5)
                         for i, eval_domain in enumerate(domains):
-                            base = _BASE_SUCCESS[eval_domain]
+                            base = _BASE_SUCCESS.get(eval_domain, 0.2)
                             if eval_domain == train:
                                 p = base + id_gain * progress
                             else:

@@ -1,12 +1,13 @@
 """Agent domains behind one protocol (see ``gentax.domains.base`` for the contract).
 
-``make(name, split=..., seed=..., **options)`` builds an environment by name. Domain modules
-are imported lazily so that, e.g., Sokoban works without a JVM installed.
+``make(name, split=..., seed=..., **options)`` builds an environment by name. What a domain is
+(env class, prompt, action syntax, augmentation, knobs, expert) is its ``DomainSpec``, one per
+domain module, collected by the registry in ``gentax.domains.spec``; ``DOMAINS`` and ``REGISTRY``
+are derived from it. Env classes are imported on first use (no JVM until SciWorld is stepped).
 """
 
 from __future__ import annotations
 
-import importlib
 
 from gentax.domains.base import (  # noqa: F401  (re-exported protocol)
     INVALID_PENALTY,
@@ -17,24 +18,21 @@ from gentax.domains.base import (  # noqa: F401  (re-exported protocol)
     Observation,
     Task,
 )
-from gentax.errors import GentaxError
+from gentax.domains.spec import DomainSpec, names, specs  # noqa: F401  (the registry; gentax.domains.spec.spec looks one up)
 
-#: domain name -> "module:Class"
-REGISTRY: dict[str, str] = {
-    "alfworld": "gentax.domains.alfworld:AlfworldEnv",
-    "webshop": "gentax.domains.webshop:WebshopEnv",
-    "sokoban": "gentax.domains.sokoban:SokobanEnv",
-    "sciworld": "gentax.domains.sciworld:SciworldEnv",
-}
-
-DOMAINS = tuple(REGISTRY)
+def __getattr__(name: str):
+    # derived from the domain specs (gentax.domains.spec), built on first use
+    if name == "DOMAINS":
+        return names()
+    if name == "REGISTRY":  # domain name -> "module:Class"
+        return {d: s.env for d, s in specs().items()}
+    raise AttributeError(name)
 
 
 def domain_class(name: str) -> type[DomainEnv]:
-    if name not in REGISTRY:
-        raise GentaxError(f"unknown domain {name!r}; valid: {', '.join(sorted(REGISTRY))}")
-    module, cls = REGISTRY[name].split(":")
-    return getattr(importlib.import_module(module), cls)
+    from gentax.domains.spec import spec
+
+    return spec(name).env_class()
 
 
 def make(name: str, split: str = "train", seed: int = 0, **options) -> DomainEnv:

@@ -1,6 +1,6 @@
 """State Information Augmentation: insert goal-irrelevant text into what the agent sees.
 
-Contract (INTERFACES.md)::
+Contract (docs/contracts.md)::
 
     augment(domain, observation, eps, rng, kind="distractor", *, goal="") -> Augmented(text, inserted)
     TrajectoryAugmenter(domain, eps, p, kind, seed, goal="")  # .active; (observation_text, step, goal="") -> Augmented
@@ -73,28 +73,44 @@ from typing import Callable
 
 from gentax.errors import GentaxError
 
-DOMAINS = ("alfworld", "webshop", "sokoban", "sciworld")
 KINDS = ("distractor", "cross_domain", "fixed_boilerplate", "shuffled")
-NOMINAL_TOKENS = {"alfworld": 12, "sokoban": 10, "webshop": 10, "sciworld": 12}
 CHARS_PER_TOKEN = 4  # English prose (the monitor's caption)
-#: characters per token of each domain's observation text (measured with the SmolLM2 tokenizer,
-#: benchmarks/agent_sizes.py): coordinates and product ids cost far more tokens than prose
-DONOR_CHARS_PER_TOKEN = {"alfworld": 2.7, "webshop": 2.2, "sokoban": 1.5, "sciworld": 4.0}
 MIN_MONITOR_TOKENS = 10  # a monitor needs room for ~10 tokens of the other domain's text
 BANK_PATH = Path(__file__).with_name("augment_bank.json")
 
-#: how each domain's text is joined to an inserted snippet (webshop falls back to lines when
-#: its observation has no ``[SEP]``)
-SEPARATORS = {"alfworld": " ", "sokoban": "\n", "sciworld": "\n", "webshop": " [SEP] "}
-
 FIXED_TEXT = "This is fixed filler text that carries no information about the task or the state. "
 
-MONITOR_SHOWS = {
-    "alfworld": "a household simulation",
-    "webshop": "a shopping webpage",
-    "sokoban": "a puzzle game",
-    "sciworld": "a science lab simulation",
+#: Per-domain tables, derived from each domain's spec (``gentax.domains.spec.Augmentation``):
+#: DOMAINS (the domains with augmentation sources), NOMINAL_TOKENS, DONOR_CHARS_PER_TOKEN (characters
+#: per token of a domain's observations, measured with the SmolLM2 tokenizer, benchmarks/agent_sizes.py),
+#: SEPARATORS (how a domain's text is joined to a snippet; webshop falls back to lines when its
+#: observation has no ``[SEP]``) and MONITOR_SHOWS.
+_DERIVED = {
+    "NOMINAL_TOKENS": "nominal_tokens",
+    "DONOR_CHARS_PER_TOKEN": "donor_chars_per_token",
+    "SEPARATORS": "separator",
+    "MONITOR_SHOWS": "monitor_shows",
 }
+
+
+def _sources() -> dict:
+    from gentax.domains.spec import specs
+
+    return {d: s.augmentation for d, s in specs().items() if s.augmentation is not None}
+
+
+def __getattr__(name: str):
+    if name == "DOMAINS":
+        return tuple(_sources())
+    if name in _DERIVED:
+        return {d: getattr(a, _DERIVED[name]) for d, a in _sources().items()}
+    raise AttributeError(name)
+
+
+def _source(domain: str):
+    from gentax.domains.spec import spec
+
+    return spec(domain).augmentation_or_error()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,7 +201,7 @@ def augment(
 ) -> Augmented:
     """Insert ``floor(eps / NOMINAL_TOKENS[domain])`` snippets of ``kind`` (module docstring)."""
     _check(domain, kind, eps)
-    count = eps // NOMINAL_TOKENS[domain]
+    count = eps // _source(domain).nominal_tokens
     if count == 0:
         return Augmented(observation, [])
     keywords = _keywords(goal + " " + _goal_in(domain, observation))
@@ -193,7 +209,7 @@ def augment(
     if kind == "cross_domain":
         placed = _cross_domain(domain, observation, eps, rng, keywords, layout)
     else:
-        placed = _DISTRACTORS[domain](observation, count, rng, keywords, layout)
+        placed = _source(domain).distractors(observation, count, rng, keywords, layout)
         if kind == "shuffled":
             placed = [(pos, _shuffle_words(text, rng)) for pos, text in placed]
         elif kind == "fixed_boilerplate":
@@ -256,7 +272,7 @@ class _Layout:
 def _separator(domain: str, text: str) -> str:
     if domain == "webshop" and "[SEP]" not in text:
         return "\n"
-    return SEPARATORS[domain]
+    return _source(domain).separator
 
 
 def _layout(domain: str, text: str) -> _Layout:
@@ -319,13 +335,18 @@ def _insert(text: str, placed: list[tuple[int, str]], separator: str) -> Augment
 
 # ---- goal words ---------------------------------------------------------------------------
 def _goal_in(domain: str, text: str) -> str:
-    if domain == "alfworld":
-        match = re.search(re.escape(ALFWORLD_TASK_MARKER) + r"\s*(.+)", text)
-        return match.group(1) if match else ""
-    if domain == "webshop":
-        match = re.search(r"Instruction:\s*(?:\[SEP\])?\s*(.+?)(?:\[SEP\]|\n|$)", text)
-        return match.group(1) if match else ""
-    return ""
+    read = _source(domain).goal_in
+    return read(text) if read is not None else ""
+
+
+def alfworld_goal(text: str) -> str:
+    match = re.search(re.escape(ALFWORLD_TASK_MARKER) + r"\s*(.+)", text)
+    return match.group(1) if match else ""
+
+
+def webshop_goal(text: str) -> str:
+    match = re.search(r"Instruction:\s*(?:\[SEP\])?\s*(.+?)(?:\[SEP\]|\n|$)", text)
+    return match.group(1) if match else ""
 
 
 def _stem(word: str) -> str:
@@ -348,7 +369,7 @@ def _article(noun: str) -> str:
     return "an" if noun[0].lower() in "aeiou" else "a"
 
 
-def _alfworld(text, count, rng, keywords, layout):
+def alfworld_distractors(text, count, rng, keywords, layout):
     types = _allowed(ALFWORLD_TYPES, keywords)
     descriptions = _allowed(ALFWORLD_DESCRIPTIONS, keywords)
     placed = []
@@ -381,7 +402,7 @@ def sokoban_distractor_cells(text: str, count: int, rng: random.Random) -> list[
         margin *= 2
 
 
-def _sokoban(text, count, rng, keywords, layout):
+def sokoban_distractors(text, count, rng, keywords, layout):
     placed = []
     for r, c in sokoban_distractor_cells(text, count, rng):
         thing = rng.choice(SOKOBAN_THINGS)
@@ -390,7 +411,7 @@ def _sokoban(text, count, rng, keywords, layout):
     return placed
 
 
-def _webshop(text, count, rng, keywords, layout):
+def webshop_distractors(text, count, rng, keywords, layout):
     products = _allowed(WEBSHOP_PRODUCTS, keywords, lambda p: " ".join(p))
     adjectives = _allowed(WEBSHOP_ADJECTIVES, keywords)
     fillers = {k: _allowed(v, keywords) for k, v in WEBSHOP_FILLERS.items()}
@@ -416,7 +437,7 @@ def _webshop(text, count, rng, keywords, layout):
     return placed
 
 
-def _sciworld(text, count, rng, keywords, layout):
+def sciworld_distractors(text, count, rng, keywords, layout):
     things = _allowed(SCIWORLD_THINGS, keywords)
     placed = []
     for _ in range(count):
@@ -425,7 +446,6 @@ def _sciworld(text, count, rng, keywords, layout):
     return placed
 
 
-_DISTRACTORS = {"alfworld": _alfworld, "sokoban": _sokoban, "webshop": _webshop, "sciworld": _sciworld}
 
 
 # ---- other kinds --------------------------------------------------------------------------
@@ -451,21 +471,22 @@ def observation_bank() -> dict[str, list[str]]:
 
 def _cross_domain(domain, text, eps, rng, keywords, layout):
     bank = observation_bank()
-    donors = [d for d in DOMAINS if d != domain and d in bank]
+    sources = _sources()
+    donors = [d for d in sources if d != domain and d in bank]
     if not donors:
         raise GentaxError(f"the observation bank has no other domain than {domain!r} for cross_domain")
     budget = float(eps)  # tokens left
     placed = []
     while True:
         donor = rng.choice(donors)
-        prefix = f"There is a monitor showing {MONITOR_SHOWS[donor]}: "
+        prefix = f"There is a monitor showing {sources[donor].monitor_shows}: "
         room = budget - (len(layout.separator) + len(prefix)) / CHARS_PER_TOKEN
         if room < MIN_MONITOR_TOKENS:
             break
         sample = rng.choice(_allowed(bank[donor], keywords))
-        shown = _excerpt(" ".join(sample.split()), int(room * DONOR_CHARS_PER_TOKEN[donor]), rng)
+        shown = _excerpt(" ".join(sample.split()), int(room * sources[donor].donor_chars_per_token), rng)
         placed.append((rng.choice(layout.boundaries), prefix + shown))
-        budget = room - len(shown) / DONOR_CHARS_PER_TOKEN[donor]
+        budget = room - len(shown) / sources[donor].donor_chars_per_token
     return placed
 
 
@@ -482,8 +503,11 @@ def _excerpt(text: str, limit: int, rng: random.Random) -> str:
 
 
 def _check(domain: str, kind: str, eps: int) -> None:
-    if domain not in DOMAINS:
-        raise GentaxError(f"unknown domain {domain!r}; valid: {', '.join(DOMAINS)}")
+    from gentax.domains.spec import spec
+
+    declared = spec(domain)  # an unknown domain is one GentaxError
+    if eps:
+        declared.augmentation_or_error()  # and so is a budget for a domain without augmentation sources
     if kind not in KINDS:
         raise GentaxError(f"unknown augmentation kind {kind!r}; valid: {', '.join(KINDS)}")
     if int(eps) != eps or eps < 0:

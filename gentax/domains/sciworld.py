@@ -95,7 +95,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from gentax.agent.parse import template_action
+from gentax.agent.prompts import has_templates
+from gentax.domains.augment import sciworld_distractors
 from gentax.domains.base import DomainEnv, InvalidAction, Observation, Task
+from gentax.domains.spec import Augmentation, DomainSpec
 from gentax.errors import GentaxError, short_reason
 from gentax.io import write_json
 
@@ -742,6 +746,26 @@ def main(argv: list[str] | None = None) -> int:
            tasks=args.tasks.split(",") if args.tasks else None, log=lambda m: print(m, flush=True))
     return 0
 
+
+#: everything domain-specific about ScienceWorld (gentax.domains.spec)
+SPEC = DomainSpec(
+    name="sciworld",
+    env="gentax.domains.sciworld:SciworldEnv",
+    intro="You are an expert agent in the ScienceWorld text environment.",
+    rule=(
+        "Actions listed with OBJ are templates: replace each OBJ with the name of an object, "
+        "door or room from the observation (e.g. open door to hallway, go to hallway)."
+    ),
+    rule_when=has_templates,  # only when the admissible list holds templates
+    max_admissible_shown=50,  # valid-action lists run into the thousands
+    action_syntax=template_action,
+    augmentation=Augmentation(
+        nominal_tokens=12, donor_chars_per_token=4.0, separator="\n", monitor_shows="a science lab simulation",
+        distractors=sciworld_distractors,
+    ),
+    embedded_max_steps=10,
+    aug_eps=200,
+)
 
 if __name__ == "__main__":
     sys.exit(main())

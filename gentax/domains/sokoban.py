@@ -41,7 +41,10 @@ from typing import Any
 
 import numpy as np
 
+from gentax.agent.parse import exact_action
+from gentax.domains.augment import sokoban_distractors
 from gentax.domains.base import DomainEnv, InvalidAction, Observation, Task
+from gentax.domains.spec import Augmentation, DomainSpec
 from gentax.errors import GentaxError
 
 MOVES: dict[str, tuple[int, int]] = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
@@ -300,3 +303,18 @@ def _int_option(options: dict[str, Any], key: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise GentaxError(f"sokoban option {key} must be an int in {low}..{high}, got {value!r}")
     return value
+
+
+#: everything domain-specific about Sokoban (gentax.domains.spec); the goal text states the move rules
+SPEC = DomainSpec(
+    name="sokoban",
+    env="gentax.domains.sokoban:SokobanEnv",
+    intro="You are an expert agent solving a Sokoban puzzle.",
+    action_syntax=exact_action,
+    augmentation=Augmentation(
+        nominal_tokens=10, donor_chars_per_token=1.5, separator="\n", monitor_shows="a puzzle game",
+        distractors=sokoban_distractors,
+    ),
+    embedded_max_steps=8,
+    aug_eps=80,
+)

@@ -1,7 +1,7 @@
 """The collector: batched multi-turn rollouts in lockstep. One collector serves RL, SFT data,
 evaluation and property logs.
 
-Contract (INTERFACES.md)::
+Contract (docs/contracts.md)::
 
     rollouts = collect(generator, task_seeds, CollectConfig(domain=..., split=...), run_id="...")
     rollouts.steps / rollouts.episodes   # pyarrow tables (gentax.rollout.schema)
@@ -78,10 +78,10 @@ class CollectConfig:
     batch_size: int | None = None  # trajectories in flight at once (None: all of them)
 
     def validate(self) -> None:
-        from gentax.domains import REGISTRY, SPLITS
+        from gentax.domains import SPLITS
+        from gentax.domains.spec import spec
 
-        if self.domain not in REGISTRY:
-            raise GentaxError(f"unknown domain {self.domain!r}; valid: {', '.join(sorted(REGISTRY))}")
+        spec(self.domain)  # an unknown domain is one GentaxError
         if self.split not in SPLITS:
             raise GentaxError(f"unknown split {self.split!r}; valid: {', '.join(SPLITS)}")
         if self.group_size < 1:
@@ -270,9 +270,12 @@ def _run_batch(generator, pool, tasks, batch, cfg, run_id, step_rows, tokens, cl
 
 
 def _parse(parse_response, text: str, cfg: CollectConfig, admissible):
-    """The parser's verdict; a parser bug on some odd text must not end the rollout."""
+    """The parser's verdict; a parser bug on some odd text must not end the rollout, but a
+    configuration error (an unknown domain: GentaxError) must, never a silent 0 % success."""
     try:
         return parse_response(text, domain=cfg.domain, admissible=admissible, think=cfg.think)
+    except GentaxError:
+        raise
     except Exception as exc:  # noqa: BLE001 - logged, and the step counts as invalid
         from gentax.agent.parse import Parsed
 

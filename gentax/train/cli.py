@@ -61,6 +61,10 @@ def train_rl(engine: str, section: dict[str, Any] | None, *, init: str, domain: 
         raise ConfigError(f"unknown RL engine {engine!r}; valid: {', '.join(ENGINES)}")
     if variant not in VARIANTS:
         raise ConfigError(f"unknown variant {variant!r}; valid: {', '.join(VARIANTS)}")
+    from gentax.domains.spec import mixture_weights
+
+    if len(mixture_weights(domain)) > 1 and engine == "verl":  # an unknown domain is an error here too
+        raise ConfigError(f"training on a mixture of domains ({domain}) is implemented by the local engine only")
     cfg = load_rl_config(section, preset)
     from gentax.train.tracking import load_section
 

@@ -14,9 +14,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
 from gentax.errors import ConfigError, yaml_number_hint
+from gentax.io import deep_merge, read_yaml
 from gentax.train.grpo import PENALTY_PLACEMENTS
 
 DEFAULTS_FILE = Path(__file__).with_name("rl_defaults.yaml")
@@ -73,7 +72,17 @@ class RLConfig:
 
 @lru_cache(maxsize=None)
 def _presets() -> dict[str, dict[str, Any]]:
-    return yaml.safe_load(DEFAULTS_FILE.read_text())
+    """rl_defaults.yaml with the per-domain defaults filled in from the domain specs."""
+    from gentax.domains.spec import specs
+
+    presets = read_yaml(DEFAULTS_FILE)
+    declared = specs()
+    eps = {d: s.aug_eps for d, s in declared.items()}
+    presets["paper"].setdefault("max_steps", {d: s.max_steps for d, s in declared.items()})
+    presets["paper"]["augmentation"].setdefault("eps", eps)
+    presets["embedded"].setdefault("max_steps", {d: s.embedded_max_steps for d, s in declared.items()})
+    presets["embedded"]["augmentation"].setdefault("eps", eps)
+    return presets
 
 
 def load_rl_config(section: Mapping[str, Any] | None = None, preset: str = "paper") -> RLConfig:
@@ -81,12 +90,12 @@ def load_rl_config(section: Mapping[str, Any] | None = None, preset: str = "pape
     presets = _presets()
     if preset not in PRESETS:
         raise ConfigError(f"unknown RL preset {preset!r}; valid: {', '.join(PRESETS)}")
-    merged = _merge(presets["paper"], presets[preset] if preset != "paper" else {})
+    merged = deep_merge(presets["paper"], presets[preset] if preset != "paper" else {})
     section = dict(section or {})
     unknown = sorted(set(section) - {f.name for f in dataclasses.fields(RLConfig)})
     if unknown:
         raise ConfigError(f"unknown RL config key(s): {', '.join(unknown)} (see {DEFAULTS_FILE.name})")
-    merged = _merge(merged, section)
+    merged = deep_merge(merged, section)
     if "verl" in section and isinstance(section["verl"], Mapping):
         unknown = sorted(set(section["verl"]) - set(presets["paper"]["verl"]))
         if unknown:
@@ -94,16 +103,6 @@ def load_rl_config(section: Mapping[str, Any] | None = None, preset: str = "pape
     cfg = RLConfig(**merged)
     _validate(cfg)
     return cfg
-
-
-def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = {**out[key], **value}
-        else:
-            out[key] = value
-    return out
 
 
 def _validate(cfg: RLConfig) -> None:
@@ -165,12 +164,7 @@ def parse_steps(text: str) -> tuple[int, int]:
 
 def read_rl_section(path: str | Path) -> dict[str, Any]:
     """The RL section of a YAML file: its ``rl:`` block if it has one, else the whole mapping."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    data = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
+    data = read_yaml(path)
     section = data.get("rl", data)
     if not isinstance(section, dict):
         raise ConfigError(f"{path}: the rl section must be a mapping")

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import logging
 import shutil
 import time
@@ -78,6 +77,13 @@ class Samples:
 
     def __len__(self) -> int:
         return len(self.responses)
+
+    @staticmethod
+    def concat(parts: list["Samples"]) -> "Samples":
+        if len(parts) == 1:
+            return parts[0]
+        return Samples([p for part in parts for p in part.prompts], [r for part in parts for r in part.responses],
+                       np.concatenate([part.advantages for part in parts]), sum(part.truncated_prompts for part in parts))
 
     def subset(self, rows) -> "Samples":
         return Samples([self.prompts[i] for i in rows], [self.responses[i] for i in rows], self.advantages[rows],
@@ -329,6 +335,37 @@ def _collect_config(cfg: RLConfig, *, domain: str, variant: str, split: str, see
     )
 
 
+def _collect_step(policy, cfg: RLConfig, weights: dict[str, int], *, variant: str, run_seed: int, step: int,
+                  step_seed: int, run_id: str, collect) -> dict[str, Any]:
+    """One step's rollouts, {domain: Rollouts}: the step's tasks split over the run's domains
+    (``runs.step_task_domains``; one domain: all of them), one ``collect`` per domain."""
+    seeds = runs.step_task_seeds(run_seed, step, cfg.tasks_per_step)
+    domains = runs.step_task_domains(run_seed, step, cfg.tasks_per_step, weights) if len(weights) > 1 else [next(iter(weights))] * len(seeds)
+    parts = {}
+    for domain in dict.fromkeys(domains):
+        ccfg = _collect_config(cfg, domain=domain, variant=variant, split="train", seed=step_seed,
+                               group_size=cfg.group_size, temperature=cfg.temperature)
+        mine = [s for s, d in zip(seeds, domains) if d == domain]
+        parts[domain] = collect(policy.generator(), mine, ccfg, run_id=run_id if len(weights) == 1 else f"{run_id}/{domain}",
+                                progress=False)
+    return parts
+
+
+def _step_metrics(parts: dict[str, Any], weights: dict[str, int]) -> dict[str, float]:
+    """``runs.rollout_metrics`` over all of a step's rollouts; a mixture adds ``id_success/<domain>``
+    for each domain the step trained on (NaN for a domain no task of this step was drawn from)."""
+    import pandas as pd
+
+    steps = pd.concat([r.steps_frame() for r in parts.values()], ignore_index=True)
+    episodes = pd.concat([r.episodes_frame() for r in parts.values()], ignore_index=True)
+    row = runs.rollout_metrics(steps, episodes)
+    if len(weights) > 1:
+        for domain in weights:
+            won = parts[domain].episodes_frame()["won"] if domain in parts else None
+            row[f"id_success/{domain}"] = float(won.mean()) if won is not None and len(won) else float("nan")
+    return row
+
+
 def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, seed: int, start: int, end: int,
                 run_dir: str | Path, progress: bool = True, tracking: dict | None = None) -> int:
     """Train steps start+1..end of a run (resuming from its newest checkpoint); see module doc."""
@@ -336,10 +373,13 @@ def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, s
     from tqdm.auto import tqdm
 
     from gentax.domains import domain_class
+    from gentax.domains.spec import mixture_weights
     from gentax.rollout.collector import collect
     from gentax.rollout.generators import derive_seed, require_model_folder
 
-    domain_class(domain)  # unknown domain -> one clear error before any model is loaded
+    weights = mixture_weights(domain)  # unknown domain -> one clear error before any model is loaded
+    for member in weights:
+        domain_class(member)
     run_dir = Path(run_dir)
     init = str(init)
     require_model_folder(init, "--init")
@@ -372,12 +412,10 @@ def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, s
         for step in range(resume + 1, end + 1):
             started, cpu_started = time.perf_counter(), time.process_time()
             step_seed = derive_seed(seed, "rl-step", step)
-            ccfg = _collect_config(cfg, domain=domain, variant=variant, split="train", seed=step_seed,
-                                   group_size=cfg.group_size, temperature=cfg.temperature)
-            rollouts = collect(policy.generator(), runs.step_task_seeds(seed, step, cfg.tasks_per_step), ccfg,
-                               run_id=f"{run_dir.name}/step{step}", progress=False)
+            parts = _collect_step(policy, cfg, weights, variant=variant, run_seed=seed, step=step, step_seed=step_seed,
+                                  run_id=f"{run_dir.name}/step{step}", collect=collect)
             rollout_s = time.perf_counter() - started
-            samples = samples_from_rollouts(rollouts, cfg)
+            samples = Samples.concat([samples_from_rollouts(rollouts, cfg) for rollouts in parts.values()])
             if cfg.max_update_samples and len(samples) > cfg.max_update_samples:  # CPU budget knob (module doc)
                 pick = np.random.default_rng(derive_seed(seed, "subsample", step)).choice(
                     len(samples), cfg.max_update_samples, replace=False)
@@ -386,7 +424,7 @@ def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, s
             stats = update_policy(policy, optimizer, samples, cfg, np.random.default_rng(derive_seed(seed, "minibatch", step)),
                                   at_reference=step == 1)
             update_s = time.perf_counter() - update_started
-            row = {"step": step, **runs.rollout_metrics(rollouts.steps_frame(), rollouts.episodes_frame()), **stats}
+            row = {"step": step, **_step_metrics(parts, weights), **stats}
             train_tokens = sum(len(p) + len(r) for p, r in zip(samples.prompts, samples.responses))
             row.update(
                 adv_mean=float(samples.advantages.mean()) if len(samples) else float("nan"),
@@ -395,8 +433,8 @@ def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, s
                 update_samples=float(len(samples)),
                 prompts_truncated=float(samples.truncated_prompts),
                 prompt_tokens_mean=float(np.mean([len(p) for p in samples.prompts])) if len(samples) else float("nan"),
-                response_tokens=float(rollouts.stats.get("response_tokens", 0)),
-                tokens_per_s=float(rollouts.stats.get("tokens_per_s", float("nan"))),
+                response_tokens=float(sum(r.stats.get("response_tokens", 0) for r in parts.values())),
+                tokens_per_s=float(np.mean([r.stats.get("tokens_per_s", float("nan")) for r in parts.values()])),
                 train_tokens_per_s=train_tokens / update_s if update_s > 0 else float("nan"),
                 rollout_s=rollout_s,
                 update_s=update_s,
@@ -428,12 +466,3 @@ def _prune_states(run_dir: Path, keep: int) -> None:
     for step in runs.checkpoint_steps(run_dir):
         if step != keep:
             shutil.rmtree(runs.checkpoint_dir(run_dir, step) / runs.STATE_DIR, ignore_errors=True)
-
-
-def checkpoint_summary(run_dir: str | Path) -> dict[str, Any]:
-    """Steps with checkpoints and the newest resumable one (for logs and tests)."""
-    steps = runs.checkpoint_steps(run_dir)
-    resumable = [s for s in steps if (runs.checkpoint_dir(run_dir, s) / runs.STATE_DIR / "state.json").is_file()]
-    return {"checkpoints": steps, "resumable": resumable,
-            "state": json.loads((runs.checkpoint_dir(run_dir, resumable[-1]) / runs.STATE_DIR / "state.json").read_text())
-            if resumable else None}

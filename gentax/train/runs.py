@@ -54,6 +54,25 @@ def step_task_seeds(run_seed: int, step: int, tasks_per_step: int) -> list[int]:
     return [task_seed(run_seed, step, slot) for slot in range(tasks_per_step)]
 
 
+def step_task_domains(run_seed: int, step: int, tasks_per_step: int, weights: dict[str, int]) -> list[str]:
+    """The domain of each task of a step of a run on a mixture of domains (``weights``: domain ->
+    weight, ``gentax.domains.spec.mixture_weights``): each domain gets its whole share
+    ``floor(tasks * w / W)`` of the tasks, the tasks left over are drawn by weight without
+    replacement from a seeded RNG, so over the run every domain is trained on in proportion.
+    The GRPO group of a task stays within that task (one domain). Sorted by the weights' order."""
+    import numpy as np
+
+    names = list(weights)
+    shares = np.array([weights[n] for n in names], dtype=float)
+    shares /= shares.sum()
+    counts = np.floor(shares * tasks_per_step).astype(int)
+    left = tasks_per_step - int(counts.sum())
+    if left:
+        rng = np.random.default_rng([int(run_seed), int(step), 0x6D6978])  # "mix"
+        counts[rng.choice(len(names), size=left, replace=False, p=shares)] += 1
+    return [name for name, count in zip(names, counts) for _ in range(count)]
+
+
 def checkpoint_dir(run_dir: str | Path, step: int) -> Path:
     return Path(run_dir) / CHECKPOINTS / f"step_{step}"
 

@@ -20,9 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
 from gentax.errors import ConfigError, yaml_number_hint
+from gentax.io import read_yaml
 
 DEFAULTS_FILE = Path(__file__).with_name("sft_defaults.yaml")
 PRESETS = ("v2", "embedded-base")
@@ -85,7 +84,13 @@ class SFTConfig:
 
 @lru_cache(maxsize=None)
 def _presets() -> dict[str, dict[str, Any]]:
-    return yaml.safe_load(DEFAULTS_FILE.read_text())
+    presets = read_yaml(DEFAULTS_FILE)
+    from gentax.domains.spec import specs
+
+    warm_start = [d for d, s in specs().items() if s.warm_start]  # the embedded base's demos
+    presets["embedded-base"].setdefault("mix", {d: 1 for d in warm_start})
+    presets["embedded-base"].setdefault("sources", {d: "expert" for d in warm_start})
+    return presets
 
 
 def load_sft_config(section: Mapping[str, Any] | None = None, preset: str = "v2") -> SFTConfig:
@@ -107,12 +112,7 @@ def load_sft_config(section: Mapping[str, Any] | None = None, preset: str = "v2"
 
 def read_sft_file(path: str | Path, preset: str = "v2") -> tuple[dict[str, Any], dict[str, dict[str, Any]], int | None]:
     """(section, domains, seed) of a YAML config file (see the module docstring)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    data = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
+    data = read_yaml(path)
     key = _SECTION_KEY.get(preset, "sft")
     if key in data:
         section = data[key]

@@ -168,10 +168,9 @@ def read_section(path: str | Path | None) -> dict[str, Any] | None:
     """The ``tracking`` mapping of a config file (None when the file has none)."""
     if path is None:
         return None
-    import yaml
+    from gentax.io import read_yaml
 
-    data = yaml.safe_load(Path(path).read_text()) or {}
-    section = data.get("tracking") if isinstance(data, dict) else None
+    section = read_yaml(path).get("tracking")
     if section is not None and not isinstance(section, dict):
         raise ConfigError(f"{path}: tracking must be a mapping")
     return section

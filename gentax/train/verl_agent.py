@@ -35,7 +35,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from gentax.train import grpo, runs
-from gentax.train.verl_engine import AGENT_NAME, TRAINER_MODE
+from gentax.train.verl_shared import AGENT_NAME, TRAINER_MODE, export_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -349,8 +349,6 @@ class ExportCheckpoint(CheckpointCallback):
 
     def on_save(self, trainer, global_step: int, checkpoint_dir: str, async_save: bool = False, **kwargs) -> None:
         from pathlib import Path
-
-        from gentax.train.verl_engine import export_checkpoint
 
         run_dir = self.config.gentax["run_dir"]
         export_checkpoint(Path(checkpoint_dir) / "actor", runs.checkpoint_dir(run_dir, global_step))

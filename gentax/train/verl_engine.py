@@ -54,19 +54,17 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from gentax.errors import ConfigError, GentaxError
+from gentax.errors import ConfigError
 from gentax.train import runs
 from gentax.train.config import RLConfig
+from gentax.train.verl_shared import AGENT_NAME, TRAINER_MODE, export_checkpoint  # noqa: F401  (re-exported)
 
 #: verl_plugin's (variable, module): importing verl_plugin itself needs verl, so it is named here
 PLUGIN_ENV = ("VERL_USE_EXTERNAL_MODULES", "gentax.train.verl_plugin")
-AGENT_NAME = "gentax_env"
-TRAINER_MODE = "gentax_sync"
 AGENT_LOOPS_YAML = Path(__file__).with_name("verl_agent_loops.yaml")
 VERL_DIR = "verl"
 DATA_DIR = "verl_data"
@@ -320,28 +318,6 @@ def verl_checkpoint_steps(run_dir: str | Path) -> list[int]:
     if not root.is_dir():
         return []
     return sorted(int(p.name.split("_")[-1]) for p in root.glob("global_step_*") if p.name.split("_")[-1].isdigit())
-
-
-def export_checkpoint(actor_dir: str | Path, target_dir: str | Path) -> Path:
-    """Convert one verl FSDP actor checkpoint into an HF folder with verl's model merger.
-
-    Runs ``python -m verl.model_merger merge --backend fsdp --local_dir ACTOR --target_dir TMP``
-    in a subprocess (it holds the whole model in CPU memory) and renames TMP onto ``target_dir``,
-    so the HF folder appears complete or not at all. Weights are written in bf16, the merger's
-    dtype. Returns ``target_dir``.
-    """
-    from gentax.io import atomic_path
-
-    actor_dir, target_dir = Path(actor_dir), Path(target_dir)
-    if not (actor_dir / "fsdp_config.json").is_file():
-        raise GentaxError(f"{actor_dir} is not a verl FSDP actor checkpoint (no fsdp_config.json)")
-    with atomic_path(target_dir) as tmp:
-        cmd = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp",
-               "--local_dir", str(actor_dir), "--target_dir", str(tmp)]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0 or not (tmp / "config.json").is_file():
-            raise GentaxError(f"verl model merger failed on {actor_dir}:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
-    return target_dir
 
 
 def export_pending(run_dir: str | Path) -> list[int]:

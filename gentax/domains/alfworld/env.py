@@ -45,7 +45,7 @@ from gentax.domains.alfworld import engine as alf_engine
 from gentax.domains.alfworld import scenegen
 from gentax.domains.base import DomainEnv, InvalidAction, Observation, Task
 from gentax.errors import GentaxError
-from gentax.rollout.embedded_model import default_cache_dir  # $GENTAX_CACHE or ~/.cache/gentax
+from gentax.io import default_cache_dir  # $GENTAX_CACHE or ~/.cache/gentax
 
 SOURCES = ("auto", "official", "generated")
 EVAL_SPLITS = ("eval_out_of_distribution", "eval_in_distribution")

@@ -1,0 +1,175 @@
+"""What a domain is: everything domain-specific, declared once per domain, and the one registry.
+
+Contract (docs/contracts.md "Domains")::
+
+    SPEC = DomainSpec(name=..., env="module:Class", intro=..., ...)   # in the domain's module
+    specs() -> {name: DomainSpec}       # built-ins, then GENTAX_DOMAINS modules, in that order
+    spec(name) -> DomainSpec            # an unknown name is one GentaxError listing the valid ones
+    names() -> tuple[str, ...]
+
+A domain module (``gentax.domains.sokoban`` or any importable module outside the package)
+declares a module-level ``SPEC``. The built-in domains are listed in ``BUILTIN_MODULES``; other
+modules are registered by naming them in the environment variable ``GENTAX_DOMAINS``
+(comma-separated module names, e.g. ``GENTAX_DOMAINS=tests.toy_domain``). The variable is read
+by every process (the Snakefile, its jobs, the CLIs), so one setting reaches the whole workflow.
+Every other list of domains (config schema, Snakemake wildcard constraints, parser, prompts,
+augmentation, engine defaults, the embedded warm-start mix, summaries, tables) is derived from
+this registry.
+
+The spec holds:
+
+- ``env``: the environment class ("module:Class", imported on first use), which owns the
+  difficulty knobs (``default_options`` + ``check_options``), the step limit
+  (``default_max_steps``, the paper's training limit) and the expert (``expert_action``);
+- ``intro`` and ``rule`` of the step prompt (``rule_when`` decides per observation whether the
+  rule line is shown; ``None`` = whenever it is non-empty) and ``max_admissible_shown``;
+- ``action_syntax``: ``(command, admissible) -> (action | None, reason | None)``, the parser's
+  per-domain normaliser (``gentax.agent.parse``);
+- ``augmentation``: the State Information Augmentation sources (``Augmentation``), or None when
+  the domain has none (then only ``eps = 0`` or augmentation off is allowed for it);
+- ``embedded_max_steps``: the step limit of the embedded RL preset; ``aug_eps``: the default
+  augmentation budget of the RL engine defaults;
+- ``warm_start``: whether the embedded base model's SFT warm start has expert demos of it;
+- ``properties``: optional ``(steps) -> {measure: value}`` extra property measures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import os
+from typing import Any, Callable, Sequence
+
+from gentax.errors import GentaxError
+
+BUILTIN_MODULES = (
+    "gentax.domains.alfworld",
+    "gentax.domains.webshop",
+    "gentax.domains.sokoban",
+    "gentax.domains.sciworld",
+)
+ENV_VAR = "GENTAX_DOMAINS"
+
+ActionSyntax = Callable[[str, Sequence[str]], "tuple[str | None, str | None]"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Augmentation:
+    """A domain's augmentation sources (``gentax.domains.augment`` documents each field's use)."""
+
+    nominal_tokens: int  # tokens per inserted distractor
+    donor_chars_per_token: float  # characters per token of this domain's observations (cross_domain)
+    separator: str  # how a snippet is joined to this domain's text
+    monitor_shows: str  # "There is a monitor showing <this>: ..." (cross_domain)
+    #: (text, count, rng, goal_keywords, layout) -> [(position, snippet)]
+    distractors: Callable[..., list]
+    #: the goal read from an observation text ("" when the observation does not state it)
+    goal_in: Callable[[str], str] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class DomainSpec:
+    name: str
+    env: str  # "module:Class"
+    intro: str
+    action_syntax: ActionSyntax
+    rule: str = ""
+    rule_when: Callable[[Any], bool] | None = None
+    max_admissible_shown: int | None = None
+    augmentation: Augmentation | None = None
+    embedded_max_steps: int = 8
+    aug_eps: int = 0
+    warm_start: bool = True
+    properties: Callable[..., dict] | None = None
+
+    def env_class(self):
+        module, cls = self.env.split(":")
+        env_class = getattr(importlib.import_module(module), cls)
+        if env_class.name != self.name:
+            raise GentaxError(f"domain {self.name!r}: env class {self.env} is named {env_class.name!r}")
+        return env_class
+
+    @property
+    def max_steps(self) -> int:
+        """The paper's training step limit: the env's ``default_max_steps``."""
+        return int(self.env_class().default_max_steps)
+
+    def augmentation_or_error(self) -> Augmentation:
+        if self.augmentation is None:
+            raise GentaxError(f"domain {self.name!r} declares no augmentation sources (its spec's augmentation is None)")
+        return self.augmentation
+
+
+def _modules() -> list[str]:
+    extra = [m.strip() for m in os.environ.get(ENV_VAR, "").split(",") if m.strip()]
+    return list(BUILTIN_MODULES) + [m for m in extra if m not in BUILTIN_MODULES]
+
+
+@functools.lru_cache(maxsize=None)
+def _load(modules: tuple[str, ...]) -> dict[str, DomainSpec]:
+    out: dict[str, DomainSpec] = {}
+    for module_name in modules:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise GentaxError(f"domain module {module_name!r} (from {ENV_VAR}) cannot be imported: {exc}") from None
+        found = getattr(module, "SPEC", None)
+        if not isinstance(found, DomainSpec):
+            raise GentaxError(f"domain module {module_name!r} has no SPEC = DomainSpec(...)")
+        if found.name in out:
+            raise GentaxError(f"domain {found.name!r} is declared twice (second time by {module_name})")
+        out[found.name] = found
+    return out
+
+
+def specs() -> dict[str, DomainSpec]:
+    """Every registered domain's spec, built-ins first (the study's order)."""
+    return dict(_load(tuple(_modules())))
+
+
+def names() -> tuple[str, ...]:
+    return tuple(specs())
+
+
+def spec(name: str) -> DomainSpec:
+    registered = specs()
+    if name not in registered:
+        raise GentaxError(f"unknown domain {name!r}; valid: {', '.join(sorted(registered))}")
+    return registered[name]
+
+
+def check_domain(name: str) -> str:
+    """``name`` when it is a registered domain, else the one unknown-domain GentaxError."""
+    spec(name)
+    return name
+
+
+# ---- training on a mixture of domains ----------------------------------------------------------
+MIX_SEP = "+"
+WEIGHT_SEP = "*"
+
+
+def mixture_weights(train_domain: str) -> dict[str, int]:
+    """The domains a run trains on, with their integer weights: ``"webshop"`` -> {webshop: 1};
+    a mixture ``"alfworld+webshop"`` (equal weights) or ``"alfworld*3+webshop"`` -> {alfworld: 3,
+    webshop: 1}. Every member must be a registered domain, each at most once."""
+    weights: dict[str, int] = {}
+    for part in train_domain.split(MIX_SEP):
+        name, _, weight = part.partition(WEIGHT_SEP)
+        check_domain(name)
+        if name in weights:
+            raise GentaxError(f"training domain {train_domain!r} names {name!r} twice")
+        if weight and (not weight.isdigit() or int(weight) < 1):
+            raise GentaxError(f"training domain {train_domain!r}: weight of {name!r} must be an integer >= 1")
+        weights[name] = int(weight or 1)
+    return weights
+
+
+def mixture_name(weights: dict[str, int]) -> str:
+    """The inverse of ``mixture_weights`` (weight 1 is left out of the name)."""
+    return MIX_SEP.join(name if w == 1 else f"{name}{WEIGHT_SEP}{w}" for name, w in weights.items())
+
+
+def is_mixture(train_domain: str) -> bool:
+    return MIX_SEP in train_domain

@@ -1,0 +1,41 @@
+"""What the verl driver (``verl_engine``) and the code verl runs (``verl_agent``) share.
+
+``verl_engine`` builds the verl config and starts verl; inside verl's processes ``verl_agent``
+registers the agent loop ``AGENT_NAME`` and the trainer ``TRAINER_MODE`` that the config names,
+and exports each saved checkpoint. Both import this module and neither imports the other at
+module level (``verl_engine`` imports ``verl_agent`` only in the Ray task runner, to register it),
+so there is no import cycle. Importing this module does not need verl.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from gentax.errors import GentaxError
+
+AGENT_NAME = "gentax_env"
+TRAINER_MODE = "gentax_sync"
+
+
+def export_checkpoint(actor_dir: str | Path, target_dir: str | Path) -> Path:
+    """Convert one verl FSDP actor checkpoint into an HF folder with verl's model merger.
+
+    Runs ``python -m verl.model_merger merge --backend fsdp --local_dir ACTOR --target_dir TMP``
+    in a subprocess (it holds the whole model in CPU memory) and renames TMP onto ``target_dir``,
+    so the HF folder appears complete or not at all. Weights are written in bf16, the merger's
+    dtype. Returns ``target_dir``.
+    """
+    from gentax.io import atomic_path
+
+    actor_dir, target_dir = Path(actor_dir), Path(target_dir)
+    if not (actor_dir / "fsdp_config.json").is_file():
+        raise GentaxError(f"{actor_dir} is not a verl FSDP actor checkpoint (no fsdp_config.json)")
+    with atomic_path(target_dir) as tmp:
+        cmd = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp",
+               "--local_dir", str(actor_dir), "--target_dir", str(tmp)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0 or not (tmp / "config.json").is_file():
+            raise GentaxError(f"verl model merger failed on {actor_dir}:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+    return target_dir

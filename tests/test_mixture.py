@@ -1,0 +1,127 @@
+"""Training on a mixture of domains (issue 14, part 4): the run name, how a step's tasks are split
+over the domains, and one local-engine step on a tiny model that trains on both domains."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from gentax.domains.spec import mixture_name, mixture_weights
+from gentax.errors import ConfigError, GentaxError
+from gentax.train import runs
+from gentax.train.cli import train_rl
+from rl_helpers import TINY_RL, make_tiny_model
+
+
+def test_a_mixture_is_named_by_its_domains_and_weights():
+    assert mixture_weights("webshop") == {"webshop": 1}
+    assert mixture_weights("alfworld*3+webshop") == {"alfworld": 3, "webshop": 1}
+    assert mixture_name({"alfworld": 3, "webshop": 1}) == "alfworld*3+webshop"
+    with pytest.raises(GentaxError, match="unknown domain 'chess'"):
+        mixture_weights("webshop+chess")
+    with pytest.raises(GentaxError, match="names 'webshop' twice"):
+        mixture_weights("webshop+webshop")
+    with pytest.raises(GentaxError, match="weight of 'webshop' must be an integer >= 1"):
+        mixture_weights("webshop*0+sokoban")
+
+
+def test_a_step_splits_its_tasks_over_the_domains_by_weight():
+    assert sorted(runs.step_task_domains(0, 1, 2, {"webshop": 1, "sokoban": 1})) == ["sokoban", "webshop"]
+    assert runs.step_task_domains(0, 1, 4, {"alfworld": 3, "webshop": 1}) == ["alfworld"] * 3 + ["webshop"]
+    # one task per step: drawn by weight, seeded (the same every time), in proportion over a run
+    draws = [runs.step_task_domains(7, step, 1, {"alfworld": 3, "webshop": 1})[0] for step in range(1, 401)]
+    assert draws == [runs.step_task_domains(7, step, 1, {"alfworld": 3, "webshop": 1})[0] for step in range(1, 401)]
+    assert 0.68 < draws.count("alfworld") / len(draws) < 0.82
+
+
+def test_the_verl_engine_refuses_a_mixture():
+    with pytest.raises(ConfigError, match="local engine only"):
+        train_rl("verl", {}, init="x", domain="webshop+sokoban", variant="default", seed=0, start=0, end=1,
+                 run_dir="unused", print_config=True)
+
+
+def test_a_mixture_run_trains_one_step_on_both_domains(tmp_path):
+    tiny = make_tiny_model(tmp_path / "tiny")
+    run = tmp_path / "run"
+    section = {**TINY_RL, "tasks_per_step": 2}
+    assert train_rl("local", section, init=str(tiny), domain="webshop+sokoban", variant="default", seed=0, start=0,
+                    end=1, run_dir=str(run), preset="embedded", progress=False) == 0
+    row = pd.read_csv(run / runs.METRICS_FILE).iloc[0]
+    # one task of each domain, each a GRPO group of 2 trajectories; both domains' steps are trained on
+    assert row["trajectories"] == 4
+    assert not math.isnan(row["id_success/webshop"]) and not math.isnan(row["id_success/sokoban"])
+    assert row["update_samples"] == row["samples"] >= 4
+    assert (run / "checkpoints" / "step_1" / "config.json").is_file()
+
+
+def _dry_run(*args: str) -> dict[str, int]:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from snakemake_plans import job_counts
+
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", *args], cwd=repo, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return job_counts(proc.stdout + proc.stderr)
+
+
+def test_the_paper_grid_with_the_mixture_block_plans_exactly_the_extra_runs_and_evals(tmp_path):
+    on = tmp_path / "mixtures.yaml"
+    on.write_text("grid: {mixtures: {enabled: true}}\n")
+    paper = _dry_run("--profile", "profiles/slurm")
+    mixed = _dry_run("--profile", "profiles/slurm", "--configfile", str(on))
+    extra = {rule: mixed.get(rule, 0) - paper.get(rule, 0) for rule in set(mixed) | set(paper)}
+    # V2 x {alfworld+webshop, sokoban+sciworld} x 3 seeds: 6 runs of one segment each, evaluated at
+    # the last 4 checkpoints on all 4 of V2's domains, one summary each, and the mixture table
+    assert {rule: n for rule, n in extra.items() if n} == {"rl_segment": 6, "eval_checkpoint": 6 * 4 * 4,
+                                                          "run_summary": 6, "table": 1}
+
+
+def test_a_mixture_must_name_known_evaluated_domains():
+    from gentax import plan as gplan
+
+    paper = gplan.load_config(["config.yaml"])
+    bad = {"grid": {"mixtures": {"enabled": False, "experiments": [
+        {"init": "v1", "variant": "default", "mixtures": ["webshop+sciworld"]}]}}}
+    with pytest.raises(ConfigError, match=r"grid\.mixtures\.experiments\.0\.mixtures\.0: sciworld is not an evaluated domain of v1"):
+        gplan.validate(gplan.deep_merge(paper, bad))
+
+
+def test_the_mixture_table_compares_the_mixture_with_its_members(tmp_path):
+    from gentax.analysis.synthetic import synthetic_summary
+    from gentax.analysis.tables import build_one
+
+    summary = synthetic_summary(seeds=(0, 1), episodes=16, every=75, steps=150)
+    mixture = summary[(summary["init"] == "v2") & (summary["train_domain"] == "webshop")
+                      & (summary["variant"] == "default")].assign(train_domain="webshop+sokoban")
+    mixture["success"] = 0.5  # every eval domain at 50 %
+    path = tmp_path / "summary.csv"
+    pd.concat([summary, mixture]).to_csv(path, index=False)
+    outputs = {ext: tmp_path / f"mixture_ood.{ext}" for ext in ("csv", "md", "tex")}
+    build_one("mixture_ood", str(path), None, outputs, window=(75, 150))
+    table = pd.read_csv(outputs["csv"]).set_index("run")
+    assert list(table.index) == ["webshop+sokoban", "webshop", "sokoban"]
+    assert set(table["ood_domains"]) == {"alfworld sciworld"}  # OOD = V2's domains outside the mixture
+    assert table.loc["webshop+sokoban", "ood_success_pct"] == 50.0
+    base = summary[(summary["init"] == "v2") & (summary["train_domain"] == "base")].set_index("eval_domain")["success"]
+    expected = 100 * (2 * 0.5 - base["alfworld"] - base["sciworld"]) / (base["alfworld"] + base["sciworld"])
+    assert table.loc["webshop+sokoban", "delta_ood_pct"] == pytest.approx(expected)
+    assert not table["delta_ood_pct"].isna().any()
+
+
+def test_the_workflow_hands_a_mixture_run_every_member_settings():
+    from gentax.pipeline import rl_section
+    from gentax.train.config import load_rl_config
+
+    section = rl_section({"lr": 1.0e-6}, save_every=1, domain_name="webshop+sokoban",
+                         domain={"webshop": {"max_steps": 8, "options": {"results_per_page": 3}}, "sokoban": {"max_steps": 6}},
+                         augmentation={"kind": "distractor", "p": 0.5, "eps": {"webshop": 40, "sokoban": 80}})
+    cfg = load_rl_config(section, preset="embedded")
+    assert cfg.max_steps["webshop"] == 8 and cfg.max_steps["sokoban"] == 6
+    assert cfg.env_options == {"webshop": {"results_per_page": 3}, "sokoban": {}}
+    assert cfg.augmentation["eps"]["webshop"] == 40 and cfg.augmentation["eps"]["sokoban"] == 80
