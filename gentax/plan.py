@@ -187,12 +187,14 @@ def _check_cross_fields(cfg: dict) -> None:
 
 
 def _check_mixtures(cfg: dict) -> None:
-    """Every mixture of ``grid.mixtures`` (checked also while disabled): two or more known domains,
-    each an evaluated domain of the init, with an augmentation budget when the variant is aug."""
+    """Every mixture of ``grid.mixtures``: two or more known domains (checked also while the block is
+    off); when it is on, each an evaluated domain of the init, with an augmentation budget when the
+    variant is aug (a block that is off plans nothing, so another config's inits need not match it)."""
     from gentax.domains.spec import mixture_weights
     from gentax.errors import GentaxError
 
-    for i, exp in enumerate((cfg["grid"].get("mixtures") or {}).get("experiments", [])):
+    block = cfg["grid"].get("mixtures") or {}
+    for i, exp in enumerate(block.get("experiments", [])):
         allowed = cfg["inits"][exp["init"]]["domains"]
         for k, mixture in enumerate(exp["mixtures"]):
             key = f"config key grid.mixtures.experiments.{i}.mixtures.{k}"
@@ -202,6 +204,8 @@ def _check_mixtures(cfg: dict) -> None:
                 raise ConfigError(f"{key}: {exc}") from None
             if len(weights) < 2:
                 raise ConfigError(f"{key}: a mixture names two or more domains joined by '+', got {mixture!r}")
+            if not block.get("enabled", False):
+                continue
             for d in weights:
                 if d not in allowed:
                     raise ConfigError(f"{key}: {d} is not an evaluated domain of {exp['init']} "

@@ -86,10 +86,18 @@ def test_a_mixture_must_name_known_evaluated_domains():
     from gentax import plan as gplan
 
     paper = gplan.load_config(["config.yaml"])
-    bad = {"grid": {"mixtures": {"enabled": False, "experiments": [
+    bad = {"grid": {"mixtures": {"enabled": True, "experiments": [
         {"init": "v1", "variant": "default", "mixtures": ["webshop+sciworld"]}]}}}
     with pytest.raises(ConfigError, match=r"grid\.mixtures\.experiments\.0\.mixtures\.0: sciworld is not an evaluated domain of v1"):
         gplan.validate(gplan.deep_merge(paper, bad))
+    # a block that is off plans nothing: a config whose inits evaluate fewer domains still plans,
+    # but a name that is no mixture of known domains is an error even there
+    off = gplan.deep_merge(bad, {"grid": {"mixtures": {"enabled": False}}})
+    gplan.validate(gplan.deep_merge(paper, off))
+    unknown = gplan.deep_merge(paper, gplan.deep_merge(off, {"grid": {"mixtures": {"experiments": [
+        {"init": "v1", "variant": "default", "mixtures": ["webshop+chess"]}]}}}))
+    with pytest.raises(ConfigError, match=r"grid\.mixtures\.experiments\.0\.mixtures\.0"):
+        gplan.validate(unknown)
 
 
 def test_the_mixture_table_compares_the_mixture_with_its_members(tmp_path):
