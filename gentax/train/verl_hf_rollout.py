@@ -90,6 +90,9 @@ class HFGenerationServer:
         # bf16 on a GPU (what the FSDP actor computes in); fp32 on CPU, where bf16 is slow on most CPUs
         self.generator = HFGenerator(model_path, device=device, dtype="bfloat16" if device == "cuda" else "float32",
                                      max_batch_size=max_batch_size)
+        # the tensors a weight sync writes into, by HF name (tied weights under both names); copy_
+        # keeps them in place, so one lookup table serves every bucket of every sync
+        self._tensors = self.generator.model.state_dict(keep_vars=True)
         self.replica_rank, self.seed = int(replica_rank), int(seed)
         self.response_length, self.max_model_len = int(response_length), int(max_model_len)
         self.global_steps = 0
@@ -167,7 +170,7 @@ class HFGenerationServer:
 
     # ---- weights -----------------------------------------------------------------------------
     def _load(self, named_tensors: list[tuple[str, torch.Tensor]]) -> None:
-        params = self.generator.model.state_dict(keep_vars=True)  # tied weights under both names
+        params = self._tensors
         unknown = [name for name, _ in named_tensors if name not in params]
         if unknown:
             raise GentaxError(f"weight sync: the rollout model has no tensor(s) {unknown[:5]}")
