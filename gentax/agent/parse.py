@@ -3,10 +3,13 @@
 Contract (docs/contracts.md)::
 
     parse_response(text, *, domain, admissible=(), think=True) -> Parsed(action, reason, think)
+    # think: True/"on", False/"off", or "filler" (gentax.agent.prompts.THINK_MODES)
     format_response(action, think_text) -> text   # the inverse (what an expert "says")
 
 A response is ``<think>reasoning</think><action>command</action>`` (think mode) or
-``<action>command</action>`` (no-think mode). Tags are matched case-insensitively. Rules, in
+``<action>command</action>`` (no-think mode). In filler mode the think block was forced into
+the context (``gentax.agent.filler``) and ``text`` is what the policy generated after it: it is
+read by the no-think rules (an action, no think block required). Tags are matched case-insensitively. Rules, in
 the order they are checked (the first failing one is the reason):
 
 ``no_action_tag``     no ``<action>…</action>`` block outside the think block;
@@ -79,10 +82,13 @@ class Parsed:
 
 
 def parse_response(
-    text: str, *, domain: str, admissible: Sequence[str] = (), think: bool = True
+    text: str, *, domain: str, admissible: Sequence[str] = (), think: bool | str = True
 ) -> Parsed:
     """Parse ``text`` (see the module docstring for the rules and reason codes)."""
+    from gentax.agent.prompts import think_mode
     from gentax.domains.spec import spec
+
+    think = think_mode(think) == "on"  # filler: the think block is not part of the generated text
 
     action_syntax = spec(domain).action_syntax  # an unknown domain is one GentaxError
     think_spans = [m.span() for m in _THINK_BLOCK.finditer(text)]

@@ -1,0 +1,163 @@
+"""Filler thinking (gentax.agent.filler): exact token counts under the policy's tokenizer, no
+reasoning text, seeded shuffles; the prompt, parser, generators and collector in filler mode."""
+
+from __future__ import annotations
+
+import collections
+import re
+
+import pytest
+
+from gentax.agent.filler import FillerSpec, filler_ids, shuffled_ids, think_prefix_ids
+from gentax.agent.parse import parse_response
+from gentax.agent.prompts import build_messages, think_mode
+from gentax.errors import ConfigError, GentaxError
+
+REAL_THINKING = (
+    "The box is left of the goal, so I should push it right: first walk around it to its left side.",
+    "Moving up would hit the wall; going down twice puts me below the box, then push up.",
+)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from gentax.rollout.embedded_model import embedded_model_path
+
+    return AutoTokenizer.from_pretrained(embedded_model_path())
+
+
+def _in_context(tokenizer, ids):
+    """The filler ids as they sit in the context: between the <think> and </think> tag ids."""
+    return _between_tags(tokenizer, think_prefix_ids(tokenizer, ids))
+
+
+def _between_tags(tokenizer, prefix):
+    open_ids = tokenizer("<think>", add_special_tokens=False)["input_ids"]
+    close_ids = tokenizer("</think>\n", add_special_tokens=False)["input_ids"]
+    assert prefix[: len(open_ids)] == open_ids and prefix[len(prefix) - len(close_ids):] == close_ids
+    return prefix[len(open_ids): len(prefix) - len(close_ids)]
+
+
+@pytest.mark.parametrize("count", [0, 1, 7, 100, 333])
+@pytest.mark.parametrize("source", ["repeat", "shuffle"])
+def test_the_filler_has_exactly_the_promised_token_count(tokenizer, source, count):
+    spec = FillerSpec(tokens=count, source=source, texts=REAL_THINKING)
+    ids = filler_ids(spec, tokenizer, seed=3)
+    assert len(_in_context(tokenizer, ids)) == count
+    assert _in_context(tokenizer, ids) == ids
+
+
+def test_repeat_filler_holds_no_word_of_real_thinking(tokenizer):
+    for token in (".", "…"):
+        text = tokenizer.decode(filler_ids(FillerSpec(tokens=64, token=token), tokenizer, seed=0))
+        assert set(text) == set(token)
+        words = {w.lower() for t in REAL_THINKING for w in re.findall(r"[A-Za-z]+", t)}
+        assert not words & {w.lower() for w in re.findall(r"[A-Za-z]+", text)}
+    with pytest.raises(ConfigError, match="single token"):
+        filler_ids(FillerSpec(tokens=3, token=" thinking hard"), tokenizer, seed=0)
+
+
+def test_shuffle_filler_is_the_same_multiset_in_another_order_seeded(tokenizer):
+    real = [tid for t in REAL_THINKING for tid in tokenizer(t.strip(), add_special_tokens=False)["input_ids"]]
+    spec = FillerSpec(tokens=len(real), source="shuffle", texts=REAL_THINKING)
+    ids = filler_ids(spec, tokenizer, seed=11)
+    assert collections.Counter(ids) == collections.Counter(real)  # the same tokens ...
+    assert ids != real  # ... not in the original order
+    assert filler_ids(spec, tokenizer, seed=11) == ids  # reproducible
+    assert filler_ids(spec, tokenizer, seed=12) != ids  # and the seed matters
+    longer = filler_ids(FillerSpec(tokens=2 * len(real) + 5, source="shuffle", texts=REAL_THINKING), tokenizer, seed=0)
+    assert set(longer) <= set(real) and len(longer) == 2 * len(real) + 5
+    # a pool whose only order is the original comes back as it is, not an endless redraw
+    assert shuffled_ids([[5, 5, 5]], 3, seed=0) == [5, 5, 5]
+    assert shuffled_ids([[1, 2]], 2, seed=0) == [2, 1]
+
+
+def test_bad_filler_specs_are_one_clear_error():
+    with pytest.raises(ConfigError, match="integer >= 0"):
+        FillerSpec(tokens=-1)
+    with pytest.raises(ConfigError, match="unknown filler source"):
+        FillerSpec(tokens=3, source="lorem")
+    with pytest.raises(ConfigError, match="real thinking texts"):
+        FillerSpec(tokens=3, source="shuffle", texts=("  ",))
+    assert FillerSpec(tokens=0, source="shuffle").tokens == 0  # nothing to shuffle is fine at 0 tokens
+
+
+def test_prompt_and_parser_in_filler_mode():
+    from gentax.domains.base import Observation
+
+    obs = Observation(text="#####\n#@$.#\n#####", admissible=("up", "down", "left", "right"), goal="push the box")
+    on = build_messages("sokoban", obs, [], 0, think=True)
+    assert build_messages("sokoban", obs, [], 0, think="filler") == on  # the same question as the thinking arm
+    assert build_messages("sokoban", obs, [], 0, think="off") != on
+    assert think_mode(True) == "on" and think_mode(False) == "off" and think_mode("filler") == "filler"
+    with pytest.raises(GentaxError, match="unknown think mode"):
+        think_mode("maybe")
+    # the generated text after the forced think block holds the action only
+    parsed = parse_response("<action>Left</action>", domain="sokoban", admissible=obs.admissible, think="filler")
+    assert parsed.valid and parsed.action == "left" and parsed.think is None
+    assert parse_response("<action>Left</action>", domain="sokoban", admissible=obs.admissible, think=True).reason == "no_think"
+    assert parse_response("left", domain="sokoban", admissible=obs.admissible, think="filler").reason == "no_action_tag"
+
+
+def test_collector_forces_the_filler_and_records_a_filler_step(tokenizer, tmp_path):
+    from gentax.rollout.collector import CollectConfig, collect
+    from gentax.rollout.embedded_model import embedded_model_path
+    from gentax.rollout.generators import ExpertGenerator, chat_prompt_ids
+
+    expert = ExpertGenerator(str(embedded_model_path()))
+    spec = FillerSpec(tokens=37, source="shuffle", texts=REAL_THINKING)
+    cfg = CollectConfig(domain="sokoban", split="eval", think="filler", filler=spec, max_steps=3)
+    rollouts = collect(expert, [0, 1], cfg, progress=False)
+    steps = rollouts.steps_frame()
+    assert steps["valid"].all() and (steps["think_tokens"] == 37).all()
+    assert steps["response"].str.fullmatch(r"<action>[^<]+</action>").all()  # the policy wrote the action only
+    for row, tokens in zip(steps.to_dict("records"), rollouts.tokens):
+        messages = [{"role": "user", "content": row["prompt"]}]
+        context = chat_prompt_ids(expert.tokenizer, messages)
+        assert tokens.prompt_ids[: len(context)] == context  # the prompt, then the forced prefix ...
+        forced = _between_tags(tokenizer, tokens.prompt_ids[len(context):])
+        assert len(forced) == 37 and tokenizer.decode(forced) == row["filler"]
+        assert "<think>" not in tokenizer.decode(tokens.response_ids)  # ... which is not a generated token
+    assert steps["filler"].nunique() > 1  # every step draws its own shuffle
+    again = collect(expert, [0, 1], cfg, progress=False).steps_frame()
+    assert again["filler"].tolist() == steps["filler"].tolist()
+    # thinking on: think_tokens counts the generated block; off: none
+    on = collect(expert, [0], CollectConfig(domain="sokoban", split="eval", max_steps=2), progress=False).steps_frame()
+    think = "The next step towards the goal is: " + on["action"].iloc[0] + "."
+    assert on["think_tokens"].iloc[0] == len(tokenizer(think, add_special_tokens=False)["input_ids"])
+    assert on["filler"].isna().all()
+    off = collect(expert, [0], CollectConfig(domain="sokoban", split="eval", max_steps=2, think=False), progress=False)
+    assert off.steps_frame()["think_tokens"].isna().all()
+
+
+def test_filler_mode_misconfigurations_are_errors():
+    from gentax.rollout.collector import CollectConfig, collect
+    from gentax.rollout.generators import ExpertGenerator
+
+    with pytest.raises(GentaxError, match="needs a filler spec"):
+        CollectConfig(domain="sokoban", split="eval", think="filler").validate()
+    with pytest.raises(GentaxError, match="needs think mode 'filler'"):
+        CollectConfig(domain="sokoban", split="eval", filler=FillerSpec(tokens=3)).validate()
+    cfg = CollectConfig(domain="sokoban", split="eval", think="filler", filler=FillerSpec(tokens=3))
+    with pytest.raises(GentaxError, match="needs a generator with a tokenizer"):
+        collect(ExpertGenerator(), [0], cfg, progress=False)
+
+
+def test_hf_generator_continues_after_a_forced_prefix(tmp_path):
+    from rl_helpers import make_tiny_model
+
+    from gentax.rollout.generators import HFGenerator, SamplingParams, chat_prompt_ids
+
+    gen = HFGenerator(str(make_tiny_model(tmp_path / "tiny")), device="cpu")
+    prompts = [[{"role": "user", "content": "go"}], [{"role": "user", "content": "stop"}]]
+    prefix = think_prefix_ids(gen.tokenizer, filler_ids(FillerSpec(tokens=5), gen.tokenizer, seed=0))
+    params = [SamplingParams(temperature=0.0, max_new_tokens=4, stop=())] * 2
+    forced, plain = gen.generate(prompts, params, prefixes=[prefix, None])
+    assert forced.prompt_ids == chat_prompt_ids(gen.tokenizer, prompts[0]) + prefix  # the context holds it ...
+    assert plain.prompt_ids == chat_prompt_ids(gen.tokenizer, prompts[1])
+    (direct,) = gen.generate_ids([forced.prompt_ids], params[:1])
+    assert forced.response_ids == direct.response_ids and len(forced.response_ids) <= 4  # ... and is not generated
+    with pytest.raises(GentaxError, match="forced prefixes"):
+        gen.generate(prompts, params, prefixes=[prefix])
