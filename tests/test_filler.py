@@ -161,3 +161,106 @@ def test_hf_generator_continues_after_a_forced_prefix(tmp_path):
     assert forced.response_ids == direct.response_ids and len(forced.response_ids) <= 4  # ... and is not generated
     with pytest.raises(GentaxError, match="forced prefixes"):
         gen.generate(prompts, params, prefixes=[prefix])
+
+
+# ---- training (local engine) ---------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from rl_helpers import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def _thinking_run(folder, means, texts=REAL_THINKING):
+    """A stand-in for the matching thinking run: its metrics.csv means and kept think blocks."""
+    import pandas as pd
+
+    from gentax.train import runs
+
+    folder.mkdir(parents=True)
+    pd.DataFrame({"step": range(1, len(means) + 1), runs.THINK_TOKENS_MEAN: means}).to_csv(folder / runs.METRICS_FILE, index=False)
+    for step in range(1, len(means) + 1):
+        runs.write_think_samples(folder, step, list(texts), seed=0)
+    return folder
+
+
+def test_filler_samples_keep_the_filler_in_the_context_and_out_of_the_loss(tiny):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from rl_helpers import TINY_RL
+
+    from gentax.rollout.collector import collect
+    from gentax.rollout.generators import HFGenerator
+    from gentax.train.config import load_rl_config
+    from gentax.train.local_engine import _collect_config, samples_from_rollouts
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny)
+    gen = HFGenerator.from_model(AutoModelForCausalLM.from_pretrained(tiny), tokenizer)
+    cfg = load_rl_config(TINY_RL, "embedded")
+    spec = FillerSpec(tokens=12)
+    ccfg = _collect_config(cfg, domain="sokoban", variant="filler", split="train", seed=1, group_size=2,
+                           temperature=1.0, filler=spec)
+    rollouts = collect(gen, [5], ccfg, progress=False)
+    samples = samples_from_rollouts(rollouts, cfg)
+    prefix = think_prefix_ids(tokenizer, filler_ids(spec, tokenizer, seed=0))
+    assert len(samples) == rollouts.steps.num_rows >= 2
+    for prompt, response in zip(samples.prompts, samples.responses):
+        assert prompt[-len(prefix):] == prefix  # in the context the update sees ...
+        assert len(response) <= cfg.max_new_tokens and prefix[1:] != response[: len(prefix) - 1]  # ... not a trained token
+    assert "<think>" in rollouts.steps_frame()["prompt"].iloc[0]  # the thinking prompt
+
+
+def test_filler_run_takes_the_thinking_runs_mean_at_each_step(tiny, tmp_path):
+    import pandas as pd
+    from rl_helpers import TINY_RL
+
+    from gentax.train import runs
+    from gentax.train.cli import train_rl
+
+    assert train_rl("local", TINY_RL, init=str(tiny), domain="sokoban", variant="default", seed=0, start=0, end=1,
+                    run_dir=str(tmp_path / "thinking"), preset="embedded", progress=False) == 0
+    assert runs.THINK_TOKENS_MEAN in pd.read_csv(tmp_path / "thinking" / runs.METRICS_FILE)  # what a filler run reads
+    assert runs.think_reference(tmp_path / "thinking", 1)[0] >= 0
+    reference = _thinking_run(tmp_path / "default", [9.4, 21.0])
+    section = {**TINY_RL, "filler": {"source": "shuffle", "token": ".", "reference": str(reference)}}
+    where = dict(init=str(tiny), domain="sokoban", variant="filler", seed=0, start=0, end=2, preset="embedded",
+                 progress=False)
+    assert train_rl("local", section, run_dir=str(tmp_path / "filler"), **where) == 0
+    log = pd.read_csv(tmp_path / "filler" / runs.METRICS_FILE)
+    assert log["filler_tokens"].tolist() == [9, 21] == log[runs.THINK_TOKENS_MEAN].tolist()
+    assert not (tmp_path / "filler" / runs.THINK_SAMPLES).exists()  # only thinking runs keep think blocks
+    with pytest.raises(ConfigError, match="no row for step 3"):
+        train_rl("local", section, run_dir=str(tmp_path / "filler"), **{**where, "start": 2, "end": 3})
+    with pytest.raises(ConfigError, match="filler.reference"):
+        train_rl("local", TINY_RL, run_dir=str(tmp_path / "other"), **where)
+    with pytest.raises(ConfigError, match="local engine only"):
+        train_rl("verl", section, run_dir=str(tmp_path / "verl"), **where)
+    with pytest.raises(ConfigError, match="filler"):
+        train_rl("local", {**TINY_RL, "filler": {"source": "lorem", "token": "."}}, run_dir=str(tmp_path / "x"), **where)
+
+
+# ---- evaluation ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("source", ["repeat", "shuffle"])
+def test_filler_evaluation_is_matched_to_the_thinking_evaluation_of_the_same_cell(tmp_path, source):
+    import json
+
+    import pyarrow.parquet as pq
+
+    from gentax.cli import main
+    from gentax.rollout.embedded_model import embedded_model_path
+
+    common = ["eval", "--generator", "expert", "--model", str(embedded_model_path()), "--domain", "sokoban",
+              "--episodes", "2", "--max-steps", "4", "--quiet"]
+    assert main([*common, "--out", str(tmp_path / "think.parquet")]) == 0
+    thinking = json.loads((tmp_path / "think.json").read_text())
+    assert thinking["think_tokens_mean"] > 5  # the expert's think blocks, counted
+    assert main([*common, "--filler-reference", str(tmp_path / "think.json"), "--filler-source", source,
+                 "--out", str(tmp_path / "filler.parquet")]) == 0
+    filler = json.loads((tmp_path / "filler.json").read_text())
+    assert filler["think"] == "filler" and filler["filler"]["source"] == source
+    assert filler["think_tokens_mean"] == filler["filler"]["tokens"] == round(thinking["think_tokens_mean"])
+    steps = pq.read_table(tmp_path / "filler.steps.parquet").to_pandas()
+    assert steps["response"].str.startswith("<action>").all() and steps["filler"].notna().all()
+    assert main([*common, "--filler-reference", str(tmp_path / "think.json"), "--filler-tokens", "3",
+                 "--out", str(tmp_path / "fixed.parquet")]) == 0
+    assert json.loads((tmp_path / "fixed.json").read_text())["think_tokens_mean"] == 3
+    assert main([*common, "--filler-tokens", "3", "--out", str(tmp_path / "bad.parquet")]) != 0

@@ -125,6 +125,12 @@ def parse_response(
     return Parsed(action=action, reason=None, think=think_text, raw_action=raw)
 
 
+def think_text(text: str) -> str | None:
+    """The content of the first complete ``<think>…</think>`` block of ``text`` (stripped), or None."""
+    match = _THINK_BLOCK.search(text)
+    return match.group(1).strip() if match else None
+
+
 def format_response(action: str, think_text: str | None) -> str:
     """The response that ``parse_response`` reads back as ``action`` (and ``think_text``)."""
     if think_text is None:

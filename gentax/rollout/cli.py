@@ -2,6 +2,8 @@
 
     gentax model embedded --out DIR [--dtype bfloat16]
     gentax eval --model PATH --domain D --split eval --episodes N --temperature 0.4 [--no-think]
+                [--filler-reference THINKING_EVAL.json [--filler-tokens N] [--filler-source repeat|shuffle]
+                 [--filler-token .]]
                 [--generator hf|vllm|expert] [--max-new-tokens 256] [--seed 0] [--num-workers 0]
                 [--max-steps M] [--first-task 0] [--group-size 1] [--batch-size B]
                 [--option KEY=VALUE ...] --out FILE.parquet
@@ -14,6 +16,9 @@ summary: success rate = share of episodes won, among those no env failure ended 
 ``properties`` the property measures and the summary). They print the headline figures.
 ``--model`` is an HF model folder (``gentax model embedded`` makes one); the ``expert``
 generator needs none and plays the env's expert (a sanity check of the pipeline).
+``--filler-reference`` evaluates in filler mode (the filler-thinking arm, gentax.agent.filler):
+every response is conditioned on a forced think block of the reference's mean think tokens (the
+thinking evaluation of the same cell; ``--filler-tokens`` fixes the count instead).
 """
 
 from __future__ import annotations
@@ -53,6 +58,11 @@ def _rollout_arguments(parser: argparse.ArgumentParser, temperature: float) -> N
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--no-think", action="store_true", help="the agent answers <action>...</action> only")
+    parser.add_argument("--filler-reference", default=None, metavar="JSON",
+                        help="filler mode: the thinking evaluation of the same cell (its mean think tokens, its think blocks)")
+    parser.add_argument("--filler-tokens", type=int, default=None, help="filler mode: a fixed filler length in tokens")
+    parser.add_argument("--filler-source", default="repeat", choices=("repeat", "shuffle"))
+    parser.add_argument("--filler-token", default=".", help="filler source repeat: the neutral token")
     parser.add_argument("--generator", default="hf", choices=("hf", "vllm", "expert"))
     parser.add_argument("--seed", type=int, default=0, help="root of every random choice (sampling, envs)")
     parser.add_argument("--first-task", type=int, default=0, help="first task seed")
@@ -89,8 +99,19 @@ def _setup(args: argparse.Namespace):
     if args.episodes < 1:
         raise GentaxError(f"--episodes must be >= 1, got {args.episodes}")
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed)
+    filler = None
+    if args.filler_reference:
+        if args.no_think:
+            raise GentaxError("--filler-reference (filler mode) and --no-think exclude each other")
+        from gentax.rollout.evaluation import filler_for_eval
+
+        filler = filler_for_eval(args.filler_reference, source=args.filler_source, token=args.filler_token,
+                                 tokens=args.filler_tokens)
+    elif args.filler_tokens is not None:
+        raise GentaxError("--filler-tokens needs --filler-reference (the thinking evaluation of the same cell)")
     cfg = CollectConfig(
-        domain=args.domain, split=args.split, think=not args.no_think, history_length=args.history_length,
+        domain=args.domain, split=args.split, think="filler" if filler is not None else not args.no_think,
+        filler=filler, history_length=args.history_length,
         group_size=args.group_size, sampling=sampling, max_steps=args.max_steps, env_options=parse_options(args.option),
         num_workers=args.num_workers, seed=args.seed, batch_size=args.batch_size,
     )

@@ -1,7 +1,7 @@
 """``gentax train rl`` (GRPO, engines local|verl) and ``gentax train export`` (verl -> HF folders).
 
     gentax train rl --engine local|verl --config CONFIG.yaml [--preset paper|embedded]
-                    --init MODEL --domain D --variant default|aug|nothink --seed S
+                    --init MODEL --domain D --variant default|aug|nothink|filler --seed S
                     --steps A:B --out RUN_DIR [--print-config]
 
 ``--config`` holds the RL section (gentax/train/rl_defaults.yaml documents every key), at the
@@ -38,7 +38,8 @@ def register(subparsers) -> None:
     rl.add_argument("--preset", choices=("paper", "embedded"), default="paper", help="defaults under --config")
     rl.add_argument("--init", required=True, help="initial policy: an HF model folder")
     rl.add_argument("--domain", required=True)
-    rl.add_argument("--variant", choices=("default", "aug", "nothink"), default="default")
+    rl.add_argument("--variant", choices=("default", "aug", "nothink", "filler"), default="default",
+                    help="filler: the filler-thinking arm (local engine; config filler.reference = the thinking run)")
     rl.add_argument("--seed", type=int, default=0)
     rl.add_argument("--steps", default=None, help="A:B, train steps A+1..B (default 0:<config steps>)")
     rl.add_argument("--out", required=True, help="the run folder (checkpoints, metrics.csv, run.json)")
@@ -65,6 +66,8 @@ def train_rl(engine: str, section: dict[str, Any] | None, *, init: str, domain: 
 
     if len(mixture_weights(domain)) > 1 and engine == "verl":  # an unknown domain is an error here too
         raise ConfigError(f"training on a mixture of domains ({domain}) is implemented by the local engine only")
+    if variant == "filler" and engine == "verl":
+        raise ConfigError("the filler arm (variant filler) runs on the local engine only (engines.rl: local)")
     cfg = load_rl_config(section, preset)
     from gentax.train.tracking import load_section
 

@@ -16,7 +16,9 @@ The same algorithm as the verl engine, in plain torch: per training step k,
    ``mini_batch_size`` samples, each one AdamW step (lr from the config, grad-norm clip) on
    ``grpo.grpo_loss`` (PPO dual clip + kl_coef x k3 - entropy_coeff x entropy, token mean over the
    mini-batch), accumulated over micro-batches of ``micro_batch_size`` samples;
-5. log a metrics.csv row (its ``seconds`` exclude the checkpoint save); then, every
+5. log a metrics.csv row (its ``seconds`` exclude the checkpoint save; ``think_tokens_mean``: the
+   mean think-block tokens of the step's samples, ``runs.THINK_TOKENS_MEAN``; a thinking run also
+   keeps some of the step's think blocks, ``runs.write_think_samples``); then, every
    ``save_every`` steps and at the last step, save a checkpoint. The row goes first so that a kill
    at any point resumes with every kept step's row (``runs.MetricsLog``).
 
@@ -35,6 +37,12 @@ Cost: every sample costs one forward over its whole prompt for generation, one f
 sample. ``max_update_samples`` (0 = all; local engine only) updates on a random subset of at most
 that many step samples, drawn from (seed, step) — the same expected gradient, fewer passes; the
 rollout still plays every step. A CPU-budget knob for the embedded study, off in the paper preset.
+
+Filler arm (``--variant filler``, local engine only): step k's prompts are the thinking prompts
+and each response is conditioned on a forced ``<think>FILLER</think>`` of the thinking run's mean
+think tokens at step k (``runs.think_reference`` of ``cfg.filler["reference"]``, the matching
+default run's folder; ``gentax.agent.filler``); the filler is context, not trained on (only
+generated tokens are). Its metrics rows carry ``filler_tokens``.
 
 Precision and size, for the 135M embedded model on CPU: parameters and optimizer in float32
 (bf16 matrix products are slow on most CPUs, and bf16 weights cannot hold updates of ~lr=1e-5
@@ -312,8 +320,25 @@ def update_policy(policy: Policy, optimizer, samples: Samples, cfg: RLConfig, rn
     return stats
 
 
+def _think_mode(variant: str) -> str:
+    return {"nothink": "off", "filler": "filler"}.get(variant, "on")
+
+
+def _filler_spec(cfg: RLConfig, variant: str, step: int):
+    """The FillerSpec of training step ``step`` of a filler run (None for other variants)."""
+    from gentax.agent.filler import FillerSpec
+
+    if _think_mode(variant) != "filler":
+        return None
+    reference = cfg.filler.get("reference")
+    if not reference:
+        raise ConfigError("RL config filler.reference: the filler variant needs the matching thinking run's folder")
+    tokens, texts = runs.think_reference(reference, step)
+    return FillerSpec(tokens=tokens, source=cfg.filler["source"], token=cfg.filler["token"], texts=texts)
+
+
 def _collect_config(cfg: RLConfig, *, domain: str, variant: str, split: str, seed: int, group_size: int,
-                    temperature: float):
+                    temperature: float, filler=None):
     from gentax.rollout.collector import CollectConfig
     from gentax.rollout.generators import SamplingParams
 
@@ -321,7 +346,8 @@ def _collect_config(cfg: RLConfig, *, domain: str, variant: str, split: str, see
     return CollectConfig(
         domain=domain,
         split=split,
-        think=variant != "nothink",
+        think=_think_mode(variant),
+        filler=filler,
         history_length=cfg.history_length,
         group_size=group_size,
         sampling=SamplingParams(temperature=temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=seed),
@@ -336,7 +362,7 @@ def _collect_config(cfg: RLConfig, *, domain: str, variant: str, split: str, see
 
 
 def _collect_step(policy, cfg: RLConfig, weights: dict[str, int], *, variant: str, run_seed: int, step: int,
-                  step_seed: int, run_id: str, collect) -> dict[str, Any]:
+                  step_seed: int, run_id: str, collect, filler=None) -> dict[str, Any]:
     """One step's rollouts, {domain: Rollouts}: the step's tasks split over the run's domains
     (``runs.step_task_domains``; one domain: all of them), one ``collect`` per domain."""
     seeds = runs.step_task_seeds(run_seed, step, cfg.tasks_per_step)
@@ -344,7 +370,7 @@ def _collect_step(policy, cfg: RLConfig, weights: dict[str, int], *, variant: st
     parts = {}
     for domain in dict.fromkeys(domains):
         ccfg = _collect_config(cfg, domain=domain, variant=variant, split="train", seed=step_seed,
-                               group_size=cfg.group_size, temperature=cfg.temperature)
+                               group_size=cfg.group_size, temperature=cfg.temperature, filler=filler)
         mine = [s for s, d in zip(seeds, domains) if d == domain]
         parts[domain] = collect(policy.generator(), mine, ccfg, run_id=run_id if len(weights) == 1 else f"{run_id}/{domain}",
                                 progress=False)
@@ -352,13 +378,17 @@ def _collect_step(policy, cfg: RLConfig, weights: dict[str, int], *, variant: st
 
 
 def _step_metrics(parts: dict[str, Any], weights: dict[str, int]) -> dict[str, float]:
-    """``runs.rollout_metrics`` over all of a step's rollouts; a mixture adds ``id_success/<domain>``
-    for each domain the step trained on (NaN for a domain no task of this step was drawn from)."""
+    """``runs.rollout_metrics`` over all of a step's rollouts plus ``think_tokens_mean``; a mixture
+    adds ``id_success/<domain>`` for each domain the step trained on (NaN for a domain no task of
+    this step was drawn from)."""
     import pandas as pd
+
+    from gentax.agent.filler import mean_think_tokens
 
     steps = pd.concat([r.steps_frame() for r in parts.values()], ignore_index=True)
     episodes = pd.concat([r.episodes_frame() for r in parts.values()], ignore_index=True)
     row = runs.rollout_metrics(steps, episodes)
+    row[runs.THINK_TOKENS_MEAN] = mean_think_tokens(steps["think_tokens"])
     if len(weights) > 1:
         for domain in weights:
             won = parts[domain].episodes_frame()["won"] if domain in parts else None
@@ -412,8 +442,9 @@ def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, s
         for step in range(resume + 1, end + 1):
             started, cpu_started = time.perf_counter(), time.process_time()
             step_seed = derive_seed(seed, "rl-step", step)
+            filler = _filler_spec(cfg, variant, step)
             parts = _collect_step(policy, cfg, weights, variant=variant, run_seed=seed, step=step, step_seed=step_seed,
-                                  run_id=f"{run_dir.name}/step{step}", collect=collect)
+                                  run_id=f"{run_dir.name}/step{step}", collect=collect, filler=filler)
             rollout_s = time.perf_counter() - started
             samples = Samples.concat([samples_from_rollouts(rollouts, cfg) for rollouts in parts.values()])
             if cfg.max_update_samples and len(samples) > cfg.max_update_samples:  # CPU budget knob (module doc)
@@ -442,10 +473,14 @@ def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, s
             )
             if cfg.val_every and cfg.val_tasks and step % cfg.val_every == 0:
                 vcfg = _collect_config(cfg, domain=domain, variant=variant, split="eval", seed=derive_seed(seed, "val"),
-                                       group_size=1, temperature=cfg.val_temperature)
+                                       group_size=1, temperature=cfg.val_temperature, filler=filler)
                 val = collect(policy.generator(), [runs.task_seed(seed, 0, s) for s in range(cfg.val_tasks)], vcfg,
                               run_id=f"{run_dir.name}/val{step}", progress=False)
                 row["val_success"] = val.success_rate
+            if filler is not None:
+                row["filler_tokens"] = float(filler.tokens)
+            if _think_mode(variant) == "on":  # the filler arm's shuffle source (runs.think_reference)
+                runs.write_think_samples(run_dir, step, _think_texts(parts), seed)
             row["seconds"] = time.perf_counter() - started
             row["cpu_s"] = time.process_time() - cpu_started  # all threads; wall time depends on machine load
             metrics_log.append(row)  # before the checkpoint: a kill between the two then loses no row
@@ -459,6 +494,13 @@ def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, s
         bar.close()
         metrics_log.close()
     return 0
+
+
+def _think_texts(parts: dict[str, Any]) -> list[str]:
+    from gentax.agent.parse import think_text
+
+    texts = (think_text(r) for rollouts in parts.values() for r in rollouts.steps.column("response").to_pylist())
+    return [t for t in texts if t]
 
 
 def _prune_states(run_dir: Path, keep: int) -> None:
