@@ -35,7 +35,7 @@ from gentax.io import deep_merge, read_yaml
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 REPO_ROOT = Path(__file__).resolve().parents[1]  # config.yaml's folder
-VARIANTS = ("default", "aug", "nothink")
+VARIANTS = ("default", "aug", "nothink", "filler")
 
 # Which run variants each table/figure reads (base rows of every init always come along).
 TABLE_VARIANTS = {
@@ -44,16 +44,16 @@ TABLE_VARIANTS = {
     "table4_extended": ["default"],
     "table5_augmentation": ["default", "aug"],
     "table6_relative_change": ["default"],
-    "table7_thinking": ["default", "nothink"],
+    "table7_thinking": ["default", "nothink", "filler"],  # filler: runs only with controls.filler
     "table8_rank_detail": ["default"],
-    "success_ci": ["default", "aug", "nothink"],   # beyond the paper: bootstrap CIs
+    "success_ci": ["default", "aug", "nothink", "filler"],   # beyond the paper: bootstrap CIs
     "rank_stability": ["default"],                 # beyond the paper: share of resamples ranked best
 }
 FIGURE_VARIANTS = {
     "ood_vs_properties": ["default"],
     "delta_ood_augmentation": ["default", "aug"],
-    "delta_ood_thinking": ["default", "nothink"],
-    "training_curves": ["default", "aug", "nothink"],
+    "delta_ood_thinking": ["default", "nothink", "filler"],
+    "training_curves": ["default", "aug", "nothink", "filler"],
 }
 #: Beyond the paper: the table of the mixture runs (``grid.mixtures``), planned only when enabled.
 MIXTURE_TABLE = "mixture_ood"
@@ -173,6 +173,7 @@ def _check_cross_fields(cfg: dict) -> None:
             if exp["variant"] == "aug" and d not in cfg["augmentation"][exp["init"]]["eps"]:
                 raise ConfigError(f"config key augmentation.{exp['init']}.eps.{d}: missing (needed by grid.experiments.{i})")
     _check_mixtures(cfg)
+    _check_filler(cfg)
     planned = {(e["init"], e["variant"], d) for e in cfg["grid"]["experiments"] for d in e["train_domains"]}
     for i, ext in enumerate(cfg["grid"].get("extended", [])):
         key = f"config key grid.extended.{i}"
@@ -212,6 +213,26 @@ def _check_mixtures(cfg: dict) -> None:
                                       f"(inits.{exp['init']}.domains: {', '.join(allowed)})")
                 if exp["variant"] == "aug" and d not in cfg["augmentation"][exp["init"]]["eps"]:
                     raise ConfigError(f"config key augmentation.{exp['init']}.eps.{d}: missing (needed by {key})")
+
+
+def _check_filler(cfg: dict) -> None:
+    """``controls.filler`` when enabled: each (init, domain) an evaluated domain of the init, with
+    the matching thinking (default) run planned, and the local RL engine (docs/STUDY.md)."""
+    for i, exp in enumerate(filler_experiments(cfg)):
+        key = f"config key controls.filler.experiments.{i}"
+        allowed = cfg["inits"][exp["init"]]["domains"]
+        thinking = {d for e in cfg["grid"]["experiments"] if e["init"] == exp["init"] and e["variant"] == "default"
+                    for d in e["train_domains"]}
+        for d in exp["train_domains"]:
+            if d not in allowed:
+                raise ConfigError(f"{key}.train_domains: {d} is not an evaluated domain of {exp['init']} "
+                                  f"(inits.{exp['init']}.domains: {', '.join(allowed)})")
+            if d not in thinking:
+                raise ConfigError(f"{key}.train_domains: {d} has no thinking run to match: grid.experiments plans no "
+                                  f"{exp['init']} default run on {d}")
+    if filler_experiments(cfg) and cfg["engines"]["rl"] != "local":
+        raise ConfigError("config key controls.filler.enabled: the filler arm runs on the local engine only "
+                          f"(engines.rl is {cfg['engines']['rl']!r}; set engines.rl: local or disable the control)")
 
 
 def _check_domain_options(cfg: dict) -> None:
@@ -290,7 +311,26 @@ def runs(cfg: dict) -> list[Run]:
         for mixture in exp["mixtures"]:
             for seed in cfg["grid"]["seeds"]:
                 out.append(Run(exp["init"], mixture, exp["variant"], int(seed), int(cfg["grid"]["steps"])))
+    for exp in filler_experiments(cfg):  # beyond the paper: the filler-thinking arm (controls.filler)
+        for domain in exp["train_domains"]:
+            for seed in cfg["grid"]["seeds"]:
+                out.append(Run(exp["init"], domain, FILLER_VARIANT, int(seed), int(cfg["grid"]["steps"])))
     return out
+
+
+FILLER_VARIANT = "filler"
+
+
+def filler_experiments(cfg: dict) -> list[dict]:
+    """``controls.filler.experiments`` when ``controls.filler.enabled``, else none."""
+    block = (cfg.get("controls") or {}).get("filler") or {}
+    return list(block.get("experiments", [])) if block.get("enabled") else []
+
+
+def filler_reference(cfg: dict, run: Run) -> Run:
+    """The thinking run a filler run matches (same init, training domain, seed; variant default):
+    its per-step mean think tokens are the filler run's filler lengths."""
+    return find_run(cfg, run.init, run.train_domain, "default", run.seed)
 
 
 def mixture_experiments(cfg: dict) -> list[dict]:
@@ -367,9 +407,10 @@ def plan(cfg: dict) -> dict[str, Any]:
 
 
 def base_variants(cfg: dict, init: str) -> list[str]:
-    """An initial policy is evaluated with thinking on, and off only where a nothink run starts from it."""
-    nothink = any(r.variant == "nothink" and r.init == init for r in runs(cfg))
-    return ["default"] + (["nothink"] if nothink else [])
+    """An initial policy is evaluated with thinking on, and off (filler) only where a nothink (filler)
+    run starts from it."""
+    started = {r.variant for r in runs(cfg) if r.init == init}
+    return ["default"] + [v for v in ("nothink", FILLER_VARIANT) if v in started]
 
 
 def table_names(cfg: dict) -> list[str]:
