@@ -264,3 +264,68 @@ def test_filler_evaluation_is_matched_to_the_thinking_evaluation_of_the_same_cel
                  "--out", str(tmp_path / "fixed.parquet")]) == 0
     assert json.loads((tmp_path / "fixed.json").read_text())["think_tokens_mean"] == 3
     assert main([*common, "--filler-tokens", "3", "--out", str(tmp_path / "bad.parquet")]) != 0
+
+
+# ---- the plan --------------------------------------------------------------------------------------
+def _paper(**filler):
+    import copy
+
+    from gentax import plan as gplan
+
+    cfg = gplan.load_config(["config.yaml"])
+    cfg = copy.deepcopy(cfg)
+    cfg["controls"]["filler"].update(filler)
+    if filler.get("enabled"):
+        cfg["engines"]["rl"] = "local"
+    return cfg
+
+
+def test_the_paper_grid_with_filler_plans_exactly_the_extra_runs_and_evals():
+    import copy
+
+    from gentax import plan as gplan
+
+    off = _paper()
+    no_block = copy.deepcopy(off)
+    del no_block["controls"]
+    gplan.validate(no_block, memory=False)
+    assert gplan.plan(off) == gplan.plan(no_block) and gplan.jobs(off) == gplan.jobs(no_block)  # off: unchanged
+    on = _paper(enabled=True)
+    gplan.validate(on, memory=False)
+    local_off = {**copy.deepcopy(off), "engines": on["engines"]}
+    extra = set(gplan.runs(on)) - set(gplan.runs(local_off))
+    seeds = on["grid"]["seeds"]
+    assert extra == {gplan.Run("v2", d, "filler", s, 150) for d in ("alfworld", "webshop", "sokoban", "sciworld")
+                     for s in seeds}
+    assert len(gplan.runs(on)) == len(gplan.runs(off)) + len(extra)
+    v2_domains = len(on["inits"]["v2"]["domains"])
+    counts_on, counts_off = gplan.plan(on)["counts"], gplan.plan(local_off)["counts"]
+    assert counts_on["checkpoint_evals"] - counts_off["checkpoint_evals"] == len(extra) * on["eval"]["window"] * v2_domains
+    assert counts_on["segments"] - counts_off["segments"] == len(extra)
+    assert gplan.base_variants(on, "v2") == ["default", "nothink", "filler"] and gplan.base_variants(on, "v1") == ["default", "nothink"]
+    jobs_on, jobs_off = gplan.jobs(on), gplan.jobs(local_off)
+    assert sorted(jobs_on["rl_segment"]) == sorted(jobs_off["rl_segment"] + [150] * len(extra))
+    episodes = on["eval"]["episodes"]
+    assert len(jobs_on["eval_checkpoint"]) - len(jobs_off["eval_checkpoint"]) == (
+        len(extra) * on["eval"]["window"] * v2_domains + v2_domains)  # + the V2 base row in filler mode
+    assert set(jobs_on["eval_checkpoint"]) == {episodes}
+    assert gplan.filler_reference(on, gplan.find_run(on, "v2", "sokoban", "filler", 1)) == gplan.find_run(
+        on, "v2", "sokoban", "default", 1)
+
+
+def test_filler_control_misconfigurations_name_the_key():
+    from gentax import plan as gplan
+
+    cfg = _paper(enabled=True)
+    cfg["engines"]["rl"] = "verl"
+    with pytest.raises(ConfigError, match="controls.filler.enabled: the filler arm runs on the local engine only"):
+        gplan.validate(cfg, memory=False)
+    with pytest.raises(ConfigError, match="experiments.0.train_domains: sciworld is not an evaluated domain of v1"):
+        gplan.validate(_paper(enabled=True, experiments=[{"init": "v1", "train_domains": ["sciworld"]}]), memory=False)
+    cfg = _paper(enabled=True)
+    cfg["grid"]["experiments"] = [e for e in cfg["grid"]["experiments"] if e["variant"] != "default" or e["init"] != "v2"]
+    cfg["grid"]["extended"] = [e for e in cfg["grid"]["extended"] if e["init"] != "v2"]
+    with pytest.raises(ConfigError, match="has no thinking run to match"):
+        gplan.validate(cfg, memory=False)
+    with pytest.raises(ConfigError, match="controls.filler.source"):
+        gplan.validate(_paper(source="lorem"), memory=False)
