@@ -120,10 +120,12 @@ def rl_segment(smk) -> None:
     """Train steps start+1..end of one run (resuming the run folder), then list its checkpoints."""
     p = smk.params
     run_dir = Path(p.run_dir)
-    job_config = write_job_config(run_dir / f"config_segment_{p.start}_{p.end}.yaml", rl=rl_section(
-        p.rl, save_every=p.save_every, domain_name=p.train_domain, domain=p.domain, augmentation=p.augmentation,
-        rollout=p.get("rollout")),
-        tracking=_tracking(smk))
+    section = rl_section(p.rl, save_every=p.save_every, domain_name=p.train_domain, domain=p.domain,
+                         augmentation=p.augmentation, rollout=p.get("rollout"))
+    if p.get("filler"):  # the filler arm: its thinking run's folder holds the per-step filler lengths
+        section["filler"] = filler_rl_section(p.filler, smk.input.thinking)
+    job_config = write_job_config(run_dir / f"config_segment_{p.start}_{p.end}.yaml", rl=section,
+                                  tracking=_tracking(smk))
     run_gentax(["train", "rl", "--engine", p.engine, "--preset", p.preset, "--config", job_config,
                 "--init", p.init_model, "--domain", p.train_domain, "--variant", p.variant,
                 "--seed", p.seed, "--steps", f"{p.start}:{p.end}", "--out", run_dir, "--no-progress"], smk.log[0])
@@ -177,6 +179,22 @@ def _rollout_args(p, domain_name: str, domain: dict) -> list[str]:
             "--quiet", *_domain_args(domain), *(["--errors-as-losses"] if p.get("errors_as_losses") else [])]
 
 
+def filler_rl_section(filler: dict, thinking_manifest: str) -> dict:
+    """The RL section's ``filler`` of a filler run: controls.filler's source and token, and the
+    folder of the thinking run it matches (read from that run's segment manifest)."""
+    reference = json.loads(Path(thinking_manifest).read_text())["run_dir"]
+    return {"source": str(filler["source"]), "token": str(filler["token"]), "reference": str(reference)}
+
+
+def filler_eval_args(filler: dict, thinking_eval: str) -> list[str]:
+    """``gentax eval`` arguments of a filler-mode evaluation matched to ``thinking_eval`` (the
+    thinking evaluation of the same cell); ``eval_tokens`` an integer fixes the length instead."""
+    args = ["--filler-reference", thinking_eval, "--filler-source", filler["source"], "--filler-token", filler["token"]]
+    if filler["eval_tokens"] != "matched":
+        args += ["--filler-tokens", int(filler["eval_tokens"])]
+    return args
+
+
 def eval_checkpoint(smk) -> None:
     """pass@1 of one checkpoint on one eval domain: <out>.json (+ .steps/.episodes.parquet)."""
     p = smk.params
@@ -184,6 +202,8 @@ def eval_checkpoint(smk) -> None:
     args = ["eval", "--model", p.model, *_rollout_args(p, smk.wildcards.eval_domain, p.domain), "--out", out[: -len(".json")] + ".parquet"]
     if not p.think:
         args.append("--no-think")
+    if p.get("filler"):
+        args += filler_eval_args(p.filler, smk.input.thinking)
     run_gentax(args, smk.log[0])
     _embed_provenance(out, _provenance(smk, model=p.model, tasks=smk.input.tasks))
 

@@ -327,6 +327,12 @@ def filler_experiments(cfg: dict) -> list[dict]:
     return list(block.get("experiments", [])) if block.get("enabled") else []
 
 
+def filler_settings(cfg: dict) -> dict[str, Any]:
+    """What a filler job needs of ``controls.filler``: source, token, eval_tokens."""
+    block = cfg["controls"]["filler"]
+    return {key: block[key] for key in ("source", "token", "eval_tokens")}
+
+
 def filler_reference(cfg: dict, run: Run) -> Run:
     """The thinking run a filler run matches (same init, training domain, seed; variant default):
     its per-step mean think tokens are the filler run's filler lengths."""

@@ -20,6 +20,7 @@ rule rl_segment:
         rl=config["rl"],
         domain=lambda wc: train_domain_params(wc.train_domain),
         augmentation=lambda wc: augmentation_params(wc.init, wc.variant, wc.train_domain),
+        filler=filler_params,
         engine=config["engines"]["rl"],
         rollout=config["engines"].get("rollout"),
         preset=config["preset"],
