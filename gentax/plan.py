@@ -9,8 +9,11 @@ One place for "what the study consists of", used by the Snakefile's input functi
   ``check_options``), and raises ``ConfigError`` naming the key; with ``cluster.memory_check`` it
   also sizes every GPU training job (``gentax.train.memory``): a preset whose SFT or RL actor does
   not fit its GPUs is an error here, at plan time.
-- ``runs(cfg)`` lists every RL run after V1: ``Run(init, train_domain, variant, seed, steps)``;
-  an extended run (Tables 4/9/10) is the default run with more steps, never a second run.
+- ``runs(cfg)`` lists every RL run after V1 as a resolved ``gentax.runspec.RunSpec`` (``Run`` is
+  the same class): init, training domains with weights (``train_domain`` is its path label),
+  variant, seed, steps, thinking, augmentation and the training domains' settings; built here once
+  and handed as it is to the rules, the engines and evaluation. An extended run (Tables 4/9/10) is
+  the default run with more steps, never a second run. ``v1_run(cfg)`` is Ckpt V1's training run.
 - ``segments(cfg, run)`` splits a run into resumable training segments: ``[(0, 150), (150, 300)]``;
   segment k+1 resumes from the state segment k saved.
 - ``eval_steps(cfg, run, part)`` = the checkpoints evaluated: the last ``eval.window`` checkpoints at
@@ -28,14 +31,16 @@ from __future__ import annotations
 import functools
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable
 
+from gentax import runspec
 from gentax.errors import ConfigError, yaml_number_hint
 from gentax.io import deep_merge, read_yaml
+from gentax.runspec import RunSpec
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 REPO_ROOT = Path(__file__).resolve().parents[1]  # config.yaml's folder
-VARIANTS = ("default", "aug", "nothink", "filler")
+VARIANTS = runspec.variant_names()  # what each means: gentax/runspec.py
 
 # Which run variants each table/figure reads (base rows of every init always come along).
 TABLE_VARIANTS = {
@@ -61,17 +66,7 @@ TABLES_WITH_PROPERTIES = {"table3_ranking", "ood_vs_properties"}
 WITH_EXTENDED = {"table4_extended", "training_curves"}  # the others never wait for extended training
 
 
-class Run(NamedTuple):
-    init: str
-    train_domain: str
-    variant: str
-    seed: int
-    steps: int
-
-    @property
-    def path(self) -> str:
-        """Relative run folder (under ``<results>/runs/``)."""
-        return f"{self.init}/{self.train_domain}/{self.variant}/seed{self.seed}"
+Run = RunSpec  # a planned run (gentax.runspec)
 
 
 def repo_path(path: str | Path) -> Path:
@@ -95,6 +90,7 @@ def schema() -> dict:
     out = read_yaml(SCHEMA_PATH)
     domains = list(names())
     out["$defs"]["domain_name"] = {"enum": domains}
+    out["$defs"]["variant_name"] = {"enum": list(runspec.variant_names())}
     section = out["properties"]["domains"]
     section["required"] = domains
     section["propertyNames"] = {"$ref": "#/$defs/domain_name"}
@@ -170,7 +166,7 @@ def _check_cross_fields(cfg: dict) -> None:
                 raise ConfigError(
                     f"config key grid.experiments.{i}.train_domains: {d} is not an evaluated domain of "
                     f"{exp['init']} (inits.{exp['init']}.domains: {', '.join(allowed)})")
-            if exp["variant"] == "aug" and d not in cfg["augmentation"][exp["init"]]["eps"]:
+            if _needs_eps(exp["variant"], d) and d not in cfg["augmentation"][exp["init"]]["eps"]:
                 raise ConfigError(f"config key augmentation.{exp['init']}.eps.{d}: missing (needed by grid.experiments.{i})")
     _check_mixtures(cfg)
     _check_filler(cfg)
@@ -211,17 +207,20 @@ def _check_mixtures(cfg: dict) -> None:
                 if d not in allowed:
                     raise ConfigError(f"{key}: {d} is not an evaluated domain of {exp['init']} "
                                       f"(inits.{exp['init']}.domains: {', '.join(allowed)})")
-                if exp["variant"] == "aug" and d not in cfg["augmentation"][exp["init"]]["eps"]:
+                if _needs_eps(exp["variant"], d) and d not in cfg["augmentation"][exp["init"]]["eps"]:
                     raise ConfigError(f"config key augmentation.{exp['init']}.eps.{d}: missing (needed by {key})")
 
 
 def _check_filler(cfg: dict) -> None:
-    """``controls.filler`` when enabled: each (init, domain) an evaluated domain of the init, with
-    the matching thinking (default) run planned, and the local RL engine (docs/STUDY.md)."""
-    for i, exp in enumerate(filler_experiments(cfg)):
-        key = f"config key controls.filler.experiments.{i}"
+    """Every planned filler-thinking experiment (``controls.filler`` when enabled, or a grid entry of
+    a variant in thinking mode filler): each domain an evaluated domain of the init with the
+    matching thinking (default) run planned, and the local RL engine (docs/STUDY.md)."""
+    planned = [(f"config key controls.filler.experiments.{i}", exp) for i, exp in enumerate(filler_experiments(cfg))]
+    planned += [(f"config key grid.experiments.{i}", exp) for i, exp in enumerate(cfg["grid"]["experiments"])
+                if runspec.think_mode(exp["variant"]) == "filler"]
+    for key, exp in planned:
         allowed = cfg["inits"][exp["init"]]["domains"]
-        thinking = {d for e in cfg["grid"]["experiments"] if e["init"] == exp["init"] and e["variant"] == "default"
+        thinking = {d for e in cfg["grid"]["experiments"] if e["init"] == exp["init"] and e["variant"] == runspec.DEFAULT_VARIANT
                     for d in e["train_domains"]}
         for d in exp["train_domains"]:
             if d not in allowed:
@@ -230,9 +229,15 @@ def _check_filler(cfg: dict) -> None:
             if d not in thinking:
                 raise ConfigError(f"{key}.train_domains: {d} has no thinking run to match: grid.experiments plans no "
                                   f"{exp['init']} default run on {d}")
-    if filler_experiments(cfg) and cfg["engines"]["rl"] != "local":
-        raise ConfigError("config key controls.filler.enabled: the filler arm runs on the local engine only "
-                          f"(engines.rl is {cfg['engines']['rl']!r}; set engines.rl: local or disable the control)")
+        if cfg["engines"]["rl"] != "local":
+            raise ConfigError(f"{key}: the filler arm runs on the local engine only (engines.rl is "
+                              f"{cfg['engines']['rl']!r}; set engines.rl: local or plan no filler runs)")
+
+
+def _needs_eps(variant: str, domain: str) -> bool:
+    """A run of ``variant`` on ``domain`` reads the config's augmentation budget of ``domain``."""
+    v = runspec.variant(variant)
+    return v.augment and domain not in v.aug_eps
 
 
 def _check_domain_options(cfg: dict) -> None:
@@ -299,26 +304,25 @@ def rollout_settings(cfg: dict, kind: str) -> dict[str, Any]:
 
 
 # ---- the grid --------------------------------------------------------------------------------
-def runs(cfg: dict) -> list[Run]:
+def runs(cfg: dict) -> list[RunSpec]:
+    """Every planned RL run after V1, resolved once (see the module docstring)."""
     extended = {(e["init"], e["variant"], e["train_domain"]): e["steps"] for e in cfg["grid"].get("extended", [])}
     out = []
     for exp in cfg["grid"]["experiments"]:
         for domain in exp["train_domains"]:
             steps = extended.get((exp["init"], exp["variant"], domain), cfg["grid"]["steps"])
             for seed in cfg["grid"]["seeds"]:
-                out.append(Run(exp["init"], domain, exp["variant"], int(seed), int(steps)))
+                out.append(runspec.build(cfg, exp["init"], domain, exp["variant"], int(seed), int(steps)))
     for exp in mixture_experiments(cfg):  # beyond the paper: training on a mixture of domains
         for mixture in exp["mixtures"]:
             for seed in cfg["grid"]["seeds"]:
-                out.append(Run(exp["init"], mixture, exp["variant"], int(seed), int(cfg["grid"]["steps"])))
+                out.append(runspec.build(cfg, exp["init"], mixture, exp["variant"], int(seed), int(cfg["grid"]["steps"])))
     for exp in filler_experiments(cfg):  # beyond the paper: the filler-thinking arm (controls.filler)
         for domain in exp["train_domains"]:
             for seed in cfg["grid"]["seeds"]:
-                out.append(Run(exp["init"], domain, FILLER_VARIANT, int(seed), int(cfg["grid"]["steps"])))
+                out.append(runspec.build(cfg, exp["init"], domain, runspec.FILLER_VARIANT, int(seed),
+                                         int(cfg["grid"]["steps"])))
     return out
-
-
-FILLER_VARIANT = "filler"
 
 
 def filler_experiments(cfg: dict) -> list[dict]:
@@ -336,7 +340,13 @@ def filler_settings(cfg: dict) -> dict[str, Any]:
 def filler_reference(cfg: dict, run: Run) -> Run:
     """The thinking run a filler run matches (same init, training domain, seed; variant default):
     its per-step mean think tokens are the filler run's filler lengths."""
-    return find_run(cfg, run.init, run.train_domain, "default", run.seed)
+    return find_run(cfg, run.init, run.train_domain, runspec.DEFAULT_VARIANT, run.seed)
+
+
+def v1_run(cfg: dict) -> RunSpec:
+    """Ckpt V1's training run (from the base model; default variant): what rule rl_v1 trains."""
+    v1 = cfg["inits"]["v1"]["rl"]
+    return runspec.build(cfg, "base", v1["train_domain"], runspec.DEFAULT_VARIANT, int(v1["seed"]), int(v1["steps"]))
 
 
 def mixture_experiments(cfg: dict) -> list[dict]:
@@ -398,7 +408,7 @@ def plan(cfg: dict) -> dict[str, Any]:
     rs = runs(cfg)
     evals = sum(len(eval_steps(cfg, r)) * len(eval_domains(cfg, r.init)) for r in rs)
     return {
-        "runs": [r._asdict() for r in rs],
+        "runs": [r.row() for r in rs],
         "initial_policies": {
             "v1": {"train_domain": cfg["inits"]["v1"]["rl"]["train_domain"], "steps": cfg["inits"]["v1"]["rl"]["steps"]},
             "v2": {"sft_steps": cfg["inits"]["v2"]["sft"]["steps"], "mix": cfg["inits"]["v2"]["sft"]["mix"]},
@@ -413,10 +423,10 @@ def plan(cfg: dict) -> dict[str, Any]:
 
 
 def base_variants(cfg: dict, init: str) -> list[str]:
-    """An initial policy is evaluated with thinking on, and off (filler) only where a nothink (filler)
-    run starts from it."""
-    started = {r.variant for r in runs(cfg) if r.init == init}
-    return ["default"] + [v for v in ("nothink", FILLER_VARIANT) if v in started]
+    """The variants an initial policy is evaluated as: one per thinking mode of the runs that start
+    from it (``runspec.base_variant``), always the default's (thinking on)."""
+    wanted = {runspec.DEFAULT_VARIANT} | {runspec.base_variant(r.variant) for r in runs(cfg) if r.init == init}
+    return [v for v in runspec.variant_names() if v in wanted]
 
 
 def table_names(cfg: dict) -> list[str]:

@@ -7,7 +7,7 @@ TRAIN_DOMAIN_RE = rf"(?:{DOMAIN_RE})(?:\*\d+)?(?:\+(?:{DOMAIN_RE})(?:\*\d+)?)*"
 
 wildcard_constraints:
     init="v1|v2",
-    variant="|".join(gplan.VARIANTS),
+    variant="|".join(grunspec.variant_names()),  # the variant registry (gentax/runspec.py)
     domain=DOMAIN_RE,
     train_domain=TRAIN_DOMAIN_RE,
     eval_domain=DOMAIN_RE,
@@ -161,29 +161,23 @@ def rollout_params():
     return {key: config["rl"][key] for key in ("history_length", "max_new_tokens", "temperature")}
 
 
-def train_domain_params(train_domain):
-    """A run's domain settings: one domain's, or for a mixture {member: settings}."""
-    if not gdomain_spec.is_mixture(train_domain):
-        return domain_params(train_domain)
-    return {d: domain_params(d) for d in gdomain_spec.mixture_weights(train_domain)}
+def run_spec_params(wc):
+    """A planned run's spec (gentax.runspec.RunSpec) as the rl_segment job's one run param: its
+    training domains' settings and augmentation budget only, so changing another domain's settings
+    reruns nothing of this run."""
+    return planned_run(wc).to_dict()
 
 
-def augmentation_params(init, variant, domain):
-    if variant != "aug":
-        return {}
-    setting = config["augmentation"][init]
-    if gdomain_spec.is_mixture(domain):
-        eps = {d: setting["eps"][d] for d in gdomain_spec.mixture_weights(domain)}
-    else:
-        eps = setting["eps"][domain]
-    return {"kind": config["augmentation"]["kind"], "p": setting["p"], "eps": eps}
+def think_param(wc):
+    """The thinking mode an eval of a run (or base row) of variant wc.variant uses (gentax.runspec)."""
+    return grunspec.think_mode(wc.variant)
 
 
 # ---- the filler arm (controls.filler; gentax.agent.filler) ---------------------------------------
 def filler_segment_input(wc):
     """A filler run's segment waits for its thinking run (gentax.plan.filler_reference) trained
     through the segment's last step: step k's filler has that run's mean think tokens of step k."""
-    if wc.variant != gplan.FILLER_VARIANT:
+    if grunspec.think_mode(wc.variant) != "filler":
         return {}
     ref = gplan.filler_reference(config, planned_run(wc))
     start, end = gplan.segment_of(config, ref, int(wc.end))
@@ -192,13 +186,13 @@ def filler_segment_input(wc):
 
 def filler_eval_input(wc):
     """A filler-mode eval reads the thinking evaluation of the same cell (its mean think tokens)."""
-    if wc.variant != gplan.FILLER_VARIANT:
+    if grunspec.think_mode(wc.variant) != "filler":
         return {}
     if wc.train_domain == "base":
-        return {"thinking": eval_file(wc.init, "base", "default", 0, 0, wc.eval_domain)}
-    return {"thinking": eval_file(wc.init, wc.train_domain, "default", wc.seed, wc.step, wc.eval_domain)}
+        return {"thinking": eval_file(wc.init, "base", grunspec.DEFAULT_VARIANT, 0, 0, wc.eval_domain)}
+    return {"thinking": eval_file(wc.init, wc.train_domain, grunspec.DEFAULT_VARIANT, wc.seed, wc.step, wc.eval_domain)}
 
 
 def filler_params(wc):
     """controls.filler's settings for a filler job ({} for every other variant)."""
-    return gplan.filler_settings(config) if wc.variant == gplan.FILLER_VARIANT else {}
+    return gplan.filler_settings(config) if grunspec.think_mode(wc.variant) == "filler" else {}

@@ -14,7 +14,7 @@ rule eval_checkpoint:
     params:
         model=checkpoint_path,
         domain=lambda wc: domain_params(wc.eval_domain),
-        think=lambda wc: wc.variant != "nothink",
+        think=think_param,
         filler=filler_params,
         **gplan.rollout_settings(config, "eval"),
     log:

@@ -10,7 +10,7 @@ import pytest
 
 from gentax.agent.filler import FillerSpec, filler_ids, shuffled_ids, think_prefix_ids
 from gentax.agent.parse import parse_response
-from gentax.agent.prompts import build_messages, think_mode
+from gentax.agent.prompts import build_messages, mode_of
 from gentax.errors import ConfigError, GentaxError
 
 REAL_THINKING = (
@@ -91,9 +91,9 @@ def test_prompt_and_parser_in_filler_mode():
     on = build_messages("sokoban", obs, [], 0, think=True)
     assert build_messages("sokoban", obs, [], 0, think="filler") == on  # the same question as the thinking arm
     assert build_messages("sokoban", obs, [], 0, think="off") != on
-    assert think_mode(True) == "on" and think_mode(False) == "off" and think_mode("filler") == "filler"
+    assert mode_of(True) == "on" and mode_of(False) == "off" and mode_of("filler") == "filler"
     with pytest.raises(GentaxError, match="unknown think mode"):
-        think_mode("maybe")
+        mode_of("maybe")
     # the generated text after the forced think block holds the action only
     parsed = parse_response("<action>Left</action>", domain="sokoban", admissible=obs.admissible, think="filler")
     assert parsed.valid and parsed.action == "left" and parsed.think is None
@@ -190,6 +190,7 @@ def test_filler_samples_keep_the_filler_in_the_context_and_out_of_the_loss(tiny)
 
     from gentax.rollout.collector import collect
     from gentax.rollout.generators import HFGenerator
+    from gentax.runspec import from_rl_config
     from gentax.train.config import load_rl_config
     from gentax.train.local_engine import _collect_config, samples_from_rollouts
 
@@ -197,8 +198,10 @@ def test_filler_samples_keep_the_filler_in_the_context_and_out_of_the_loss(tiny)
     gen = HFGenerator.from_model(AutoModelForCausalLM.from_pretrained(tiny), tokenizer)
     cfg = load_rl_config(TINY_RL, "embedded")
     spec = FillerSpec(tokens=12)
-    ccfg = _collect_config(cfg, domain="sokoban", variant="filler", split="train", seed=1, group_size=2,
-                           temperature=1.0, filler=spec)
+    run = from_rl_config(cfg, init=str(tiny), domain="sokoban", variant="filler", seed=0, steps=1)
+    assert run.think == "filler"  # the variant registry's thinking mode (gentax.runspec)
+    ccfg = _collect_config(cfg, run, domain="sokoban", split="train", seed=1, group_size=2, temperature=1.0,
+                           filler=spec)
     rollouts = collect(gen, [5], ccfg, progress=False)
     samples = samples_from_rollouts(rollouts, cfg)
     prefix = think_prefix_ids(tokenizer, filler_ids(spec, tokenizer, seed=0))
@@ -253,17 +256,18 @@ def test_filler_evaluation_is_matched_to_the_thinking_evaluation_of_the_same_cel
     assert main([*common, "--out", str(tmp_path / "think.parquet")]) == 0
     thinking = json.loads((tmp_path / "think.json").read_text())
     assert thinking["think_tokens_mean"] > 5  # the expert's think blocks, counted
-    assert main([*common, "--filler-reference", str(tmp_path / "think.json"), "--filler-source", source,
-                 "--out", str(tmp_path / "filler.parquet")]) == 0
+    assert main([*common, "--think", "filler", "--filler-reference", str(tmp_path / "think.json"),
+                 "--filler-source", source, "--out", str(tmp_path / "filler.parquet")]) == 0
     filler = json.loads((tmp_path / "filler.json").read_text())
     assert filler["think"] == "filler" and filler["filler"]["source"] == source
     assert filler["think_tokens_mean"] == filler["filler"]["tokens"] == round(thinking["think_tokens_mean"])
     steps = pq.read_table(tmp_path / "filler.steps.parquet").to_pandas()
     assert steps["response"].str.startswith("<action>").all() and steps["filler"].notna().all()
-    assert main([*common, "--filler-reference", str(tmp_path / "think.json"), "--filler-tokens", "3",
-                 "--out", str(tmp_path / "fixed.parquet")]) == 0
+    assert main([*common, "--think", "filler", "--filler-reference", str(tmp_path / "think.json"),
+                 "--filler-tokens", "3", "--out", str(tmp_path / "fixed.parquet")]) == 0
     assert json.loads((tmp_path / "fixed.json").read_text())["think_tokens_mean"] == 3
     assert main([*common, "--filler-tokens", "3", "--out", str(tmp_path / "bad.parquet")]) != 0
+    assert main([*common, "--think", "filler", "--out", str(tmp_path / "bad.parquet")]) != 0
 
 
 # ---- the plan --------------------------------------------------------------------------------------
@@ -295,8 +299,8 @@ def test_the_paper_grid_with_filler_plans_exactly_the_extra_runs_and_evals():
     local_off = {**copy.deepcopy(off), "engines": on["engines"]}
     extra = set(gplan.runs(on)) - set(gplan.runs(local_off))
     seeds = on["grid"]["seeds"]
-    assert extra == {gplan.Run("v2", d, "filler", s, 150) for d in ("alfworld", "webshop", "sokoban", "sciworld")
-                     for s in seeds}
+    assert {(r.init, r.train_domain, r.variant, r.seed, r.steps, r.think) for r in extra} == {
+        ("v2", d, "filler", s, 150, "filler") for d in ("alfworld", "webshop", "sokoban", "sciworld") for s in seeds}
     assert len(gplan.runs(on)) == len(gplan.runs(off)) + len(extra)
     v2_domains = len(on["inits"]["v2"]["domains"])
     counts_on, counts_off = gplan.plan(on)["counts"], gplan.plan(local_off)["counts"]
@@ -318,7 +322,7 @@ def test_filler_control_misconfigurations_name_the_key():
 
     cfg = _paper(enabled=True)
     cfg["engines"]["rl"] = "verl"
-    with pytest.raises(ConfigError, match="controls.filler.enabled: the filler arm runs on the local engine only"):
+    with pytest.raises(ConfigError, match="controls.filler.experiments.0: the filler arm runs on the local engine only"):
         gplan.validate(cfg, memory=False)
     with pytest.raises(ConfigError, match="experiments.0.train_domains: sciworld is not an evaluated domain of v1"):
         gplan.validate(_paper(enabled=True, experiments=[{"init": "v1", "train_domains": ["sciworld"]}]), memory=False)

@@ -29,6 +29,7 @@ pytest.importorskip("verl")
 ray = pytest.importorskip("ray")
 from omegaconf import OmegaConf  # noqa: E402
 
+from gentax.runspec import from_rl_config  # noqa: E402
 from gentax.train import grpo, verl_engine  # noqa: E402
 from gentax.train.config import load_rl_config  # noqa: E402
 from rl_helpers import make_tiny_model  # noqa: E402
@@ -138,8 +139,8 @@ def test_agent_loop_outputs_pass_verls_postprocess_and_compute_metrics(local_ray
     from gentax.train.verl_agent import EnvStepAgentLoop, GentaxPPOTrainer
 
     cfg = load_rl_config({"max_steps": {"sokoban": 2}, "max_new_tokens": 32}, "embedded")
-    config = verl_engine.build_config(cfg, model_path=str(embedded_model_path()), domain="sokoban",
-                                      variant="default", seed=1, run_dir=tmp_path, end_step=3)
+    run = from_rl_config(cfg, init="/m", domain="sokoban", variant="default", seed=1, steps=3)
+    config = verl_engine.build_config(cfg, model_path=str(embedded_model_path()), run=run, run_dir=tmp_path, end_step=3)
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
     worker_cls = getattr(AgentLoopWorkerTQ, "__ray_actor_class__", AgentLoopWorkerTQ)  # a ray.remote class
     worker = object.__new__(worker_cls)  # only what _agent_loop_postprocess reads
@@ -225,8 +226,8 @@ def hf_servers(local_ray, tmp_path_factory):
     root = tmp_path_factory.mktemp("hf_rollout")
     model = make_tiny_model(root / "tiny", seed=0)
     cfg = load_rl_config({"max_new_tokens": 8, "verl": {"rollout": "hf", "attn_implementation": "sdpa"}}, "embedded")
-    config = verl_engine.build_config(cfg, model_path=str(model), domain="sokoban", variant="default", seed=5,
-                                      run_dir=root / "run", end_step=1)
+    run = from_rl_config(cfg, init=str(model), domain="sokoban", variant="default", seed=5, steps=1)
+    config = verl_engine.build_config(cfg, model_path=str(model), run=run, run_dir=root / "run", end_step=1)
     assert config.actor_rollout_ref.rollout.name == "hf" and not config.actor_rollout_ref.model.use_remove_padding
     worker = StandInFSDPWorker.remote()
     ray.get(worker.ready.remote())

@@ -3,7 +3,7 @@
 Contract (docs/contracts.md)::
 
     parse_response(text, *, domain, admissible=(), think=True) -> Parsed(action, reason, think)
-    # think: True/"on", False/"off", or "filler" (gentax.agent.prompts.THINK_MODES)
+    # think: True/"on", False/"off", or "filler" (gentax.agent.prompts.MODES)
     format_response(action, think_text) -> text   # the inverse (what an expert "says")
 
 A response is ``<think>reasoning</think><action>command</action>`` (think mode) or
@@ -85,10 +85,10 @@ def parse_response(
     text: str, *, domain: str, admissible: Sequence[str] = (), think: bool | str = True
 ) -> Parsed:
     """Parse ``text`` (see the module docstring for the rules and reason codes)."""
-    from gentax.agent.prompts import think_mode
+    from gentax.agent.prompts import mode_of
     from gentax.domains.spec import spec
 
-    think = think_mode(think) == "on"  # filler: the think block is not part of the generated text
+    think = mode_of(think) == "on"  # filler: the think block is not part of the generated text
 
     action_syntax = spec(domain).action_syntax  # an unknown domain is one GentaxError
     think_spans = [m.span() for m in _THINK_BLOCK.finditer(text)]

@@ -23,7 +23,8 @@ holding, in this order,
 5. the answer instruction: think mode asks for reasoning in ``<think> </think>`` then one
    action in ``<action> </action>``; no-think mode asks for ``<action> </action>`` only.
 
-Think modes (``THINK_MODES``; ``think_mode`` normalises ``True``/``False`` to ``"on"``/``"off"``):
+Think modes (``MODES``; ``mode_of`` normalises ``True``/``False`` to ``"on"``/``"off"``; which
+mode a run variant uses is ``gentax.runspec``'s registry):
 ``on`` the policy reasons, then acts; ``off`` it acts only; ``filler`` the prompt is the ``on``
 prompt, word for word, but the think block is forced: the generator gets the prompt plus
 ``<think>FILLER</think>`` as a prefilled assistant prefix (``gentax.agent.filler``) and writes
@@ -56,15 +57,15 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-THINK_MODES = ("on", "off", "filler")
+MODES = ("on", "off", "filler")
 
 
-def think_mode(think: bool | str) -> str:
+def mode_of(think: bool | str) -> str:
     """``"on"``, ``"off"`` or ``"filler"`` from a mode name or a bool (True: on); else GentaxError."""
     if isinstance(think, bool):
         return "on" if think else "off"
-    if think not in THINK_MODES:
-        raise GentaxError(f"unknown think mode {think!r}; valid: {', '.join(THINK_MODES)}")
+    if think not in MODES:
+        raise GentaxError(f"unknown think mode {think!r}; valid: {', '.join(MODES)}")
     return think
 
 
@@ -127,7 +128,7 @@ def build_messages(
             lines.append(f"Prior to this step, you have already taken {step} step(s).")
     lines.append(f"You are now at step {step + 1}. {CURRENT_MARKER}{obs.text}")
     lines.append(ADMISSIBLE_MARKER.lstrip("\n") + format_admissible(obs.admissible, cap) + "]")
-    lines.append(_NO_THINK_INSTRUCTION if think_mode(think) == "off" else _THINK_INSTRUCTION)
+    lines.append(_NO_THINK_INSTRUCTION if mode_of(think) == "off" else _THINK_INSTRUCTION)
     return [{"role": "user", "content": "\n".join(lines)}]
 
 

@@ -1,7 +1,7 @@
 """Rollout commands: the embedded model, checkpoint evaluation, property logs.
 
     gentax model embedded --out DIR [--dtype bfloat16]
-    gentax eval --model PATH --domain D --split eval --episodes N --temperature 0.4 [--no-think]
+    gentax eval --model PATH --domain D --split eval --episodes N --temperature 0.4 [--think on|off|filler]
                 [--filler-reference THINKING_EVAL.json [--filler-tokens N] [--filler-source repeat|shuffle]
                  [--filler-token .]]
                 [--generator hf|vllm|expert] [--max-new-tokens 256] [--seed 0] [--num-workers 0]
@@ -16,9 +16,9 @@ summary: success rate = share of episodes won, among those no env failure ended 
 ``properties`` the property measures and the summary). They print the headline figures.
 ``--model`` is an HF model folder (``gentax model embedded`` makes one); the ``expert``
 generator needs none and plays the env's expert (a sanity check of the pipeline).
-``--filler-reference`` evaluates in filler mode (the filler-thinking arm, gentax.agent.filler):
-every response is conditioned on a forced think block of the reference's mean think tokens (the
-thinking evaluation of the same cell; ``--filler-tokens`` fixes the count instead).
+``--think filler`` evaluates in filler mode (the filler-thinking arm, gentax.agent.filler):
+every response is conditioned on a forced think block of ``--filler-reference``'s mean think
+tokens (the thinking evaluation of the same cell; ``--filler-tokens`` fixes the count instead).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import argparse
 import logging
 
 from gentax.errors import GentaxError
+from gentax.runspec import THINK_MODES
 
 
 def register(subparsers) -> None:
@@ -57,10 +58,12 @@ def _rollout_arguments(parser: argparse.ArgumentParser, temperature: float) -> N
     parser.add_argument("--temperature", type=float, default=temperature)
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--max-new-tokens", type=int, default=256)
-    parser.add_argument("--no-think", action="store_true", help="the agent answers <action>...</action> only")
+    parser.add_argument("--think", choices=tuple(THINK_MODES), default=None,
+                        help="thinking mode (gentax.runspec.THINK_MODES; default on): off = <action>...</action> only")
+    parser.add_argument("--no-think", action="store_true", help="the same as --think off")
     parser.add_argument("--filler-reference", default=None, metavar="JSON",
-                        help="filler mode: the thinking evaluation of the same cell (its mean think tokens, its think blocks)")
-    parser.add_argument("--filler-tokens", type=int, default=None, help="filler mode: a fixed filler length in tokens")
+                        help="--think filler: the thinking evaluation of the same cell (its mean think tokens, its think blocks)")
+    parser.add_argument("--filler-tokens", type=int, default=None, help="--think filler: a fixed filler length in tokens")
     parser.add_argument("--filler-source", default="repeat", choices=("repeat", "shuffle"))
     parser.add_argument("--filler-token", default=".", help="filler source repeat: the neutral token")
     parser.add_argument("--generator", default="hf", choices=("hf", "vllm", "expert"))
@@ -94,24 +97,24 @@ def _setup(args: argparse.Namespace):
     from gentax.rollout.collector import CollectConfig
     from gentax.rollout.evaluation import output_prefix
     from gentax.rollout.generators import SamplingParams, make_generator
+    from gentax.runspec import think_fields
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if args.episodes < 1:
         raise GentaxError(f"--episodes must be >= 1, got {args.episodes}")
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed)
-    filler = None
-    if args.filler_reference:
-        if args.no_think:
-            raise GentaxError("--filler-reference (filler mode) and --no-think exclude each other")
+    mode, filler = _think_mode(args), None
+    if mode == "filler":
+        if not args.filler_reference:
+            raise GentaxError("--think filler needs --filler-reference (the thinking evaluation of the same cell)")
         from gentax.rollout.evaluation import filler_for_eval
 
         filler = filler_for_eval(args.filler_reference, source=args.filler_source, token=args.filler_token,
                                  tokens=args.filler_tokens)
-    elif args.filler_tokens is not None:
-        raise GentaxError("--filler-tokens needs --filler-reference (the thinking evaluation of the same cell)")
+    elif args.filler_reference or args.filler_tokens is not None:
+        raise GentaxError("--filler-reference/--filler-tokens belong to --think filler")
     cfg = CollectConfig(
-        domain=args.domain, split=args.split, think="filler" if filler is not None else not args.no_think,
-        filler=filler, history_length=args.history_length,
+        domain=args.domain, split=args.split, **think_fields(mode), filler=filler, history_length=args.history_length,
         group_size=args.group_size, sampling=sampling, max_steps=args.max_steps, env_options=parse_options(args.option),
         num_workers=args.num_workers, seed=args.seed, batch_size=args.batch_size,
     )
@@ -121,6 +124,12 @@ def _setup(args: argparse.Namespace):
     seeds = list(range(args.first_task, args.first_task + args.episodes))
     meta = {"model": args.model, "generator": args.generator}
     return generator, seeds, cfg, output_prefix(args.out), meta
+
+
+def _think_mode(args: argparse.Namespace) -> str:
+    if args.no_think and args.think not in (None, "off"):
+        raise GentaxError(f"--no-think contradicts --think {args.think}")
+    return "off" if args.no_think else (args.think or "on")
 
 
 def _eval(args: argparse.Namespace) -> int:

@@ -73,7 +73,7 @@ HISTORY_ACTION_CHARS = 200
 class CollectConfig:
     domain: str
     split: str
-    think: bool | str = True  # True/"on", False/"off", "filler" (gentax.agent.prompts.THINK_MODES)
+    think: bool | str = True  # True/"on", False/"off", "filler" (gentax.agent.prompts.MODES)
     history_length: int = 2
     group_size: int = 1
     sampling: SamplingParams = dataclasses.field(default_factory=SamplingParams)
@@ -88,12 +88,12 @@ class CollectConfig:
     filler: Any = None  # gentax.agent.filler.FillerSpec: the forced think block of filler mode
 
     def validate(self) -> None:
-        from gentax.agent.prompts import think_mode
+        from gentax.agent.prompts import mode_of
         from gentax.domains import SPLITS
         from gentax.domains.spec import spec
 
         spec(self.domain)  # an unknown domain is one GentaxError
-        if (think_mode(self.think) == "filler") != (self.filler is not None):
+        if (mode_of(self.think) == "filler") != (self.filler is not None):
             raise GentaxError("think mode 'filler' needs a filler spec, and a filler spec needs think mode 'filler' "
                               f"(got think={self.think!r}, filler={self.filler!r})")
         if self.split not in SPLITS:
@@ -299,9 +299,9 @@ class _ForcedThink:
     """The think mode of a collect call: filler prefixes (filler mode) and the think columns."""
 
     def __init__(self, generator, cfg: CollectConfig):
-        from gentax.agent.prompts import think_mode
+        from gentax.agent.prompts import mode_of
 
-        self.mode, self.cfg = think_mode(cfg.think), cfg
+        self.mode, self.cfg = mode_of(cfg.think), cfg
         self.tokenizer = getattr(generator, "tokenizer", None)
         if self.mode == "filler" and self.tokenizer is None:
             raise GentaxError("think mode 'filler' needs a generator with a tokenizer (filler counts are in tokens)")
