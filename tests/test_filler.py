@@ -333,3 +333,67 @@ def test_filler_control_misconfigurations_name_the_key():
         gplan.validate(cfg, memory=False)
     with pytest.raises(ConfigError, match="controls.filler.source"):
         gplan.validate(_paper(source="lorem"), memory=False)
+
+
+# ---- the workflow's jobs (rule -> gentax.pipeline -> gentax CLI) ---------------------------------
+class _Params(dict):
+    """Snakemake's params/input: attribute access, .get, .items."""
+
+    __getattr__ = dict.__getitem__
+
+
+def test_workflow_jobs_train_and_evaluate_a_filler_run_against_its_thinking_run(tiny, tmp_path):
+    import json
+    import types
+
+    import pandas as pd
+    from rl_helpers import TINY_RL
+
+    from gentax import pipeline
+    from gentax import plan as gplan
+    from gentax.rollout.embedded_model import embedded_model_path
+    from gentax.train import runs
+
+    cfg = gplan.load_config(["config.yaml", "config/embedded.yaml"])
+    cfg["domains"]["sokoban"]["max_steps"] = 2
+    settings = gplan.filler_settings(cfg)
+
+    def segment(variant, inputs):
+        from gentax import runspec
+
+        run = runspec.build(cfg, "v2", "sokoban", variant, 0, 1)
+        run_dir = tmp_path / "runs" / run.path
+        smk = types.SimpleNamespace(
+            params=_Params(init_model=str(tiny), run_dir=str(run_dir), run_spec=run.to_dict(), start=0, end=1,
+                           save_every=1, rl=TINY_RL, engine="local", rollout=None, preset="embedded",
+                           filler=settings if variant == "filler" else {}),
+            input=_Params(inputs), output=[str(run_dir / "segment_0_1.json")], log=[str(tmp_path / f"{variant}.log")],
+            config={})
+        pipeline.rl_segment(smk)
+        return run_dir
+
+    thinking = segment("default", {})
+    filler = segment("filler", {"thinking": str(thinking / "segment_0_1.json")})
+    config = json.loads((filler / runs.RUN_FILE).read_text())["config"]
+    assert config["filler"] == {"source": "repeat", "token": ".", "reference": str(thinking)}
+    expected = runs.think_reference(thinking, 1)[0]
+    assert pd.read_csv(filler / runs.METRICS_FILE)["filler_tokens"].tolist() == [expected]
+
+    def evaluate(variant, inputs):
+        out = tmp_path / "eval" / variant / "sokoban.json"
+        smk = types.SimpleNamespace(
+            params=_Params(model=str(embedded_model_path()), domain={"max_steps": 3, "options": {}}, think=
+                           {"default": "on", "filler": "filler"}[variant], episodes=2, temperature=0.4, top_p=1.0,
+                           max_new_tokens=64, history_length=2, generator="expert", seed=0,
+                           filler={**settings, "eval_tokens": 5} if variant == "filler" else {}),
+            input=_Params(tasks=str(tmp_path / "tasks.json"), **inputs), output=types.SimpleNamespace(summary=str(out)),
+            wildcards=types.SimpleNamespace(eval_domain="sokoban"), log=[str(tmp_path / f"eval-{variant}.log")],
+            config={})
+        (tmp_path / "tasks.json").write_text("{}")
+        pipeline.eval_checkpoint(smk)
+        return json.loads(out.read_text())
+
+    reference = evaluate("default", {})
+    result = evaluate("filler", {"thinking": str(tmp_path / "eval" / "default" / "sokoban.json")})
+    assert reference["think"] is True and result["think"] == "filler"
+    assert result["think_tokens_mean"] == result["filler"]["tokens"] == 5  # eval_tokens fixed at 5
