@@ -232,7 +232,9 @@ def test_filler_run_takes_the_thinking_runs_mean_at_each_step(tiny, tmp_path):
     assert log["filler_tokens"].tolist() == [9, 21] == log[runs.THINK_TOKENS_MEAN].tolist()
     assert not (tmp_path / "filler" / runs.THINK_SAMPLES).exists()  # only thinking runs keep think blocks
     with pytest.raises(ConfigError, match="no row for step 3"):
-        train_rl("local", section, run_dir=str(tmp_path / "filler"), **{**where, "start": 2, "end": 3})
+        runs.think_reference(reference, 3)
+    with pytest.raises(ConfigError, match="has no metrics.csv"):
+        runs.think_reference(tmp_path / "nowhere", 1)
     with pytest.raises(ConfigError, match="filler.reference"):
         train_rl("local", TINY_RL, run_dir=str(tmp_path / "other"), **where)
     with pytest.raises(ConfigError, match="local engine only"):
@@ -342,58 +344,54 @@ class _Params(dict):
     __getattr__ = dict.__getitem__
 
 
-def test_workflow_jobs_train_and_evaluate_a_filler_run_against_its_thinking_run(tiny, tmp_path):
+def test_workflow_job_hands_the_filler_run_its_thinking_runs_folder(tmp_path, monkeypatch):
+    """rule rl_segment -> pipeline.rl_segment: the thinking run's segment manifest (a job input)
+    names the folder whose per-step means the filler run takes; the job's RL section carries it
+    (what `gentax train rl` then reads: test_filler_run_takes_the_thinking_runs_mean_at_each_step)."""
     import json
     import types
 
-    import pandas as pd
+    import yaml
     from rl_helpers import TINY_RL
 
     from gentax import pipeline
     from gentax import plan as gplan
-    from gentax.rollout.embedded_model import embedded_model_path
-    from gentax.train import runs
+    from gentax import runspec
 
     cfg = gplan.load_config(["config.yaml", "config/embedded.yaml"])
-    cfg["domains"]["sokoban"]["max_steps"] = 2
-    settings = gplan.filler_settings(cfg)
+    thinking = tmp_path / "runs" / "v2" / "sokoban" / "default" / "seed0"
+    thinking.mkdir(parents=True)
+    (thinking / "segment_0_1.json").write_text(json.dumps({"run_dir": str(thinking)}))
+    run = runspec.build(cfg, "v2", "sokoban", "filler", 0, 1)
+    run_dir = tmp_path / "runs" / run.path
+    calls = []
 
-    def segment(variant, inputs):
-        from gentax import runspec
+    def fake_gentax(args, log):  # stands in for the training subprocess: records it, saves step 1
+        calls.append([str(a) for a in args])
+        (run_dir / "checkpoints" / "step_1").mkdir(parents=True)
+        (run_dir / "checkpoints" / "step_1" / "config.json").write_text("{}")
 
-        run = runspec.build(cfg, "v2", "sokoban", variant, 0, 1)
-        run_dir = tmp_path / "runs" / run.path
-        smk = types.SimpleNamespace(
-            params=_Params(init_model=str(tiny), run_dir=str(run_dir), run_spec=run.to_dict(), start=0, end=1,
-                           save_every=1, rl=TINY_RL, engine="local", rollout=None, preset="embedded",
-                           filler=settings if variant == "filler" else {}),
-            input=_Params(inputs), output=[str(run_dir / "segment_0_1.json")], log=[str(tmp_path / f"{variant}.log")],
-            config={})
-        pipeline.rl_segment(smk)
-        return run_dir
+    monkeypatch.setattr(pipeline, "run_gentax", fake_gentax)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    smk = types.SimpleNamespace(
+        params=_Params(init_model=str(model), run_dir=str(run_dir), run_spec=run.to_dict(), start=0, end=1,
+                       save_every=1, rl=TINY_RL, engine="local", rollout=None, preset="embedded",
+                       filler=gplan.filler_settings(cfg)),
+        input=_Params(thinking=str(thinking / "segment_0_1.json")), output=[str(run_dir / "segment_0_1.json")],
+        log=[str(tmp_path / "job.log")], config={})
+    pipeline.rl_segment(smk)
+    (args,) = calls
+    section = yaml.safe_load(open(args[args.index("--config") + 1]))["rl"]
+    assert section["filler"] == {"source": "repeat", "token": ".", "reference": str(thinking)}
+    assert json.loads(open(args[args.index("--run-spec") + 1]).read())["think"] == "filler"
 
-    thinking = segment("default", {})
-    filler = segment("filler", {"thinking": str(thinking / "segment_0_1.json")})
-    config = json.loads((filler / runs.RUN_FILE).read_text())["config"]
-    assert config["filler"] == {"source": "repeat", "token": ".", "reference": str(thinking)}
-    expected = runs.think_reference(thinking, 1)[0]
-    assert pd.read_csv(filler / runs.METRICS_FILE)["filler_tokens"].tolist() == [expected]
 
-    def evaluate(variant, inputs):
-        out = tmp_path / "eval" / variant / "sokoban.json"
-        smk = types.SimpleNamespace(
-            params=_Params(model=str(embedded_model_path()), domain={"max_steps": 3, "options": {}}, think=
-                           {"default": "on", "filler": "filler"}[variant], episodes=2, temperature=0.4, top_p=1.0,
-                           max_new_tokens=64, history_length=2, generator="expert", seed=0,
-                           filler={**settings, "eval_tokens": 5} if variant == "filler" else {}),
-            input=_Params(tasks=str(tmp_path / "tasks.json"), **inputs), output=types.SimpleNamespace(summary=str(out)),
-            wildcards=types.SimpleNamespace(eval_domain="sokoban"), log=[str(tmp_path / f"eval-{variant}.log")],
-            config={})
-        (tmp_path / "tasks.json").write_text("{}")
-        pipeline.eval_checkpoint(smk)
-        return json.loads(out.read_text())
+def test_eval_job_arguments_of_a_filler_evaluation():
+    from gentax import pipeline
 
-    reference = evaluate("default", {})
-    result = evaluate("filler", {"thinking": str(tmp_path / "eval" / "default" / "sokoban.json")})
-    assert reference["think"] is True and result["think"] == "filler"
-    assert result["think_tokens_mean"] == result["filler"]["tokens"] == 5  # eval_tokens fixed at 5
+    matched = {"source": "shuffle", "token": ".", "eval_tokens": "matched"}
+    assert pipeline.filler_eval_args(matched, "x.json") == [
+        "--filler-reference", "x.json", "--filler-source", "shuffle", "--filler-token", "."]
+    assert pipeline.filler_eval_args({**matched, "eval_tokens": 12}, "x.json")[-2:] == ["--filler-tokens", 12]
