@@ -60,8 +60,10 @@ FIGURE_VARIANTS = {
     "delta_ood_thinking": ["default", "nothink", "filler"],
     "training_curves": ["default", "aug", "nothink", "filler"],
 }
-#: Beyond the paper: the table of the mixture runs (``grid.mixtures``), planned only when enabled.
+#: Beyond the paper: the table and figure of the mixture runs (``grid.mixtures``), planned only when enabled.
 MIXTURE_TABLE = "mixture_ood"
+MIXTURE_FIGURE = "mixture_delta_ood"
+MIXTURE_ARTIFACTS = (MIXTURE_TABLE, MIXTURE_FIGURE)
 TABLES_WITH_PROPERTIES = {"table3_ranking", "ood_vs_properties"}
 WITH_EXTENDED = {"table4_extended", "training_curves"}  # the others never wait for extended training
 
@@ -434,12 +436,17 @@ def table_names(cfg: dict) -> list[str]:
     return [*TABLE_VARIANTS, *([MIXTURE_TABLE] if mixture_experiments(cfg) else [])]
 
 
+def figure_names(cfg: dict) -> list[str]:
+    """The figures the workflow builds: the paper's, plus the mixture figure when enabled."""
+    return [*FIGURE_VARIANTS, *([MIXTURE_FIGURE] if mixture_experiments(cfg) else [])]
+
+
 def artifact_runs(cfg: dict, name: str) -> list[Run]:
-    """The runs a table or figure reads: those of its variants on one domain; the mixture table
-    reads the mixture runs and their members' single-domain runs of the same init and variant."""
+    """The runs a table or figure reads: those of its variants on one domain; the mixture table and
+    figure read the mixture runs and their members' single-domain runs of the same init and variant."""
     from gentax.domains.spec import is_mixture, mixture_weights
 
-    if name == MIXTURE_TABLE:
+    if name in MIXTURE_ARTIFACTS:
         mixed = [r for r in runs(cfg) if is_mixture(r.train_domain)]
         members = {(r.init, d, r.variant) for r in mixed for d in mixture_weights(r.train_domain)}
         return mixed + [r for r in runs(cfg) if (r.init, r.train_domain, r.variant) in members]
@@ -449,11 +456,11 @@ def artifact_runs(cfg: dict, name: str) -> list[Run]:
 
 def artifact_variants(name: str, cfg: dict | None = None) -> list[str]:
     """The run variants a table or figure reads; ConfigError for an unknown name."""
-    if name == MIXTURE_TABLE:
+    if name in MIXTURE_ARTIFACTS:
         return sorted({e["variant"] for e in mixture_experiments(cfg)}) if cfg is not None else ["default"]
     variants = TABLE_VARIANTS.get(name) or FIGURE_VARIANTS.get(name)
     if variants is None:
-        known = ", ".join([*TABLE_VARIANTS, *FIGURE_VARIANTS])
+        known = ", ".join([*TABLE_VARIANTS, *FIGURE_VARIANTS, *MIXTURE_ARTIFACTS])
         raise ConfigError(f"unknown table or figure {name!r}; known: {known}")
     return variants
 
@@ -465,14 +472,14 @@ def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
     ``sft_v2``, ``embedded_base``), episodes (``eval_checkpoint``, ``properties``, ``sft_data``: the
     V1 episodes it rolls out) or 0 (bookkeeping jobs). Mirrors the rules' input functions.
     """
-    names = list(names) if names is not None else [*table_names(cfg), *FIGURE_VARIANTS]
+    names = list(names) if names is not None else [*table_names(cfg), *figure_names(cfg)]
     out: dict[str, list[int]] = defaultdict(list)
     parts: dict[Run, set[str]] = {}
     bases: set[tuple[str, str]] = set()
     with_properties = False
     for name in names:
         variants = artifact_variants(name, cfg)
-        out["figure" if name in FIGURE_VARIANTS else "table"].append(0)
+        out["figure" if name in FIGURE_VARIANTS or name == MIXTURE_FIGURE else "table"].append(0)
         for run in artifact_runs(cfg, name):
             wanted = parts.setdefault(run, set())
             wanted.add("main")

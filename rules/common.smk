@@ -143,7 +143,7 @@ def all_tables():
 
 
 def all_figures():
-    return [f"{R}/figures/{name}.png" for name in FIGURE_VARIANTS]
+    return [f"{R}/figures/{name}.png" for name in gplan.figure_names(config)]
 
 
 def sft_mix_domains(sft, preset="v2"):

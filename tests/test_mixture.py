@@ -72,9 +72,9 @@ def test_the_paper_grid_with_the_mixture_block_plans_exactly_the_extra_runs_and_
     mixed = _dry_run("--profile", "profiles/slurm", "--configfile", str(on))
     extra = {rule: mixed.get(rule, 0) - paper.get(rule, 0) for rule in set(mixed) | set(paper)}
     # V2 x {alfworld+webshop, sokoban+sciworld} x 3 seeds: 6 runs of one segment each, evaluated at
-    # the last 4 checkpoints on all 4 of V2's domains, one summary each, and the mixture table
+    # the last 4 checkpoints on all 4 of V2's domains, one summary each, the mixture table and figure
     assert {rule: n for rule, n in extra.items() if n} == {"rl_segment": 6, "eval_checkpoint": 6 * 4 * 4,
-                                                          "run_summary": 6, "table": 1}
+                                                          "run_summary": 6, "table": 1, "figure": 1}
 
 
 def test_a_mixture_must_name_known_evaluated_domains():
@@ -115,6 +115,34 @@ def test_the_mixture_table_compares_the_mixture_with_its_members(tmp_path):
     expected = 100 * (2 * 0.5 - base["alfworld"] - base["sciworld"]) / (base["alfworld"] + base["sciworld"])
     assert table.loc["webshop+sokoban", "delta_ood_pct"] == pytest.approx(expected)
     assert not table["delta_ood_pct"].isna().any()
+    # 95% bootstrap intervals (seeds + episodes of the run and of the initial policy) around each ΔOOD
+    low, high = table["delta_ood_ci_low_pct"], table["delta_ood_ci_high_pct"]
+    assert (low <= table["delta_ood_pct"] + 1e-9).all() and (table["delta_ood_pct"] <= high + 1e-9).all()
+    assert (high - low > 0).all()  # 16 episodes per checkpoint: the interval has a width
+    figure = {ext: tmp_path / f"mixture_delta_ood.{ext}" for ext in ("png", "svg")}
+    build_one("mixture_delta_ood", str(path), None, figure, window=(75, 150))
+    svg = figure["svg"].read_text()
+    assert figure["png"].stat().st_size > 0 and "V2 webshop+sokoban" in svg and "mixture run" in svg
+
+
+def test_the_mixture_interval_follows_the_seeds():
+    """A ΔOOD interval from seed draws only: a run whose seeds agree has a zero-width interval at
+    its ΔOOD; one whose seeds differ has a wider one (the draws are the tables' ΔOOD formula)."""
+    import numpy as np
+
+    from gentax.analysis import stats
+    from gentax.analysis.tables import delta_ood
+
+    draws = stats.BootstrapDraws(n_boot=200)
+    rng = np.random.default_rng(0)
+    draws.seeds[("v2", "a+b", "default", "c")] = np.full(200, 30.0)
+    draws.seeds[("v2", "a", "default", "c")] = rng.choice([10.0, 50.0], size=200)
+    base = {"c": 20.0}
+    keys = {"c": ("v2", "base", "default", "c")}  # no draws: the base mean is held fixed
+    assert stats.delta_ood_interval(draws, {"c": ("v2", "a+b", "default", "c")}, keys, base, delta_ood) == (50.0, 50.0)
+    low, high = stats.delta_ood_interval(draws, {"c": ("v2", "a", "default", "c")}, keys, base, delta_ood)
+    assert (low, high) == (-50.0, 150.0)
+    assert all(np.isnan(stats.delta_ood_interval(draws, {"c": ("v2", "x", "default", "c")}, keys, base, delta_ood)))
 
 
 def test_the_workflow_hands_a_mixture_run_every_member_settings():

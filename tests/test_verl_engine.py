@@ -378,3 +378,27 @@ def test_both_engines_build_the_same_collector_settings_from_a_run_spec(tmp_path
         assert verl.aug_eps == ({"webshop": 40, "sokoban": 80}[domain] if split == "train" else 0)
     assert verl.max_steps == cfg.max_steps["sokoban"] and episode_config(
         config.gentax, domain="webshop", split=split, sampling=SamplingParams(), seed=0).max_steps == 7
+
+
+def test_a_mixture_run_composes_and_its_rows_carry_their_domain(tmp_path):
+    """verl engine, mixture: the config composes with the run spec of both members; train rows are
+    one per group slot (their domain comes from the step's schedule), validation rows are
+    ``val_tasks`` held-out tasks of each member, each row naming its domain and data source."""
+    from gentax.train.verl_agent import episode_task, validation_metrics
+
+    cfg = load_rl_config({"tasks_per_step": 3, "val_tasks": 2, "val_every": 1}, "embedded")
+    run = _run(cfg, "webshop*2+sokoban", "default", 5)
+    config = verl_engine.build_config(cfg, model_path="/m", run=run, run_dir=tmp_path, end_step=2)
+    assert config.gentax.run.train == [["webshop", 2], ["sokoban", 1]] and config.gentax.tasks_per_step == 3
+    rows = verl_engine.task_rows(cfg, run)
+    assert [r["extra_info"]["domain"] for r in rows["train"]] == ["", "", ""]
+    assert [r["extra_info"]["domain"] for r in rows["eval"]] == ["webshop", "webshop", "sokoban", "sokoban"]
+    assert {r["data_source"] for r in rows["eval"]} == {"gentax/webshop", "gentax/sokoban"}
+    for step in (1, 2, 7):
+        drawn = [episode_task(config.gentax, r["extra_info"], step)[0] for r in rows["train"]]
+        assert drawn == runs.step_task_domains(5, step, 3, {"webshop": 2, "sokoban": 1})
+    domain, split, seed = episode_task(config.gentax, rows["eval"][3]["extra_info"], 4)
+    assert (domain, split, seed) == ("sokoban", "eval", runs.task_seed(5, 0, 1))
+    val = validation_metrics({"val-core/gentax/webshop/won/mean@1": 0.5, "val-core/gentax/sokoban/won/mean@1": 0.25,
+                              "val-aux/gentax/sokoban/episode_length/mean@1": 9.0})
+    assert val == {"val_success": 0.375, "val_success/webshop": 0.5, "val_success/sokoban": 0.25}

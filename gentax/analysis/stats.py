@@ -83,7 +83,8 @@ def bootstrap(rows: pd.DataFrame, n_boot: int = DEFAULT_BOOTSTRAP, seed: int = 0
     return out
 
 
-def _interval(draws: np.ndarray | None) -> tuple[float, float]:
+def interval(draws: np.ndarray | None) -> tuple[float, float]:
+    """The 95% percentile interval of bootstrap draws; (NaN, NaN) for none."""
     if draws is None:
         return math.nan, math.nan
     tail = (1.0 - CI_LEVEL) / 2.0 * 100.0
@@ -96,13 +97,29 @@ def success_intervals(draws: BootstrapDraws) -> pd.DataFrame:
     there are no episode counts), indexed like ``summary.cell_means``."""
     records = []
     for key in sorted(draws.seeds):
-        seeds_low, seeds_high = _interval(draws.seeds[key])
-        episodes_low, episodes_high = _interval(draws.episodes.get(key))
+        seeds_low, seeds_high = interval(draws.seeds[key])
+        episodes_low, episodes_high = interval(draws.episodes.get(key))
         records.append(dict(zip(CELL_KEY, key), ci_seeds_low_pct=seeds_low, ci_seeds_high_pct=seeds_high,
                             ci_episodes_low_pct=episodes_low, ci_episodes_high_pct=episodes_high))
     columns = list(CELL_KEY) + ["ci_seeds_low_pct", "ci_seeds_high_pct",
                                 "ci_episodes_low_pct", "ci_episodes_high_pct"]
     return pd.DataFrame.from_records(records, columns=columns).set_index(list(CELL_KEY))
+
+
+def delta_ood_interval(draws: BootstrapDraws, run_keys: dict[str, tuple], base_keys: dict[str, tuple],
+                       base_means: dict[str, float], delta: Callable) -> tuple[float, float]:
+    """95% interval of a ΔOOD: ``delta(without, with_)`` (the tables' formula) per draw, with the
+    run's draws of each OOD eval domain (``run_keys``: eval domain -> cell key; best available)
+    and the initial policy's (``base_keys``; its fixed mean ``base_means`` where it has no draws).
+    Draws where ΔOOD is undefined are left out; (NaN, NaN) when the run has no draws."""
+    cells = {e: draws.best_available(key) for e, key in run_keys.items()}
+    if not cells or any(c is None for c in cells.values()):
+        return math.nan, math.nan
+    bases = {e: draws.best_available(key) for e, key in base_keys.items()}
+    values = np.array([delta({e: base_means[e] if bases[e] is None else float(bases[e][b]) for e in cells},
+                             {e: float(cells[e][b]) for e in cells})[0] for b in range(draws.n_boot)])
+    defined = values[~np.isnan(values)]
+    return interval(defined) if defined.size else (math.nan, math.nan)
 
 
 def rank_stability(
@@ -140,7 +157,7 @@ def rank_stability(
         for name in names:
             values = np.array([scores[name] for scores in per_draw], dtype=float)
             defined = values[~np.isnan(values)]
-            low, high = _interval(defined) if defined.size else (math.nan, math.nan)
+            low, high = interval(defined) if defined.size else (math.nan, math.nan)
             records.append({
                 "init": label, "train_domain": name,
                 "share_best_pct": 100.0 * sum(name in w for w in winners) / len(per_draw),

@@ -19,11 +19,22 @@ penalty, which verl's multi-output broadcast would otherwise drop) plus ``_compu
 write ``metrics.csv``); the rollout inside each episode is our collector
 (``gentax.rollout.collector.collect``) talking to verl's vLLM servers through a generator adapter.
 
+The run. ``train_verl`` gets a run spec (``gentax.runspec.RunSpec``); it reaches the Ray workers as
+the config's ``gentax.run.*`` keys, and the agent loop builds each episode's collector settings from
+it with ``runspec.collect_fields`` — the function the local engine uses (only training episodes are
+augmented; validation episodes never are).
+
 Tasks. The train parquet holds ``tasks_per_step`` rows (one per group slot), re-read every step
 (one epoch = one step); the agent loop turns (run seed, ``global_steps``, slot) into the task seed
 with ``runs.task_seed``, the same schedule as the local engine, so resumed and extended runs see
 the tasks an uninterrupted run would, whatever the dataloader state. ``rollout.n`` = group size
-gives the group's trajectories.
+gives the group's trajectories. On a mixture of domains (``webshop+sokoban``) the slot's domain
+comes from the same schedule, ``runs.step_task_domains`` (the local engine's split of a step's
+tasks by weight): every trajectory of a group plays the same task of one domain. Each row carries
+its domain (train rows of a mixture carry "" and get theirs per step; the validation parquet has
+``val_tasks`` tasks of every training domain, data source ``gentax/<domain>``), every step sample
+carries its episode's domain, and the metrics row adds ``id_success/<domain>`` (and
+``val_success/<domain>``) per member (``runs.domain_success``).
 
 Checkpoints, resume, extension. verl saves FSDP checkpoints every ``save_every`` steps to
 ``RUN_DIR/verl/global_step_<N>`` with ``resume_mode=auto``; after each save the trainer's
@@ -41,7 +52,10 @@ to a cluster started by ``ray start --head`` instead, export ``RAY_ADDRESS`` bef
 
 What ran where. CPU tests (tests/test_verl_engine.py, tests/test_verl_ray.py) cover the config
 mapping, the agent loop, the TransferQueue reads/writes of our trainer against verl's real queue and
-verl's own ``_compute_metrics``, and the ``hf`` rollout backend under verl's ``LLMServerManager``.
+verl's own ``_compute_metrics``, and the ``hf`` rollout backend under verl's ``LLMServerManager``;
+for a mixture: the composed config, the rows, each slot's domain per step, episodes of both domains
+through verl's postprocess and the per-domain metrics row. A mixture run under ``run_ppo`` has
+not run yet (benchmarks/verl_gpu_smoke phase ``verl1-mixture`` is the GPU check).
 ``run_ppo`` itself (Ray, FSDP workers, weight sync, checkpoint save/resume after a SIGKILL, the merger
 on 2-rank shards) ran on 1 and 2 H200s with the ``hf`` backend (benchmarks/verl_gpu_smoke,
 docs/training.md section 5.3). Only a GPU cluster exercises: vLLM servers (``rollout.name=vllm``) and
