@@ -307,9 +307,24 @@ def rollout_settings(cfg: dict, kind: str) -> dict[str, Any]:
 
 # ---- the grid --------------------------------------------------------------------------------
 def runs(cfg: dict) -> list[RunSpec]:
-    """Every planned RL run after V1, resolved once (see the module docstring)."""
-    extended = {(e["init"], e["variant"], e["train_domain"]): e["steps"] for e in cfg["grid"].get("extended", [])}
+    """Every planned RL run after V1, resolved once (see the module docstring). The Snakefile's input
+    functions ask for them once per job, so they are built once per distinct config (and registry)."""
+    import json
+
+    from gentax.domains.spec import names
+
+    key = json.dumps([{k: cfg.get(k, {}) for k in ("grid", "domains", "augmentation", "controls")},
+                      repr(runspec.VARIANTS), names()], sort_keys=True, default=str)
+    return list(_runs(key))
+
+
+@functools.lru_cache(maxsize=8)
+def _runs(key: str) -> tuple[RunSpec, ...]:
+    import json
+
+    cfg = json.loads(key)[0]
     out = []
+    extended = {(e["init"], e["variant"], e["train_domain"]): e["steps"] for e in cfg["grid"].get("extended", [])}
     for exp in cfg["grid"]["experiments"]:
         for domain in exp["train_domains"]:
             steps = extended.get((exp["init"], exp["variant"], domain), cfg["grid"]["steps"])
@@ -324,7 +339,7 @@ def runs(cfg: dict) -> list[RunSpec]:
             for seed in cfg["grid"]["seeds"]:
                 out.append(runspec.build(cfg, exp["init"], domain, runspec.FILLER_VARIANT, int(seed),
                                          int(cfg["grid"]["steps"])))
-    return out
+    return tuple(out)
 
 
 def filler_experiments(cfg: dict) -> list[dict]:

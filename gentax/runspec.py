@@ -230,7 +230,8 @@ def _check(run: RunSpec) -> None:
                                   f"got {run.augmentation!r}")
     if run.augmentation is not None:
         aug = run.augmentation
-        if not isinstance(aug, Mapping) or set(aug) != {"kind", "p", "eps"} or not 0 <= aug["p"] <= 1 \
+        if not isinstance(aug, Mapping) or set(aug) != {"kind", "p", "eps"} \
+                or not isinstance(aug["p"], (int, float)) or not 0 <= aug["p"] <= 1 \
                 or not isinstance(aug["eps"], Mapping) or sorted(aug["eps"]) != sorted(names) \
                 or any(not isinstance(e, int) or e < 0 for e in aug["eps"].values()):
             raise bad("augmentation", f"expected {{kind, p in [0, 1], eps: {{domain: integer >= 0}} for {names}}}, "
