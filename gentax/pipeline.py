@@ -120,8 +120,11 @@ def rl_segment(smk) -> None:
     run = RunSpec.from_dict(_plain(p.run_spec))
     spec_file = run_dir / RUN_SPEC_FILE
     gio.write_json(spec_file, run.to_dict())
-    job_config = write_job_config(run_dir / f"config_segment_{p.start}_{p.end}.yaml", rl=rl_section(
-        p.rl, save_every=p.save_every, rollout=p.get("rollout")), tracking=_tracking(smk))
+    section = rl_section(p.rl, save_every=p.save_every, rollout=p.get("rollout"))
+    if p.get("filler"):  # the filler arm: its thinking run's folder holds the per-step filler lengths
+        section["filler"] = filler_rl_section(p.filler, smk.input.thinking)
+    job_config = write_job_config(run_dir / f"config_segment_{p.start}_{p.end}.yaml", rl=section,
+                                  tracking=_tracking(smk))
     run_gentax(["train", "rl", "--engine", p.engine, "--preset", p.preset, "--config", job_config,
                 "--init", p.init_model, "--run-spec", spec_file,
                 "--steps", f"{p.start}:{p.end}", "--out", run_dir, "--no-progress"], smk.log[0])
@@ -175,12 +178,30 @@ def _rollout_args(p, domain_name: str, domain: dict) -> list[str]:
             "--quiet", *_domain_args(domain), *(["--errors-as-losses"] if p.get("errors_as_losses") else [])]
 
 
+def filler_rl_section(filler: dict, thinking_manifest: str) -> dict:
+    """The RL section's ``filler`` of a filler run: controls.filler's source and token, and the
+    folder of the thinking run it matches (read from that run's segment manifest)."""
+    reference = json.loads(Path(thinking_manifest).read_text())["run_dir"]
+    return {"source": str(filler["source"]), "token": str(filler["token"]), "reference": str(reference)}
+
+
+def filler_eval_args(filler: dict, thinking_eval: str) -> list[str]:
+    """``gentax eval`` arguments of a filler-mode evaluation matched to ``thinking_eval`` (the
+    thinking evaluation of the same cell); ``eval_tokens`` an integer fixes the length instead."""
+    args = ["--filler-reference", thinking_eval, "--filler-source", filler["source"], "--filler-token", filler["token"]]
+    if filler["eval_tokens"] != "matched":
+        args += ["--filler-tokens", int(filler["eval_tokens"])]
+    return args
+
+
 def eval_checkpoint(smk) -> None:
     """pass@1 of one checkpoint on one eval domain: <out>.json (+ .steps/.episodes.parquet)."""
     p = smk.params
     out = smk.output.summary
     args = ["eval", "--model", p.model, *_rollout_args(p, smk.wildcards.eval_domain, p.domain), "--think", p.think,
             "--out", out[: -len(".json")] + ".parquet"]
+    if p.get("filler"):
+        args += filler_eval_args(p.filler, smk.input.thinking)
     run_gentax(args, smk.log[0])
     _embed_provenance(out, _provenance(smk, model=p.model, tasks=smk.input.tasks))
 

@@ -49,16 +49,16 @@ TABLE_VARIANTS = {
     "table4_extended": ["default"],
     "table5_augmentation": ["default", "aug"],
     "table6_relative_change": ["default"],
-    "table7_thinking": ["default", "nothink"],
+    "table7_thinking": ["default", "nothink", "filler"],  # filler: runs only with controls.filler
     "table8_rank_detail": ["default"],
-    "success_ci": ["default", "aug", "nothink"],   # beyond the paper: bootstrap CIs
+    "success_ci": ["default", "aug", "nothink", "filler"],   # beyond the paper: bootstrap CIs
     "rank_stability": ["default"],                 # beyond the paper: share of resamples ranked best
 }
 FIGURE_VARIANTS = {
     "ood_vs_properties": ["default"],
     "delta_ood_augmentation": ["default", "aug"],
-    "delta_ood_thinking": ["default", "nothink"],
-    "training_curves": ["default", "aug", "nothink"],
+    "delta_ood_thinking": ["default", "nothink", "filler"],
+    "training_curves": ["default", "aug", "nothink", "filler"],
 }
 #: Beyond the paper: the table and figure of the mixture runs (``grid.mixtures``), planned only when enabled.
 MIXTURE_TABLE = "mixture_ood"
@@ -171,6 +171,7 @@ def _check_cross_fields(cfg: dict) -> None:
             if _needs_eps(exp["variant"], d) and d not in cfg["augmentation"][exp["init"]]["eps"]:
                 raise ConfigError(f"config key augmentation.{exp['init']}.eps.{d}: missing (needed by grid.experiments.{i})")
     _check_mixtures(cfg)
+    _check_filler(cfg)
     planned = {(e["init"], e["variant"], d) for e in cfg["grid"]["experiments"] for d in e["train_domains"]}
     for i, ext in enumerate(cfg["grid"].get("extended", [])):
         key = f"config key grid.extended.{i}"
@@ -210,6 +211,29 @@ def _check_mixtures(cfg: dict) -> None:
                                       f"(inits.{exp['init']}.domains: {', '.join(allowed)})")
                 if _needs_eps(exp["variant"], d) and d not in cfg["augmentation"][exp["init"]]["eps"]:
                     raise ConfigError(f"config key augmentation.{exp['init']}.eps.{d}: missing (needed by {key})")
+
+
+def _check_filler(cfg: dict) -> None:
+    """Every planned filler-thinking experiment (``controls.filler`` when enabled, or a grid entry of
+    a variant in thinking mode filler): each domain an evaluated domain of the init with the
+    matching thinking (default) run planned, and the local RL engine (docs/STUDY.md)."""
+    planned = [(f"config key controls.filler.experiments.{i}", exp) for i, exp in enumerate(filler_experiments(cfg))]
+    planned += [(f"config key grid.experiments.{i}", exp) for i, exp in enumerate(cfg["grid"]["experiments"])
+                if runspec.think_mode(exp["variant"]) == "filler"]
+    for key, exp in planned:
+        allowed = cfg["inits"][exp["init"]]["domains"]
+        thinking = {d for e in cfg["grid"]["experiments"] if e["init"] == exp["init"] and e["variant"] == runspec.DEFAULT_VARIANT
+                    for d in e["train_domains"]}
+        for d in exp["train_domains"]:
+            if d not in allowed:
+                raise ConfigError(f"{key}.train_domains: {d} is not an evaluated domain of {exp['init']} "
+                                  f"(inits.{exp['init']}.domains: {', '.join(allowed)})")
+            if d not in thinking:
+                raise ConfigError(f"{key}.train_domains: {d} has no thinking run to match: grid.experiments plans no "
+                                  f"{exp['init']} default run on {d}")
+        if cfg["engines"]["rl"] != "local":
+            raise ConfigError(f"{key}: the filler arm runs on the local engine only (engines.rl is "
+                              f"{cfg['engines']['rl']!r}; set engines.rl: local or plan no filler runs)")
 
 
 def _needs_eps(variant: str, domain: str) -> bool:
@@ -289,8 +313,8 @@ def runs(cfg: dict) -> list[RunSpec]:
 
     from gentax.domains.spec import names
 
-    key = json.dumps([{k: cfg[k] for k in ("grid", "domains", "augmentation")}, repr(runspec.VARIANTS), names()],
-                     sort_keys=True, default=str)
+    key = json.dumps([{k: cfg.get(k, {}) for k in ("grid", "domains", "augmentation", "controls")},
+                      repr(runspec.VARIANTS), names()], sort_keys=True, default=str)
     return list(_runs(key))
 
 
@@ -310,7 +334,30 @@ def _runs(key: str) -> tuple[RunSpec, ...]:
         for mixture in exp["mixtures"]:
             for seed in cfg["grid"]["seeds"]:
                 out.append(runspec.build(cfg, exp["init"], mixture, exp["variant"], int(seed), int(cfg["grid"]["steps"])))
+    for exp in filler_experiments(cfg):  # beyond the paper: the filler-thinking arm (controls.filler)
+        for domain in exp["train_domains"]:
+            for seed in cfg["grid"]["seeds"]:
+                out.append(runspec.build(cfg, exp["init"], domain, runspec.FILLER_VARIANT, int(seed),
+                                         int(cfg["grid"]["steps"])))
     return tuple(out)
+
+
+def filler_experiments(cfg: dict) -> list[dict]:
+    """``controls.filler.experiments`` when ``controls.filler.enabled``, else none."""
+    block = (cfg.get("controls") or {}).get("filler") or {}
+    return list(block.get("experiments", [])) if block.get("enabled") else []
+
+
+def filler_settings(cfg: dict) -> dict[str, Any]:
+    """What a filler job needs of ``controls.filler``: source, token, eval_tokens."""
+    block = cfg["controls"]["filler"]
+    return {key: block[key] for key in ("source", "token", "eval_tokens")}
+
+
+def filler_reference(cfg: dict, run: Run) -> Run:
+    """The thinking run a filler run matches (same init, training domain, seed; variant default):
+    its per-step mean think tokens are the filler run's filler lengths."""
+    return find_run(cfg, run.init, run.train_domain, runspec.DEFAULT_VARIANT, run.seed)
 
 
 def v1_run(cfg: dict) -> RunSpec:

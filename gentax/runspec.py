@@ -44,6 +44,9 @@ from gentax.errors import GentaxError
 THINK_MODES: dict[str, dict[str, Any]] = {
     "on": {"think": True},    # the paper's prompt: reason in <think>...</think>, then <action>
     "off": {"think": False},  # Table 7: the thinking instruction is dropped
+    # beyond the paper (issue 18): the "on" prompt, but the think block is forced neutral filler of
+    # the thinking run's mean think tokens (gentax.agent.filler; the engine adds the FillerSpec)
+    "filler": {"think": "filler"},
 }
 
 
@@ -70,8 +73,12 @@ VARIANTS: dict[str, VariantSpec] = {v.name: v for v in (
     VariantSpec("default", think="on", augment=False, description="the paper's recipe: thinking on, no augmentation"),
     VariantSpec("aug", think="on", augment=True, description="State Information Augmentation of the training rollouts (Table 5)"),
     VariantSpec("nothink", think="off", augment=False, description="thinking off in training and evaluation (Table 7)"),
+    VariantSpec("filler", think="filler", augment=False,
+                description="filler thinking: the think block is neutral filler of the matching default run's mean "
+                            "think-token count, no reasoning (controls.filler; Table 7's filler rows; local engine only)"),
 )}
 DEFAULT_VARIANT = "default"
+FILLER_VARIANT = "filler"  # the variant controls.filler plans (gentax.plan.filler_experiments)
 
 
 def variant(name: str) -> VariantSpec:

@@ -77,19 +77,20 @@ def planned_run(wc):
 def segment_inputs(wc):
     start = int(wc.start)
     if start == 0:
-        return {"init": init_model_input(wc.init)}
+        return {"init": init_model_input(wc.init), **filler_segment_input(wc)}
     prev = [s for s in gplan.segments(config, planned_run(wc)) if s[1] == start]
     if not prev:
         raise WorkflowError(f"no segment of {run_dir(wc)} ends at step {start}")
-    return {"init": init_model_input(wc.init), "previous": f"{run_dir(wc)}/segment_{prev[0][0]}_{start}.json"}
+    return {"init": init_model_input(wc.init), "previous": f"{run_dir(wc)}/segment_{prev[0][0]}_{start}.json",
+            **filler_segment_input(wc)}
 
 
 def checkpoint_inputs(wc):
     """For an eval of checkpoint `step`: the manifest of the segment that saved it (or the init)."""
     if wc.train_domain == "base":
-        return {"model": init_model_input(wc.init)}
+        return {"model": init_model_input(wc.init), **filler_eval_input(wc)}
     start, end = gplan.segment_of(config, planned_run(wc), int(wc.step))
-    return {"model": f"{run_dir(wc)}/segment_{start}_{end}.json"}
+    return {"model": f"{run_dir(wc)}/segment_{start}_{end}.json", **filler_eval_input(wc)}
 
 
 def checkpoint_path(wc):
@@ -170,3 +171,28 @@ def run_spec_params(wc):
 def think_param(wc):
     """The thinking mode an eval of a run (or base row) of variant wc.variant uses (gentax.runspec)."""
     return grunspec.think_mode(wc.variant)
+
+
+# ---- the filler arm (controls.filler; gentax.agent.filler) ---------------------------------------
+def filler_segment_input(wc):
+    """A filler run's segment waits for its thinking run (gentax.plan.filler_reference) trained
+    through the segment's last step: step k's filler has that run's mean think tokens of step k."""
+    if grunspec.think_mode(wc.variant) != "filler":
+        return {}
+    ref = gplan.filler_reference(config, planned_run(wc))
+    start, end = gplan.segment_of(config, ref, int(wc.end))
+    return {"thinking": f"{R}/runs/{ref.path}/segment_{start}_{end}.json"}
+
+
+def filler_eval_input(wc):
+    """A filler-mode eval reads the thinking evaluation of the same cell (its mean think tokens)."""
+    if grunspec.think_mode(wc.variant) != "filler":
+        return {}
+    if wc.train_domain == "base":
+        return {"thinking": eval_file(wc.init, "base", grunspec.DEFAULT_VARIANT, 0, 0, wc.eval_domain)}
+    return {"thinking": eval_file(wc.init, wc.train_domain, grunspec.DEFAULT_VARIANT, wc.seed, wc.step, wc.eval_domain)}
+
+
+def filler_params(wc):
+    """controls.filler's settings for a filler job ({} for every other variant)."""
+    return gplan.filler_settings(config) if grunspec.think_mode(wc.variant) == "filler" else {}

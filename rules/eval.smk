@@ -15,6 +15,7 @@ rule eval_checkpoint:
         model=checkpoint_path,
         domain=lambda wc: domain_params(wc.eval_domain),
         think=think_param,
+        filler=filler_params,
         **gplan.rollout_settings(config, "eval"),
     log:
         log_path("eval/{init}/{train_domain}/{variant}/seed{seed}/step{step}/{eval_domain}"),

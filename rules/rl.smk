@@ -16,6 +16,7 @@ rule rl_segment:
         end=lambda wc: int(wc.end),
         save_every=config["rl"]["save_every"],
         rl=config["rl"],
+        filler=filler_params,
         engine=config["engines"]["rl"],
         rollout=config["engines"].get("rollout"),
         preset=config["preset"],

@@ -30,6 +30,10 @@ def paper():
     return gplan.load_config([REPO / "config.yaml"])
 
 
+def paper_with_filler():
+    return gplan.load_config([REPO / "config.yaml", REPO / "tests" / "filler_on.yaml"])
+
+
 def embedded():
     return gplan.load_config([REPO / "config.yaml", REPO / "config" / "embedded.yaml", {"preset": "embedded"}])
 
@@ -42,8 +46,9 @@ def counts(jobs):
     (["--profile", "profiles/slurm"], paper, None),
     (["--profile", "profiles/slurm", "results/tables/table5_augmentation.csv"], paper, ["table5_augmentation"]),
     (["--profile", "profiles/slurm", "results/figures/training_curves.png"], paper, ["training_curves"]),
+    (["--profile", "profiles/slurm", "--configfile", "tests/filler_on.yaml"], paper_with_filler, None),
     (["--forceall"], embedded, None),
-], ids=["paper", "paper-table5", "paper-training-curves", "embedded"])
+], ids=["paper", "paper-table5", "paper-training-curves", "paper-filler", "embedded"])
 def test_priced_jobs_are_the_jobs_snakemake_plans(args, cfg, names):
     text = dry_run(*args)
     planned = job_counts(text)

@@ -29,7 +29,7 @@ def test_paper_grid_is_60_runs(paper):
     runs = gplan.runs(paper)
     assert len(runs) == 60
     by_variant = {v: sum(r.variant == v for r in runs) for v in gplan.VARIANTS}
-    assert by_variant == {"default": 21, "aug": 18, "nothink": 21}
+    assert by_variant == {"default": 21, "aug": 18, "nothink": 21, "filler": 0}  # filler: controls.filler is off
     assert not any(r.train_domain == "sciworld" and r.init == "v1" for r in runs)
     extended = {(r.init, r.train_domain): r.steps for r in runs if r.steps != 150}
     assert extended == {("v1", "sokoban"): 300, ("v2", "sokoban"): 300, ("v2", "sciworld"): 240}

@@ -94,8 +94,9 @@ def test_thinking_modes_map_to_the_collector_settings():
     for mode in runspec.THINK_MODES:
         assert set(runspec.think_fields(mode)) <= fields
     assert runspec.think_mode("nothink") == "off" and runspec.base_variant("aug") == "default"
-    with pytest.raises(GentaxError, match="unknown thinking mode 'filler'"):
-        runspec.VariantSpec("x", think="filler", augment=False, description="")
+    assert runspec.think_mode("filler") == "filler" and runspec.base_variant("filler") == "filler"
+    with pytest.raises(GentaxError, match="unknown thinking mode 'maybe'"):
+        runspec.VariantSpec("x", think="maybe", augment=False, description="")
 
 
 class _Params(dict):

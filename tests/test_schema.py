@@ -35,7 +35,7 @@ def test_column_types():
     assert types["task_seed"] == pa.int64() and types["step"] == pa.int32()
     assert types["valid"] == types["done"] == types["won"] == types["augmented"] == pa.bool_()
     assert types["reward"] == pa.float64() and types["prompt"] == pa.string()
-    assert {f.name for f in STEP_SCHEMA if f.nullable} == {"action", "reason", "error"}
+    assert {f.name for f in STEP_SCHEMA if f.nullable} == {"action", "reason", "error", "think_tokens", "filler"}
     assert EPISODE_SCHEMA.field("return").type == pa.float64()
     assert EPISODE_SCHEMA.field("length").type == pa.int32()
 

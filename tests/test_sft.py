@@ -179,7 +179,7 @@ def test_v1_steps_keep_failed_episodes_and_drop_invalid_steps():
                 "step": step, "prompt": f"prompt {traj}/{step}", "response": response, "action": action,
                 "valid": valid, "reason": reason, "reward": 0.0 if valid else -0.1, "done": False, "won": False,
                 "obs_chars": 10, "augmented": False, "admissible_count": 4, "error": None, "finish_reason": "stop",
-                "prompt_tokens": 5, "response_tokens": 5}
+                "prompt_tokens": 5, "response_tokens": 5, "think_tokens": None, "filler": None}
 
     steps = [
         step(0, "<think>box is left</think> <action>Left</action> trailing", "left", True),

@@ -239,3 +239,42 @@ def test_every_table_file_is_written(tmp_path):
     assert (t2.success_pct <= t2.ci_seeds_high_pct + 1e-9).all()
     cell = row(a.tables["table2_success"], init="v1", train_domain="alfworld", eval_domain="alfworld")
     assert (cell.ci_seeds_low_pct, cell.ci_seeds_high_pct) == (pytest.approx(45.0), pytest.approx(55.0))
+
+
+def filler_case() -> pd.DataFrame:
+    """The hand case plus a filler run of V1 alfworld: ID 50, webshop 21, sokoban 6."""
+    rows = run("v1", "alfworld", {"alfworld": 0.50, "webshop": 0.21, "sokoban": 0.06}, variant="filler",
+               invalid_rate=0.1)
+    return pd.concat([hand_summary(), pd.DataFrame(rows)], ignore_index=True)
+
+
+def test_table7_gets_filler_rows_only_where_filler_runs_exist(analysis):
+    plain = analysis.tables["table7_thinking"]
+    assert not any("filler" in c for c in plain.data.columns) and set(plain.data.variant) == {"nothink"}
+    t = compute_tables(filler_case(), hand_properties(), Settings(n_boot=0)).tables["table7_thinking"]
+    assert len(t.data) == len(plain.data) + 1  # one filler row: the one (init, domain) with a filler run
+    pd.testing.assert_frame_equal(t.data[t.data.variant == "nothink"][list(plain.data.columns)].reset_index(drop=True),
+                                  plain.data, check_dtype=False)
+    r = row(t, init="v1", train_domain="alfworld", variant="filler")
+    assert r.delta_id_think == pytest.approx(30.0) and r.delta_id_filler == pytest.approx(30.0)
+    assert r.delta_ood_pct == pytest.approx(100 * ((21 - 28) + (6 - 8)) / (28 + 8))
+    assert r.invalid_ood_filler_pct == pytest.approx(10.0) and math.isnan(r.delta_id_nothink)
+    assert any("filler" in note for note in t.notes)
+    shown = t.display[t.display.variant == "filler"].iloc[0]
+    assert shown["ΔOOD %"] == tables._signed(r.delta_ood_pct) and "ΔID" in shown
+
+
+def test_filler_rows_reach_the_thinking_figure(tmp_path):
+    from gentax.analysis import figures
+    from gentax.analysis.synthetic import synthetic_summary
+
+    summary = synthetic_summary(seeds=(0, 1), episodes=16, every=75, steps=150, filler=[("v2", "sokoban")])
+    assert set(summary.variant) == {"default", "nothink", "aug", "filler"}
+    a = compute_tables(summary, None, Settings(n_boot=0, window=(150,)))
+    t7 = a.tables["table7_thinking"]
+    assert t7.data[t7.data.variant == "filler"][["init", "train_domain"]].values.tolist() == [["v2", "sokoban"]]
+    fig = figures.build_figure("delta_ood_thinking", a)
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert "V2 sokoban (filler)" in labels and "V2 sokoban (nothink)" in labels
+    hatches = {label: bar.get_hatch() for label, bar in zip(labels, fig.axes[0].patches)}
+    assert hatches["V2 sokoban (filler)"] != hatches["V2 sokoban (nothink)"]  # told apart by their hatching

@@ -3,10 +3,13 @@
 Contract (docs/contracts.md)::
 
     parse_response(text, *, domain, admissible=(), think=True) -> Parsed(action, reason, think)
+    # think: True/"on", False/"off", or "filler" (gentax.agent.prompts.MODES)
     format_response(action, think_text) -> text   # the inverse (what an expert "says")
 
 A response is ``<think>reasoning</think><action>command</action>`` (think mode) or
-``<action>command</action>`` (no-think mode). Tags are matched case-insensitively. Rules, in
+``<action>command</action>`` (no-think mode). In filler mode the think block was forced into
+the context (``gentax.agent.filler``) and ``text`` is what the policy generated after it: it is
+read by the no-think rules (an action, no think block required). Tags are matched case-insensitively. Rules, in
 the order they are checked (the first failing one is the reason):
 
 ``no_action_tag``     no ``<action>…</action>`` block outside the think block;
@@ -79,10 +82,13 @@ class Parsed:
 
 
 def parse_response(
-    text: str, *, domain: str, admissible: Sequence[str] = (), think: bool = True
+    text: str, *, domain: str, admissible: Sequence[str] = (), think: bool | str = True
 ) -> Parsed:
     """Parse ``text`` (see the module docstring for the rules and reason codes)."""
+    from gentax.agent.prompts import mode_of
     from gentax.domains.spec import spec
+
+    think = mode_of(think) == "on"  # filler: the think block is not part of the generated text
 
     action_syntax = spec(domain).action_syntax  # an unknown domain is one GentaxError
     think_spans = [m.span() for m in _THINK_BLOCK.finditer(text)]
@@ -117,6 +123,12 @@ def parse_response(
     if reason is not None:
         return invalid(reason, raw)
     return Parsed(action=action, reason=None, think=think_text, raw_action=raw)
+
+
+def think_text(text: str) -> str | None:
+    """The content of the first complete ``<think>…</think>`` block of ``text`` (stripped), or None."""
+    match = _THINK_BLOCK.search(text)
+    return match.group(1).strip() if match else None
 
 
 def format_response(action: str, think_text: str | None) -> str:

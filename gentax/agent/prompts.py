@@ -23,6 +23,14 @@ holding, in this order,
 5. the answer instruction: think mode asks for reasoning in ``<think> </think>`` then one
    action in ``<action> </action>``; no-think mode asks for ``<action> </action>`` only.
 
+Think modes (``MODES``; ``mode_of`` normalises ``True``/``False`` to ``"on"``/``"off"``; which
+mode a run variant uses is ``gentax.runspec``'s registry):
+``on`` the policy reasons, then acts; ``off`` it acts only; ``filler`` the prompt is the ``on``
+prompt, word for word, but the think block is forced: the generator gets the prompt plus
+``<think>FILLER</think>`` as a prefilled assistant prefix (``gentax.agent.filler``) and writes
+the action only, so the filler arm differs from the thinking arm in the think block's content
+alone.
+
 Messages stay chat messages; the generator applies the tokenizer's chat template. The
 current observation can be recovered from a rendered prompt with ``observation_from_prompt``
 (the property measures use it when step logs carry only the prompt).
@@ -47,6 +55,18 @@ def __getattr__(name: str):
 
         return {d: s.max_admissible_shown for d, s in specs().items()}
     raise AttributeError(name)
+
+
+MODES = ("on", "off", "filler")
+
+
+def mode_of(think: bool | str) -> str:
+    """``"on"``, ``"off"`` or ``"filler"`` from a mode name or a bool (True: on); else GentaxError."""
+    if isinstance(think, bool):
+        return "on" if think else "off"
+    if think not in MODES:
+        raise GentaxError(f"unknown think mode {think!r}; valid: {', '.join(MODES)}")
+    return think
 
 
 def has_templates(obs: Observation) -> bool:
@@ -75,7 +95,7 @@ def build_messages(
     history: Sequence[tuple[str, str]],
     step: int,
     *,
-    think: bool = True,
+    think: bool | str = True,
     history_length: int = 2,
     max_admissible: int | None | object = DOMAIN_DEFAULT,
 ) -> list[dict[str, str]]:
@@ -108,7 +128,7 @@ def build_messages(
             lines.append(f"Prior to this step, you have already taken {step} step(s).")
     lines.append(f"You are now at step {step + 1}. {CURRENT_MARKER}{obs.text}")
     lines.append(ADMISSIBLE_MARKER.lstrip("\n") + format_admissible(obs.admissible, cap) + "]")
-    lines.append(_THINK_INSTRUCTION if think else _NO_THINK_INSTRUCTION)
+    lines.append(_NO_THINK_INSTRUCTION if mode_of(think) == "off" else _THINK_INSTRUCTION)
     return [{"role": "user", "content": "\n".join(lines)}]
 
 

@@ -64,6 +64,8 @@ def register(subparsers) -> None:
     parser.add_argument("--aug-variants", type=_name_list, default=("aug",),
                         help="variants reported as augmentation in Table 5 (comma-separated; default aug)")
     parser.add_argument("--nothink-variant", default="nothink", help="the thinking-off variant (default nothink)")
+    parser.add_argument("--filler-variant", default="filler",
+                        help="the filler-thinking variant: Table 7 rows where the summary has it (default filler)")
     parser.add_argument("--delta-id-base", choices=("matching", "default"), default="matching",
                         help="initial-policy row for a variant's ΔID: the base row of the same variant when "
                              "present ('matching', default) or always the default base row")
@@ -82,7 +84,8 @@ def run(args) -> int:
         args.summary, args.properties, args.out, window=args.window, n_boot=args.bootstrap,
         seed=args.seed, figures=not args.no_figures, rank_decimals=args.rank_decimals,
         tie_points=args.tie_points, aug_variants=args.aug_variants,
-        nothink_variant=args.nothink_variant.strip().lower(), delta_id_base=args.delta_id_base,
+        nothink_variant=args.nothink_variant.strip().lower(), filler_variant=args.filler_variant.strip().lower(),
+        delta_id_base=args.delta_id_base,
         error_mark_pct=args.error_mark_pct,
     )
     print(f"wrote {len(analysis.tables)} tables to {args.out} "

@@ -6,7 +6,8 @@
   OOD eval domains; default variant and window) against the domain's richness and against its
   complexity, one marker per init;
 - ``delta_ood_augmentation`` / ``delta_ood_thinking``: the ΔOOD bars of Tables 5 and 7 (an
-  undefined ΔOOD is drawn as no bar, labelled "n/a");
+  undefined ΔOOD is drawn as no bar, labelled "n/a"; with several variants, e.g. Table 7's
+  nothink and filler rows, each bar is labelled with its variant and hatched by it);
 - ``training_curves``: one panel per (init, training domain); per variant, ID success (solid)
   and mean OOD success (dashed; mean over seeds, then over the OOD domains evaluated at that
   step) against the training step, for every run with rows at two or more steps; the default
@@ -108,7 +109,10 @@ def delta_ood_bars(table, title: str) -> Figure:
               for r in data.itertuples()]
     heights = data["delta_ood_pct"].to_numpy(dtype=float)
     positions = np.arange(len(data))
-    ax.bar(positions, np.nan_to_num(heights), color=[_INIT_COLOURS[init] for init in data["init"]])
+    hatches = {v: h for v, h in zip(dict.fromkeys(data["variant"]), ("", "//", "..", "xx"))}
+    bars = ax.bar(positions, np.nan_to_num(heights), color=[_INIT_COLOURS[init] for init in data["init"]])
+    for bar, variant in zip(bars, data["variant"]):
+        bar.set_hatch(hatches.get(variant, ""))
     for x, h in zip(positions, heights):
         if math.isnan(h):
             ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=8, color="grey")
@@ -209,7 +213,7 @@ def build_figure(name: str, analysis) -> Figure:
     if name == "delta_ood_augmentation":
         return delta_ood_bars(analysis.tables["table5_augmentation"], "ΔOOD of state augmentation")
     if name == "delta_ood_thinking":
-        return delta_ood_bars(analysis.tables["table7_thinking"], "ΔOOD of thinking off")
+        return delta_ood_bars(analysis.tables["table7_thinking"], "ΔOOD of thinking off (and of filler thinking)")
     if name == "training_curves":
         return training_curves(analysis)
     if name == MIXTURE_FIGURE:

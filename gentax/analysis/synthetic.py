@@ -3,7 +3,8 @@
 For examples, the benchmark and smoke tests only: the numbers are random draws (seeded), not
 results. The grid is the paper's: V1 (ALFWorld, WebShop, Sokoban) and V2 (+ SciWorld) base
 rows; default runs of every training domain; ``aug`` runs of ALFWorld, WebShop and Sokoban;
-``nothink`` runs of every training domain; 3 seeds; checkpoints every 15 steps to 150
+``nothink`` runs of every training domain; ``filler`` runs (the filler-thinking control) of the
+(init, training domain) pairs given as ``filler``, none by default; 3 seeds; checkpoints every 15 steps to 150
 (Sokoban to 300 and V2 SciWorld to 240, the longer-training runs). Each success is k / n with
 k ~ Binomial(n = ``episodes``, p), so the ``episodes`` column is consistent.
 """
@@ -21,7 +22,7 @@ _BASE_SUCCESS = {"alfworld": 0.25, "webshop": 0.34, "sokoban": 0.12, "sciworld":
 
 
 def synthetic_summary(seed: int = 0, seeds=(0, 1, 2), episodes: int = 128, every: int = 15,
-                      steps: int = 150) -> pd.DataFrame:
+                      steps: int = 150, filler=()) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     records = []
 
@@ -36,7 +37,8 @@ def synthetic_summary(seed: int = 0, seeds=(0, 1, 2), episodes: int = 128, every
         for eval_domain in domains:
             add(init, BASE, DEFAULT_VARIANT, 0, 0, eval_domain, _BASE_SUCCESS.get(eval_domain, 0.2), 0.05)
         for train in domains:
-            variants = [DEFAULT_VARIANT, "nothink"] + (["aug"] if train in AUGMENTED else [])
+            variants = ([DEFAULT_VARIANT, "nothink"] + (["aug"] if train in AUGMENTED else [])
+                        + (["filler"] if (init, train) in set(map(tuple, filler)) else []))
             for variant in variants:
                 last = LONG_RUNS.get((init, train), steps) if variant == DEFAULT_VARIANT else steps
                 id_gain = rng.uniform(0.2, 0.5)

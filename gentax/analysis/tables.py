@@ -71,6 +71,8 @@ class Settings:
     tie_points: float = ranking.TIE_POINTS
     aug_variants: tuple[str, ...] = ("aug",)
     nothink_variant: str = "nothink"
+    #: the filler-thinking arm (thinking's token count, no reasoning content): Table 7 rows when present
+    filler_variant: str = "filler"
     #: "matching": ΔID of variant X uses the base row of variant X when the summary has one,
     #: else the default base row; "default": always the default base row.
     delta_id_base: str = "matching"
@@ -392,10 +394,27 @@ def table5_augmentation(values: Values, variants_present: set[tuple[str, str, st
     return table
 
 
-def table7_thinking(values: Values) -> Table:
-    rows = [(init, train, values.settings.nothink_variant) for init, train in _domain_grid(include_base=False)]
-    return _intervention_table(values, "table7_thinking", "Table 7: thinking on vs off",
-                               rows, ("think", "nothink"), DEFAULT_VARIANT)
+def table7_thinking(values: Values, variants_present: set[tuple[str, str, str]] = frozenset()) -> Table:
+    """Thinking on vs off on the paper's grid; plus, beyond the paper, thinking vs filler thinking
+    (same think tokens, no reasoning content) for each (init, training domain) with a filler run.
+    A filler row's own columns are named ``*_filler_*`` (``*_nothink_*`` stay empty there)."""
+    s = values.settings
+    rows = [(init, train, s.nothink_variant) for init, train in _domain_grid(include_base=False)]
+    title = "Table 7: thinking on vs off"
+    table = _intervention_table(values, "table7_thinking", title, rows, ("think", "nothink"), DEFAULT_VARIANT)
+    filler_rows = [(init, train, s.filler_variant) for init, train in _domain_grid(include_base=False)
+                   if (init, train, s.filler_variant) in variants_present]
+    if not filler_rows:
+        return table
+    filler = _intervention_table(values, "table7_thinking", title, filler_rows, ("think", "filler"), DEFAULT_VARIANT)
+    order = [c for c in table.data.columns if c != "note"]
+    columns = order + [c for c in filler.data.columns if c not in order and c != "note"] + ["note"]
+    data = pd.concat([table.data, filler.data], ignore_index=True)[columns]
+    display = pd.concat([table.display, filler.display], ignore_index=True)[list(table.display.columns)]
+    notes = table.notes + [f"filler rows (variant {s.filler_variant}): the think block holds neutral filler of the "
+                           "thinking run's mean think-token count instead of reasoning; ΔOOD of think → filler "
+                           "beside think → nothink tells thinking content from thinking length (docs/STUDY.md)"]
+    return Table("table7_thinking", title + " and filler thinking", data, display.fillna(""), notes)
 
 
 def table6_relative_change(values: Values) -> Table:
@@ -642,7 +661,7 @@ def compute_tables(summary, properties=None, settings: Settings | None = None) -
         table4,
         table5_augmentation(values, variants_present),
         table6_relative_change(values),
-        table7_thinking(values),
+        table7_thinking(values, variants_present),
         table8_rank_detail(values),
         Table("success_ci", "Every success figure (percent) with 95% bootstrap intervals "
               "(over seeds; over seeds and episodes where episode counts exist); variant "
@@ -654,7 +673,7 @@ def compute_tables(summary, properties=None, settings: Settings | None = None) -
     mixtures = mixture_ood(values, variants_present, draws)
     if not mixtures.data.empty:  # only a summary with mixture runs gets this table
         tables.append(mixtures)
-    known = {t for t in (DEFAULT_VARIANT, settings.nothink_variant, *settings.aug_variants)}
+    known = {t for t in (DEFAULT_VARIANT, settings.nothink_variant, settings.filler_variant, *settings.aug_variants)}
     unused = sorted({k[2] for k in variants_present} - known)
     if unused:
         notes.append(f"variant(s) in no table: {', '.join(unused)} (see success_ci)")

@@ -1,7 +1,9 @@
 """Rollout commands: the embedded model, checkpoint evaluation, property logs.
 
     gentax model embedded --out DIR [--dtype bfloat16]
-    gentax eval --model PATH --domain D --split eval --episodes N --temperature 0.4 [--think on|off]
+    gentax eval --model PATH --domain D --split eval --episodes N --temperature 0.4 [--think on|off|filler]
+                [--filler-reference THINKING_EVAL.json [--filler-tokens N] [--filler-source repeat|shuffle]
+                 [--filler-token .]]
                 [--generator hf|vllm|expert] [--max-new-tokens 256] [--seed 0] [--num-workers 0]
                 [--max-steps M] [--first-task 0] [--group-size 1] [--batch-size B]
                 [--option KEY=VALUE ...] --out FILE.parquet
@@ -14,6 +16,9 @@ summary: success rate = share of episodes won, among those no env failure ended 
 ``properties`` the property measures and the summary). They print the headline figures.
 ``--model`` is an HF model folder (``gentax model embedded`` makes one); the ``expert``
 generator needs none and plays the env's expert (a sanity check of the pipeline).
+``--think filler`` evaluates in filler mode (the filler-thinking arm, gentax.agent.filler):
+every response is conditioned on a forced think block of ``--filler-reference``'s mean think
+tokens (the thinking evaluation of the same cell; ``--filler-tokens`` fixes the count instead).
 """
 
 from __future__ import annotations
@@ -56,6 +61,11 @@ def _rollout_arguments(parser: argparse.ArgumentParser, temperature: float) -> N
     parser.add_argument("--think", choices=tuple(THINK_MODES), default=None,
                         help="thinking mode (gentax.runspec.THINK_MODES; default on): off = <action>...</action> only")
     parser.add_argument("--no-think", action="store_true", help="the same as --think off")
+    parser.add_argument("--filler-reference", default=None, metavar="JSON",
+                        help="--think filler: the thinking evaluation of the same cell (its mean think tokens, its think blocks)")
+    parser.add_argument("--filler-tokens", type=int, default=None, help="--think filler: a fixed filler length in tokens")
+    parser.add_argument("--filler-source", default="repeat", choices=("repeat", "shuffle"))
+    parser.add_argument("--filler-token", default=".", help="filler source repeat: the neutral token")
     parser.add_argument("--generator", default="hf", choices=("hf", "vllm", "expert"))
     parser.add_argument("--seed", type=int, default=0, help="root of every random choice (sampling, envs)")
     parser.add_argument("--first-task", type=int, default=0, help="first task seed")
@@ -93,8 +103,18 @@ def _setup(args: argparse.Namespace):
     if args.episodes < 1:
         raise GentaxError(f"--episodes must be >= 1, got {args.episodes}")
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed)
+    mode, filler = _think_mode(args), None
+    if mode == "filler":
+        if not args.filler_reference:
+            raise GentaxError("--think filler needs --filler-reference (the thinking evaluation of the same cell)")
+        from gentax.rollout.evaluation import filler_for_eval
+
+        filler = filler_for_eval(args.filler_reference, source=args.filler_source, token=args.filler_token,
+                                 tokens=args.filler_tokens)
+    elif args.filler_reference or args.filler_tokens is not None:
+        raise GentaxError("--filler-reference/--filler-tokens belong to --think filler")
     cfg = CollectConfig(
-        domain=args.domain, split=args.split, **think_fields(_think_mode(args)), history_length=args.history_length,
+        domain=args.domain, split=args.split, **think_fields(mode), filler=filler, history_length=args.history_length,
         group_size=args.group_size, sampling=sampling, max_steps=args.max_steps, env_options=parse_options(args.option),
         num_workers=args.num_workers, seed=args.seed, batch_size=args.batch_size,
     )

@@ -23,6 +23,15 @@ Each task seed is played ``group_size`` times (``group_id`` = index of the seed 
    augmentation never reaches the env, so transitions and rewards are the plain episode's;
 5. a step row is recorded; trajectories that are done leave the batch.
 
+Think modes (``cfg.think``: True/"on", False/"off", "filler"; ``gentax.agent.prompts``): in
+filler mode (``cfg.filler``, a ``gentax.agent.filler.FillerSpec``) every prompt gets the forced
+assistant prefix ``<think>FILLER</think>`` (``FillerSpec.tokens`` filler ids, built with the
+generator's tokenizer and seeded with ``derive_seed(cfg.seed, "filler", j, t)``) through the
+generator's ``prefixes``; the response is what the policy wrote after it, parsed in filler mode.
+The step row's ``think_tokens`` is the think block's token count the action was conditioned
+on (filler: exactly ``FillerSpec.tokens``; on: the generated think block's content re-tokenised,
+null without a tokenizer or a complete block), ``filler`` the forced text (else null).
+
 Robustness: any response text (empty, cut at ``max_new_tokens``, without tags, binary junk)
 becomes a step — an invalid one when it holds no usable action — never an exception. An env
 that crashes ends its episode as failed with ``error`` set (the pool's rule) to one short line
@@ -64,7 +73,7 @@ HISTORY_ACTION_CHARS = 200
 class CollectConfig:
     domain: str
     split: str
-    think: bool = True
+    think: bool | str = True  # True/"on", False/"off", "filler" (gentax.agent.prompts.MODES)
     history_length: int = 2
     group_size: int = 1
     sampling: SamplingParams = dataclasses.field(default_factory=SamplingParams)
@@ -76,12 +85,17 @@ class CollectConfig:
     num_workers: int = 0
     seed: int = 0
     batch_size: int | None = None  # trajectories in flight at once (None: all of them)
+    filler: Any = None  # gentax.agent.filler.FillerSpec: the forced think block of filler mode
 
     def validate(self) -> None:
+        from gentax.agent.prompts import mode_of
         from gentax.domains import SPLITS
         from gentax.domains.spec import spec
 
         spec(self.domain)  # an unknown domain is one GentaxError
+        if (mode_of(self.think) == "filler") != (self.filler is not None):
+            raise GentaxError("think mode 'filler' needs a filler spec, and a filler spec needs think mode 'filler' "
+                              f"(got think={self.think!r}, filler={self.filler!r})")
         if self.split not in SPLITS:
             raise GentaxError(f"unknown split {self.split!r}; valid: {', '.join(SPLITS)}")
         if self.group_size < 1:
@@ -194,6 +208,7 @@ def _run_batch(generator, pool, tasks, batch, cfg, run_id, step_rows, tokens, cl
     for trajectory, obs in zip(trajectories, observations):
         trajectory.obs = obs
     wants_expert = bool(getattr(generator, "needs_expert_action", False))
+    forced = _ForcedThink(generator, cfg)
     bar = tqdm(total=len(trajectories), desc=label, unit="traj", disable=not progress, leave=False)
     batch_tokens, batch_gen_s, turn = 0, 0.0, 0
     try:
@@ -217,10 +232,12 @@ def _run_batch(generator, pool, tasks, batch, cfg, run_id, step_rows, tokens, cl
             hints = None
             if wants_expert:
                 experts = pool.expert_actions([t.slot for t in active])
-                hints = [{"expert_action": experts[t.slot], "think": cfg.think} for t in active]
+                hints = [{"expert_action": experts[t.slot], "think": forced.mode == "on"} for t in active]
                 clock.lap("env_s")
+            fillers = forced.fillers(active)
             # 2. one generate call for the whole batch
-            generations = generator.generate(prompts, params, hints)
+            generations = (generator.generate(prompts, params, hints) if fillers is None else
+                           generator.generate(prompts, params, hints, prefixes=[f.prefix for f in fillers]))
             if len(generations) != len(active):
                 raise RuntimeError(f"generator returned {len(generations)} results for {len(active)} prompts")
             elapsed = clock.seconds["generate_s"]
@@ -239,9 +256,11 @@ def _run_batch(generator, pool, tasks, batch, cfg, run_id, step_rows, tokens, cl
                 results.update(pool.step_invalid(invalid))
             clock.lap("env_s")
             # 5. record
-            for t, view, messages, generation, p in zip(active, shown, prompts, generations, parsed):
+            for k, (t, view, messages, generation, p) in enumerate(zip(active, shown, prompts, generations, parsed)):
                 obs, reward, done, info = results[t.slot]
-                step_rows.append(_step_row(t, cfg, run_id, view, messages, generation, p, reward, done, info))
+                row = _step_row(t, cfg, run_id, view, messages, generation, p, reward, done, info)
+                row.update(forced.think_columns(p, None if fillers is None else fillers[k]))
+                step_rows.append(row)
                 tokens.append(StepTokens(generation.prompt_ids, generation.response_ids, generation.logprobs))
                 batch_tokens += len(generation.response_ids)
                 stats["response_tokens"] += len(generation.response_ids)
@@ -267,6 +286,44 @@ def _run_batch(generator, pool, tasks, batch, cfg, run_id, step_rows, tokens, cl
         clock.seconds["env_s"], clock.seconds["reset_s"], clock.seconds["other_s"],
     )
     return trajectories
+
+
+@dataclasses.dataclass
+class _Filler:
+    prefix: list[int]  # forced assistant prefix ids: <think> + filler + </think>
+    text: str  # the filler as it reads in the context
+    tokens: int
+
+
+class _ForcedThink:
+    """The think mode of a collect call: filler prefixes (filler mode) and the think columns."""
+
+    def __init__(self, generator, cfg: CollectConfig):
+        from gentax.agent.prompts import mode_of
+
+        self.mode, self.cfg = mode_of(cfg.think), cfg
+        self.tokenizer = getattr(generator, "tokenizer", None)
+        if self.mode == "filler" and self.tokenizer is None:
+            raise GentaxError("think mode 'filler' needs a generator with a tokenizer (filler counts are in tokens)")
+
+    def fillers(self, active) -> list[_Filler] | None:
+        from gentax.agent.filler import filler_ids, think_prefix_ids
+
+        if self.mode != "filler":
+            return None
+        out = []
+        for t in active:
+            ids = filler_ids(self.cfg.filler, self.tokenizer, derive_seed(self.cfg.seed, "filler", t.traj_id, t.steps))
+            out.append(_Filler(think_prefix_ids(self.tokenizer, ids), self.tokenizer.decode(ids), len(ids)))
+        return out
+
+    def think_columns(self, parsed, filler: _Filler | None) -> dict:
+        from gentax.agent.filler import encode
+
+        if filler is not None:
+            return {"think_tokens": filler.tokens, "filler": filler.text}
+        counted = self.mode == "on" and parsed.think is not None and self.tokenizer is not None
+        return {"think_tokens": len(encode(self.tokenizer, parsed.think)) if counted else None, "filler": None}
 
 
 def _parse(parse_response, text: str, cfg: CollectConfig, admissible):

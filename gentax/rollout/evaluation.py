@@ -65,8 +65,15 @@ def _replace_result(rollouts: Rollouts, prefix: str, document: Callable[[dict[st
     return doc
 
 
+def _json_number(value: float) -> float | None:
+    return None if value != value else value  # NaN -> null
+
+
 def summarize(rollouts: Rollouts, errors_as_losses: bool = False) -> dict[str, Any]:
-    """Headline figures of a set of trajectories (JSON-ready; env errors: see module doc)."""
+    """Headline figures of a set of trajectories (JSON-ready; env errors: see module doc).
+    ``think_tokens_mean``: mean think-block tokens over the steps that had one (null: none did)."""
+    from gentax.agent.filler import mean_think_tokens
+
     steps, episodes = rollouts.steps_frame(), rollouts.episodes_frame()
     if len(episodes) == 0:
         raise GentaxError("no episodes to summarise")
@@ -86,6 +93,7 @@ def summarize(rollouts: Rollouts, errors_as_losses: bool = False) -> dict[str, A
         "mean_length": float(episodes["length"].mean()),
         "mean_return": float(episodes["return"].mean()),
         "length_cut_rate": float((steps["finish_reason"] == "length").mean()) if len(steps) else float("nan"),
+        "think_tokens_mean": _json_number(mean_think_tokens(steps["think_tokens"])),
         "invalid_reasons": dict(sorted(reasons.items())),
         "errors": int(episodes["error"].notna().sum()),
         "timing": stats,
@@ -130,11 +138,41 @@ def measure_properties(generator, task_seeds: list[int], cfg: CollectConfig, out
     })
 
 
+def filler_for_eval(reference: str | os.PathLike, *, source: str = "repeat", token: str = ".",
+                    tokens: int | None = None):
+    """The FillerSpec of a filler-mode evaluation, matched to ``reference``: the JSON of the
+    thinking evaluation of the same cell (same checkpoint step, eval domain, seed). Its
+    ``think_tokens_mean`` (rounded; 0 when null) is the count unless ``tokens`` fixes one; the
+    shuffle source permutes the think blocks of its steps table."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from gentax.agent.filler import FillerSpec
+    from gentax.agent.parse import think_text
+
+    path = Path(reference)
+    if not path.is_file():
+        raise GentaxError(f"filler evaluation: the thinking evaluation {path} does not exist")
+    doc = json.loads(path.read_text())
+    if tokens is None:
+        mean = doc.get("think_tokens_mean")
+        tokens = 0 if mean is None else int(round(mean))
+    texts: tuple[str, ...] = ()
+    if source == "shuffle":
+        responses = pq.read_table(doc["files"]["steps"], columns=["response"]).column("response").to_pylist()
+        texts = tuple(t for t in map(think_text, responses) if t)
+    return FillerSpec(tokens=tokens, source=source, token=token, texts=texts)
+
+
 def _config_meta(cfg: CollectConfig) -> dict[str, Any]:
+    filler = None if cfg.filler is None else {"tokens": cfg.filler.tokens, "source": cfg.filler.source,
+                                             "token": cfg.filler.token, "texts": len(cfg.filler.texts)}
     return {
         "domain": cfg.domain,
         "split": cfg.split,
         "think": cfg.think,
+        "filler": filler,
         "history_length": cfg.history_length,
         "group_size": cfg.group_size,
         "sampling": dataclasses.asdict(cfg.sampling),

@@ -3,7 +3,7 @@
 Contract (docs/contracts.md "Generators")::
 
     gen  = make_generator(kind, model_path, **kw)      # kind: "hf" | "vllm" | "expert"
-    outs = gen.generate(prompts, params, hints=None)    # one Generation per prompt, same order
+    outs = gen.generate(prompts, params, hints=None, prefixes=None)  # one Generation per prompt, same order
 
 - ``prompts``: a list of chat message lists (``[{"role": "user", "content": ...}]``). Every
   generator turns a message list into token ids the same way (``chat_prompt_ids``: the
@@ -24,6 +24,10 @@ Contract (docs/contracts.md "Generators")::
 - ``logprobs[i]`` is the log-probability of ``response_ids[i]`` under the model's raw
   distribution (temperature 1, no top-p), as vLLM's default ``raw_logprobs`` mode returns it;
   at rollout temperature 1.0 this is the sampling distribution the RL ratio needs.
+- ``prefixes``: optional per-prompt token ids (or None) of a FORCED assistant prefix, appended
+  to the chat-templated prompt ids: the model continues after them (the filler arm's
+  ``<think>FILLER</think>``, ``gentax.agent.filler``). They are part of ``prompt_ids`` (the
+  context, never trained on) and not of ``text``/``response_ids`` (what the model generated).
 - ``hints``: optional per-prompt dicts from the collector. Model generators ignore them. A
   generator whose class sets ``needs_expert_action = True`` (``ExpertGenerator``) gets
   ``{"expert_action": str, "think": bool}`` per prompt.
@@ -93,6 +97,7 @@ class Generator(Protocol):
         prompts: list[list[dict[str, str]]],
         params: SamplingParams | Sequence[SamplingParams],
         hints: Sequence[Mapping[str, Any]] | None = None,
+        prefixes: Sequence[Sequence[int] | None] | None = None,
     ) -> list[Generation]: ...
 
 
@@ -117,6 +122,14 @@ def chat_prompt_ids(tokenizer, messages: list[dict[str, str]]) -> list[int]:
     """Token ids of ``messages`` under the tokenizer's chat template, ready for the reply."""
     text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def context_ids(tokenizer, prompts: list[list[dict[str, str]]], prefixes=None) -> list[list[int]]:
+    """Each prompt's ``chat_prompt_ids`` followed by its forced prefix ids (if any)."""
+    if prefixes is not None and len(prefixes) != len(prompts):
+        raise GentaxError(f"{len(prefixes)} forced prefixes for {len(prompts)} prompts")
+    prefixes = prefixes if prefixes is not None else [None] * len(prompts)
+    return [chat_prompt_ids(tokenizer, messages) + list(prefix or ()) for messages, prefix in zip(prompts, prefixes)]
 
 
 def _require_chat_template(tokenizer, where: str) -> None:
@@ -210,10 +223,10 @@ class HFGenerator:
     def device(self):
         return next(self.model.parameters()).device
 
-    def generate(self, prompts, params, hints=None) -> list[Generation]:
+    def generate(self, prompts, params, hints=None, prefixes=None) -> list[Generation]:
         start = time.perf_counter()
         per_request = per_request_params(params, len(prompts))
-        prompt_ids = [chat_prompt_ids(self.tokenizer, messages) for messages in prompts]
+        prompt_ids = context_ids(self.tokenizer, prompts, prefixes)
         results = self.generate_ids(prompt_ids, per_request)
         self.stats["calls"] += 1
         self.stats["prompt_tokens"] += sum(len(p) for p in prompt_ids)
@@ -391,10 +404,10 @@ class VLLMGenerator:
         _require_chat_template(self.tokenizer, model_path)
         self.stats = {"calls": 0, "prompt_tokens": 0, "response_tokens": 0, "seconds": 0.0}
 
-    def generate(self, prompts, params, hints=None) -> list[Generation]:
+    def generate(self, prompts, params, hints=None, prefixes=None) -> list[Generation]:
         start = time.perf_counter()
         per_request = per_request_params(params, len(prompts))
-        token_prompts = [{"prompt_token_ids": chat_prompt_ids(self.tokenizer, messages)} for messages in prompts]
+        token_prompts = [{"prompt_token_ids": ids} for ids in context_ids(self.tokenizer, prompts, prefixes)]
         sampling = [self._vllm.SamplingParams(**vllm_sampling_kwargs(p)) for p in per_request]
         outputs = self.llm.generate(token_prompts, sampling_params=sampling, use_tqdm=False)
         results = [generation_from_vllm(o) for o in outputs]
@@ -414,7 +427,8 @@ class ExpertGenerator:
 
     The collector sees ``needs_expert_action`` and passes ``hints`` with the expert action of
     each trajectory's current state (from ``EnvPool.expert_actions``) and whether the agent
-    thinks; the reasoning text is ``think_template.format(action=...)``. With a ``model_path``
+    writes its reasoning (``think``: False also in filler mode, whose think block is forced and
+    goes into ``prompt_ids`` with the other ``prefixes``); the reasoning text is ``think_template.format(action=...)``. With a ``model_path``
     (an HF folder) the prompt and response are tokenised with its tokenizer so the Generation
     carries token ids (SFT data); otherwise the id lists are empty. ``logprobs`` is None.
     """
@@ -430,19 +444,22 @@ class ExpertGenerator:
             self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.stats = {"calls": 0, "prompt_tokens": 0, "response_tokens": 0, "seconds": 0.0}
 
-    def generate(self, prompts, params, hints=None) -> list[Generation]:
+    def generate(self, prompts, params, hints=None, prefixes=None) -> list[Generation]:
         from gentax.agent.parse import format_response
 
         if hints is None or len(hints) != len(prompts) or any("expert_action" not in h for h in hints):
             raise GentaxError("the expert generator needs hints with each prompt's expert_action (run it through the collector)")
+        if prefixes is not None and self.tokenizer is None:
+            raise GentaxError("the expert generator needs a model folder (a tokenizer) to take forced prefixes")
+        contexts = context_ids(self.tokenizer, prompts, prefixes) if self.tokenizer is not None else None
         results = []
-        for messages, hint in zip(prompts, hints):
+        for row, (messages, hint) in enumerate(zip(prompts, hints)):
             action = hint["expert_action"]
             think_text = self.think_template.format(action=action) if hint.get("think", True) else None
             text = format_response(action, think_text)
             prompt_ids, response_ids = [], []
             if self.tokenizer is not None:
-                prompt_ids = chat_prompt_ids(self.tokenizer, messages)
+                prompt_ids = contexts[row]
                 response_ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
                 if self.tokenizer.eos_token_id is not None:
                     response_ids.append(self.tokenizer.eos_token_id)

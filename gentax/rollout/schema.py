@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 from gentax.errors import GentaxError
 from gentax.io import atomic_path
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: think_tokens, filler
 
 
 def _field(name: str, type_: pa.DataType, doc: str, nullable: bool = False) -> pa.Field:
@@ -65,6 +65,9 @@ STEP_SCHEMA = pa.schema(
         _field("finish_reason", pa.string(), "why generation ended: stop (EOS / </action>) | length (max_new_tokens)"),
         _field("prompt_tokens", pa.int32(), "prompt length in tokens (0 when the generator does not tokenise)"),
         _field("response_tokens", pa.int32(), "response length in tokens (0 when the generator does not tokenise)"),
+        _field("think_tokens", pa.int32(), "tokens of the think block the action was conditioned on: the generated one's "
+               "content re-tokenised (think mode on), or the forced filler's exact count (filler mode); null otherwise", True),
+        _field("filler", pa.string(), "the forced filler think content (filler mode, gentax.agent.filler); null otherwise", True),
     ],
     metadata={"gentax.table": "steps", "gentax.schema_version": SCHEMA_VERSION},
 )

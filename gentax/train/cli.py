@@ -76,6 +76,9 @@ def train_rl(engine: str, section: dict[str, Any] | None, *, init: str, start: i
         if domain is None:
             raise ConfigError("name the run: a run spec (--run-spec) or a training domain (--domain)")
         run = from_rl_config(cfg, init=str(init), domain=domain, variant=variant, seed=seed, steps=end)
+    if engine == "verl" and run.think == "filler":  # no forced prefix in the verl agent loop
+        raise ConfigError(f"the filler arm (variant {run.variant}, thinking mode filler) runs on the local engine "
+                          "only (engines.rl: local)")
     from gentax.train.tracking import load_section
 
     tracking = load_section(tracking)  # a bad section or a missing backend package stops here

@@ -55,6 +55,7 @@ class RLConfig:
     env_options: dict[str, dict[str, Any]]
     env_workers: int
     augmentation: dict[str, Any]
+    filler: dict[str, Any]
     val_every: int
     val_tasks: int
     lora_rank: int
@@ -141,6 +142,10 @@ def _validate(cfg: RLConfig) -> None:
     aug = cfg.augmentation
     need(isinstance(aug, dict) and set(aug) <= {"kind", "p", "eps"} and 0 <= aug.get("p", 0) <= 1
          and isinstance(aug.get("eps", {}), dict), "augmentation", "must be {kind, p in [0, 1], eps: {domain: int}}")
+    filler = cfg.filler
+    need(isinstance(filler, dict) and set(filler) <= {"source", "token", "reference"}
+         and filler.get("source") in ("repeat", "shuffle") and isinstance(filler.get("token"), str) and filler.get("token"),
+         "filler", "must be {source: repeat | shuffle, token: a non-empty string, reference: the thinking run folder}")
     need(cfg.verl.get("rollout") in ROLLOUT_BACKENDS, "verl", f"verl.rollout valid: {', '.join(ROLLOUT_BACKENDS)}")
     need(cfg.verl.get("rollout") != "hf" or cfg.verl.get("rollout_tp") == 1, "verl",
          "verl.rollout hf runs one server per GPU: verl.rollout_tp must be 1")

@@ -16,7 +16,9 @@ The same algorithm as the verl engine, in plain torch: per training step k,
    ``mini_batch_size`` samples, each one AdamW step (lr from the config, grad-norm clip) on
    ``grpo.grpo_loss`` (PPO dual clip + kl_coef x k3 - entropy_coeff x entropy, token mean over the
    mini-batch), accumulated over micro-batches of ``micro_batch_size`` samples;
-5. log a metrics.csv row (its ``seconds`` exclude the checkpoint save); then, every
+5. log a metrics.csv row (its ``seconds`` exclude the checkpoint save; ``think_tokens_mean``: the
+   mean think-block tokens of the step's samples, ``runs.THINK_TOKENS_MEAN``; a thinking run also
+   keeps some of the step's think blocks, ``runs.write_think_samples``); then, every
    ``save_every`` steps and at the last step, save a checkpoint. The row goes first so that a kill
    at any point resumes with every kept step's row (``runs.MetricsLog``).
 
@@ -35,6 +37,12 @@ Cost: every sample costs one forward over its whole prompt for generation, one f
 sample. ``max_update_samples`` (0 = all; local engine only) updates on a random subset of at most
 that many step samples, drawn from (seed, step) — the same expected gradient, fewer passes; the
 rollout still plays every step. A CPU-budget knob for the embedded study, off in the paper preset.
+
+Filler arm (``--variant filler``, local engine only): step k's prompts are the thinking prompts
+and each response is conditioned on a forced ``<think>FILLER</think>`` of the thinking run's mean
+think tokens at step k (``runs.think_reference`` of ``cfg.filler["reference"]``, the matching
+default run's folder; ``gentax.agent.filler``); the filler is context, not trained on (only
+generated tokens are). Its metrics rows carry ``filler_tokens``.
 
 Precision and size, for the 135M embedded model on CPU: parameters and optimizer in float32
 (bf16 matrix products are slow on most CPUs, and bf16 weights cannot hold updates of ~lr=1e-5
@@ -312,15 +320,32 @@ def update_policy(policy: Policy, optimizer, samples: Samples, cfg: RLConfig, rn
     return stats
 
 
-def _collect_config(cfg: RLConfig, run, *, domain: str, split: str, seed: int, group_size: int, temperature: float):
+def _filler_spec(cfg: RLConfig, run, step: int):
+    """The FillerSpec of training step ``step`` of a run in thinking mode filler (else None)."""
+    from gentax.agent.filler import FillerSpec
+
+    if run.think != "filler":
+        return None
+    reference = cfg.filler.get("reference")
+    if not reference:
+        raise ConfigError(f"RL config filler.reference: the filler arm ({run.variant}) needs the matching thinking "
+                          "run's folder")
+    tokens, texts = runs.think_reference(reference, step)
+    return FillerSpec(tokens=tokens, source=cfg.filler["source"], token=cfg.filler["token"], texts=texts)
+
+
+def _collect_config(cfg: RLConfig, run, *, domain: str, split: str, seed: int, group_size: int, temperature: float,
+                    filler=None):
     """The collector settings of this engine's episodes: the run spec's (``runspec.collect_fields``,
-    shared with the verl engine) plus the engine's sampling and batching."""
+    shared with the verl engine) plus the engine's sampling and batching, and a filler run's
+    forced think block of this step (``filler``, a FillerSpec)."""
     from gentax.rollout.collector import CollectConfig
     from gentax.rollout.generators import SamplingParams
     from gentax.runspec import collect_fields
 
     return CollectConfig(
         **collect_fields(run, domain, split),
+        filler=filler,
         history_length=cfg.history_length,
         group_size=group_size,
         sampling=SamplingParams(temperature=temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=seed),
@@ -329,7 +354,8 @@ def _collect_config(cfg: RLConfig, run, *, domain: str, split: str, seed: int, g
     )
 
 
-def _collect_step(policy, cfg: RLConfig, run, *, step: int, step_seed: int, run_id: str, collect) -> dict[str, Any]:
+def _collect_step(policy, cfg: RLConfig, run, *, step: int, step_seed: int, run_id: str, collect,
+                  filler=None) -> dict[str, Any]:
     """One step's rollouts, {domain: Rollouts}: the step's tasks split over the run's domains
     (``runs.step_task_domains``; one domain: all of them), one ``collect`` per domain."""
     weights = run.weights
@@ -338,7 +364,7 @@ def _collect_step(policy, cfg: RLConfig, run, *, step: int, step_seed: int, run_
     parts = {}
     for domain in dict.fromkeys(domains):
         ccfg = _collect_config(cfg, run, domain=domain, split="train", seed=step_seed, group_size=cfg.group_size,
-                               temperature=cfg.temperature)
+                               temperature=cfg.temperature, filler=filler)
         mine = [s for s, d in zip(seeds, domains) if d == domain]
         parts[domain] = collect(policy.generator(), mine, ccfg, run_id=run_id if len(weights) == 1 else f"{run_id}/{domain}",
                                 progress=False)
@@ -346,24 +372,28 @@ def _collect_step(policy, cfg: RLConfig, run, *, step: int, step_seed: int, run_
 
 
 def _step_metrics(parts: dict[str, Any], weights: dict[str, int]) -> dict[str, float]:
-    """``runs.rollout_metrics`` over all of a step's rollouts, with ``runs.domain_success`` for a mixture."""
+    """``runs.rollout_metrics`` over all of a step's rollouts plus ``think_tokens_mean``, with
+    ``runs.domain_success`` for a mixture."""
     import pandas as pd
+
+    from gentax.agent.filler import mean_think_tokens
 
     steps = pd.concat([r.steps_frame() for r in parts.values()], ignore_index=True)
     episodes = pd.concat([r.episodes_frame() for r in parts.values()], ignore_index=True)
-    return {**runs.rollout_metrics(steps, episodes), **runs.domain_success(episodes, weights)}
+    return {**runs.rollout_metrics(steps, episodes), runs.THINK_TOKENS_MEAN: mean_think_tokens(steps["think_tokens"]),
+            **runs.domain_success(episodes, weights)}
 
 
-def _validate(policy, cfg: RLConfig, run, *, run_id: str, collect) -> dict[str, float]:
+def _validate(policy, cfg: RLConfig, run, *, run_id: str, collect, filler=None) -> dict[str, float]:
     """In-training validation: ``val_tasks`` held-out tasks of each training domain at the
-    validation temperature, never augmented; ``val_success`` = the mean of the domains' success
-    rates, and per domain for a mixture (``val_success/<domain>``)."""
+    validation temperature, never augmented (a filler run: with this step's filler); ``val_success``
+    = the mean of the domains' success rates, and per domain for a mixture (``val_success/<domain>``)."""
     from gentax.rollout.generators import derive_seed
 
     rates = {}
     for domain in run.weights:
         vcfg = _collect_config(cfg, run, domain=domain, split="eval", seed=derive_seed(run.seed, "val"), group_size=1,
-                               temperature=cfg.val_temperature)
+                               temperature=cfg.val_temperature, filler=filler)
         val = collect(policy.generator(), [runs.task_seed(run.seed, 0, s) for s in range(cfg.val_tasks)], vcfg,
                       run_id=run_id if len(run.weights) == 1 else f"{run_id}/{domain}", progress=False)
         rates[domain] = float("nan") if val.success_rate is None else float(val.success_rate)
@@ -419,8 +449,9 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
         for step in range(resume + 1, end + 1):
             started, cpu_started = time.perf_counter(), time.process_time()
             step_seed = derive_seed(seed, "rl-step", step)
+            filler = _filler_spec(cfg, run, step)
             parts = _collect_step(policy, cfg, run, step=step, step_seed=step_seed,
-                                  run_id=f"{run_dir.name}/step{step}", collect=collect)
+                                  run_id=f"{run_dir.name}/step{step}", collect=collect, filler=filler)
             rollout_s = time.perf_counter() - started
             samples = Samples.concat([samples_from_rollouts(rollouts, cfg) for rollouts in parts.values()])
             if cfg.max_update_samples and len(samples) > cfg.max_update_samples:  # CPU budget knob (module doc)
@@ -448,7 +479,11 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
                 lr=cfg.lr,
             )
             if cfg.val_every and cfg.val_tasks and step % cfg.val_every == 0:
-                row.update(_validate(policy, cfg, run, run_id=f"{run_dir.name}/val{step}", collect=collect))
+                row.update(_validate(policy, cfg, run, run_id=f"{run_dir.name}/val{step}", collect=collect, filler=filler))
+            if filler is not None:
+                row["filler_tokens"] = float(filler.tokens)
+            if run.think == "on":  # the filler arm's shuffle source (runs.think_reference)
+                runs.write_think_samples(run_dir, step, _think_texts(parts), run.seed)
             row["seconds"] = time.perf_counter() - started
             row["cpu_s"] = time.process_time() - cpu_started  # all threads; wall time depends on machine load
             metrics_log.append(row)  # before the checkpoint: a kill between the two then loses no row
@@ -462,6 +497,13 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
         bar.close()
         metrics_log.close()
     return 0
+
+
+def _think_texts(parts: dict[str, Any]) -> list[str]:
+    from gentax.agent.parse import think_text
+
+    texts = (think_text(r) for rollouts in parts.values() for r in rollouts.steps.column("response").to_pylist())
+    return [t for t in texts if t]
 
 
 def _prune_states(run_dir: Path, keep: int) -> None:

@@ -5,6 +5,8 @@ Layout of ``RUN_DIR``::
     run.json                     identity of the run: engine, init, domain, variant, seed, config
     .gentax.lock                 held by the one trainer working on the run (host, pid, since)
     metrics.csv                  one row per trained step (rewritten atomically after every step)
+    think_samples/step_<N>.json  thinking runs (local engine): up to THINK_SAMPLES_KEPT think blocks
+                                 of step N's responses, the filler arm's shuffle source
     checkpoints/step_<N>/        HF model folder (AutoModelForCausalLM + tokenizer load it)
     checkpoints/step_<N>/gentax_state/   the local engine's resume state (optimizer, RNG, step)
     verl/                        the verl engine's own FSDP checkpoints (global_step_<N>/, tracker)
@@ -40,6 +42,10 @@ STATE_DIR = "gentax_state"
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.csv"
 LOCK_FILE = ".gentax.lock"
+THINK_SAMPLES = "think_samples"
+THINK_SAMPLES_KEPT = 64
+#: metrics.csv column: mean think-block tokens of a step's samples (the filler arm's count)
+THINK_TOKENS_MEAN = "think_tokens_mean"
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 #: run.json keys that must not change when a run is resumed or extended
 IDENTITY_KEYS = ("engine", "init", "domain", "variant", "seed")
@@ -207,3 +213,33 @@ class MetricsLog:
         frame = frame[first + [c for c in frame.columns if c not in first]]
         with atomic_path(self.path) as tmp:
             frame.to_csv(tmp, index=False)
+
+
+# ---- the filler arm's reference: the matching thinking run ---------------------------------------
+def write_think_samples(run_dir: str | Path, step: int, texts: list[str], seed: int) -> None:
+    """Keep up to ``THINK_SAMPLES_KEPT`` of a step's think blocks (a seeded draw), atomically."""
+    rng = np.random.default_rng([int(seed), int(step), 0x7468])  # "th"
+    keep = sorted(rng.choice(len(texts), min(len(texts), THINK_SAMPLES_KEPT), replace=False)) if texts else []
+    write_json(Path(run_dir) / THINK_SAMPLES / f"step_{step}.json", {"step": int(step), "texts": [texts[i] for i in keep]})
+
+
+def think_reference(run_dir: str | Path, step: int) -> tuple[int, tuple[str, ...]]:
+    """(think tokens, think texts) of step ``step`` of the thinking run in ``run_dir``: its
+    metrics.csv ``think_tokens_mean`` rounded (0 when no sample of that step had a complete think
+    block) and the think blocks kept in ``think_samples``; ConfigError naming what is missing."""
+    import pandas as pd
+
+    path = Path(run_dir) / METRICS_FILE
+    if not path.is_file():
+        raise ConfigError(f"filler arm: the thinking run {run_dir} has no {METRICS_FILE} (train it first)")
+    rows = pd.read_csv(path)
+    if THINK_TOKENS_MEAN not in rows:
+        raise ConfigError(f"filler arm: {path} has no {THINK_TOKENS_MEAN} column (a thinking run of the local engine "
+                          "logs it; the verl engine does not)")
+    row = rows[rows["step"] == int(step)]
+    if row.empty:
+        raise ConfigError(f"filler arm: {path} has no row for step {step} (the thinking run must be trained that far)")
+    mean = float(row[THINK_TOKENS_MEAN].iloc[-1])
+    samples = Path(run_dir) / THINK_SAMPLES / f"step_{step}.json"
+    texts = tuple(json.loads(samples.read_text())["texts"]) if samples.is_file() else ()
+    return (0 if np.isnan(mean) else int(round(mean))), texts
