@@ -30,6 +30,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
+from gentax.controls import check_controls
 from gentax.errors import ConfigError, yaml_number_hint
 from gentax.io import deep_merge, read_yaml
 
@@ -173,6 +174,7 @@ def _check_cross_fields(cfg: dict) -> None:
             if exp["variant"] == "aug" and d not in cfg["augmentation"][exp["init"]]["eps"]:
                 raise ConfigError(f"config key augmentation.{exp['init']}.eps.{d}: missing (needed by grid.experiments.{i})")
     _check_mixtures(cfg)
+    check_controls(cfg)
     planned = {(e["init"], e["variant"], d) for e in cfg["grid"]["experiments"] for d in e["train_domains"]}
     for i, ext in enumerate(cfg["grid"].get("extended", [])):
         key = f"config key grid.extended.{i}"

@@ -10,7 +10,11 @@
 - ``training_curves``: one panel per (init, training domain); per variant, ID success (solid)
   and mean OOD success (dashed; mean over seeds, then over the OOD domains evaluated at that
   step) against the training step, for every run with rows at two or more steps; the default
-  window shaded.
+  window shaded;
+- ``controls_delta_ood`` (only with the controls' properties, issue 18): two panels, ΔOOD of
+  each difficulty level against its measured planning complexity and of each richness level
+  against its measured richness (characters), with the 95% seed intervals of ``controls_sweep``
+  as error bars; an undefined ΔOOD is listed as "n/a" under the panel, not drawn.
 
 Files are deterministic for the same inputs (fixed SVG hash salt, no dates in metadata; SVG
 text stays text).
@@ -32,7 +36,10 @@ from gentax.analysis.summary import BASE, DEFAULT_VARIANT, INITS, domains_of
 from gentax.domains import DOMAINS
 from gentax.io import atomic_path
 
-FIGURE_NAMES = ("ood_vs_properties", "delta_ood_augmentation", "delta_ood_thinking", "training_curves")
+FIGURE_NAMES = ("ood_vs_properties", "delta_ood_augmentation", "delta_ood_thinking", "training_curves",
+                "controls_delta_ood")
+#: Figures drawn only when their input is given (``write_all`` skips them otherwise).
+CONTROLS_FIGURE = "controls_delta_ood"
 _FORMATS = {"png": {"Software": None}, "svg": {"Date": None}}
 _MARKERS = {"v1": "o", "v2": "s"}
 _INIT_COLOURS = {"v1": "tab:blue", "v2": "tab:orange"}
@@ -158,6 +165,41 @@ def training_curves(analysis) -> Figure:
     return fig
 
 
+def controls_delta_ood(analysis) -> Figure:
+    from gentax.analysis.controls import SWEEP_TABLE, controls_tables
+
+    table = analysis.tables.get(SWEEP_TABLE) or {t.name: t for t in controls_tables(
+        analysis.summary.iloc[0:0], analysis.values, None, None, 0, 0)}[SWEEP_TABLE]
+    data = table.data
+    fig = _new_figure(10.0, 4.2, left=0.08, wspace=0.25, bottom=0.2)
+    panels = (("difficulty", "complexity", "measured planning complexity (mean steps, failures = T_max)",
+               "difficulty sweep: ΔOOD vs planning complexity"),
+              ("richness", "richness_chars", "measured state richness (mean characters per state)",
+               "richness sweep: ΔOOD vs state richness"))
+    for ax, (control, column, xlabel, title) in zip(fig.subplots(1, 2), panels):
+        rows = data[data["control"] == control]
+        drawn = rows[rows["delta_ood_pct"].notna() & rows[column].notna()]
+        undefined = [r.level for r in rows.itertuples() if r.level not in set(drawn["level"])]
+        if len(drawn):
+            y = drawn["delta_ood_pct"].to_numpy(dtype=float)
+            low, high = drawn["delta_ood_ci_low"].to_numpy(dtype=float), drawn["delta_ood_ci_high"].to_numpy(dtype=float)
+            errors = np.vstack([np.nan_to_num(y - low), np.nan_to_num(high - y)])  # no interval: no bar
+            ax.errorbar(drawn[column], y, yerr=errors, fmt="o-", capsize=3, color=_INIT_COLOURS.get(drawn["init"].iloc[0]))
+            for x, value, name in zip(drawn[column], y, drawn["level"]):
+                ax.annotate(name, (x, value), textcoords="offset points", xytext=(4, 4), fontsize=8)
+            ax.axhline(0, color="black", linewidth=0.8)
+            ax.margins(x=0.15, y=0.15)
+        else:
+            _no_data(ax)
+        if undefined:
+            ax.text(0.0, -0.22, "n/a (undefined ΔOOD or property): " + ", ".join(undefined), transform=ax.transAxes,
+                    fontsize=8, color="grey")
+        ax.set_xlabel(xlabel, fontsize=9)
+        ax.set_ylabel("ΔOOD (%)")
+        ax.set_title(title, fontsize=10)
+    return fig
+
+
 def build_figure(name: str, analysis) -> Figure:
     if name == "ood_vs_properties":
         return ood_vs_properties(analysis)
@@ -167,6 +209,8 @@ def build_figure(name: str, analysis) -> Figure:
         return delta_ood_bars(analysis.tables["table7_thinking"], "ΔOOD of thinking off")
     if name == "training_curves":
         return training_curves(analysis)
+    if name == CONTROLS_FIGURE:
+        return controls_delta_ood(analysis)
     raise KeyError(name)
 
 
@@ -174,6 +218,8 @@ def write_all(analysis, folder: Path) -> list[Path]:
     """Draw every figure into ``folder`` as ``<name>.png`` and ``<name>.svg``."""
     paths = []
     for name in FIGURE_NAMES:
+        if name == CONTROLS_FIGURE and analysis.controls is None:
+            continue
         fig = build_figure(name, analysis)
         paths += [save(fig, folder / f"{name}.{ext}") for ext in _FORMATS]
     return paths

@@ -83,7 +83,8 @@ def bootstrap(rows: pd.DataFrame, n_boot: int = DEFAULT_BOOTSTRAP, seed: int = 0
     return out
 
 
-def _interval(draws: np.ndarray | None) -> tuple[float, float]:
+def interval(draws: np.ndarray | None) -> tuple[float, float]:
+    """The 95% percentile interval of bootstrap draws; (NaN, NaN) for none."""
     if draws is None:
         return math.nan, math.nan
     tail = (1.0 - CI_LEVEL) / 2.0 * 100.0
@@ -96,8 +97,8 @@ def success_intervals(draws: BootstrapDraws) -> pd.DataFrame:
     there are no episode counts), indexed like ``summary.cell_means``."""
     records = []
     for key in sorted(draws.seeds):
-        seeds_low, seeds_high = _interval(draws.seeds[key])
-        episodes_low, episodes_high = _interval(draws.episodes.get(key))
+        seeds_low, seeds_high = interval(draws.seeds[key])
+        episodes_low, episodes_high = interval(draws.episodes.get(key))
         records.append(dict(zip(CELL_KEY, key), ci_seeds_low_pct=seeds_low, ci_seeds_high_pct=seeds_high,
                             ci_episodes_low_pct=episodes_low, ci_episodes_high_pct=episodes_high))
     columns = list(CELL_KEY) + ["ci_seeds_low_pct", "ci_seeds_high_pct",
@@ -140,7 +141,7 @@ def rank_stability(
         for name in names:
             values = np.array([scores[name] for scores in per_draw], dtype=float)
             defined = values[~np.isnan(values)]
-            low, high = _interval(defined) if defined.size else (math.nan, math.nan)
+            low, high = interval(defined) if defined.size else (math.nan, math.nan)
             records.append({
                 "init": label, "train_domain": name,
                 "share_best_pct": 100.0 * sum(name in w for w in winners) / len(per_draw),

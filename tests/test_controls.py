@@ -1,0 +1,144 @@
+"""The controls of issue 18 (difficulty sweep, richness sweep): config block, tables, figure."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis_cases import base, run
+from gentax import controls
+from gentax import plan as gplan
+from gentax.analysis import controls as control_tables
+from gentax.analysis.tables import build_one, compute_tables, render
+from gentax.errors import ConfigError, GentaxError
+
+WINDOW = (105, 120, 135, 150)
+
+
+def _levels(**columns) -> pd.DataFrame:
+    frame = pd.DataFrame({
+        "control": ["difficulty", "difficulty", "richness"],
+        "level": ["easy", "hard", "eps0"],
+        "label": ["difficulty-easy", "difficulty-hard", "richness-eps0"],
+        "init": "v1", "train_domain": "sokoban", "variant": ["default", "default", "aug"],
+        "richness": [1000.0, 1000.0, 1000.0], "tokens_per_obs": [300.0, 300.0, 300.0],
+        "complexity": [30.0, 45.0, 30.0], "success": [0.5, 0.1, 0.5],
+    })
+    return frame.assign(**columns)
+
+
+def _hand_summary() -> pd.DataFrame:
+    """V1 base OOD (alfworld, webshop) = 20 + 30 = 50 points. difficulty-easy: seed 0 keeps them
+    (ΔOOD 0), seed 1 gains 10 points on alfworld (+20 %): mean ΔOOD +10. difficulty-hard: one
+    seed losing 10 points (−20 %). richness-eps0: never evaluated on webshop (undefined)."""
+    rows = base("v1", {"alfworld": 0.20, "webshop": 0.30, "sokoban": 0.10})
+    rows += run("v1", "sokoban", {"alfworld": [0.20, 0.30], "webshop": 0.30, "sokoban": [0.40, 0.50]},
+                variant="difficulty-easy")
+    rows += run("v1", "sokoban", {"alfworld": 0.15, "webshop": 0.25, "sokoban": 0.2}, variant="difficulty-hard",
+                seeds=(0,))
+    rows += run("v1", "sokoban", {"alfworld": 0.15, "sokoban": 0.2}, variant="richness-eps0")
+    return pd.DataFrame(rows)
+
+
+def test_sweep_table_gives_delta_ood_with_a_seed_interval_and_undefined_cells_as_such(tmp_path):
+    analysis = compute_tables(_hand_summary(), controls=_levels(), settings=None)
+    sweep = analysis.tables["controls_sweep"].data.set_index("level")
+    assert sweep.at["easy", "delta_ood_pct"] == pytest.approx(10.0)
+    assert sweep.at["easy", "delta_ood_ci_low"] == pytest.approx(0.0)     # both seeds drawn as seed 0
+    assert sweep.at["easy", "delta_ood_ci_high"] == pytest.approx(20.0)   # ... or as seed 1
+    assert sweep.at["easy", "delta_id"] == pytest.approx(35.0)            # 45 % on sokoban vs base 10 %
+    assert sweep.at["hard", "delta_ood_pct"] == pytest.approx(-20.0)
+    assert math.isnan(sweep.at["hard", "delta_ood_ci_low"]) and "one seed" in sweep.at["hard", "note"]
+    assert math.isnan(sweep.at["eps0", "delta_ood_pct"]) and "missing OOD success on webshop" in sweep.at["eps0", "note"]
+    assert sweep.at["easy", "richness_tokens"] == 300.0 and sweep.at["hard", "base_success_pct"] == pytest.approx(10.0)
+    md = render(analysis.tables["controls_sweep"])["md"]
+    assert "—" in md and "nan" not in md.lower()
+    # the control labels are read by a table: no "variant(s) in no table" note for them
+    assert not any("in no table" in n for n in analysis.notes)
+
+
+def test_regression_recovers_exact_slopes_and_states_the_runs():
+    # 4 settings x 2 seeds on an exact plane: ΔOOD = 5 + 2 per 1,000 characters − 3 per step
+    settings = [(1000.0, 30.0), (2000.0, 30.0), (1000.0, 40.0), (3000.0, 45.0)]
+    points = {("v1", "sokoban", f"l{i}", seed): (r, c, 5 + 2 * r / 1000 - 3 * c)
+              for i, (r, c) in enumerate(settings) for seed in (0, 1)}
+    fit = control_tables.regression(points, n_boot=200, seed=0).set_index("term")
+    assert fit.at["intercept", "estimate"] == pytest.approx(5.0)
+    assert fit.at["richness", "estimate"] == pytest.approx(2.0)
+    assert fit.at["complexity", "estimate"] == pytest.approx(-3.0)
+    assert fit.at["complexity", "ci_low"] == pytest.approx(-3.0) and fit.at["complexity", "ci_high"] == pytest.approx(-3.0)
+    assert set(fit["n_runs"]) == {8} and set(fit["n_settings"]) == {4}
+    assert 100 <= fit.at["richness", "draws_used"] <= 200 and fit.at["richness", "r2"] == pytest.approx(1.0)
+
+
+def test_regression_on_settings_that_do_not_determine_both_slopes_is_undefined_not_zero():
+    # richness and complexity move together exactly: no way to tell them apart
+    points = {("v1", "sokoban", f"l{i}", 0): (1000.0 * i, 10.0 * i, float(i)) for i in (1, 2, 3)}
+    fit = control_tables.regression(points, n_boot=50, seed=0)
+    assert fit["estimate"].isna().all() and fit["note"].str.startswith("undefined").all()
+    assert control_tables.regression({}, n_boot=50, seed=0)["estimate"].isna().all()
+
+
+def test_controls_table_and_figure_build_from_the_synthetic_sweeps(tmp_path):
+    from gentax.analysis.synthetic import synthetic_controls, synthetic_summary
+
+    rows, levels = synthetic_controls(seeds=(0, 1), episodes=1024, every=75)
+    summary = synthetic_summary(seeds=(0,), episodes=16, every=75)
+    summary = pd.concat([summary[summary["train_domain"] == "base"], rows])
+    summary_path, levels_path = tmp_path / "summary.csv", tmp_path / "levels.csv"
+    summary.to_csv(summary_path, index=False)
+    levels.to_csv(levels_path, index=False)
+    outputs = {ext: tmp_path / f"controls_regression.{ext}" for ext in ("csv", "md", "tex")}
+    build_one("controls_regression", [str(summary_path)], None, outputs, controls=str(levels_path),
+              window=(75, 150), n_boot=200)
+    fit = pd.read_csv(outputs["csv"]).set_index("term")
+    assert fit.at["complexity", "estimate"] < 0 and set(fit["n_runs"]) == {12}  # the planted tax grows with complexity
+    assert "(12 runs)" in outputs["md"].read_text()
+    figure = {ext: tmp_path / f"controls_delta_ood.{ext}" for ext in ("png", "svg")}
+    build_one("controls_delta_ood", [str(summary_path)], None, figure, controls=str(levels_path), window=(75, 150),
+              n_boot=50)
+    assert figure["png"].stat().st_size > 0 and "difficulty sweep" in figure["svg"].read_text()
+
+
+def test_without_the_controls_input_the_tables_are_empty_and_no_figure_is_drawn(tmp_path):
+    outputs = {ext: tmp_path / f"controls_sweep.{ext}" for ext in ("csv", "md", "tex")}
+    build_one("controls_sweep", _hand_summary(), None, outputs, window=WINDOW)
+    assert pd.read_csv(outputs["csv"]).empty
+    from gentax.analysis.tables import build_all
+
+    analysis = build_all(_hand_summary(), None, tmp_path / "all", window=WINDOW, n_boot=0)
+    assert "controls_sweep" not in analysis.tables and not (tmp_path / "all" / "figures" / "controls_delta_ood.png").exists()
+
+
+def test_bad_controls_properties_name_the_problem():
+    with pytest.raises(GentaxError, match="unknown control 'speed'"):
+        control_tables.load_levels(_levels(control=["speed", "difficulty", "richness"]))
+    with pytest.raises(GentaxError, match="lack column"):
+        control_tables.load_levels(_levels().drop(columns="complexity"))
+
+
+def _paper(**block) -> dict:
+    return gplan.deep_merge(gplan.load_config([gplan.REPO_ROOT / "config.yaml"]), {"controls": block})
+
+
+def test_the_controls_block_expands_into_levels_checked_by_the_domains_knobs():
+    assert controls.control_levels(gplan.load_config([gplan.REPO_ROOT / "config.yaml"])) == []  # off in the paper preset
+    levels = controls.control_levels(_paper(difficulty={"enabled": True}, richness={"enabled": True}))
+    assert [lv.label for lv in levels] == ["difficulty-short", "difficulty-medium", "difficulty-long",
+                                           "richness-eps0", "richness-eps80", "richness-eps240"]
+    hard = levels[2]
+    assert hard.domain == {"max_steps": 15, "options": {"min_solution_length": 10, "max_solution_length": 15}}
+    assert levels[4].augmentation == {"kind": "distractor", "p": 1.0, "eps": 80} and levels[4].variant == "aug"
+    bad = _paper(difficulty={"enabled": True, "levels": [{"name": "a", "options": {"room_size": 99}}, {"name": "b"}]})
+    with pytest.raises(ConfigError, match=r"controls\.difficulty\.levels\.0\.options \(a\): sokoban option room_size"):
+        gplan.validate(bad, memory=False)
+    with pytest.raises(ConfigError, match=r"controls\.richness\.train_domain: sciworld is not an evaluated domain of v1"):
+        gplan.validate(_paper(richness={"enabled": True, "init": "v1", "train_domain": "sciworld"}), memory=False)
+    with pytest.raises(ConfigError, match=r"controls\.difficulty\.levels"):
+        gplan.validate(_paper(difficulty={"enabled": True, "levels": [{"name": "a"}]}), memory=False)  # one level
+    row = controls.property_row(hard, {"richness": 1900.0, "complexity": 47.0, "success": 0.1, "other": 1})
+    assert row["label"] == "difficulty-long" and "min_solution_length=10" in row["setting"] and "other" not in row
+    assert np.isclose(row["richness"], 1900.0)
