@@ -192,8 +192,10 @@ def properties(smk) -> None:
     p = smk.params
     domain = {**_plain(p.domain), "max_steps": p.t_max}  # T_max for every domain (STUDY.md Table 3)
     out = smk.output[0]
+    aug = _plain(p.get("augmentation") or {})  # a richness level of the controls: its augmented states
+    aug_args = ["--aug-eps", aug["eps"], "--aug-p", aug["p"], "--aug-kind", aug["kind"]] if aug.get("eps") else []
     run_gentax(["properties", "--model", p.model, *_rollout_args(p, smk.wildcards.domain, domain), "--t-max", p.t_max,
-                "--out", out[: -len(".json")] + ".parquet"], smk.log[0])
+                *aug_args, "--out", out[: -len(".json")] + ".parquet"], smk.log[0])
     _embed_provenance(out, _provenance(smk, model=p.model, tasks=smk.input.tasks))
 
 
