@@ -122,9 +122,27 @@ def check_controls(cfg: dict) -> None:
             raise ConfigError(f"config key controls.difficulty.levels.{level.order}.options ({level.level}): {exc}") from None
 
 
-def property_row(level: ControlLevel, measures: dict[str, Any]) -> dict[str, Any]:
-    """One row of the controls' properties table: the level and its measured properties."""
-    return {"control": level.control, "level": level.level, "order": level.order, "label": level.label,
+def measures_plain_states(cfg: dict, level: ControlLevel) -> bool:
+    """The level's training states are the domain's as configured, without inserted text: its
+    property log is Table 3's log of the domain (``properties/<domain>.json``), not a second one."""
+    return level.domain == _domain_setting(cfg, level.train_domain) and not level.augmentation.get("eps")
+
+
+def property_path(cfg: dict, level: ControlLevel) -> str:
+    """The level's property log, relative to the results folder."""
+    if measures_plain_states(cfg, level):
+        return f"properties/{level.train_domain}.json"
+    return f"properties/controls/{level.label}/{level.train_domain}.json"
+
+
+#: The controls' properties table (one row per level), relative to the results folder.
+PROPERTIES_TABLE = "properties/controls.csv"
+
+
+def property_row(level: ControlLevel, run_label: str, measures: dict[str, Any]) -> dict[str, Any]:
+    """One row of the controls' properties table: the level, the variant name its runs have in the
+    summary (``run_label``: its own label, or a grid run's variant it reuses), its measures."""
+    return {"control": level.control, "level": level.level, "order": level.order, "label": run_label,
             "init": level.init, "train_domain": level.train_domain, "variant": level.variant,
             "setting": level.setting(), "eps": level.augmentation.get("eps", 0),
             **{k: measures[k] for k in PROPERTY_MEASURES if k in measures}}
