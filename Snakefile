@@ -13,10 +13,10 @@ from snakemake.exceptions import WorkflowError
 sys.path.insert(0, workflow.basedir)  # this checkout's gentax (jobs: workflow_scripts/_gentax_path.py)
 
 import gentax.domains as gdomains
-import gentax.domains.spec as gdomain_spec
 import gentax.io as gio
 import gentax.plan as gplan
 import gentax.provenance as gprov
+import gentax.runspec as grunspec
 from gentax.errors import ConfigError
 
 configfile: "config.yaml"

@@ -91,42 +91,40 @@ def embedded_model(smk) -> None:
     run_gentax(["model", "embedded", "--out", smk.output[0]], smk.log[0])
 
 
-def rl_section(rl: dict, *, save_every: int, domain_name: str, domain: dict, augmentation: dict,
-               rollout: str | None = None) -> dict:
+def rl_section(rl: dict, *, save_every: int, rollout: str | None = None) -> dict:
     """config.yaml -> the RL section `gentax train rl --config` reads (gentax/train/rl_defaults.yaml).
 
     The one place where the workflow's config maps onto the RL engines' config; the engines map it
-    on to verl's Hydra overrides (gentax.train.verl_engine) or the local engine. For a run on a
-    mixture of domains (``domain_name`` "a+b"), ``domain`` maps each member to its settings and
-    ``augmentation["eps"]`` each member to its budget.
+    on to verl's Hydra overrides (gentax.train.verl_engine) or the local engine. What is specific
+    to the run (its domains' settings, augmentation, thinking) is not here but in its run spec
+    (``gentax.runspec``), which the job hands the engine beside this section.
     """
-    from gentax.domains.spec import is_mixture
-
-    domains = domain if is_mixture(domain_name) else {domain_name: domain}
-    section = {**_plain(rl), "save_every": int(save_every),
-               "max_steps": {name: int(d["max_steps"]) for name, d in domains.items()},
-               "env_options": {name: _plain(d.get("options") or {}) for name, d in domains.items()}}
-    if augmentation:
-        eps = augmentation["eps"]
-        section["augmentation"] = {"kind": augmentation["kind"], "p": float(augmentation["p"]),
-                                   "eps": {k: int(v) for k, v in eps.items()} if isinstance(eps, dict)
-                                   else {domain_name: int(eps)}}
+    section = {**_plain(rl), "save_every": int(save_every)}
     if rollout:  # engines.rollout -> the verl engine's rollout backend
         section["verl"] = {**section.get("verl", {}), "rollout": rollout}
     return section
 
 
+RUN_SPEC_FILE = "run_spec.json"  # in the run folder: the run spec its segments were trained with
+
+
 def rl_segment(smk) -> None:
-    """Train steps start+1..end of one run (resuming the run folder), then list its checkpoints."""
+    """Train steps start+1..end of one run (resuming the run folder), then list its checkpoints.
+
+    The job's ``run_spec`` param (``gentax.plan.runs``, a ``RunSpec.to_dict()``) is written into
+    the run folder (``run_spec.json``, atomically) and handed to ``gentax train rl --run-spec``."""
+    from gentax.runspec import RunSpec
+
     p = smk.params
     run_dir = Path(p.run_dir)
+    run = RunSpec.from_dict(_plain(p.run_spec))
+    spec_file = run_dir / RUN_SPEC_FILE
+    gio.write_json(spec_file, run.to_dict())
     job_config = write_job_config(run_dir / f"config_segment_{p.start}_{p.end}.yaml", rl=rl_section(
-        p.rl, save_every=p.save_every, domain_name=p.train_domain, domain=p.domain, augmentation=p.augmentation,
-        rollout=p.get("rollout")),
-        tracking=_tracking(smk))
+        p.rl, save_every=p.save_every, rollout=p.get("rollout")), tracking=_tracking(smk))
     run_gentax(["train", "rl", "--engine", p.engine, "--preset", p.preset, "--config", job_config,
-                "--init", p.init_model, "--domain", p.train_domain, "--variant", p.variant,
-                "--seed", p.seed, "--steps", f"{p.start}:{p.end}", "--out", run_dir, "--no-progress"], smk.log[0])
+                "--init", p.init_model, "--run-spec", spec_file,
+                "--steps", f"{p.start}:{p.end}", "--out", run_dir, "--no-progress"], smk.log[0])
     saved = [s for s in range(p.start + 1, p.end + 1) if s % p.save_every == 0 or s == p.end]
     checkpoints = {str(s): str(run_dir / "checkpoints" / f"step_{s}") for s in saved}
     missing = [path for path in checkpoints.values() if not (Path(path) / "config.json").is_file()]
@@ -181,9 +179,8 @@ def eval_checkpoint(smk) -> None:
     """pass@1 of one checkpoint on one eval domain: <out>.json (+ .steps/.episodes.parquet)."""
     p = smk.params
     out = smk.output.summary
-    args = ["eval", "--model", p.model, *_rollout_args(p, smk.wildcards.eval_domain, p.domain), "--out", out[: -len(".json")] + ".parquet"]
-    if not p.think:
-        args.append("--no-think")
+    args = ["eval", "--model", p.model, *_rollout_args(p, smk.wildcards.eval_domain, p.domain), "--think", p.think,
+            "--out", out[: -len(".json")] + ".parquet"]
     run_gentax(args, smk.log[0])
     _embed_provenance(out, _provenance(smk, model=p.model, tasks=smk.input.tasks))
 

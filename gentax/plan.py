@@ -9,8 +9,11 @@ One place for "what the study consists of", used by the Snakefile's input functi
   ``check_options``), and raises ``ConfigError`` naming the key; with ``cluster.memory_check`` it
   also sizes every GPU training job (``gentax.train.memory``): a preset whose SFT or RL actor does
   not fit its GPUs is an error here, at plan time.
-- ``runs(cfg)`` lists every RL run after V1: ``Run(init, train_domain, variant, seed, steps)``;
-  an extended run (Tables 4/9/10) is the default run with more steps, never a second run.
+- ``runs(cfg)`` lists every RL run after V1 as a resolved ``gentax.runspec.RunSpec`` (``Run`` is
+  the same class): init, training domains with weights (``train_domain`` is its path label),
+  variant, seed, steps, thinking, augmentation and the training domains' settings; built here once
+  and handed as it is to the rules, the engines and evaluation. An extended run (Tables 4/9/10) is
+  the default run with more steps, never a second run. ``v1_run(cfg)`` is Ckpt V1's training run.
 - ``segments(cfg, run)`` splits a run into resumable training segments: ``[(0, 150), (150, 300)]``;
   segment k+1 resumes from the state segment k saved.
 - ``eval_steps(cfg, run, part)`` = the checkpoints evaluated: the last ``eval.window`` checkpoints at
@@ -28,15 +31,17 @@ from __future__ import annotations
 import functools
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable
 
+from gentax import runspec
 from gentax.controls import check_controls
 from gentax.errors import ConfigError, yaml_number_hint
 from gentax.io import deep_merge, read_yaml
+from gentax.runspec import RunSpec
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 REPO_ROOT = Path(__file__).resolve().parents[1]  # config.yaml's folder
-VARIANTS = ("default", "aug", "nothink")
+VARIANTS = runspec.variant_names()  # what each means: gentax/runspec.py
 
 # Which run variants each table/figure reads (base rows of every init always come along).
 TABLE_VARIANTS = {
@@ -56,23 +61,15 @@ FIGURE_VARIANTS = {
     "delta_ood_thinking": ["default", "nothink"],
     "training_curves": ["default", "aug", "nothink"],
 }
-#: Beyond the paper: the table of the mixture runs (``grid.mixtures``), planned only when enabled.
+#: Beyond the paper: the table and figure of the mixture runs (``grid.mixtures``), planned only when enabled.
 MIXTURE_TABLE = "mixture_ood"
+MIXTURE_FIGURE = "mixture_delta_ood"
+MIXTURE_ARTIFACTS = (MIXTURE_TABLE, MIXTURE_FIGURE)
 TABLES_WITH_PROPERTIES = {"table3_ranking", "ood_vs_properties"}
 WITH_EXTENDED = {"table4_extended", "training_curves"}  # the others never wait for extended training
 
 
-class Run(NamedTuple):
-    init: str
-    train_domain: str
-    variant: str
-    seed: int
-    steps: int
-
-    @property
-    def path(self) -> str:
-        """Relative run folder (under ``<results>/runs/``)."""
-        return f"{self.init}/{self.train_domain}/{self.variant}/seed{self.seed}"
+Run = RunSpec  # a planned run (gentax.runspec)
 
 
 def repo_path(path: str | Path) -> Path:
@@ -96,6 +93,7 @@ def schema() -> dict:
     out = read_yaml(SCHEMA_PATH)
     domains = list(names())
     out["$defs"]["domain_name"] = {"enum": domains}
+    out["$defs"]["variant_name"] = {"enum": list(runspec.variant_names())}
     section = out["properties"]["domains"]
     section["required"] = domains
     section["propertyNames"] = {"$ref": "#/$defs/domain_name"}
@@ -171,7 +169,7 @@ def _check_cross_fields(cfg: dict) -> None:
                 raise ConfigError(
                     f"config key grid.experiments.{i}.train_domains: {d} is not an evaluated domain of "
                     f"{exp['init']} (inits.{exp['init']}.domains: {', '.join(allowed)})")
-            if exp["variant"] == "aug" and d not in cfg["augmentation"][exp["init"]]["eps"]:
+            if _needs_eps(exp["variant"], d) and d not in cfg["augmentation"][exp["init"]]["eps"]:
                 raise ConfigError(f"config key augmentation.{exp['init']}.eps.{d}: missing (needed by grid.experiments.{i})")
     _check_mixtures(cfg)
     check_controls(cfg)
@@ -212,8 +210,14 @@ def _check_mixtures(cfg: dict) -> None:
                 if d not in allowed:
                     raise ConfigError(f"{key}: {d} is not an evaluated domain of {exp['init']} "
                                       f"(inits.{exp['init']}.domains: {', '.join(allowed)})")
-                if exp["variant"] == "aug" and d not in cfg["augmentation"][exp["init"]]["eps"]:
+                if _needs_eps(exp["variant"], d) and d not in cfg["augmentation"][exp["init"]]["eps"]:
                     raise ConfigError(f"config key augmentation.{exp['init']}.eps.{d}: missing (needed by {key})")
+
+
+def _needs_eps(variant: str, domain: str) -> bool:
+    """A run of ``variant`` on ``domain`` reads the config's augmentation budget of ``domain``."""
+    v = runspec.variant(variant)
+    return v.augment and domain not in v.aug_eps
 
 
 def _check_domain_options(cfg: dict) -> None:
@@ -280,19 +284,26 @@ def rollout_settings(cfg: dict, kind: str) -> dict[str, Any]:
 
 
 # ---- the grid --------------------------------------------------------------------------------
-def runs(cfg: dict) -> list[Run]:
+def runs(cfg: dict) -> list[RunSpec]:
+    """Every planned RL run after V1, resolved once (see the module docstring)."""
     extended = {(e["init"], e["variant"], e["train_domain"]): e["steps"] for e in cfg["grid"].get("extended", [])}
     out = []
     for exp in cfg["grid"]["experiments"]:
         for domain in exp["train_domains"]:
             steps = extended.get((exp["init"], exp["variant"], domain), cfg["grid"]["steps"])
             for seed in cfg["grid"]["seeds"]:
-                out.append(Run(exp["init"], domain, exp["variant"], int(seed), int(steps)))
+                out.append(runspec.build(cfg, exp["init"], domain, exp["variant"], int(seed), int(steps)))
     for exp in mixture_experiments(cfg):  # beyond the paper: training on a mixture of domains
         for mixture in exp["mixtures"]:
             for seed in cfg["grid"]["seeds"]:
-                out.append(Run(exp["init"], mixture, exp["variant"], int(seed), int(cfg["grid"]["steps"])))
+                out.append(runspec.build(cfg, exp["init"], mixture, exp["variant"], int(seed), int(cfg["grid"]["steps"])))
     return out
+
+
+def v1_run(cfg: dict) -> RunSpec:
+    """Ckpt V1's training run (from the base model; default variant): what rule rl_v1 trains."""
+    v1 = cfg["inits"]["v1"]["rl"]
+    return runspec.build(cfg, "base", v1["train_domain"], runspec.DEFAULT_VARIANT, int(v1["seed"]), int(v1["steps"]))
 
 
 def mixture_experiments(cfg: dict) -> list[dict]:
@@ -354,7 +365,7 @@ def plan(cfg: dict) -> dict[str, Any]:
     rs = runs(cfg)
     evals = sum(len(eval_steps(cfg, r)) * len(eval_domains(cfg, r.init)) for r in rs)
     return {
-        "runs": [r._asdict() for r in rs],
+        "runs": [r.row() for r in rs],
         "initial_policies": {
             "v1": {"train_domain": cfg["inits"]["v1"]["rl"]["train_domain"], "steps": cfg["inits"]["v1"]["rl"]["steps"]},
             "v2": {"sft_steps": cfg["inits"]["v2"]["sft"]["steps"], "mix": cfg["inits"]["v2"]["sft"]["mix"]},
@@ -369,9 +380,10 @@ def plan(cfg: dict) -> dict[str, Any]:
 
 
 def base_variants(cfg: dict, init: str) -> list[str]:
-    """An initial policy is evaluated with thinking on, and off only where a nothink run starts from it."""
-    nothink = any(r.variant == "nothink" and r.init == init for r in runs(cfg))
-    return ["default"] + (["nothink"] if nothink else [])
+    """The variants an initial policy is evaluated as: one per thinking mode of the runs that start
+    from it (``runspec.base_variant``), always the default's (thinking on)."""
+    wanted = {runspec.DEFAULT_VARIANT} | {runspec.base_variant(r.variant) for r in runs(cfg) if r.init == init}
+    return [v for v in runspec.variant_names() if v in wanted]
 
 
 def table_names(cfg: dict) -> list[str]:
@@ -379,12 +391,17 @@ def table_names(cfg: dict) -> list[str]:
     return [*TABLE_VARIANTS, *([MIXTURE_TABLE] if mixture_experiments(cfg) else [])]
 
 
+def figure_names(cfg: dict) -> list[str]:
+    """The figures the workflow builds: the paper's, plus the mixture figure when enabled."""
+    return [*FIGURE_VARIANTS, *([MIXTURE_FIGURE] if mixture_experiments(cfg) else [])]
+
+
 def artifact_runs(cfg: dict, name: str) -> list[Run]:
-    """The runs a table or figure reads: those of its variants on one domain; the mixture table
-    reads the mixture runs and their members' single-domain runs of the same init and variant."""
+    """The runs a table or figure reads: those of its variants on one domain; the mixture table and
+    figure read the mixture runs and their members' single-domain runs of the same init and variant."""
     from gentax.domains.spec import is_mixture, mixture_weights
 
-    if name == MIXTURE_TABLE:
+    if name in MIXTURE_ARTIFACTS:
         mixed = [r for r in runs(cfg) if is_mixture(r.train_domain)]
         members = {(r.init, d, r.variant) for r in mixed for d in mixture_weights(r.train_domain)}
         return mixed + [r for r in runs(cfg) if (r.init, r.train_domain, r.variant) in members]
@@ -394,11 +411,11 @@ def artifact_runs(cfg: dict, name: str) -> list[Run]:
 
 def artifact_variants(name: str, cfg: dict | None = None) -> list[str]:
     """The run variants a table or figure reads; ConfigError for an unknown name."""
-    if name == MIXTURE_TABLE:
+    if name in MIXTURE_ARTIFACTS:
         return sorted({e["variant"] for e in mixture_experiments(cfg)}) if cfg is not None else ["default"]
     variants = TABLE_VARIANTS.get(name) or FIGURE_VARIANTS.get(name)
     if variants is None:
-        known = ", ".join([*TABLE_VARIANTS, *FIGURE_VARIANTS])
+        known = ", ".join([*TABLE_VARIANTS, *FIGURE_VARIANTS, *MIXTURE_ARTIFACTS])
         raise ConfigError(f"unknown table or figure {name!r}; known: {known}")
     return variants
 
@@ -410,14 +427,14 @@ def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
     ``sft_v2``, ``embedded_base``), episodes (``eval_checkpoint``, ``properties``, ``sft_data``: the
     V1 episodes it rolls out) or 0 (bookkeeping jobs). Mirrors the rules' input functions.
     """
-    names = list(names) if names is not None else [*table_names(cfg), *FIGURE_VARIANTS]
+    names = list(names) if names is not None else [*table_names(cfg), *figure_names(cfg)]
     out: dict[str, list[int]] = defaultdict(list)
     parts: dict[Run, set[str]] = {}
     bases: set[tuple[str, str]] = set()
     with_properties = False
     for name in names:
         variants = artifact_variants(name, cfg)
-        out["figure" if name in FIGURE_VARIANTS else "table"].append(0)
+        out["figure" if name in FIGURE_VARIANTS or name == MIXTURE_FIGURE else "table"].append(0)
         for run in artifact_runs(cfg, name):
             wanted = parts.setdefault(run, set())
             wanted.add("main")

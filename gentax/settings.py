@@ -6,7 +6,8 @@ One place to audit a preset against the paper. Contract:
 
 - ``rl``: the first grid run (else V1's) as its engine receives it: for verl the Hydra overrides of
   ``verl_engine.verl_overrides`` (parsed back with Hydra's own override parser) on the RL section
-  ``pipeline.rl_section`` builds for that run; for the local engine its ``RLConfig``;
+  ``pipeline.rl_section`` builds and that run's spec (``gentax.runspec``, under ``gentax.run.*``);
+  for the local engine its ``RLConfig`` and ``run_spec``;
 - ``sft``: the ``llamafactory-cli train`` arguments of the V2 SFT (``sft.llamafactory_args``) on
   ``cluster.gpus_per_node`` devices, plus ``global_batch_size``;
 - ``sft_data``: what ``gentax sft build-data`` collects, plus ``epochs_over_mix`` (steps x batch / pairs);
@@ -54,8 +55,7 @@ def sources() -> dict[str, dict[str, list[str]]]:
 def shown_run(cfg: dict) -> gplan.Run:
     """The run whose RL settings are shown: the grid's first, else Ckpt V1's training."""
     runs = gplan.runs(cfg)
-    v1 = cfg["inits"]["v1"]["rl"]
-    return runs[0] if runs else gplan.Run("v1", v1["train_domain"], "default", v1["seed"], v1["steps"])
+    return runs[0] if runs else gplan.v1_run(cfg)
 
 
 def rl_settings(cfg: dict) -> dict[str, Any]:
@@ -64,21 +64,16 @@ def rl_settings(cfg: dict) -> dict[str, Any]:
     from gentax.train.config import load_rl_config
 
     run = shown_run(cfg)
-    aug = cfg["augmentation"]
-    augmentation = ({"kind": aug["kind"], "p": aug[run.init]["p"], "eps": aug[run.init]["eps"][run.train_domain]}
-                    if run.variant == "aug" else {})
-    section = rl_section(cfg["rl"], save_every=cfg["rl"]["save_every"], domain_name=run.train_domain,
-                         domain=cfg["domains"][run.train_domain], augmentation=augmentation)
+    section = rl_section(cfg["rl"], save_every=cfg["rl"]["save_every"])
     rl = load_rl_config(section, preset=cfg.get("preset", "paper"))
     if cfg["engines"]["rl"] != "verl":
-        return rl.to_dict()
+        return {**rl.to_dict(), "run_spec": run.to_dict()}
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     from gentax.train.verl_engine import verl_overrides
 
-    overrides = verl_overrides(rl, model_path=f"<Ckpt {run.init}>", domain=run.train_domain, variant=run.variant,
-                               seed=run.seed, run_dir="RUN_DIR", end_step=run.steps, train_file="train.parquet",
-                               val_file="val.parquet")
+    overrides = verl_overrides(rl, model_path=f"<Ckpt {run.init}>", run=run, run_dir="RUN_DIR", end_step=run.steps,
+                               train_file="train.parquet", val_file="val.parquet")
     return {o.key_or_group: o.value() for o in OverridesParser.create().parse_overrides(overrides)}
 
 

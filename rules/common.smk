@@ -7,7 +7,7 @@ TRAIN_DOMAIN_RE = rf"(?:{DOMAIN_RE})(?:\*\d+)?(?:\+(?:{DOMAIN_RE})(?:\*\d+)?)*"
 
 wildcard_constraints:
     init="v1|v2",
-    variant="default|aug|nothink",
+    variant="|".join(grunspec.variant_names()),  # the variant registry (gentax/runspec.py)
     domain=DOMAIN_RE,
     train_domain=TRAIN_DOMAIN_RE,
     eval_domain=DOMAIN_RE,
@@ -142,7 +142,7 @@ def all_tables():
 
 
 def all_figures():
-    return [f"{R}/figures/{name}.png" for name in FIGURE_VARIANTS]
+    return [f"{R}/figures/{name}.png" for name in gplan.figure_names(config)]
 
 
 def sft_mix_domains(sft, preset="v2"):
@@ -160,19 +160,13 @@ def rollout_params():
     return {key: config["rl"][key] for key in ("history_length", "max_new_tokens", "temperature")}
 
 
-def train_domain_params(train_domain):
-    """A run's domain settings: one domain's, or for a mixture {member: settings}."""
-    if not gdomain_spec.is_mixture(train_domain):
-        return domain_params(train_domain)
-    return {d: domain_params(d) for d in gdomain_spec.mixture_weights(train_domain)}
+def run_spec_params(wc):
+    """A planned run's spec (gentax.runspec.RunSpec) as the rl_segment job's one run param: its
+    training domains' settings and augmentation budget only, so changing another domain's settings
+    reruns nothing of this run."""
+    return planned_run(wc).to_dict()
 
 
-def augmentation_params(init, variant, domain):
-    if variant != "aug":
-        return {}
-    setting = config["augmentation"][init]
-    if gdomain_spec.is_mixture(domain):
-        eps = {d: setting["eps"][d] for d in gdomain_spec.mixture_weights(domain)}
-    else:
-        eps = setting["eps"][domain]
-    return {"kind": config["augmentation"]["kind"], "p": setting["p"], "eps": eps}
+def think_param(wc):
+    """The thinking mode an eval of a run (or base row) of variant wc.variant uses (gentax.runspec)."""
+    return grunspec.think_mode(wc.variant)

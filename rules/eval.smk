@@ -14,7 +14,7 @@ rule eval_checkpoint:
     params:
         model=checkpoint_path,
         domain=lambda wc: domain_params(wc.eval_domain),
-        think=lambda wc: wc.variant != "nothink",
+        think=think_param,
         **gplan.rollout_settings(config, "eval"),
     log:
         log_path("eval/{init}/{train_domain}/{variant}/seed{seed}/step{step}/{eval_domain}"),

@@ -43,7 +43,7 @@ rule figure:
         svg=f"{R}/figures/{{name}}.svg",
         provenance=f"{R}/figures/{{name}}{gprov.SUFFIX}",
     wildcard_constraints:
-        name="|".join(FIGURE_VARIANTS),
+        name="|".join(gplan.figure_names(config)),
     params:
         window=lambda wc: gplan.window(config, config["grid"]["steps"]),
         seed=config["seed"],

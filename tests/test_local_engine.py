@@ -161,6 +161,7 @@ def test_variants_change_what_the_agent_sees(tiny, tmp_path):
     from gentax.rollout.collector import collect
     from gentax.rollout.generators import HFGenerator
     from gentax.train.config import load_rl_config
+    from gentax.runspec import from_rl_config
     from gentax.train.local_engine import _collect_config
 
     cfg = load_rl_config({**TINY_RL, "augmentation": {"p": 1.0, "eps": {"sokoban": 80}}}, "embedded")
@@ -169,8 +170,8 @@ def test_variants_change_what_the_agent_sees(tiny, tmp_path):
     gen = HFGenerator.from_model(AutoModelForCausalLM.from_pretrained(tiny), AutoTokenizer.from_pretrained(tiny))
     seen = {}
     for variant in ("default", "aug", "nothink"):
-        ccfg = _collect_config(cfg, domain="sokoban", variant=variant, split="train", seed=1, group_size=1,
-                               temperature=1.0)
+        run = from_rl_config(cfg, init=str(tiny), domain="sokoban", variant=variant, seed=0, steps=1)
+        ccfg = _collect_config(cfg, run, domain="sokoban", split="train", seed=1, group_size=1, temperature=1.0)
         steps = collect(gen, [5], ccfg, progress=False).steps_frame()
         seen[variant] = steps
     assert not seen["default"]["augmented"].any() and seen["aug"]["augmented"].all()

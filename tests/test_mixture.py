@@ -4,6 +4,7 @@ over the domains, and one local-engine step on a tiny model that trains on both 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -13,6 +14,8 @@ from gentax.errors import ConfigError, GentaxError
 from gentax.train import runs
 from gentax.train.cli import train_rl
 from rl_helpers import TINY_RL, make_tiny_model
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_a_mixture_is_named_by_its_domains_and_weights():
@@ -36,12 +39,6 @@ def test_a_step_splits_its_tasks_over_the_domains_by_weight():
     assert 0.68 < draws.count("alfworld") / len(draws) < 0.82
 
 
-def test_the_verl_engine_refuses_a_mixture():
-    with pytest.raises(ConfigError, match="local engine only"):
-        train_rl("verl", {}, init="x", domain="webshop+sokoban", variant="default", seed=0, start=0, end=1,
-                 run_dir="unused", print_config=True)
-
-
 def test_a_mixture_run_trains_one_step_on_both_domains(tmp_path):
     tiny = make_tiny_model(tmp_path / "tiny")
     run = tmp_path / "run"
@@ -59,12 +56,10 @@ def test_a_mixture_run_trains_one_step_on_both_domains(tmp_path):
 def _dry_run(*args: str) -> dict[str, int]:
     import subprocess
     import sys
-    from pathlib import Path
 
     from snakemake_plans import job_counts
 
-    repo = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", *args], cwd=repo, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", *args], cwd=REPO, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return job_counts(proc.stdout + proc.stderr)
@@ -77,9 +72,9 @@ def test_the_paper_grid_with_the_mixture_block_plans_exactly_the_extra_runs_and_
     mixed = _dry_run("--profile", "profiles/slurm", "--configfile", str(on))
     extra = {rule: mixed.get(rule, 0) - paper.get(rule, 0) for rule in set(mixed) | set(paper)}
     # V2 x {alfworld+webshop, sokoban+sciworld} x 3 seeds: 6 runs of one segment each, evaluated at
-    # the last 4 checkpoints on all 4 of V2's domains, one summary each, and the mixture table
+    # the last 4 checkpoints on all 4 of V2's domains, one summary each, the mixture table and figure
     assert {rule: n for rule, n in extra.items() if n} == {"rl_segment": 6, "eval_checkpoint": 6 * 4 * 4,
-                                                          "run_summary": 6, "table": 1}
+                                                          "run_summary": 6, "table": 1, "figure": 1}
 
 
 def test_a_mixture_must_name_known_evaluated_domains():
@@ -120,16 +115,48 @@ def test_the_mixture_table_compares_the_mixture_with_its_members(tmp_path):
     expected = 100 * (2 * 0.5 - base["alfworld"] - base["sciworld"]) / (base["alfworld"] + base["sciworld"])
     assert table.loc["webshop+sokoban", "delta_ood_pct"] == pytest.approx(expected)
     assert not table["delta_ood_pct"].isna().any()
+    # 95% bootstrap intervals (seeds + episodes of the run and of the initial policy) around each ΔOOD
+    low, high = table["delta_ood_ci_low_pct"], table["delta_ood_ci_high_pct"]
+    assert (low <= table["delta_ood_pct"] + 1e-9).all() and (table["delta_ood_pct"] <= high + 1e-9).all()
+    assert (high - low > 0).all()  # 16 episodes per checkpoint: the interval has a width
+    figure = {ext: tmp_path / f"mixture_delta_ood.{ext}" for ext in ("png", "svg")}
+    build_one("mixture_delta_ood", str(path), None, figure, window=(75, 150))
+    svg = figure["svg"].read_text()
+    assert figure["png"].stat().st_size > 0 and "V2 webshop+sokoban" in svg and "mixture run" in svg
+
+
+def test_the_mixture_interval_follows_the_seeds():
+    """A ΔOOD interval from seed draws only: a run whose seeds agree has a zero-width interval at
+    its ΔOOD; one whose seeds differ has a wider one (the draws are the tables' ΔOOD formula)."""
+    import numpy as np
+
+    from gentax.analysis import stats
+    from gentax.analysis.tables import delta_ood
+
+    draws = stats.BootstrapDraws(n_boot=200)
+    rng = np.random.default_rng(0)
+    draws.seeds[("v2", "a+b", "default", "c")] = np.full(200, 30.0)
+    draws.seeds[("v2", "a", "default", "c")] = rng.choice([10.0, 50.0], size=200)
+    base = {"c": 20.0}
+    keys = {"c": ("v2", "base", "default", "c")}  # no draws: the base mean is held fixed
+    assert stats.delta_ood_interval(draws, {"c": ("v2", "a+b", "default", "c")}, keys, base, delta_ood) == (50.0, 50.0)
+    low, high = stats.delta_ood_interval(draws, {"c": ("v2", "a", "default", "c")}, keys, base, delta_ood)
+    assert (low, high) == (-50.0, 150.0)
+    assert all(np.isnan(stats.delta_ood_interval(draws, {"c": ("v2", "x", "default", "c")}, keys, base, delta_ood)))
 
 
 def test_the_workflow_hands_a_mixture_run_every_member_settings():
-    from gentax.pipeline import rl_section
-    from gentax.train.config import load_rl_config
+    """The run spec of a mixture run carries each member's settings and augmentation budget, and
+    the collector settings of each member's episodes (both engines: runspec.collect_fields) follow."""
+    from gentax import plan as gplan
+    from gentax import runspec
 
-    section = rl_section({"lr": 1.0e-6}, save_every=1, domain_name="webshop+sokoban",
-                         domain={"webshop": {"max_steps": 8, "options": {"results_per_page": 3}}, "sokoban": {"max_steps": 6}},
-                         augmentation={"kind": "distractor", "p": 0.5, "eps": {"webshop": 40, "sokoban": 80}})
-    cfg = load_rl_config(section, preset="embedded")
-    assert cfg.max_steps["webshop"] == 8 and cfg.max_steps["sokoban"] == 6
-    assert cfg.env_options == {"webshop": {"results_per_page": 3}, "sokoban": {}}
-    assert cfg.augmentation["eps"]["webshop"] == 40 and cfg.augmentation["eps"]["sokoban"] == 80
+    cfg = gplan.load_config([REPO / "config.yaml"])
+    cfg["domains"]["webshop"] = {"max_steps": 8, "options": {"results_per_page": 3}}
+    cfg["domains"]["sokoban"] = {"max_steps": 6}
+    cfg["augmentation"]["v2"] = {"p": 0.5, "eps": {"webshop": 40, "sokoban": 80}}
+    run = runspec.build(cfg, "v2", "webshop+sokoban", "aug", 0, 150)
+    webshop, sokoban = (runspec.collect_fields(run, d, "train") for d in ("webshop", "sokoban"))
+    assert webshop["max_steps"] == 8 and sokoban["max_steps"] == 6
+    assert webshop["env_options"] == {"results_per_page": 3} and sokoban["env_options"] == {}
+    assert webshop["aug_eps"] == 40 and sokoban["aug_eps"] == 80 and webshop["aug_p"] == sokoban["aug_p"] == 0.5

@@ -66,12 +66,13 @@ def test_no_backend_means_metrics_csv_only(tmp_path):
 
 
 def test_verl_engine_logs_through_verls_own_logger_into_the_run_folder(tmp_path):
+    from gentax.runspec import from_rl_config
     from gentax.train.config import load_rl_config
     from gentax.train.verl_engine import build_config
 
     cfg = load_rl_config({}, "paper")
-    config = build_config(cfg, model_path="/models/x", domain="webshop", variant="default", seed=1,
-                          run_dir=tmp_path / "run", end_step=15, write_data=False)
+    run = from_rl_config(cfg, init="/models/x", domain="webshop", variant="default", seed=1, steps=15)
+    config = build_config(cfg, model_path="/models/x", run=run, run_dir=tmp_path / "run", end_step=15, write_data=False)
     assert list(config.trainer.logger) == ["console", "tensorboard"]
     env = config.ray_kwargs.ray_init.runtime_env.env_vars
     assert env.TENSORBOARD_DIR == str((tmp_path / "run" / tracking.TENSORBOARD_DIR).resolve())
@@ -79,8 +80,8 @@ def test_verl_engine_logs_through_verls_own_logger_into_the_run_folder(tmp_path)
     from gentax.train.verl_agent import VERL_METRICS
 
     assert tracking.verl_metrics() is VERL_METRICS  # one mapping for both engines' names
-    off = build_config(cfg, model_path="/models/x", domain="webshop", variant="default", seed=1,
-                       run_dir=tmp_path / "run", end_step=15, write_data=False, tracking={"backends": []})
+    off = build_config(cfg, model_path="/models/x", run=run, run_dir=tmp_path / "run", end_step=15, write_data=False,
+                       tracking={"backends": []})
     assert list(off.trainer.logger) == ["console"]
 
 

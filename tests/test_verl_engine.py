@@ -24,9 +24,15 @@ pytest.importorskip("verl")
 from omegaconf import OmegaConf  # noqa: E402
 
 from gentax.errors import ConfigError  # noqa: E402
+from gentax.runspec import from_rl_config  # noqa: E402
 from gentax.train import grpo, runs, verl_engine  # noqa: E402
 from gentax.train.config import load_rl_config  # noqa: E402
 from rl_helpers import make_tiny_model  # noqa: E402
+
+def _run(cfg, domain: str, variant: str, seed: int):
+    """A run spec named like ``gentax train rl --domain --variant --seed`` (the RL section's defaults)."""
+    return from_rl_config(cfg, init="/m", domain=domain, variant=variant, seed=seed, steps=cfg.steps)
+
 
 pytestmark = pytest.mark.slow  # importing verl and composing its config takes ~30 s on 2 busy cores
 
@@ -65,7 +71,8 @@ def test_print_config_maps_the_paper_recipe(printed_config):
     python_path = config.ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH.split(":")
     assert str(Path(verl_engine.__file__).resolve().parents[2]) in python_path  # Ray workers import gentax
     g = config.gentax
-    assert g.domain == "webshop" and g.think and g.aug_eps == 30 and g.aug_p == 1.0 and g.max_steps == 15
+    assert g.run.train == [["webshop", 1]] and g.run.think == "on" and g.run.variant == "aug"
+    assert g.run.augmentation.eps.webshop == 30 and g.run.augmentation.p == 1.0 and g.run.domains.webshop.max_steps == 15
     assert g.seed == 2 and g.advantage_normalisation == "trajectory" and g.invalid_penalty == 0.1
 
 
@@ -74,12 +81,12 @@ def test_composed_config_passes_verl_validation_and_dataclasses(printed_config, 
     from verl.workers.config import FSDPActorConfig, RolloutConfig
 
     cfg = load_rl_config({"advantage_normalisation": "cross_step"}, "embedded")
-    config = verl_engine.build_config(cfg, model_path="/m", domain="sokoban", variant="nothink", seed=0,
+    config = verl_engine.build_config(cfg, model_path="/m", run=_run(cfg, "sokoban", "nothink", 0),
                                       run_dir=tmp_path, end_step=3)
     OmegaConf.resolve(config)  # every interpolation resolves
     assert isinstance(omega_conf_to_dataclass(config.actor_rollout_ref.actor), FSDPActorConfig)
     assert isinstance(omega_conf_to_dataclass(config.actor_rollout_ref.rollout), RolloutConfig)
-    assert config.gentax.think is False and config.gentax.aug_eps == 0
+    assert config.gentax.run.think == "off" and config.gentax.run.augmentation is None
     assert config.gentax.advantage_normalisation == "cross_step"
     assert (tmp_path / "verl_data" / "train.parquet").is_file()
     with pytest.raises(ConfigError, match="verl config does not compose"):
@@ -99,7 +106,7 @@ def test_task_rows_load_in_verls_dataset(tmp_path):
     from gentax.rollout.embedded_model import embedded_model_path
 
     cfg = load_rl_config({"tasks_per_step": 3, "val_tasks": 2}, "embedded")
-    train, val = verl_engine.write_task_files(tmp_path, cfg, "sokoban", seed=7)
+    train, val = verl_engine.write_task_files(tmp_path, cfg, _run(cfg, "sokoban", "default", 7))
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
     data_cfg = OmegaConf.create({"prompt_key": "prompt", "max_prompt_length": 512, "return_raw_chat": True,
                                  "filter_overlong_prompts": False, "truncation": "error"})
@@ -135,8 +142,8 @@ def agent_setup(tmp_path_factory):
 
     run_dir = tmp_path_factory.mktemp("agent")
     cfg = load_rl_config({"max_steps": {"sokoban": 3}, "max_new_tokens": 64}, "embedded")
-    config = verl_engine.build_config(cfg, model_path=str(embedded_model_path()), domain="sokoban",
-                                      variant="default", seed=3, run_dir=run_dir, end_step=5)
+    config = verl_engine.build_config(cfg, model_path=str(embedded_model_path()), run=_run(cfg, "sokoban", "default", 3),
+                                      run_dir=run_dir, end_step=5)
     return config, AutoTokenizer.from_pretrained(embedded_model_path())
 
 
@@ -269,7 +276,7 @@ def test_entropy_coeff_and_penalty_placement_reach_verl(tmp_path):
     from gentax.train.verl_agent import step_sample_advantages
 
     cfg = load_rl_config({"entropy_coeff": 0.001, "invalid_penalty_placement": "in_return"}, "embedded")
-    config = verl_engine.build_config(cfg, model_path="/m", domain="sokoban", variant="default", seed=0,
+    config = verl_engine.build_config(cfg, model_path="/m", run=_run(cfg, "sokoban", "default", 0),
                                       run_dir=tmp_path, end_step=2, write_data=False)
     assert config.actor_rollout_ref.actor.entropy_coeff == 0.001
     assert config.gentax.invalid_penalty_placement == "in_return"
@@ -334,7 +341,7 @@ def test_export_checkpoint_with_verls_model_merger(tmp_path):
 def test_rollout_backend_is_one_checked_setting():
     """verl.rollout (workflow: engines.rollout) reaches verl's rollout.name; a bad value is one error."""
     cfg = load_rl_config({"verl": {"rollout": "hf", "rollout_tp": 1, "attn_implementation": "sdpa"}}, "embedded")
-    overrides = verl_engine.verl_overrides(cfg, model_path="/m", domain="sokoban", variant="default", seed=0,
+    overrides = verl_engine.verl_overrides(cfg, model_path="/m", run=_run(cfg, "sokoban", "default", 0),
                                            run_dir="/tmp/r", end_step=1, train_file="t", val_file="v")
     assert "actor_rollout_ref.rollout.name=hf" in overrides
     assert "actor_rollout_ref.model.use_remove_padding=false" in overrides
@@ -342,11 +349,56 @@ def test_rollout_backend_is_one_checked_setting():
     assert "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES=gentax.train.verl_plugin" in overrides
     from gentax.pipeline import rl_section
 
-    job = rl_section({"lr": 1.0e-6}, save_every=15, domain_name="sokoban", domain={"max_steps": 15},
-                     augmentation={}, rollout="hf")  # the workflow's engines.rollout, in the job's RL section
+    job = rl_section({"lr": 1.0e-6}, save_every=15, rollout="hf")  # the workflow's engines.rollout, in the job's RL section
     assert job["verl"] == {"rollout": "hf"}
     assert load_rl_config({**job, "verl": {"rollout": "hf", "rollout_tp": 1}}, "paper").verl["rollout"] == "hf"
     with pytest.raises(ConfigError, match="verl.rollout valid: vllm, hf"):
         load_rl_config({"verl": {"rollout": "sglang"}}, "paper")
     with pytest.raises(ConfigError, match="rollout_tp must be 1"):
         load_rl_config({"verl": {"rollout": "hf"}}, "paper")  # the paper's tensor parallel 2
+
+
+@pytest.mark.parametrize("split", ["train", "eval"])
+def test_both_engines_build_the_same_collector_settings_from_a_run_spec(tmp_path, split):
+    """The verl agent loop's and the local engine's collector settings for the same run spec and
+    split are equal (one function: runspec.collect_fields); only training episodes are augmented."""
+    from gentax.rollout.generators import SamplingParams
+    from gentax.train.local_engine import _collect_config
+    from gentax.train.verl_agent import episode_config
+
+    cfg = load_rl_config({"augmentation": {"p": 0.5, "eps": {"webshop": 40, "sokoban": 80}},
+                          "max_steps": {"webshop": 7}, "env_workers": 0}, "embedded")
+    run = _run(cfg, "webshop+sokoban", "aug", 3)
+    config = verl_engine.build_config(cfg, model_path="/m", run=run, run_dir=tmp_path, end_step=2, write_data=False)
+    for domain in ("webshop", "sokoban"):
+        sampling = SamplingParams(temperature=0.4, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=11)
+        verl = episode_config(config.gentax, domain=domain, split=split, sampling=sampling, seed=11)
+        local = _collect_config(cfg, run, domain=domain, split=split, seed=11, group_size=1, temperature=0.4)
+        assert verl == local
+        assert verl.aug_eps == ({"webshop": 40, "sokoban": 80}[domain] if split == "train" else 0)
+    assert verl.max_steps == cfg.max_steps["sokoban"] and episode_config(
+        config.gentax, domain="webshop", split=split, sampling=SamplingParams(), seed=0).max_steps == 7
+
+
+def test_a_mixture_run_composes_and_its_rows_carry_their_domain(tmp_path):
+    """verl engine, mixture: the config composes with the run spec of both members; train rows are
+    one per group slot (their domain comes from the step's schedule), validation rows are
+    ``val_tasks`` held-out tasks of each member, each row naming its domain and data source."""
+    from gentax.train.verl_agent import episode_task, validation_metrics
+
+    cfg = load_rl_config({"tasks_per_step": 3, "val_tasks": 2, "val_every": 1}, "embedded")
+    run = _run(cfg, "webshop*2+sokoban", "default", 5)
+    config = verl_engine.build_config(cfg, model_path="/m", run=run, run_dir=tmp_path, end_step=2)
+    assert config.gentax.run.train == [["webshop", 2], ["sokoban", 1]] and config.gentax.tasks_per_step == 3
+    rows = verl_engine.task_rows(cfg, run)
+    assert [r["extra_info"]["domain"] for r in rows["train"]] == ["", "", ""]
+    assert [r["extra_info"]["domain"] for r in rows["eval"]] == ["webshop", "webshop", "sokoban", "sokoban"]
+    assert {r["data_source"] for r in rows["eval"]} == {"gentax/webshop", "gentax/sokoban"}
+    for step in (1, 2, 7):
+        drawn = [episode_task(config.gentax, r["extra_info"], step)[0] for r in rows["train"]]
+        assert drawn == runs.step_task_domains(5, step, 3, {"webshop": 2, "sokoban": 1})
+    domain, split, seed = episode_task(config.gentax, rows["eval"][3]["extra_info"], 4)
+    assert (domain, split, seed) == ("sokoban", "eval", runs.task_seed(5, 0, 1))
+    val = validation_metrics({"val-core/gentax/webshop/won/mean@1": 0.5, "val-core/gentax/sokoban/won/mean@1": 0.25,
+                              "val-aux/gentax/sokoban/episode_length/mean@1": 9.0})
+    assert val == {"val_success": 0.375, "val_success/webshop": 0.5, "val_success/sokoban": 0.25}

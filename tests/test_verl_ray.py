@@ -29,6 +29,7 @@ pytest.importorskip("verl")
 ray = pytest.importorskip("ray")
 from omegaconf import OmegaConf  # noqa: E402
 
+from gentax.runspec import from_rl_config  # noqa: E402
 from gentax.train import grpo, verl_engine  # noqa: E402
 from gentax.train.config import load_rl_config  # noqa: E402
 from rl_helpers import make_tiny_model  # noqa: E402
@@ -138,8 +139,8 @@ def test_agent_loop_outputs_pass_verls_postprocess_and_compute_metrics(local_ray
     from gentax.train.verl_agent import EnvStepAgentLoop, GentaxPPOTrainer
 
     cfg = load_rl_config({"max_steps": {"sokoban": 2}, "max_new_tokens": 32}, "embedded")
-    config = verl_engine.build_config(cfg, model_path=str(embedded_model_path()), domain="sokoban",
-                                      variant="default", seed=1, run_dir=tmp_path, end_step=3)
+    run = from_rl_config(cfg, init="/m", domain="sokoban", variant="default", seed=1, steps=3)
+    config = verl_engine.build_config(cfg, model_path=str(embedded_model_path()), run=run, run_dir=tmp_path, end_step=3)
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
     worker_cls = getattr(AgentLoopWorkerTQ, "__ray_actor_class__", AgentLoopWorkerTQ)  # a ray.remote class
     worker = object.__new__(worker_cls)  # only what _agent_loop_postprocess reads
@@ -225,8 +226,8 @@ def hf_servers(local_ray, tmp_path_factory):
     root = tmp_path_factory.mktemp("hf_rollout")
     model = make_tiny_model(root / "tiny", seed=0)
     cfg = load_rl_config({"max_new_tokens": 8, "verl": {"rollout": "hf", "attn_implementation": "sdpa"}}, "embedded")
-    config = verl_engine.build_config(cfg, model_path=str(model), domain="sokoban", variant="default", seed=5,
-                                      run_dir=root / "run", end_step=1)
+    run = from_rl_config(cfg, init=str(model), domain="sokoban", variant="default", seed=5, steps=1)
+    config = verl_engine.build_config(cfg, model_path=str(model), run=run, run_dir=root / "run", end_step=1)
     assert config.actor_rollout_ref.rollout.name == "hf" and not config.actor_rollout_ref.model.use_remove_padding
     worker = StandInFSDPWorker.remote()
     ray.get(worker.ready.remote())
@@ -323,3 +324,61 @@ def test_concurrent_requests_share_one_generate_call(tmp_path):
     assert calls == [6] and len(outs) == 6 and all(len(o.log_probs) == len(o.token_ids) for o in outs)
     with pytest.raises(Exception, match="top_k"):
         asyncio.run(server.generate([1, 2], {"top_k": 5}, "bad"))
+
+
+def test_a_mixture_run_plays_each_slot_in_its_domain_and_logs_per_domain_success(local_ray, tmp_path):
+    """verl engine, mixture webshop+sokoban: each dataset slot's group plays the domain the run's
+    schedule gives it that step (runs.step_task_domains, the local engine's split), every episode's
+    samples carry their domain through verl's postprocess, and the metrics.csv row has the
+    per-domain training success."""
+    import transfer_queue as tq
+    from transfer_queue import KVBatchMeta
+    from transformers import AutoTokenizer
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+    from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from gentax.rollout.embedded_model import embedded_model_path
+    from gentax.train import runs
+    from gentax.train.verl_agent import EnvStepAgentLoop, GentaxPPOTrainer
+
+    cfg = load_rl_config({"max_steps": {"sokoban": 2, "webshop": 2}, "max_new_tokens": 32, "group_size": 2,
+                          "mini_batch_size": 4}, "embedded")
+    run = from_rl_config(cfg, init="/m", domain="webshop+sokoban", variant="default", seed=1, steps=3)
+    config = verl_engine.build_config(cfg, model_path=str(embedded_model_path()), run=run, run_dir=tmp_path, end_step=3)
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
+    worker = object.__new__(getattr(AgentLoopWorkerTQ, "__ray_actor_class__", AgentLoopWorkerTQ))
+    worker.reward_loop_worker_handles, worker.processor, worker.distillation_enabled = None, None, False
+    step = 3
+    scheduled = runs.step_task_domains(1, step, 2, {"webshop": 1, "sokoban": 1})
+    assert sorted(scheduled) == ["sokoban", "webshop"]
+    played = {}
+
+    async def episodes():
+        for slot in range(2):
+            for session in range(2):  # one GRPO group: the slot's task, twice
+                loop = EnvStepAgentLoop(trainer_config=DictConfigWrap(config), server_manager=ClientLikeServer(
+                    tokenizer, ["no tags"], global_steps=2), tokenizer=tokenizer, processor=None,
+                    dataset_cls=RLHFDataset, data_config=DictConfigWrap(config.data), hf_model_type="llama")
+                kwargs = {"extra_info": {"slot": slot, "split": "train", "index": slot, "domain": ""},
+                          "global_steps": step, "session_id": session, "uid": f"mix{slot}",
+                          "raw_prompt": [{"role": "user", "content": "x"}]}
+                outputs = await loop.run({"temperature": 1.0, "top_p": 1.0, "logprobs": True}, **kwargs)
+                played.setdefault(slot, set()).update(o.extra_fields["gentax"]["domain"] for o in outputs)
+                await worker._agent_loop_postprocess(outputs, False, **kwargs)
+
+    asyncio.run(episodes())
+    assert played == {0: {scheduled[0]}, 1: {scheduled[1]}}
+    stored = tq.kv_list("train")["train"]
+    keys = sorted(k for k in stored if k.startswith("mix"))
+    batch = KVBatchMeta(keys=keys, tags=[stored[k] for k in keys], partition_id="train")
+    trainer = object.__new__(GentaxPPOTrainer)
+    trainer.config = config
+    metrics = {}
+    trainer._log_row(batch, metrics, step)
+    import pandas as pd
+
+    row = pd.read_csv(tmp_path / "metrics.csv").iloc[0]
+    assert row["step"] == step and row["trajectories"] == 4
+    assert row["id_success/webshop"] == 0.0 and row["id_success/sokoban"] == 0.0  # no valid action: no win
+    assert metrics["gentax/id_success/webshop"] == 0.0

@@ -20,6 +20,10 @@ Two halves (README "The verl engine on a GPU machine"):
   from 2-rank shards; then ``gentax eval`` of the merged step-3 model with the ``hf`` generator.
 - ``local1-sokoban``: the local engine on the same GPU, same model, config and steps (CUDA, bf16
   autocast), for the cost ratio verl / local.
+- ``verl1-mixture`` (optional, not in the default phases): training on the mixture
+  ``webshop+sokoban`` (``MIXTURE``) on 1 GPU, 3 steps: each step's 2 tasks are one of each domain
+  (``runs.step_task_domains``); it also checks that ``id_success/<domain>`` is logged for both
+  domains at every step.
 
 Each training phase checks, per step: samples > 0, reward std > 0 (reported, a toy policy may not
 reach it on WebShop), loss / KL / entropy / grad norm finite, KL > 0 after the first update; a
@@ -45,6 +49,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 CONFIG = HERE / "smoke.yaml"
+MIXTURE = "webshop+sokoban"  # phase verl1-mixture (or local1-mixture): the smoke's two domains, equal weights
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json",
                    "chat_template.jinja")
 
@@ -210,7 +215,8 @@ def read_metrics(run_dir: Path) -> list[dict]:
     return pd.read_csv(path).to_dict("records") if path.is_file() else []
 
 
-def check_training(run_dir: Path, result: dict, *, end: int, kill_after: int | None, log_path: Path) -> dict:
+def check_training(run_dir: Path, result: dict, *, end: int, kill_after: int | None, log_path: Path,
+                   domain: str = "") -> dict:
     """The per-step checks (module doc); ``checks`` maps each to True/False."""
     rows = read_metrics(run_dir)
     steps = [int(r["step"]) for r in rows]
@@ -224,6 +230,10 @@ def check_training(run_dir: Path, result: dict, *, end: int, kill_after: int | N
         "checkpoint_every_step": all((run_dir / "checkpoints" / f"step_{s}" / "config.json").is_file()
                                      for s in range(1, end + 1)),
     }
+    if "+" in domain:  # a mixture: every member's training success at every step
+        members = [part.split("*")[0] for part in domain.split("+")]
+        checks["success_of_every_domain_every_step"] = bool(rows) and all(
+            math.isfinite(float(r.get(f"id_success/{d}", float("nan")))) for r in rows for d in members)
     rewards_vary = [float(r.get("adv_std", 0)) > 0 and 0 < float(r.get("id_success", 0)) < 1 for r in rows]
     if kill_after:
         first, second = result["runs"]
@@ -291,6 +301,7 @@ def gpu(out: Path, bundle: Path, phases: list[str]) -> int:
                 report["warm-start"] = warm_start(bundle, policy, cfg)
             engine = "verl" if phase.startswith("verl") else "local"
             gpus, domain = int(phase[len(engine)]), phase.split("-", 1)[1]
+            domain = MIXTURE if domain == "mixture" else domain
             kill_after = 2 if phase == "verl1-sokoban" else None
             run_dir, log_path = work / phase, out / f"{phase}.log"
             stats_dir = work / f"{phase}.hf_stats"
@@ -301,7 +312,7 @@ def gpu(out: Path, bundle: Path, phases: list[str]) -> int:
             with GPUMemoryPeak() as memory:
                 result = train(policy, run_dir, engine=engine, domain=domain, steps="0:3", gpus=gpus,
                                log_path=log_path, kill_after=kill_after)
-            result = check_training(run_dir, result, end=3, kill_after=kill_after, log_path=log_path)
+            result = check_training(run_dir, result, end=3, kill_after=kill_after, log_path=log_path, domain=domain)
             result["gpu_memory_peak_mib"] = memory.peak
             result["hf_servers"] = hf_server_stats(stats_dir)
             if (run_dir / "metrics.csv").is_file():

@@ -15,11 +15,12 @@ properties table (``gentax.controls.property_row``, one row per level of a sweep
 
 Outputs (``controls_tables``):
 
-- ``controls_sweep``: per level, its measured properties beside its ΔOOD with a 95% seed
-  interval. ΔOOD of a run (as ``mixture_ood``) = 100 × Σ_e (G_run(e) − G_base(e)) / Σ_e G_base(e)
-  over the init's domains e other than the training domain: the generalization tax it paid
-  relative to its initial policy. The interval is the seed bootstrap of ``stats.bootstrap``
-  (the same draws as ``success_ci``); undefined (empty, with a note) with fewer than two seeds.
+- ``controls_sweep``: per level, its measured properties beside its ΔOOD with a 95% interval.
+  ΔOOD of a run (as ``mixture_ood``) = 100 × Σ_e (G_run(e) − G_base(e)) / Σ_e G_base(e) over
+  the init's domains e other than the training domain: the generalization tax it paid relative
+  to its initial policy. The interval is ``stats.delta_ood_interval`` over the draws of
+  ``stats.bootstrap`` (seeds, and episodes where counts exist, of the run and of the initial
+  policy: the same as ``mixture_ood``'s); undefined (empty, with a note) with fewer than two seeds.
 - ``controls_regression``: ordinary least squares of the per-seed ΔOOD of every control run on
   its level's measured richness (per 1,000 characters) and complexity (per step), with 95%
   intervals from resampling the runs (cases) with replacement; ``n_runs`` and ``n_settings``
@@ -39,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from gentax.analysis import stats
-from gentax.analysis.summary import CELL_KEY, _read_tables, domains_of, seed_values
+from gentax.analysis.summary import BASE, CELL_KEY, _read_tables, domains_of, seed_values
 from gentax.errors import GentaxError
 
 SWEEP_TABLE = "controls_sweep"
@@ -118,14 +119,14 @@ def level_results(rows: pd.DataFrame, values, levels: pd.DataFrame, draws: stats
         n_seeds = min((c["n_seeds"] for c in cells), default=math.nan)
         low, high = math.nan, math.nan
         if not math.isnan(change):
-            arrays = [draws.seeds.get((init, train, label, e)) if draws else None for e in ood]
             if n_seeds < 2:
                 note = "one seed: no seed interval"
-            elif any(a is None for a in arrays):
+            elif draws is None or draws.n_boot == 0:
                 note = "no bootstrap draws (bootstrap off)"
-            else:
-                total_base = sum(base.values())
-                low, high = stats.interval(100.0 * (np.sum(arrays, axis=0) - total_base) / total_base)
+            else:  # the same interval as mixture_ood's (stats.delta_ood_interval)
+                base_keys = {e: (init, BASE, values.base_variant(init, e, level.variant), e) for e in ood}
+                low, high = stats.delta_ood_interval(draws, {e: (init, train, label, e) for e in ood}, base_keys,
+                                                     base, delta_ood)
         id_success = values.mean(init, train, label, train)
         records.append({
             "control": level.control, "level": level.level, "setting": level.setting, "init": init,

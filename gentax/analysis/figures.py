@@ -14,7 +14,10 @@
 - ``controls_delta_ood`` (only with the controls' properties, issue 18): two panels, ΔOOD of
   each difficulty level against its measured planning complexity and of each richness level
   against its measured richness (characters), with the 95% seed intervals of ``controls_sweep``
-  as error bars; an undefined ΔOOD is listed as "n/a" under the panel, not drawn.
+  as error bars; an undefined ΔOOD is listed as "n/a" under the panel, not drawn;
+- ``mixture_delta_ood`` (beyond the paper; only with mixture runs, from the ``mixture_ood`` table):
+  per mixture, the ΔOOD of the mixture run and of each member's single-domain run over the domains
+  outside the mixture, with their 95% bootstrap intervals as error bars.
 
 Files are deterministic for the same inputs (fixed SVG hash salt, no dates in metadata; SVG
 text stays text).
@@ -37,9 +40,9 @@ from gentax.domains import DOMAINS
 from gentax.io import atomic_path
 
 FIGURE_NAMES = ("ood_vs_properties", "delta_ood_augmentation", "delta_ood_thinking", "training_curves",
-                "controls_delta_ood")
-#: Figures drawn only when their input is given (``write_all`` skips them otherwise).
-CONTROLS_FIGURE = "controls_delta_ood"
+                "mixture_delta_ood", "controls_delta_ood")
+MIXTURE_FIGURE = "mixture_delta_ood"  # drawn by write_all only when the analysis has mixture runs
+CONTROLS_FIGURE = "controls_delta_ood"  # drawn by write_all only with the controls' properties
 _FORMATS = {"png": {"Software": None}, "svg": {"Date": None}}
 _MARKERS = {"v1": "o", "v2": "s"}
 _INIT_COLOURS = {"v1": "tab:blue", "v2": "tab:orange"}
@@ -117,6 +120,46 @@ def delta_ood_bars(table, title: str) -> Figure:
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(positions, labels, rotation=45, ha="right", fontsize=8)
     ax.set_ylabel("ΔOOD (%)")
+    return fig
+
+
+def mixture_delta_ood(table) -> Figure:
+    """One group of bars per mixture (init, mixture, variant): the mixture run first (hatched),
+    then each member's own run; error bars = the 95% bootstrap interval where there is one."""
+    data = table.data
+    fig = _new_figure(max(5.5, 0.55 * len(data) + 2.5), 4.5, left=0.12, bottom=0.3)
+    ax = fig.add_subplot()
+    ax.set_title("Training on a mixture: ΔOOD over the domains outside it")
+    if data.empty:
+        _no_data(ax)
+        return fig
+    positions, x = [], 0.0
+    for _, group in data.groupby(["init", "mixture", "variant"], sort=False):
+        positions += [x + i for i in range(len(group))]
+        x += len(group) + 0.8  # a gap between mixtures
+    heights = data["delta_ood_pct"].to_numpy(dtype=float)
+    low = data["delta_ood_ci_low_pct"].to_numpy(dtype=float)
+    high = data["delta_ood_ci_high_pct"].to_numpy(dtype=float)
+    is_mixture = (data["run"] == data["mixture"]).to_numpy()
+    bars = ax.bar(positions, np.nan_to_num(heights), color=[_INIT_COLOURS.get(i, "grey") for i in data["init"]])
+    for bar, mixed in zip(bars, is_mixture):
+        if mixed:
+            bar.set_hatch("//")
+            bar.set_edgecolor("black")
+    with np.errstate(invalid="ignore"):
+        errors = np.array([np.where(np.isnan(low), 0, heights - low), np.where(np.isnan(high), 0, high - heights)])
+    ax.errorbar(positions, np.nan_to_num(heights), yerr=np.nan_to_num(np.clip(errors, 0, None)), fmt="none",
+                ecolor="black", capsize=3, linewidth=0.8)
+    for pos, h in zip(positions, heights):
+        if math.isnan(h):
+            ax.text(pos, 0, "n/a", ha="center", va="bottom", fontsize=8, color="grey")
+    several_variants = data["variant"].nunique() > 1
+    labels = [f"{r.init.upper()} {r.run}" + (f" ({r.variant})" if several_variants else "") for r in data.itertuples()]
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(positions, labels, rotation=45, ha="right", fontsize=8)
+    ax.set_ylabel("ΔOOD (%)")
+    ax.legend(handles=[Patch(facecolor="white", edgecolor="black", hatch="//", label="mixture run"),
+                       Patch(facecolor="white", edgecolor="black", label="member's own run")], fontsize=8)
     return fig
 
 
@@ -209,16 +252,22 @@ def build_figure(name: str, analysis) -> Figure:
         return delta_ood_bars(analysis.tables["table7_thinking"], "ΔOOD of thinking off")
     if name == "training_curves":
         return training_curves(analysis)
+    if name == MIXTURE_FIGURE:
+        from gentax.analysis.tables import mixture_ood
+
+        return mixture_delta_ood(analysis.tables.get("mixture_ood") or mixture_ood(analysis.values, set()))
     if name == CONTROLS_FIGURE:
         return controls_delta_ood(analysis)
     raise KeyError(name)
 
 
 def write_all(analysis, folder: Path) -> list[Path]:
-    """Draw every figure into ``folder`` as ``<name>.png`` and ``<name>.svg``."""
+    """Draw every figure into ``folder`` as ``<name>.png`` and ``<name>.svg`` (the mixture figure
+    only when the analysis has mixture runs, like its table)."""
     paths = []
     for name in FIGURE_NAMES:
-        if name == CONTROLS_FIGURE and analysis.controls is None:
+        if (name == MIXTURE_FIGURE and "mixture_ood" not in analysis.tables) or \
+                (name == CONTROLS_FIGURE and analysis.controls is None):
             continue
         fig = build_figure(name, analysis)
         paths += [save(fig, folder / f"{name}.{ext}") for ext in _FORMATS]

@@ -106,6 +106,22 @@ def success_intervals(draws: BootstrapDraws) -> pd.DataFrame:
     return pd.DataFrame.from_records(records, columns=columns).set_index(list(CELL_KEY))
 
 
+def delta_ood_interval(draws: BootstrapDraws, run_keys: dict[str, tuple], base_keys: dict[str, tuple],
+                       base_means: dict[str, float], delta: Callable) -> tuple[float, float]:
+    """95% interval of a ΔOOD: ``delta(without, with_)`` (the tables' formula) per draw, with the
+    run's draws of each OOD eval domain (``run_keys``: eval domain -> cell key; best available)
+    and the initial policy's (``base_keys``; its fixed mean ``base_means`` where it has no draws).
+    Draws where ΔOOD is undefined are left out; (NaN, NaN) when the run has no draws."""
+    cells = {e: draws.best_available(key) for e, key in run_keys.items()}
+    if not cells or any(c is None for c in cells.values()):
+        return math.nan, math.nan
+    bases = {e: draws.best_available(key) for e, key in base_keys.items()}
+    values = np.array([delta({e: base_means[e] if bases[e] is None else float(bases[e][b]) for e in cells},
+                             {e: float(cells[e][b]) for e in cells})[0] for b in range(draws.n_boot)])
+    defined = values[~np.isnan(values)]
+    return interval(defined) if defined.size else (math.nan, math.nan)
+
+
 def rank_stability(
     draws: BootstrapDraws,
     domains_of: Callable[[str], Sequence[str]],

@@ -139,12 +139,14 @@ class Values:
         shares = self.errors["mean_pct"].dropna()
         return sorted(((tuple(k), float(v)) for k, v in shares.items() if v > 0), key=lambda kv: -kv[1])
 
+    def base_variant(self, init, eval_domain, variant=DEFAULT_VARIANT) -> str:
+        """The variant of the base row that stands for ``variant``'s initial policy on a domain."""
+        if self.settings.delta_id_base == "matching" and not math.isnan(self.mean(init, BASE, variant, eval_domain)):
+            return variant
+        return DEFAULT_VARIANT
+
     def base(self, init, eval_domain, variant=DEFAULT_VARIANT) -> float:
-        if self.settings.delta_id_base == "matching":
-            value = self.mean(init, BASE, variant, eval_domain)
-            if not math.isnan(value):
-                return value
-        return self.mean(init, BASE, DEFAULT_VARIANT, eval_domain)
+        return self.mean(init, BASE, self.base_variant(init, eval_domain, variant), eval_domain)
 
     def delta_id(self, init, train, variant=DEFAULT_VARIANT) -> float:
         return self.mean(init, train, variant, train) - self.base(init, train, variant)
@@ -583,14 +585,16 @@ class Analysis:
     controls: pd.DataFrame | None = None
 
 
-def mixture_ood(values: Values, variants_present: set[tuple]) -> Table:
+def mixture_ood(values: Values, variants_present: set[tuple], draws: stats.BootstrapDraws | None = None) -> Table:
     """Beyond the paper: each run on a mixture of domains against its members' single-domain runs.
 
     Out of domain = the init's domains outside the mixture (the same set for every row of a
     mixture); ΔOOD (formula of ``delta_ood``) = change of OOD success from the initial policy to
     the run, over that set, for the mixture (``run`` = the mixture) and for each member's run
     on its own (``run`` = the member; NaN with a note when the grid has no such run). ±
-    ``ood_std_pct``: the seed standard deviation of the run's mean OOD success."""
+    ``ood_std_pct``: the seed standard deviation of the run's mean OOD success.
+    ``delta_ood_ci_low_pct`` / ``_high_pct``: its 95% bootstrap interval (``stats.delta_ood_interval``:
+    seeds, and episodes where counts exist, of the run and of the initial policy); NaN without draws."""
     from gentax.domains.spec import MIX_SEP, mixture_weights
 
     records = []
@@ -598,22 +602,25 @@ def mixture_ood(values: Values, variants_present: set[tuple]) -> Table:
         members = list(mixture_weights(train))
         ood_domains = [e for e in domains_of(init) if e not in members]
         base = {e: values.base(init, e, variant) for e in ood_domains}
+        base_keys = {e: (init, BASE, values.base_variant(init, e, variant), e) for e in ood_domains}
         for run in [train, *members]:
             cells = [values.cell(init, run, variant, e) for e in ood_domains]
             change, note = delta_ood(base, {e: c["mean_pct"] for e, c in zip(ood_domains, cells)})
+            low, high = (stats.delta_ood_interval(draws, {e: (init, run, variant, e) for e in ood_domains}, base_keys,
+                                                  base, delta_ood) if draws is not None else (math.nan, math.nan))
             records.append({
                 "init": init, "mixture": train, "variant": variant, "run": run,
                 "ood_domains": " ".join(ood_domains),
                 "ood_success_pct": float(np.mean([c["mean_pct"] for c in cells])) if cells else math.nan,
                 "ood_std_pct": float(np.mean([c["std_pct"] for c in cells])) if cells else math.nan,
                 "n_seeds": min((c["n_seeds"] for c in cells), default=math.nan),
-                "delta_ood_pct": change, "note": note,
+                "delta_ood_pct": change, "delta_ood_ci_low_pct": low, "delta_ood_ci_high_pct": high, "note": note,
             })
     columns = ["init", "mixture", "variant", "run", "ood_domains", "ood_success_pct", "ood_std_pct", "n_seeds",
-               "delta_ood_pct", "note"]
+               "delta_ood_pct", "delta_ood_ci_low_pct", "delta_ood_ci_high_pct", "note"]
     return Table("mixture_ood", "Training on a mixture of domains: ΔOOD (percent) of each mixture run and of "
-                 "its members' single-domain runs, over the domains outside the mixture",
-                 pd.DataFrame.from_records(records, columns=columns))
+                 "its members' single-domain runs, over the domains outside the mixture, with 95% bootstrap "
+                 "intervals", pd.DataFrame.from_records(records, columns=columns))
 
 
 def compute_tables(summary, properties=None, settings: Settings | None = None, controls=None) -> Analysis:
@@ -654,7 +661,7 @@ def compute_tables(summary, properties=None, settings: Settings | None = None, c
         Table("rank_stability", "Rank stability: share of bootstrap draws in which each training "
               "domain has the best (lowest) OOD ranking score", stability),
     ]
-    mixtures = mixture_ood(values, variants_present)
+    mixtures = mixture_ood(values, variants_present, draws)
     if not mixtures.data.empty:  # only a summary with mixture runs gets this table
         tables.append(mixtures)
     if levels is not None:
@@ -669,8 +676,8 @@ def compute_tables(summary, properties=None, settings: Settings | None = None, c
 
 
 #: Outputs that need bootstrap draws; the others are built with ``n_boot=0`` by ``build_one``.
-_NEEDS_BOOTSTRAP = {"table2_success", "success_ci", "rank_stability", "controls_sweep", "controls_regression",
-                    "controls_delta_ood"}
+_NEEDS_BOOTSTRAP = {"table2_success", "success_ci", "rank_stability", "mixture_ood", "mixture_delta_ood",
+                    "controls_sweep", "controls_regression", "controls_delta_ood"}
 
 
 def build_one(name: str, summary, properties, outputs, controls=None, **options) -> Analysis:

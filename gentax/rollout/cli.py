@@ -1,7 +1,7 @@
 """Rollout commands: the embedded model, checkpoint evaluation, property logs.
 
     gentax model embedded --out DIR [--dtype bfloat16]
-    gentax eval --model PATH --domain D --split eval --episodes N --temperature 0.4 [--no-think]
+    gentax eval --model PATH --domain D --split eval --episodes N --temperature 0.4 [--think on|off]
                 [--generator hf|vllm|expert] [--max-new-tokens 256] [--seed 0] [--num-workers 0]
                 [--max-steps M] [--first-task 0] [--group-size 1] [--batch-size B]
                 [--option KEY=VALUE ...] --out FILE.parquet
@@ -23,6 +23,7 @@ import argparse
 import logging
 
 from gentax.errors import GentaxError
+from gentax.runspec import THINK_MODES
 
 
 def register(subparsers) -> None:
@@ -57,7 +58,9 @@ def _rollout_arguments(parser: argparse.ArgumentParser, temperature: float) -> N
     parser.add_argument("--temperature", type=float, default=temperature)
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--max-new-tokens", type=int, default=256)
-    parser.add_argument("--no-think", action="store_true", help="the agent answers <action>...</action> only")
+    parser.add_argument("--think", choices=tuple(THINK_MODES), default=None,
+                        help="thinking mode (gentax.runspec.THINK_MODES; default on): off = <action>...</action> only")
+    parser.add_argument("--no-think", action="store_true", help="the same as --think off")
     parser.add_argument("--generator", default="hf", choices=("hf", "vllm", "expert"))
     parser.add_argument("--seed", type=int, default=0, help="root of every random choice (sampling, envs)")
     parser.add_argument("--first-task", type=int, default=0, help="first task seed")
@@ -89,13 +92,14 @@ def _setup(args: argparse.Namespace):
     from gentax.rollout.collector import CollectConfig
     from gentax.rollout.evaluation import output_prefix
     from gentax.rollout.generators import SamplingParams, make_generator
+    from gentax.runspec import think_fields
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if args.episodes < 1:
         raise GentaxError(f"--episodes must be >= 1, got {args.episodes}")
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed)
     cfg = CollectConfig(
-        domain=args.domain, split=args.split, think=not args.no_think, history_length=args.history_length,
+        domain=args.domain, split=args.split, **think_fields(_think_mode(args)), history_length=args.history_length,
         group_size=args.group_size, sampling=sampling, max_steps=args.max_steps, env_options=parse_options(args.option),
         num_workers=args.num_workers, seed=args.seed, batch_size=args.batch_size,
     )
@@ -105,6 +109,12 @@ def _setup(args: argparse.Namespace):
     seeds = list(range(args.first_task, args.first_task + args.episodes))
     meta = {"model": args.model, "generator": args.generator}
     return generator, seeds, cfg, output_prefix(args.out), meta
+
+
+def _think_mode(args: argparse.Namespace) -> str:
+    if args.no_think and args.think not in (None, "off"):
+        raise GentaxError(f"--no-think contradicts --think {args.think}")
+    return "off" if args.no_think else (args.think or "on")
 
 
 def _eval(args: argparse.Namespace) -> int:

@@ -1,9 +1,14 @@
 """``gentax train rl`` (GRPO, engines local|verl) and ``gentax train export`` (verl -> HF folders).
 
     gentax train rl --engine local|verl --config CONFIG.yaml [--preset paper|embedded]
-                    --init MODEL --domain D --variant default|aug|nothink --seed S
-                    --steps A:B --out RUN_DIR [--print-config]
+                    --init MODEL (--run-spec RUN_SPEC.json | --domain D [--variant V] [--seed S])
+                    [--steps A:B] --out RUN_DIR [--print-config]
 
+The run is a run spec (gentax.runspec: training domains with weights, variant, seed, steps,
+thinking, augmentation, the domains' settings): ``--run-spec`` reads one (the workflow writes
+it into the run folder), or ``--domain/--variant/--seed`` name one whose domains' settings and
+augmentation budget come from the RL section (engine defaults). ``--domain`` may be a mixture
+``a+b`` or ``a*3+b``; ``--variant`` is a name of gentax.runspec.VARIANTS.
 ``--config`` holds the RL section (gentax/train/rl_defaults.yaml documents every key), at the
 top level or under ``rl:``; keys it leaves out come from ``--preset``. Beside ``rl:``, an optional
 ``tracking:`` section says where metrics go besides metrics.csv (gentax.train.tracking; default:
@@ -22,6 +27,7 @@ import functools
 from typing import Any
 
 from gentax.errors import ConfigError
+from gentax.runspec import RunSpec, variant_names
 from gentax.train import runs
 
 ENGINES = ("local", "verl")
@@ -37,10 +43,11 @@ def register(subparsers) -> None:
     rl.add_argument("--config", help="YAML with the RL section (top level or under rl:)")
     rl.add_argument("--preset", choices=("paper", "embedded"), default="paper", help="defaults under --config")
     rl.add_argument("--init", required=True, help="initial policy: an HF model folder")
-    rl.add_argument("--domain", required=True)
-    rl.add_argument("--variant", choices=("default", "aug", "nothink"), default="default")
-    rl.add_argument("--seed", type=int, default=0)
-    rl.add_argument("--steps", default=None, help="A:B, train steps A+1..B (default 0:<config steps>)")
+    rl.add_argument("--run-spec", help="the run: a run spec JSON file (gentax.runspec.RunSpec.to_dict)")
+    rl.add_argument("--domain", help="without --run-spec: the training domain (or mixture a+b)")
+    rl.add_argument("--variant", choices=variant_names(), default=None, help="without --run-spec (default: default)")
+    rl.add_argument("--seed", type=int, default=None, help="without --run-spec (default 0)")
+    rl.add_argument("--steps", default=None, help="A:B, train steps A+1..B (default 0:<run spec or config steps>)")
     rl.add_argument("--out", required=True, help="the run folder (checkpoints, metrics.csv, run.json)")
     rl.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     rl.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -51,26 +58,28 @@ def register(subparsers) -> None:
     export.set_defaults(func=_run_export)
 
 
-def train_rl(engine: str, section: dict[str, Any] | None, *, init: str, domain: str, variant: str, seed: int,
-             start: int, end: int, run_dir: str, preset: str = "paper", print_config: bool = False,
-             progress: bool = True, tracking: dict[str, Any] | None = None) -> int:
-    """Library entry (the workflow calls this): one run segment ``start:end`` with ``engine``."""
-    from gentax.train.config import VARIANTS, load_rl_config
+def train_rl(engine: str, section: dict[str, Any] | None, *, init: str, start: int, end: int, run_dir: str,
+             run: RunSpec | None = None, domain: str | None = None, variant: str = "default", seed: int = 0,
+             preset: str = "paper", print_config: bool = False, progress: bool = True,
+             tracking: dict[str, Any] | None = None) -> int:
+    """Library entry (the workflow calls this): one run segment ``start:end`` with ``engine``.
+
+    The run is ``run`` (a ``RunSpec``), or the one ``domain``/``variant``/``seed`` name with the RL
+    section's domain settings and augmentation budget (``runspec.from_rl_config``)."""
+    from gentax.runspec import from_rl_config
+    from gentax.train.config import load_rl_config
 
     if engine not in ENGINES:
         raise ConfigError(f"unknown RL engine {engine!r}; valid: {', '.join(ENGINES)}")
-    if variant not in VARIANTS:
-        raise ConfigError(f"unknown variant {variant!r}; valid: {', '.join(VARIANTS)}")
-    from gentax.domains.spec import mixture_weights
-
-    if len(mixture_weights(domain)) > 1 and engine == "verl":  # an unknown domain is an error here too
-        raise ConfigError(f"training on a mixture of domains ({domain}) is implemented by the local engine only")
     cfg = load_rl_config(section, preset)
+    if run is None:
+        if domain is None:
+            raise ConfigError("name the run: a run spec (--run-spec) or a training domain (--domain)")
+        run = from_rl_config(cfg, init=str(init), domain=domain, variant=variant, seed=seed, steps=end)
     from gentax.train.tracking import load_section
 
     tracking = load_section(tracking)  # a bad section or a missing backend package stops here
-    where = {"init": init, "domain": domain, "variant": variant, "seed": seed, "start": start, "end": end,
-             "run_dir": run_dir}
+    where = {"init": init, "run": run, "start": start, "end": end, "run_dir": run_dir}
     if engine == "verl":
         from gentax.train.verl_engine import train_verl
 
@@ -81,7 +90,7 @@ def train_rl(engine: str, section: dict[str, Any] | None, *, init: str, domain: 
         if print_config:
             import yaml
 
-            print(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+            print(yaml.safe_dump({**cfg.to_dict(), "run_spec": run.to_dict()}, sort_keys=False))
             return 0
         from gentax.train.local_engine import train_local
 
@@ -102,13 +111,29 @@ def _report_removed(paths) -> None:
 
 
 def _run_rl(args) -> int:
+    from gentax.errors import GentaxError
+    from gentax.io import read_yaml
     from gentax.train.config import load_rl_config, parse_steps, read_rl_section
     from gentax.train.tracking import read_section
 
     section = read_rl_section(args.config) if args.config else {}
-    steps = args.steps or f"0:{load_rl_config(section, args.preset).steps}"
+    run = None
+    if args.run_spec:
+        given = [flag for flag, value in (("--domain", args.domain), ("--variant", args.variant), ("--seed", args.seed))
+                 if value is not None]
+        if given:
+            raise ConfigError(f"--run-spec names the run: leave out {', '.join(given)}")
+        data = read_yaml(args.run_spec)  # JSON is YAML: the one config reader
+        try:
+            run = RunSpec.from_dict(data)
+        except GentaxError as exc:
+            raise ConfigError(f"{args.run_spec}: {exc}") from None
+    elif args.domain is None:
+        raise ConfigError("name the run: --run-spec FILE, or --domain D [--variant V] [--seed S]")
+    steps = args.steps or f"0:{run.steps if run else load_rl_config(section, args.preset).steps}"
     start, end = parse_steps(steps)
-    return train_rl(args.engine, section, init=args.init, domain=args.domain, variant=args.variant, seed=args.seed,
+    return train_rl(args.engine, section, init=args.init, run=run, domain=args.domain,
+                    variant=args.variant or "default", seed=args.seed if args.seed is not None else 0,
                     start=start, end=end, run_dir=args.out, preset=args.preset, print_config=args.print_config,
                     progress=not args.no_progress, tracking=read_section(args.config) if args.config else None)
 

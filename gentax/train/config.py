@@ -23,7 +23,6 @@ PRESETS = ("paper", "embedded")
 ADVANTAGE_NORMALISATIONS = ("trajectory", "cross_step")
 ROLLOUT_BACKENDS = ("vllm", "hf")  # verl's rollout.name (hf: gentax/train/verl_hf_rollout.py)
 ATTN_IMPLEMENTATIONS = ("flash_attention_2", "sdpa", "eager")
-VARIANTS = ("default", "aug", "nothink")
 
 
 @dataclasses.dataclass(frozen=True)

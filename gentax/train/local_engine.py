@@ -312,39 +312,33 @@ def update_policy(policy: Policy, optimizer, samples: Samples, cfg: RLConfig, rn
     return stats
 
 
-def _collect_config(cfg: RLConfig, *, domain: str, variant: str, split: str, seed: int, group_size: int,
-                    temperature: float):
+def _collect_config(cfg: RLConfig, run, *, domain: str, split: str, seed: int, group_size: int, temperature: float):
+    """The collector settings of this engine's episodes: the run spec's (``runspec.collect_fields``,
+    shared with the verl engine) plus the engine's sampling and batching."""
     from gentax.rollout.collector import CollectConfig
     from gentax.rollout.generators import SamplingParams
+    from gentax.runspec import collect_fields
 
-    aug_on = variant == "aug" and split == "train"
     return CollectConfig(
-        domain=domain,
-        split=split,
-        think=variant != "nothink",
+        **collect_fields(run, domain, split),
         history_length=cfg.history_length,
         group_size=group_size,
         sampling=SamplingParams(temperature=temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=seed),
-        aug_eps=int(cfg.augmentation.get("eps", {}).get(domain, 0)) if aug_on else 0,
-        aug_p=float(cfg.augmentation.get("p", 0.0)) if aug_on else 0.0,
-        aug_kind=cfg.augmentation.get("kind", "distractor"),
-        max_steps=cfg.max_steps.get(domain),
-        env_options=dict(cfg.env_options.get(domain, {})),
         num_workers=cfg.env_workers,
         seed=seed,
     )
 
 
-def _collect_step(policy, cfg: RLConfig, weights: dict[str, int], *, variant: str, run_seed: int, step: int,
-                  step_seed: int, run_id: str, collect) -> dict[str, Any]:
+def _collect_step(policy, cfg: RLConfig, run, *, step: int, step_seed: int, run_id: str, collect) -> dict[str, Any]:
     """One step's rollouts, {domain: Rollouts}: the step's tasks split over the run's domains
     (``runs.step_task_domains``; one domain: all of them), one ``collect`` per domain."""
-    seeds = runs.step_task_seeds(run_seed, step, cfg.tasks_per_step)
-    domains = runs.step_task_domains(run_seed, step, cfg.tasks_per_step, weights) if len(weights) > 1 else [next(iter(weights))] * len(seeds)
+    weights = run.weights
+    seeds = runs.step_task_seeds(run.seed, step, cfg.tasks_per_step)
+    domains = runs.step_task_domains(run.seed, step, cfg.tasks_per_step, weights)
     parts = {}
     for domain in dict.fromkeys(domains):
-        ccfg = _collect_config(cfg, domain=domain, variant=variant, split="train", seed=step_seed,
-                               group_size=cfg.group_size, temperature=cfg.temperature)
+        ccfg = _collect_config(cfg, run, domain=domain, split="train", seed=step_seed, group_size=cfg.group_size,
+                               temperature=cfg.temperature)
         mine = [s for s, d in zip(seeds, domains) if d == domain]
         parts[domain] = collect(policy.generator(), mine, ccfg, run_id=run_id if len(weights) == 1 else f"{run_id}/{domain}",
                                 progress=False)
@@ -352,40 +346,53 @@ def _collect_step(policy, cfg: RLConfig, weights: dict[str, int], *, variant: st
 
 
 def _step_metrics(parts: dict[str, Any], weights: dict[str, int]) -> dict[str, float]:
-    """``runs.rollout_metrics`` over all of a step's rollouts; a mixture adds ``id_success/<domain>``
-    for each domain the step trained on (NaN for a domain no task of this step was drawn from)."""
+    """``runs.rollout_metrics`` over all of a step's rollouts, with ``runs.domain_success`` for a mixture."""
     import pandas as pd
 
     steps = pd.concat([r.steps_frame() for r in parts.values()], ignore_index=True)
     episodes = pd.concat([r.episodes_frame() for r in parts.values()], ignore_index=True)
-    row = runs.rollout_metrics(steps, episodes)
-    if len(weights) > 1:
-        for domain in weights:
-            won = parts[domain].episodes_frame()["won"] if domain in parts else None
-            row[f"id_success/{domain}"] = float(won.mean()) if won is not None and len(won) else float("nan")
+    return {**runs.rollout_metrics(steps, episodes), **runs.domain_success(episodes, weights)}
+
+
+def _validate(policy, cfg: RLConfig, run, *, run_id: str, collect) -> dict[str, float]:
+    """In-training validation: ``val_tasks`` held-out tasks of each training domain at the
+    validation temperature, never augmented; ``val_success`` = the mean of the domains' success
+    rates, and per domain for a mixture (``val_success/<domain>``)."""
+    from gentax.rollout.generators import derive_seed
+
+    rates = {}
+    for domain in run.weights:
+        vcfg = _collect_config(cfg, run, domain=domain, split="eval", seed=derive_seed(run.seed, "val"), group_size=1,
+                               temperature=cfg.val_temperature)
+        val = collect(policy.generator(), [runs.task_seed(run.seed, 0, s) for s in range(cfg.val_tasks)], vcfg,
+                      run_id=run_id if len(run.weights) == 1 else f"{run_id}/{domain}", progress=False)
+        rates[domain] = float("nan") if val.success_rate is None else float(val.success_rate)
+    row = {"val_success": float(np.mean(list(rates.values())))}  # the same number of tasks per domain
+    if len(rates) > 1:
+        row.update({f"val_success/{d}": rate for d, rate in rates.items()})
     return row
 
 
-def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, seed: int, start: int, end: int,
-                run_dir: str | Path, progress: bool = True, tracking: dict | None = None) -> int:
-    """Train steps start+1..end of a run (resuming from its newest checkpoint); see module doc."""
+def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, run_dir: str | Path,
+                progress: bool = True, tracking: dict | None = None) -> int:
+    """Train steps start+1..end of ``run`` (a ``gentax.runspec.RunSpec``), resuming from its newest
+    checkpoint; see module doc."""
     import torch
     from tqdm.auto import tqdm
 
     from gentax.domains import domain_class
-    from gentax.domains.spec import mixture_weights
     from gentax.rollout.collector import collect
     from gentax.rollout.generators import derive_seed, require_model_folder
 
-    weights = mixture_weights(domain)  # unknown domain -> one clear error before any model is loaded
-    for member in weights:
+    for member in run.weights:  # a domain whose env does not import fails before any model is loaded
         domain_class(member)
+    domain, variant, seed, weights = run.train_domain, run.variant, run.seed, run.weights
     run_dir = Path(run_dir)
     init = str(init)
     require_model_folder(init, "--init")
     run_dir.mkdir(parents=True, exist_ok=True)
-    runs.check_identity(run_dir, {"engine": "local", "init": init, "domain": domain, "variant": variant, "seed": seed},
-                        cfg.to_dict())
+    runs.check_identity(run_dir, {"engine": "local", "init": init, "domain": domain, "variant": variant, "seed": seed,
+                                  "run_spec": run.to_dict()}, cfg.to_dict())
     resume = runs.resume_step(run_dir, start, end)
     if resume >= end:
         print(f"gentax: {run_dir} already holds step {resume}; nothing to train for --steps {start}:{end}")
@@ -412,7 +419,7 @@ def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, s
         for step in range(resume + 1, end + 1):
             started, cpu_started = time.perf_counter(), time.process_time()
             step_seed = derive_seed(seed, "rl-step", step)
-            parts = _collect_step(policy, cfg, weights, variant=variant, run_seed=seed, step=step, step_seed=step_seed,
+            parts = _collect_step(policy, cfg, run, step=step, step_seed=step_seed,
                                   run_id=f"{run_dir.name}/step{step}", collect=collect)
             rollout_s = time.perf_counter() - started
             samples = Samples.concat([samples_from_rollouts(rollouts, cfg) for rollouts in parts.values()])
@@ -441,11 +448,7 @@ def train_local(cfg: RLConfig, *, init: str | Path, domain: str, variant: str, s
                 lr=cfg.lr,
             )
             if cfg.val_every and cfg.val_tasks and step % cfg.val_every == 0:
-                vcfg = _collect_config(cfg, domain=domain, variant=variant, split="eval", seed=derive_seed(seed, "val"),
-                                       group_size=1, temperature=cfg.val_temperature)
-                val = collect(policy.generator(), [runs.task_seed(seed, 0, s) for s in range(cfg.val_tasks)], vcfg,
-                              run_id=f"{run_dir.name}/val{step}", progress=False)
-                row["val_success"] = val.success_rate
+                row.update(_validate(policy, cfg, run, run_id=f"{run_dir.name}/val{step}", collect=collect))
             row["seconds"] = time.perf_counter() - started
             row["cpu_s"] = time.process_time() - cpu_started  # all threads; wall time depends on machine load
             metrics_log.append(row)  # before the checkpoint: a kill between the two then loses no row

@@ -154,6 +154,19 @@ def rollout_metrics(steps, episodes) -> dict[str, float]:
     return out
 
 
+def domain_success(episodes, weights: dict[str, int]) -> dict[str, float]:
+    """A mixture run's per-domain training success of one step (both engines): ``id_success/<d>``
+    for every domain of ``weights`` (NaN for one no task of this step was drawn from); {} for a
+    run on one domain. ``episodes`` needs columns domain, won."""
+    if len(weights) < 2:
+        return {}
+    out = {}
+    for domain in weights:
+        won = episodes.loc[episodes["domain"] == domain, "won"] if len(episodes) else []
+        out[f"id_success/{domain}"] = float(won.astype(float).mean()) if len(won) else float("nan")
+    return out
+
+
 class MetricsLog:
     """``metrics.csv``: one row per step; rows of steps beyond a resume point are dropped.
 

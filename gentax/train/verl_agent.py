@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from typing import Any, Sequence
 from uuid import uuid4
@@ -118,12 +119,37 @@ class ServerGenerator:
                           finish_reason=finish)
 
 
-def episode_task(settings, extra_info: dict, global_steps: int) -> tuple[str, int]:
-    """(split, task seed) of a dataset row: train rows follow the run's step schedule."""
+def episode_task(settings, extra_info: dict, global_steps: int) -> tuple[str, str, int]:
+    """(domain, split, task seed) of a dataset row (``verl_engine.task_rows``): a train row follows
+    the run's step schedule (task seed from (run seed, step, slot); for a mixture the domain of the
+    slot from ``runs.step_task_domains``, the local engine's split), an eval row names both."""
     split = extra_info.get("split", "train")
-    if split == "train":
-        return split, runs.task_seed(int(settings["seed"]), int(global_steps), int(extra_info["slot"]))
-    return split, int(extra_info["task_seed"])
+    if split != "train":
+        return str(extra_info["domain"]), split, int(extra_info["task_seed"])
+    run = run_spec(settings)
+    seed, step, slot = run.seed, int(global_steps), int(extra_info["slot"])
+    if len(run.train) == 1:
+        domain = run.train[0][0]
+    else:
+        domain = runs.step_task_domains(seed, step, int(settings["tasks_per_step"]), run.weights)[slot]
+    return domain, split, runs.task_seed(seed, step, slot)
+
+
+def run_spec(settings):
+    """The run spec of the ``gentax`` config section (``gentax.run.*``, ``verl_engine.episode_settings``)."""
+    from gentax.runspec import RunSpec
+
+    return RunSpec.from_dict(settings["run"])
+
+
+def episode_config(settings, *, domain: str, split: str, sampling, seed: int):
+    """The collector settings of one episode: ``runspec.collect_fields`` of the run spec (the same
+    function the local engine uses), one trajectory, in-process env."""
+    from gentax.rollout.collector import CollectConfig
+    from gentax.runspec import collect_fields
+
+    return CollectConfig(**collect_fields(run_spec(settings), domain, split), history_length=int(settings["history_length"]),
+                         group_size=1, sampling=sampling, num_workers=0, seed=seed)
 
 
 def outputs_from_rollouts(rollouts, *, generate_seconds: float = 0.0, truncated: int = 0,
@@ -153,6 +179,7 @@ def outputs_from_rollouts(rollouts, *, generate_seconds: float = 0.0, truncated:
             "reason": row["reason"] if isinstance(row["reason"], str) else None,
             "reward": float(row["reward"]),
             "won": bool(episode["won"]),
+            "domain": str(episode["domain"]),
             "length": int(episode["length"]),
             "return": float(episode["return"]),
             "error": bool(episode.get("error") or False),
@@ -184,37 +211,21 @@ class EnvStepAgentLoop(AgentLoopBase):
     """One env episode through our collector; one output per step (see the module docstring)."""
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> list[AgentLoopOutput]:
-        from gentax.rollout.collector import CollectConfig, collect
+        from gentax.rollout.collector import collect
         from gentax.rollout.generators import SamplingParams, derive_seed
 
         settings = self.config.gentax
         extra_info = dict(kwargs.get("extra_info") or {})
         global_steps = int(kwargs.get("global_steps", 0) or 0)
-        split, task_seed = episode_task(settings, extra_info, global_steps)
+        domain, split, task_seed = episode_task(settings, extra_info, global_steps)
         session = int(kwargs.get("session_id", 0))
         response_length = int(self.rollout_config.response_length)
         # the per-trajectory seed (augmentation decision, env randomness) differs per session
         episode_seed = derive_seed(int(settings["seed"]), split, global_steps, task_seed, session)
-        cfg = CollectConfig(
-            domain=settings["domain"],
-            split=split,
-            think=bool(settings["think"]),
-            history_length=int(settings["history_length"]),
-            group_size=1,
-            sampling=SamplingParams(
-                temperature=float(sampling_params.get("temperature", 1.0)),
-                top_p=float(sampling_params.get("top_p", 1.0)),
-                max_new_tokens=response_length,
-                seed=episode_seed,
-            ),
-            aug_eps=int(settings["aug_eps"]),
-            aug_p=float(settings["aug_p"]),
-            aug_kind=str(settings["aug_kind"]),
-            max_steps=settings["max_steps"],
-            env_options=dict(settings["env_options"] or {}),
-            num_workers=0,
-            seed=episode_seed,
-        )
+        sampling = SamplingParams(temperature=float(sampling_params.get("temperature", 1.0)),
+                                  top_p=float(sampling_params.get("top_p", 1.0)), max_new_tokens=response_length,
+                                  seed=episode_seed)
+        cfg = episode_config(settings, domain=domain, split=split, sampling=sampling, seed=episode_seed)
         generator = ServerGenerator(self, sampling_params, response_length)
         # the collector (and the env) run in a thread: env steps never block the event loop
         rollouts = await self.loop.run_in_executor(None, lambda: collect(generator, [task_seed], cfg))
@@ -269,8 +280,9 @@ def step_frames(rows: Sequence[tuple[str, dict]]):
                           for key, info in rows], columns=["traj", "valid", "reason"])
     episodes = {}
     for key, info in rows:
-        episodes.setdefault(key.rsplit("_", 1)[0], {"won": info["won"], "return": info["return"], "length": info["length"]})
-    return steps, pd.DataFrame(list(episodes.values()), columns=["won", "return", "length"])
+        episodes.setdefault(key.rsplit("_", 1)[0], {"won": info["won"], "return": info["return"], "length": info["length"],
+                                                    "domain": info.get("domain")})
+    return steps, pd.DataFrame(list(episodes.values()), columns=["won", "return", "length", "domain"])
 
 
 def _as_list(values) -> list:
@@ -332,16 +344,30 @@ class GentaxPPOTrainer(PPOTrainerSync):
         infos = [(fields or {}).get("gentax") for fields in _as_list(data["extra_fields"])]
         rows = [(key, info) for key, info, tag in zip(batch.keys, infos, batch.tags)
                 if info is not None and not tag.get("is_padding", False)]
-        ours = runs.rollout_metrics(*step_frames(rows))
+        steps, episodes = step_frames(rows)
+        ours = {**runs.rollout_metrics(steps, episodes), **runs.domain_success(episodes, run_spec(self.config.gentax).weights)}
         metrics.update({f"gentax/{name}": value for name, value in ours.items()})
         if getattr(self, "_gentax_log", None) is None:
             self._gentax_log = runs.MetricsLog(self.config.gentax["run_dir"], resume_from=global_steps - 1)
         ours["prompts_truncated"] = float(sum(info.get("prompts_truncated", 0) for _, info in rows))
         row = {"step": global_steps, **ours}
         row.update({name: float(metrics[key]) for name, key in VERL_METRICS.items() if key in metrics})
-        # validation (when it ran this step): verl names it val-*/<data_source>/<reward_extra_info key>/mean@1
-        row.update({"val_success": float(v) for k, v in metrics.items() if k.startswith("val-") and k.endswith("/won/mean@1")})
+        row.update(validation_metrics(metrics))
         self._gentax_log.upsert(row)
+
+
+def validation_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+    """Validation success of a step when it ran (verl names it ``val-*/<data_source>/won/mean@1``,
+    data source ``gentax/<domain>``): ``val_success`` = the mean over the training domains, as the
+    local engine logs it, plus ``val_success/<domain>`` for a mixture."""
+    found = re.compile(r"^val-[^/]*/gentax/([^/]+)/won/mean@1$")
+    rates = {m.group(1): float(v) for k, v in metrics.items() if (m := found.match(k))}
+    if not rates:
+        return {}
+    row = {"val_success": float(np.mean(list(rates.values())))}
+    if len(rates) > 1:
+        row.update({f"val_success/{d}": rate for d, rate in rates.items()})
+    return row
 
 
 class ExportCheckpoint(CheckpointCallback):

@@ -19,11 +19,22 @@ penalty, which verl's multi-output broadcast would otherwise drop) plus ``_compu
 write ``metrics.csv``); the rollout inside each episode is our collector
 (``gentax.rollout.collector.collect``) talking to verl's vLLM servers through a generator adapter.
 
+The run. ``train_verl`` gets a run spec (``gentax.runspec.RunSpec``); it reaches the Ray workers as
+the config's ``gentax.run.*`` keys, and the agent loop builds each episode's collector settings from
+it with ``runspec.collect_fields`` — the function the local engine uses (only training episodes are
+augmented; validation episodes never are).
+
 Tasks. The train parquet holds ``tasks_per_step`` rows (one per group slot), re-read every step
 (one epoch = one step); the agent loop turns (run seed, ``global_steps``, slot) into the task seed
 with ``runs.task_seed``, the same schedule as the local engine, so resumed and extended runs see
 the tasks an uninterrupted run would, whatever the dataloader state. ``rollout.n`` = group size
-gives the group's trajectories.
+gives the group's trajectories. On a mixture of domains (``webshop+sokoban``) the slot's domain
+comes from the same schedule, ``runs.step_task_domains`` (the local engine's split of a step's
+tasks by weight): every trajectory of a group plays the same task of one domain. Each row carries
+its domain (train rows of a mixture carry "" and get theirs per step; the validation parquet has
+``val_tasks`` tasks of every training domain, data source ``gentax/<domain>``), every step sample
+carries its episode's domain, and the metrics row adds ``id_success/<domain>`` (and
+``val_success/<domain>``) per member (``runs.domain_success``).
 
 Checkpoints, resume, extension. verl saves FSDP checkpoints every ``save_every`` steps to
 ``RUN_DIR/verl/global_step_<N>`` with ``resume_mode=auto``; after each save the trainer's
@@ -41,7 +52,10 @@ to a cluster started by ``ray start --head`` instead, export ``RAY_ADDRESS`` bef
 
 What ran where. CPU tests (tests/test_verl_engine.py, tests/test_verl_ray.py) cover the config
 mapping, the agent loop, the TransferQueue reads/writes of our trainer against verl's real queue and
-verl's own ``_compute_metrics``, and the ``hf`` rollout backend under verl's ``LLMServerManager``.
+verl's own ``_compute_metrics``, and the ``hf`` rollout backend under verl's ``LLMServerManager``;
+for a mixture: the composed config, the rows, each slot's domain per step, episodes of both domains
+through verl's postprocess and the per-domain metrics row. A mixture run under ``run_ppo`` has
+not run yet (benchmarks/verl_gpu_smoke phase ``verl1-mixture`` is the GPU check).
 ``run_ppo`` itself (Ray, FSDP workers, weight sync, checkpoint save/resume after a SIGKILL, the merger
 on 2-rank shards) ran on 1 and 2 H200s with the ``hf`` backend (benchmarks/verl_gpu_smoke,
 docs/training.md section 5.3). Only a GPU cluster exercises: vLLM servers (``rollout.name=vllm``) and
@@ -59,6 +73,7 @@ from pathlib import Path
 from typing import Any
 
 from gentax.errors import ConfigError
+from gentax.runspec import RunSpec
 from gentax.train import runs
 from gentax.train.config import RLConfig
 from gentax.train.verl_shared import AGENT_NAME, TRAINER_MODE, export_checkpoint  # noqa: F401  (re-exported)
@@ -70,20 +85,15 @@ VERL_DIR = "verl"
 DATA_DIR = "verl_data"
 
 
-def episode_settings(cfg: RLConfig, *, domain: str, variant: str, seed: int, run_dir: str | Path) -> dict[str, Any]:
-    """What ``EnvStepAgentLoop`` needs to run an episode (config key ``gentax``)."""
-    aug = cfg.augmentation
-    on = variant == "aug"
+def episode_settings(cfg: RLConfig, *, run: RunSpec, run_dir: str | Path) -> dict[str, Any]:
+    """What ``EnvStepAgentLoop`` needs to run an episode (config key ``gentax``): the run spec as it
+    is (``run``: the agent loop builds each episode's collector settings from it with
+    ``runspec.collect_fields``, as the local engine does) and the engine's own settings."""
     return {
-        "domain": domain,
-        "think": variant != "nothink",
+        "run": run.to_dict(),
+        "seed": run.seed,
+        "tasks_per_step": cfg.tasks_per_step,
         "history_length": cfg.history_length,
-        "max_steps": cfg.max_steps.get(domain),
-        "env_options": cfg.env_options.get(domain, {}),
-        "aug_eps": int(aug.get("eps", {}).get(domain, 0)) if on else 0,
-        "aug_p": float(aug.get("p", 0.0)) if on else 0.0,
-        "aug_kind": aug.get("kind", "distractor"),
-        "seed": int(seed),
         "advantage_normalisation": cfg.advantage_normalisation,
         "invalid_penalty": cfg.invalid_penalty,
         "invalid_penalty_placement": cfg.invalid_penalty_placement,
@@ -95,9 +105,7 @@ def verl_overrides(
     cfg: RLConfig,
     *,
     model_path: str,
-    domain: str,
-    variant: str,
-    seed: int,
+    run: RunSpec,
     run_dir: str | Path,
     end_step: int,
     train_file: str | Path,
@@ -110,9 +118,10 @@ def verl_overrides(
     v = cfg.verl
     run_dir = Path(run_dir).resolve()
     track = gtracking.load_section(tracking)
+    seed = run.seed
     seq_len = cfg.max_prompt_tokens + cfg.max_new_tokens
     tokens_per_gpu = max(seq_len, int(v["micro_batch_per_gpu"]) * seq_len)
-    settings = episode_settings(cfg, domain=domain, variant=variant, seed=seed, run_dir=run_dir)
+    settings = episode_settings(cfg, run=run, run_dir=run_dir)
     pairs: list[tuple[str, Any]] = [
         # --- algorithm: GRPO; our trainer computes the advantages with gentax.train.grpo
         ("algorithm.adv_estimator", "grpo"),
@@ -196,7 +205,7 @@ def verl_overrides(
         # --- tracking: verl's own logger, same names as the local engine (gentax.train.tracking)
         ("trainer.logger", gtracking.verl_logger(track)),
         ("trainer.project_name", track["project"]),
-        ("trainer.experiment_name", gtracking.experiment_name(domain, variant, seed)),
+        ("trainer.experiment_name", gtracking.experiment_name(run.train_domain, run.variant, seed)),
     ]
     pairs += [(f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}", v) for k, v in gtracking.verl_env(track, run_dir).items()]
     # Ray workers (agent loops, the trainer) must import gentax: put this checkout on their path
@@ -207,6 +216,8 @@ def verl_overrides(
     plugin_var, plugin_module = PLUGIN_ENV
     pairs.append((f"+ray_kwargs.ray_init.runtime_env.env_vars.{plugin_var}", plugin_module))
     overrides = [f"{key}={_hydra_value(value)}" for key, value in pairs]
+    run_fields = settings.pop("run")  # one override per field: gentax.run.<field> (readable, printed one by one)
+    overrides += [f"+gentax.run.{key}={_hydra_value(value)}" for key, value in run_fields.items()]
     overrides += [f"+gentax.{key}={_hydra_value(value)}" for key, value in settings.items()]
     return overrides + [str(o) for o in v.get("overrides", [])]
 
@@ -268,45 +279,56 @@ def validate_verl_config(config) -> None:
         raise ConfigError(f"verl rejects the config: {exc}") from exc
 
 
-def write_task_files(run_dir: str | Path, cfg: RLConfig, domain: str, seed: int) -> tuple[Path, Path]:
-    """The train parquet (one row per group slot) and the validation parquet (held-out tasks)."""
+def task_rows(cfg: RLConfig, run: RunSpec) -> dict[str, list[dict[str, Any]]]:
+    """The dataset rows: ``train`` has one row per group slot (the agent loop draws each step's
+    task seed and, for a mixture, its domain from the run's schedule: ``runs.task_seed``,
+    ``runs.step_task_domains``); ``eval`` has ``val_tasks`` held-out tasks of each training domain.
+    Every row carries its domain (train rows: the run's one domain, or "" for a mixture, where the
+    domain changes per step)."""
+
+    def row(split: str, slot: int, domain: str, task_seed: int) -> dict[str, Any]:
+        return {
+            "data_source": f"gentax/{domain or run.train_domain}",
+            "agent_name": AGENT_NAME,
+            # the agent loop ignores the prompt: it builds each step's prompt from the env
+            "prompt": [{"role": "user", "content": f"{domain or run.train_domain} {split} slot {slot}"}],
+            "reward_model": {"style": "rule", "ground_truth": ""},
+            "extra_info": {"index": slot, "slot": slot, "split": split, "domain": domain, "task_seed": task_seed},
+        }
+
+    single = run.train[0][0] if len(run.train) == 1 else ""
+    train = [row("train", slot, single, -1) for slot in range(cfg.tasks_per_step)]
+    n_val = max(cfg.val_tasks, 1)
+    val = [row("eval", k * n_val + slot, domain, runs.task_seed(run.seed, 0, slot))
+           for k, domain in enumerate(run.weights) for slot in range(n_val)]
+    return {"train": train, "eval": val}
+
+
+def write_task_files(run_dir: str | Path, cfg: RLConfig, run: RunSpec) -> tuple[Path, Path]:
+    """The train parquet and the validation parquet (``task_rows``)."""
     import pandas as pd
 
-    def rows(split: str, n: int) -> list[dict[str, Any]]:
-        return [
-            {
-                "data_source": f"gentax/{domain}",
-                "agent_name": AGENT_NAME,
-                # the agent loop ignores the prompt: it builds each step's prompt from the env
-                "prompt": [{"role": "user", "content": f"{domain} {split} slot {slot}"}],
-                "reward_model": {"style": "rule", "ground_truth": ""},
-                "extra_info": {"index": slot, "slot": slot, "split": split,
-                               "task_seed": runs.task_seed(seed, 0, slot) if split == "eval" else -1},
-            }
-            for slot in range(n)
-        ]
+    from gentax.io import atomic_path
 
     folder = Path(run_dir) / DATA_DIR
     folder.mkdir(parents=True, exist_ok=True)
     train, val = folder / "train.parquet", folder / "val.parquet"
-    from gentax.io import atomic_path
-
-    for path, data in ((train, rows("train", cfg.tasks_per_step)), (val, rows("eval", max(cfg.val_tasks, 1)))):
+    rows = task_rows(cfg, run)
+    for path, data in ((train, rows["train"]), (val, rows["eval"])):
         with atomic_path(path) as tmp:
             pd.DataFrame(data).to_parquet(tmp, index=False)
     return train, val
 
 
-def build_config(cfg: RLConfig, *, model_path: str, domain: str, variant: str, seed: int, run_dir: str | Path,
-                 end_step: int, write_data: bool = True, tracking: dict[str, Any] | None = None):
+def build_config(cfg: RLConfig, *, model_path: str, run: RunSpec, run_dir: str | Path, end_step: int,
+                 write_data: bool = True, tracking: dict[str, Any] | None = None):
     """Compose (and validate) the full verl config of a run; writes the task parquet files."""
     if write_data:
-        train_file, val_file = write_task_files(run_dir, cfg, domain, seed)
+        train_file, val_file = write_task_files(run_dir, cfg, run)
     else:
         train_file = val_file = Path(run_dir) / DATA_DIR / "train.parquet"
-    overrides = verl_overrides(cfg, model_path=model_path, domain=domain, variant=variant, seed=seed,
-                               run_dir=run_dir, end_step=end_step, train_file=train_file, val_file=val_file,
-                               tracking=tracking)
+    overrides = verl_overrides(cfg, model_path=model_path, run=run, run_dir=run_dir, end_step=end_step,
+                               train_file=train_file, val_file=val_file, tracking=tracking)
     config = compose_verl_config(overrides)
     validate_verl_config(config)
     return config
@@ -347,19 +369,20 @@ def _task_runner_class():
     return ray.remote(GentaxTaskRunner)
 
 
-def train_verl(cfg: RLConfig, *, init: str, domain: str, variant: str, seed: int, start: int, end: int,
-               run_dir: str | Path, print_config: bool = False, tracking: dict[str, Any] | None = None) -> int:
-    """Run (or resume/extend) one verl training run; see the module docstring."""
+def train_verl(cfg: RLConfig, *, init: str, run: RunSpec, start: int, end: int, run_dir: str | Path,
+               print_config: bool = False, tracking: dict[str, Any] | None = None) -> int:
+    """Run (or resume/extend) one verl training run of ``run``; see the module docstring."""
     run_dir = Path(run_dir)
-    config = build_config(cfg, model_path=init, domain=domain, variant=variant, seed=seed, run_dir=run_dir,
-                          end_step=end, write_data=not print_config, tracking=tracking)
+    config = build_config(cfg, model_path=init, run=run, run_dir=run_dir, end_step=end, write_data=not print_config,
+                          tracking=tracking)
     if print_config:
         from omegaconf import OmegaConf
 
         print(OmegaConf.to_yaml(config))
         return 0
     run_dir.mkdir(parents=True, exist_ok=True)
-    identity = {"engine": "verl", "init": str(init), "domain": domain, "variant": variant, "seed": seed}
+    identity = {"engine": "verl", "init": str(init), "domain": run.train_domain, "variant": run.variant,
+                "seed": run.seed, "run_spec": run.to_dict()}
     runs.check_identity(run_dir, identity, cfg.to_dict())
     export_pending(run_dir)  # a kill between save and export leaves an FSDP checkpoint behind
     latest = max(verl_checkpoint_steps(run_dir) + runs.checkpoint_steps(run_dir), default=0)

@@ -1,0 +1,299 @@
+"""What a run is: the variant registry and the run spec, one place for both.
+
+Contract (docs/contracts.md "Runs")::
+
+    VARIANTS: {name: VariantSpec}          # the one table of what a variant means
+    variant(name) -> VariantSpec           # an unknown name is one GentaxError listing the valid ones
+    variant_names() -> tuple[str, ...]
+    build(cfg, init, train_domain, variant, seed, steps) -> RunSpec     # from a workflow config
+    from_rl_config(rl, init=..., domain=..., variant=..., seed=..., steps=...) -> RunSpec
+                                           # a run named on the command line (engine defaults)
+    RunSpec.to_dict() / RunSpec.from_dict(d)   # JSON; from_dict rejects bad/unknown/missing keys
+    collect_fields(run, domain, split) -> {CollectConfig field: value}
+
+A **variant** (``VariantSpec``) says how a run differs from the default recipe: its thinking mode
+(``think``, a key of ``THINK_MODES``), whether its training rollouts are augmented (``augment``),
+and optional per-run overrides of the training domains' settings (``domains``: {domain:
+{max_steps?, options?}}, e.g. a difficulty sweep) and of the augmentation budget (``aug_eps``:
+{domain: eps}, e.g. a richness sweep). A new variant is ONE entry of ``VARIANTS``: the config
+schema's enum, the Snakemake wildcard, the plan, both RL engines and evaluation read it from here.
+
+A **run spec** (``RunSpec``) is one RL run, resolved once by the plan (``gentax.plan.runs``):
+init, training domains with weights (``train``; one domain = weight 1), variant, seed, total
+steps, thinking mode, augmentation (None, or {kind, p, eps: {domain: eps}} for the training
+domains) and the training domains' settings after the variant's overrides (``domains``: {domain:
+{max_steps, options}}). The workflow writes it into the run folder (``run_spec.json``) and hands
+it to ``gentax train rl --run-spec``; the engines read it as it is.
+
+``THINK_MODES`` maps a thinking mode to the collector's settings (``CollectConfig`` fields), and
+``collect_fields`` is the one function that turns (run spec, domain, split) into the collector
+settings of a training episode, for both engines: augmentation applies to the ``train`` split
+only (validation episodes are never augmented).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from typing import Any, Mapping
+
+from gentax.errors import GentaxError
+
+#: thinking mode -> the collector's settings for it (``gentax.rollout.collector.CollectConfig`` fields)
+THINK_MODES: dict[str, dict[str, Any]] = {
+    "on": {"think": True},    # the paper's prompt: reason in <think>...</think>, then <action>
+    "off": {"think": False},  # Table 7: the thinking instruction is dropped
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class VariantSpec:
+    """What a run variant means (see the module docstring)."""
+
+    name: str
+    think: str
+    augment: bool
+    description: str
+    domains: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    aug_eps: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.think not in THINK_MODES:
+            raise GentaxError(f"variant {self.name!r}: unknown thinking mode {self.think!r}; valid: {', '.join(THINK_MODES)}")
+        unknown = {k for overrides in self.domains.values() for k in overrides} - {"max_steps", "options"}
+        if unknown:
+            raise GentaxError(f"variant {self.name!r}: domain overrides take max_steps and options, not {', '.join(sorted(unknown))}")
+
+
+VARIANTS: dict[str, VariantSpec] = {v.name: v for v in (
+    VariantSpec("default", think="on", augment=False, description="the paper's recipe: thinking on, no augmentation"),
+    VariantSpec("aug", think="on", augment=True, description="State Information Augmentation of the training rollouts (Table 5)"),
+    VariantSpec("nothink", think="off", augment=False, description="thinking off in training and evaluation (Table 7)"),
+)}
+DEFAULT_VARIANT = "default"
+
+
+def variant(name: str) -> VariantSpec:
+    try:
+        return VARIANTS[name]
+    except (KeyError, TypeError):
+        raise GentaxError(f"unknown variant {name!r}; valid: {', '.join(VARIANTS)}") from None
+
+
+def variant_names() -> tuple[str, ...]:
+    return tuple(VARIANTS)
+
+
+def think_mode(variant_name: str) -> str:
+    """The thinking mode a variant's runs are trained and evaluated with."""
+    return variant(variant_name).think
+
+
+def base_variant(variant_name: str) -> str:
+    """The variant whose initial-policy ("base") evaluation stands for this variant's: the first
+    registered variant with the same thinking mode (the base model is never trained, so only the
+    thinking mode changes what it is evaluated as)."""
+    mode = think_mode(variant_name)
+    return next(name for name, v in VARIANTS.items() if v.think == mode)
+
+
+def augments(variant_name: str) -> bool:
+    return variant(variant_name).augment
+
+
+def think_fields(mode: str) -> dict[str, Any]:
+    """The collector settings (``CollectConfig`` fields) of a thinking mode."""
+    try:
+        return dict(THINK_MODES[mode])
+    except (KeyError, TypeError):
+        raise GentaxError(f"unknown thinking mode {mode!r}; valid: {', '.join(THINK_MODES)}") from None
+
+
+# ---- the run spec ------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One RL run, resolved (see the module docstring). Hashable by its identity (the five keys
+    that name its folder); equal when every field is."""
+
+    init: str
+    train: tuple[tuple[str, int], ...]
+    variant: str
+    seed: int
+    steps: int
+    think: str
+    augmentation: Mapping[str, Any] | None
+    domains: Mapping[str, Mapping[str, Any]]
+
+    def __post_init__(self):
+        _check(self)
+
+    def __hash__(self) -> int:
+        return hash((self.init, self.train, self.variant, self.seed, self.steps))
+
+    @property
+    def weights(self) -> dict[str, int]:
+        return dict(self.train)
+
+    @property
+    def train_domain(self) -> str:
+        """The run's label in paths and tables: ``webshop``, or a mixture ``webshop+sokoban``."""
+        from gentax.domains.spec import mixture_name
+
+        return mixture_name(self.weights)
+
+    @property
+    def path(self) -> str:
+        """Relative run folder (under ``<results>/runs/``)."""
+        return f"{self.init}/{self.train_domain}/{self.variant}/seed{self.seed}"
+
+    def row(self) -> dict[str, Any]:
+        """The run's identity as a plain row (``gentax plan --json``)."""
+        return {"init": self.init, "train_domain": self.train_domain, "variant": self.variant, "seed": self.seed,
+                "steps": self.steps}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"init": self.init, "train": [[d, w] for d, w in self.train], "variant": self.variant,
+                "seed": self.seed, "steps": self.steps, "think": self.think,
+                "augmentation": copy.deepcopy(_plain(self.augmentation)), "domains": copy.deepcopy(_plain(self.domains))}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RunSpec":
+        """The inverse of ``to_dict``; a missing or unknown key or a bad value is one GentaxError."""
+        if not isinstance(data, Mapping):
+            raise GentaxError(f"run spec: expected a mapping, got {type(data).__name__}")
+        fields = [f.name for f in dataclasses.fields(cls)]
+        missing, unknown = [k for k in fields if k not in data], sorted(set(data) - set(fields))
+        if missing or unknown:
+            raise GentaxError("run spec: " + "; ".join(
+                part for part in (missing and f"missing key(s) {', '.join(missing)}",
+                                  unknown and f"unknown key(s) {', '.join(unknown)}") if part))
+        try:
+            train = tuple((str(d), int(w)) for d, w in data["train"])
+        except (TypeError, ValueError):
+            raise GentaxError(f"run spec key train: expected [[domain, weight], ...], got {data['train']!r}") from None
+        return cls(init=data["init"], train=train, variant=data["variant"], seed=data["seed"], steps=data["steps"],
+                   think=data["think"], augmentation=copy.deepcopy(_plain(data["augmentation"])),
+                   domains=copy.deepcopy(_plain(data["domains"])))
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+def _plain(obj: Any) -> Any:
+    """Plain dicts/lists (an OmegaConf or Snakemake container as well)."""
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    if isinstance(obj, Mapping) or hasattr(obj, "items"):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)) or hasattr(obj, "__iter__"):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def _check(run: RunSpec) -> None:
+    from gentax.domains.spec import check_domain
+
+    def bad(key: str, what: str) -> GentaxError:
+        return GentaxError(f"run spec key {key}: {what}")
+
+    v = variant(run.variant)
+    if not isinstance(run.init, str) or not run.init:
+        raise bad("init", f"expected a non-empty name, got {run.init!r}")
+    for key in ("seed", "steps"):
+        value = getattr(run, key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < (1 if key == "steps" else 0):
+            raise bad(key, f"expected an integer >= {1 if key == 'steps' else 0}, got {value!r}")
+    if not run.train or len({d for d, _ in run.train}) != len(run.train) or any(w < 1 for _, w in run.train):
+        raise bad("train", f"expected distinct domains with integer weights >= 1, got {run.train!r}")
+    for domain, _ in run.train:
+        check_domain(domain)
+    if run.think != v.think:
+        raise bad("think", f"variant {run.variant!r} trains with thinking {v.think!r}, not {run.think!r}")
+    names = [d for d, _ in run.train]
+    if not isinstance(run.domains, Mapping) or sorted(run.domains) != sorted(names):
+        raise bad("domains", f"expected the settings of exactly the training domains {names}, got {run.domains!r}")
+    for domain, settings in run.domains.items():
+        if not isinstance(settings, Mapping) or set(settings) != {"max_steps", "options"} \
+                or not isinstance(settings["max_steps"], int) or settings["max_steps"] < 1 \
+                or not isinstance(settings["options"], Mapping):
+            raise bad(f"domains.{domain}", f"expected {{max_steps: integer >= 1, options: {{...}}}}, got {settings!r}")
+    if (run.augmentation is None) == v.augment:
+        raise bad("augmentation", f"variant {run.variant!r} {'needs' if v.augment else 'has no'} augmentation, "
+                                  f"got {run.augmentation!r}")
+    if run.augmentation is not None:
+        aug = run.augmentation
+        if not isinstance(aug, Mapping) or set(aug) != {"kind", "p", "eps"} or not 0 <= aug["p"] <= 1 \
+                or not isinstance(aug["eps"], Mapping) or sorted(aug["eps"]) != sorted(names) \
+                or any(not isinstance(e, int) or e < 0 for e in aug["eps"].values()):
+            raise bad("augmentation", f"expected {{kind, p in [0, 1], eps: {{domain: integer >= 0}} for {names}}}, "
+                                      f"got {aug!r}")
+
+
+def _resolve(init: str, weights: Mapping[str, int], variant_name: str, seed: int, steps: int, *,
+             domain_settings, aug_kind: str, aug_p: float, aug_eps) -> RunSpec:
+    """A run spec with the variant's overrides applied (``domain_settings(d)`` -> {max_steps,
+    options}; ``aug_eps(d)`` -> the budget of domain d, called only for an augmented variant)."""
+    from gentax.io import deep_merge
+
+    v = variant(variant_name)
+    domains = {}
+    for d in weights:
+        base = domain_settings(d)
+        base = {"max_steps": int(base["max_steps"]), "options": dict(base.get("options") or {})}
+        domains[d] = deep_merge(base, dict(v.domains.get(d, {})))
+    augmentation = None
+    if v.augment:
+        augmentation = {"kind": str(aug_kind), "p": float(aug_p),
+                        "eps": {d: int(v.aug_eps[d]) if d in v.aug_eps else int(aug_eps(d)) for d in weights}}
+    return RunSpec(init=str(init), train=tuple((d, int(w)) for d, w in weights.items()), variant=v.name,
+                   seed=int(seed), steps=int(steps), think=v.think, augmentation=augmentation, domains=domains)
+
+
+def build(cfg: Mapping[str, Any], init: str, train_domain: str, variant_name: str, seed: int, steps: int) -> RunSpec:
+    """The run spec of a planned run from a (validated) workflow config: the training domains'
+    ``domains`` sections and the init's ``augmentation`` budget, with the variant's overrides."""
+    from gentax.domains.spec import mixture_weights
+
+    aug = cfg["augmentation"]
+    return _resolve(init, mixture_weights(train_domain), variant_name, seed, steps,
+                    domain_settings=lambda d: cfg["domains"][d], aug_kind=aug["kind"],
+                    aug_p=aug.get(init, {}).get("p", 0.0), aug_eps=lambda d: aug[init]["eps"][d])
+
+
+def from_rl_config(rl, *, init: str, domain: str, variant: str, seed: int, steps: int) -> RunSpec:
+    """The run spec of a run named on the command line (``gentax train rl --domain --variant``):
+    the domains' settings and augmentation budget are the RL section's (engine defaults)."""
+    from gentax.domains.spec import mixture_weights
+
+    aug = rl.augmentation
+    return _resolve(init, mixture_weights(domain), variant, seed, steps,
+                    domain_settings=lambda d: {"max_steps": rl.max_steps[d] if d in rl.max_steps else _default_max_steps(d),
+                                               "options": rl.env_options.get(d, {})},
+                    aug_kind=aug.get("kind", "distractor"), aug_p=aug.get("p", 0.0),
+                    aug_eps=lambda d: aug.get("eps", {}).get(d, 0))
+
+
+def _default_max_steps(domain: str) -> int:
+    from gentax.domains.spec import spec
+
+    return spec(domain).max_steps
+
+
+def collect_fields(run: RunSpec, domain: str, split: str) -> dict[str, Any]:
+    """The collector settings (``CollectConfig`` fields) of an episode of ``run`` on ``domain`` (one
+    of its training domains) in ``split``: the thinking mode's settings, the domain's step limit and
+    knobs, and the augmentation, which applies to training episodes only (both engines)."""
+    if domain not in run.domains:
+        raise GentaxError(f"run {run.path}: {domain!r} is not one of its training domains ({', '.join(run.domains)})")
+    aug = run.augmentation if split == "train" else None
+    return {
+        "domain": domain,
+        "split": split,
+        **think_fields(run.think),
+        "aug_eps": int(aug["eps"][domain]) if aug else 0,
+        "aug_p": float(aug["p"]) if aug else 0.0,
+        "aug_kind": str(aug["kind"]) if aug else "distractor",
+        "max_steps": int(run.domains[domain]["max_steps"]),
+        "env_options": dict(run.domains[domain]["options"]),
+    }

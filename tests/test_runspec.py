@@ -1,0 +1,133 @@
+"""The run spec (gentax/runspec.py): one place for what a variant means and what a run is."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from gentax import plan as gplan
+from gentax import runspec
+from gentax.errors import GentaxError
+from gentax.runspec import RunSpec
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def paper():
+    return gplan.load_config([REPO / "config.yaml"])
+
+
+def test_every_planned_run_round_trips_through_json(paper):
+    runs = gplan.runs(paper)
+    for run in runs:
+        assert RunSpec.from_dict(json.loads(run.to_json())) == run
+    aug = gplan.find_run(paper, "v2", "webshop", "aug", 1)
+    assert aug.augmentation == {"kind": "distractor", "p": 0.5, "eps": {"webshop": 40}}
+    assert aug.domains == {"webshop": {"max_steps": 15, "options": {}}} and aug.think == "on"
+    nothink = gplan.find_run(paper, "v1", "sokoban", "nothink", 0)
+    assert nothink.think == "off" and nothink.augmentation is None and nothink.train_domain == "sokoban"
+    assert len(set(runs)) == len(runs)  # hashable by identity: the plan's dict keys
+
+
+def test_a_mixture_run_spec_carries_every_member(paper):
+    cfg = json.loads(json.dumps(paper))
+    cfg["grid"]["mixtures"]["enabled"] = True
+    cfg["domains"]["webshop"]["options"] = {"results_per_page": 3}
+    mixed = [r for r in gplan.runs(cfg) if len(r.train) > 1]
+    assert mixed and {r.train_domain for r in mixed} == {"alfworld+webshop", "sokoban+sciworld"}
+    run = next(r for r in mixed if r.train_domain == "alfworld+webshop")
+    assert run.train == (("alfworld", 1), ("webshop", 1)) and run.path == "v2/alfworld+webshop/default/seed0"
+    assert run.domains == {"alfworld": {"max_steps": 50, "options": {}},
+                           "webshop": {"max_steps": 15, "options": {"results_per_page": 3}}}
+    aug = runspec.build(cfg, "v2", "alfworld*3+webshop", "aug", 0, 150)
+    assert aug.weights == {"alfworld": 3, "webshop": 1} and aug.augmentation["eps"] == {"alfworld": 200, "webshop": 40}
+    assert RunSpec.from_dict(json.loads(aug.to_json())) == aug
+
+
+@pytest.mark.parametrize("change,needle", [
+    ({"variant": "sideways"}, "unknown variant 'sideways'; valid: default, aug, nothink"),
+    ({"colour": "red"}, "run spec: unknown key(s) colour"),
+    ({"think": "off"}, "run spec key think: variant 'default' trains with thinking 'on', not 'off'"),
+    ({"train": [["chess", 1]]}, "unknown domain 'chess'"),
+    ({"augmentation": {"kind": "distractor", "p": 1.0, "eps": {"webshop": 30}}}, "run spec key augmentation"),
+    ({"domains": {}}, "run spec key domains"),
+    ({"steps": 0}, "run spec key steps"),
+])
+def test_a_bad_run_spec_is_one_clear_error(change, needle):
+    good = RunSpec(init="v1", train=(("webshop", 1),), variant="default", seed=0, steps=5, think="on",
+                   augmentation=None, domains={"webshop": {"max_steps": 15, "options": {}}})
+    with pytest.raises(GentaxError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        RunSpec.from_dict({**good.to_dict(), **change})
+    data = good.to_dict()
+    del data["seed"]
+    with pytest.raises(GentaxError, match=r"run spec: missing key\(s\) seed"):
+        RunSpec.from_dict(data)
+
+
+def test_a_variant_is_one_entry_of_the_registry(paper, monkeypatch):
+    """A new variant (here a harder WebShop with a richer augmentation budget) is one VARIANTS
+    entry: the schema accepts it, the plan resolves its overrides into the run spec, and the
+    collector settings both engines use follow."""
+    hard = runspec.VariantSpec("hard_aug", think="on", augment=True, description="a test variant",
+                               domains={"webshop": {"max_steps": 9, "options": {"results_per_page": 2}}},
+                               aug_eps={"webshop": 99})
+    monkeypatch.setitem(runspec.VARIANTS, "hard_aug", hard)
+    monkeypatch.setattr(gplan, "_validator", gplan._validator.__wrapped__)  # the schema's enum is read afresh
+    cfg = json.loads(json.dumps(paper))
+    cfg["grid"]["experiments"].append({"init": "v1", "variant": "hard_aug", "train_domains": ["webshop"]})
+    gplan.validate(cfg, memory=False)
+    run = gplan.find_run(cfg, "v1", "webshop", "hard_aug", 2)
+    assert run.domains["webshop"] == {"max_steps": 9, "options": {"results_per_page": 2}}
+    assert run.augmentation == {"kind": "distractor", "p": 1.0, "eps": {"webshop": 99}}
+    train = runspec.collect_fields(run, "webshop", "train")
+    assert train["aug_eps"] == 99 and train["max_steps"] == 9 and train["think"] is True
+    assert runspec.collect_fields(run, "webshop", "eval")["aug_eps"] == 0  # validation is never augmented
+    assert gplan.base_variants(cfg, "v1") == ["default", "nothink"]  # thinking on: the default base rows
+
+
+def test_thinking_modes_map_to_the_collector_settings():
+    from gentax.rollout.collector import CollectConfig
+
+    fields = {f.name for f in dataclasses.fields(CollectConfig)}
+    for mode in runspec.THINK_MODES:
+        assert set(runspec.think_fields(mode)) <= fields
+    assert runspec.think_mode("nothink") == "off" and runspec.base_variant("aug") == "default"
+    with pytest.raises(GentaxError, match="unknown thinking mode 'filler'"):
+        runspec.VariantSpec("x", think="filler", augment=False, description="")
+
+
+class _Params(dict):
+    """Snakemake's params/input: attribute access, .get, .items."""
+
+    __getattr__ = dict.__getitem__
+
+
+def test_the_workflow_job_writes_the_run_spec_and_trains_it(paper, tmp_path):
+    """rule rl_segment -> pipeline.rl_segment: the run spec param lands in the run folder as
+    run_spec.json and `gentax train rl --run-spec` trains exactly that run (here a mixture)."""
+    import types
+
+    import pandas as pd
+
+    from gentax import pipeline
+    from gentax.train import runs
+    from rl_helpers import TINY_RL, make_tiny_model
+
+    tiny = make_tiny_model(tmp_path / "tiny")
+    cfg = json.loads(json.dumps(paper))
+    cfg["domains"]["webshop"]["max_steps"] = cfg["domains"]["sokoban"]["max_steps"] = 2  # short episodes
+    run = runspec.build(cfg, "v2", "webshop+sokoban", "default", 4, 1)
+    run_dir = tmp_path / "runs" / run.path
+    smk = types.SimpleNamespace(
+        params=_Params(init_model=str(tiny), run_dir=str(run_dir), run_spec=run.to_dict(), start=0, end=1, save_every=1,
+                       rl={**TINY_RL, "tasks_per_step": 2}, engine="local", rollout=None, preset="embedded"),
+        input=_Params(), output=[str(run_dir / "segment_0_1.json")], log=[str(tmp_path / "job.log")], config={})
+    pipeline.rl_segment(smk)
+    assert RunSpec.from_dict(json.loads((run_dir / pipeline.RUN_SPEC_FILE).read_text())) == run
+    identity = json.loads((run_dir / runs.RUN_FILE).read_text())
+    assert identity["domain"] == "webshop+sokoban" and identity["seed"] == 4 and identity["run_spec"] == run.to_dict()
+    row = pd.read_csv(run_dir / runs.METRICS_FILE).iloc[0]
+    assert {"id_success/webshop", "id_success/sokoban"} <= set(row.index)
+    assert "--run-spec" in (tmp_path / "job.log").read_text()
