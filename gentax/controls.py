@@ -19,7 +19,10 @@ A ``ControlLevel`` is one setting of the training domain: its runs are
 ``(init, train_domain, label, seed)`` for every ``grid.seeds`` seed, ``grid.steps`` steps, where
 ``label`` (``difficulty-<level>`` / ``richness-eps<N>``) is the run's variant name in paths and in
 the success summary; ``variant`` is the registered variant it is built on (think mode: ``default``
-or ``nothink``; ``aug`` for a richness level). Each level has its own property log (the base
+or ``nothink``; a richness level: ``aug``, or ``default`` at eps 0, where nothing is inserted).
+``gentax.plan`` makes each level's runs ``RunSpec``s (``plan.control_run``: the variant with the
+level's domain setting and augmentation, ``label`` = the level's); a level whose run is a grid
+run in all but name and length reads that run instead of training it again. Each level has its own property log (the base
 policy ``properties.init`` on the level's setting, as Table 3 measures every domain), so ΔOOD
 can be read against the *measured* richness and complexity of what the run trained on.
 
@@ -89,7 +92,8 @@ def control_levels(cfg: dict) -> list[ControlLevel]:
     if block:
         kind = cfg["augmentation"]["kind"]
         for order, eps in enumerate(block["eps"]):
-            out.append(ControlLevel(RICHNESS, f"eps{int(eps)}", order, block["init"], block["train_domain"], "aug",
+            variant = "aug" if eps else "default"  # eps 0: nothing inserted, i.e. the default recipe
+            out.append(ControlLevel(RICHNESS, f"eps{int(eps)}", order, block["init"], block["train_domain"], variant,
                                     _domain_setting(cfg, block["train_domain"]),
                                     {"kind": kind, "p": float(block["p"]), "eps": int(eps)}))
     return out

@@ -130,7 +130,7 @@ def test_the_controls_block_expands_into_levels_checked_by_the_domains_knobs():
     assert [lv.label for lv in levels] == ["difficulty-short", "difficulty-medium", "difficulty-long",
                                            "richness-eps0", "richness-eps80", "richness-eps240"]
     hard = levels[2]
-    assert hard.domain == {"max_steps": 15, "options": {"min_solution_length": 10, "max_solution_length": 15}}
+    assert hard.domain == {"max_steps": 15, "options": {"min_solution_length": 7, "max_solution_length": 9}}
     assert levels[4].augmentation == {"kind": "distractor", "p": 1.0, "eps": 80} and levels[4].variant == "aug"
     bad = _paper(difficulty={"enabled": True, "levels": [{"name": "a", "options": {"room_size": 99}}, {"name": "b"}]})
     with pytest.raises(ConfigError, match=r"controls\.difficulty\.levels\.0\.options \(a\): sokoban option room_size"):
@@ -139,6 +139,36 @@ def test_the_controls_block_expands_into_levels_checked_by_the_domains_knobs():
         gplan.validate(_paper(richness={"enabled": True, "init": "v1", "train_domain": "sciworld"}), memory=False)
     with pytest.raises(ConfigError, match=r"controls\.difficulty\.levels"):
         gplan.validate(_paper(difficulty={"enabled": True, "levels": [{"name": "a"}]}), memory=False)  # one level
-    row = controls.property_row(hard, {"richness": 1900.0, "complexity": 47.0, "success": 0.1, "other": 1})
-    assert row["label"] == "difficulty-long" and "min_solution_length=10" in row["setting"] and "other" not in row
+    row = controls.property_row(hard, hard.label, {"richness": 1900.0, "complexity": 47.0, "success": 0.1, "other": 1})
+    assert row["label"] == "difficulty-long" and "min_solution_length=7" in row["setting"] and "other" not in row
     assert np.isclose(row["richness"], 1900.0)
+
+
+def _dry_run(*args: str) -> dict[str, int]:
+    import subprocess
+    import sys
+
+    from snakemake_plans import job_counts
+
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", *args], cwd=gplan.REPO_ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return job_counts(proc.stdout + proc.stderr)
+
+
+def test_the_paper_grid_with_the_controls_enabled_plans_exactly_the_extra_runs_and_evals(tmp_path):
+    on = tmp_path / "controls.yaml"
+    on.write_text("controls: {difficulty: {enabled: true}, richness: {enabled: true}}\n")
+    paper = _dry_run("--profile", "profiles/slurm")
+    with_controls = _dry_run("--profile", "profiles/slurm", "--configfile", str(on))
+    extra = {rule: with_controls.get(rule, 0) - paper.get(rule, 0) for rule in set(with_controls) | set(paper)}
+    # V2 Sokoban: 3 difficulty levels + richness eps 80 and 240 (p 1.0, unlike the grid's aug run) x 3 seeds =
+    # 15 runs of one segment, evaluated at the last 4 checkpoints on V2's 4 domains; richness eps 0 IS the
+    # grid's V2 Sokoban default run (read up to step 150) and its property log Table 3's Sokoban log
+    assert {rule: n for rule, n in extra.items() if n} == {
+        "rl_segment": 15, "eval_checkpoint": 15 * 4 * 4, "run_summary": 15, "control_properties": 5,
+        "controls_properties_table": 1, "table": 2, "figure": 1}
+    # and what gentax plan prices is what Snakemake plans
+    cfg = gplan.load_config([gplan.REPO_ROOT / "config.yaml", on])
+    assert {rule: len(units) for rule, units in gplan.jobs(cfg).items()} == {
+        rule: n for rule, n in with_controls.items() if rule != "all"}
