@@ -22,7 +22,9 @@ A **run spec** (``RunSpec``) is one RL run, resolved once by the plan (``gentax.
 init, training domains with weights (``train``; one domain = weight 1), variant, seed, total
 steps, thinking mode, augmentation (None, or {kind, p, eps: {domain: eps}} for the training
 domains) and the training domains' settings after the variant's overrides (``domains``: {domain:
-{max_steps, options}}). The workflow writes it into the run folder (``run_spec.json``) and hands
+{max_steps, options}}); a run that is no grid run of its variant, a level of a control sweep
+(issue 18, built by ``gentax.plan.control_run``), also has a ``label`` that names it in paths and
+tables instead of the variant (``variant_label``); a grid run's spec has no ``label`` key. The workflow writes it into the run folder (``run_spec.json``) and hands
 it to ``gentax train rl --run-spec``; the engines read it as it is.
 
 ``THINK_MODES`` maps a thinking mode to the collector's settings (``CollectConfig`` fields), and

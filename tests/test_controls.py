@@ -144,31 +144,65 @@ def test_the_controls_block_expands_into_levels_checked_by_the_domains_knobs():
     assert np.isclose(row["richness"], 1900.0)
 
 
-def _dry_run(*args: str) -> dict[str, int]:
-    import subprocess
-    import sys
-
-    from snakemake_plans import job_counts
-
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", *args], cwd=gplan.REPO_ROOT, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return job_counts(proc.stdout + proc.stderr)
-
-
 def test_the_paper_grid_with_the_controls_enabled_plans_exactly_the_extra_runs_and_evals(tmp_path):
     on = tmp_path / "controls.yaml"
     on.write_text("controls: {difficulty: {enabled: true}, richness: {enabled: true}}\n")
-    paper = _dry_run("--profile", "profiles/slurm")
-    with_controls = _dry_run("--profile", "profiles/slurm", "--configfile", str(on))
-    extra = {rule: with_controls.get(rule, 0) - paper.get(rule, 0) for rule in set(with_controls) | set(paper)}
+    from snakemake_plans import dry_run_counts, extra_jobs
+
+    paper = dry_run_counts("--profile", "profiles/slurm")
+    planned = dry_run_counts("--profile", "profiles/slurm", "--configfile", str(on))
     # V2 Sokoban: 3 difficulty levels + richness eps 80 and 240 (p 1.0, unlike the grid's aug run) x 3 seeds =
     # 15 runs of one segment, evaluated at the last 4 checkpoints on V2's 4 domains; richness eps 0 IS the
     # grid's V2 Sokoban default run (read up to step 150) and its property log Table 3's Sokoban log
-    assert {rule: n for rule, n in extra.items() if n} == {
+    assert extra_jobs(paper, planned) == {
         "rl_segment": 15, "eval_checkpoint": 15 * 4 * 4, "run_summary": 15, "control_properties": 5,
         "controls_properties_table": 1, "table": 2, "figure": 1}
+    # a level's property log is a GPU rollout job on the cluster, like Table 3's, and priced as one
+    import yaml
+
+    from gentax import cost
+
+    profile = yaml.safe_load((gplan.REPO_ROOT / "profiles" / "slurm" / "config.yaml").read_text())["set-resources"]
+    assert profile["control_properties"] == profile["properties"] and "control_properties" in cost.TIMED
     # and what gentax plan prices is what Snakemake plans
     cfg = gplan.load_config([gplan.REPO_ROOT / "config.yaml", on])
     assert {rule: len(units) for rule, units in gplan.jobs(cfg).items()} == {
-        rule: n for rule, n in with_controls.items() if rule != "all"}
+        rule: n for rule, n in planned.items() if rule != "all"}
+
+
+def test_a_control_level_is_a_run_spec_named_by_its_label():
+    import dataclasses
+
+    from gentax.runspec import RunSpec
+
+    cfg = _paper(difficulty={"enabled": True}, richness={"enabled": True})
+    long = gplan.find_run(cfg, "v2", "sokoban", "difficulty-long", 1)
+    assert (long.variant, long.think, long.augmentation, long.path) == ("default", "on", None, "v2/sokoban/difficulty-long/seed1")
+    assert long.domains == {"sokoban": {"max_steps": 15, "options": {"min_solution_length": 7, "max_solution_length": 9}}}
+    assert RunSpec.from_dict(long.to_dict()) == long and long.to_dict()["label"] == "difficulty-long"
+    rich = gplan.find_run(cfg, "v2", "sokoban", "richness-eps240", 0)
+    assert rich.variant == "aug" and rich.augmentation == {"kind": "distractor", "p": 1.0, "eps": {"sokoban": 240}}
+    # eps 0 inserts nothing: it is the grid's V2 Sokoban default run, read, not trained again
+    eps0 = next(lv for lv in controls.control_levels(cfg) if lv.label == "richness-eps0")
+    assert gplan.level_run_label(cfg, eps0) == "default"
+    with pytest.raises(ConfigError, match="no planned run"):
+        gplan.find_run(cfg, "v2", "sokoban", "richness-eps0", 0)
+    # a grid run's spec (its rl_segment job param) carries no label: the grid reruns nothing
+    assert "label" not in gplan.find_run(cfg, "v2", "sokoban", "default", 0).to_dict()
+    with pytest.raises(GentaxError, match="run spec key label"):
+        dataclasses.replace(long, label="aug")  # a label never shadows a registered variant
+    # each level's property log: its own, except where its states are the domain's as configured
+    paths = dict(zip([lv.label for lv in controls.control_levels(cfg)], gplan.control_property_paths(cfg)))
+    assert paths["richness-eps0"] == "properties/sokoban.json"
+    assert paths["richness-eps240"] == "properties/controls/richness-eps240/sokoban.json"
+    params = {f"{p['control']}-{p['level']}": p for p in gplan.control_property_params(cfg)}
+    assert params["richness-eps240"]["augmentation"]["eps"] == 240 and params["richness-eps0"]["run_label"] == "default"
+
+
+def test_gentax_plan_lists_what_each_level_reads():
+    cfg = gplan.load_config([gplan.REPO_ROOT / "config.yaml", gplan.REPO_ROOT / "config" / "embedded.yaml",
+                             {"preset": "embedded"}])
+    shown = {(c["control"], c["level"]): c for c in gplan.plan(cfg)["controls"]}
+    assert shown["difficulty", "longer"]["own_runs"] and not shown["richness", "eps80"]["own_runs"]
+    assert shown["richness", "eps80"]["runs"] == "aug" and shown["richness", "eps0"]["runs"] == "default"
+    assert gplan.plan(gplan.load_config([gplan.REPO_ROOT / "config.yaml"]))["controls"] == []
