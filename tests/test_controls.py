@@ -206,3 +206,56 @@ def test_gentax_plan_lists_what_each_level_reads():
     assert shown["difficulty", "longer"]["own_runs"] and not shown["richness", "eps80"]["own_runs"]
     assert shown["richness", "eps80"]["runs"] == "aug" and shown["richness", "eps0"]["runs"] == "default"
     assert gplan.plan(gplan.load_config([gplan.REPO_ROOT / "config.yaml"]))["controls"] == []
+
+
+def test_a_control_run_trains_at_its_level_through_the_workflow_job(tmp_path):
+    """rule rl_segment -> pipeline.rl_segment with a control level's run spec: the run folder gets
+    the labelled spec and the engine plays the level's setting (here: episodes of one step)."""
+    import json
+    import types
+
+    from gentax import pipeline
+    from gentax.runspec import RunSpec
+    from gentax.train import runs
+    from rl_helpers import TINY_RL, make_tiny_model
+
+    class Params(dict):  # Snakemake's params: attribute access, .get, .items
+        __getattr__ = dict.__getitem__
+
+    cfg = _paper(difficulty={"enabled": True, "init": "v1", "train_domain": "sokoban",
+                             "levels": [{"name": "one_move", "max_steps": 1}, {"name": "three", "max_steps": 3}]})
+    run = gplan.control_run(controls.control_levels(cfg)[0], seed=0, steps=1)
+    run_dir = tmp_path / "runs" / run.path
+    smk = types.SimpleNamespace(
+        params=Params(init_model=str(make_tiny_model(tmp_path / "tiny")), run_dir=str(run_dir), run_spec=run.to_dict(),
+                      start=0, end=1, save_every=1, rl=TINY_RL, engine="local", rollout=None, preset="embedded"),
+        input=Params(), output=[str(run_dir / "segment_0_1.json")], log=[str(tmp_path / "job.log")], config={})
+    pipeline.rl_segment(smk)
+    assert RunSpec.from_dict(json.loads((run_dir / pipeline.RUN_SPEC_FILE).read_text())) == run
+    assert json.loads((run_dir / runs.RUN_FILE).read_text())["variant"] == "difficulty-one_move"
+    assert pd.read_csv(run_dir / runs.METRICS_FILE).iloc[0]["episode_length"] == 1.0  # the level's max_steps
+
+
+def test_the_controls_properties_table_job_feeds_the_tables(tmp_path):
+    """rule controls_properties_table -> pipeline.controls_properties_table: one row per level from
+    its property log, which the controls' tables read (control_tables.load_levels)."""
+    import json
+    import types
+
+    from gentax import pipeline
+
+    cfg = gplan.load_config([gplan.REPO_ROOT / "config.yaml", gplan.REPO_ROOT / "config" / "embedded.yaml",
+                             {"preset": "embedded"}])
+    logs = []
+    for i, path in enumerate(gplan.control_property_paths(cfg)):
+        logs.append(tmp_path / f"log{i}.json")
+        logs[-1].write_text(json.dumps({"domain": "sokoban", "measures": {
+            "richness": 400.0 + 100 * i, "complexity": 5.0, "success": 0.5, "tokens_per_obs": 150.0}}))
+    out = tmp_path / "controls.csv"
+    pipeline.controls_properties_table(types.SimpleNamespace(
+        params=types.SimpleNamespace(levels=gplan.control_property_params(cfg)), input=[str(p) for p in logs],
+        output=[str(out)]))
+    levels = control_tables.load_levels(str(out)).set_index("level")
+    assert list(levels.index) == ["configured", "longer", "eps0", "eps80"]
+    assert levels.at["eps80", "label"] == "aug" and levels.at["longer", "label"] == "difficulty-longer"
+    assert levels.at["eps80", "richness"] == 700.0 and levels.at["eps80", "setting"] == "eps=80, p=1"
