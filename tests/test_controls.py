@@ -259,3 +259,31 @@ def test_the_controls_properties_table_job_feeds_the_tables(tmp_path):
     assert list(levels.index) == ["configured", "longer", "eps0", "eps80"]
     assert levels.at["eps80", "label"] == "aug" and levels.at["longer", "label"] == "difficulty-longer"
     assert levels.at["eps80", "richness"] == 700.0 and levels.at["eps80", "setting"] == "eps=80, p=1"
+
+
+def test_a_richness_level_property_job_measures_its_augmented_states(tmp_path):
+    """rule control_properties -> pipeline.properties: the level's augmentation reaches
+    `gentax properties` (the expert plays; the states it reads carry the inserted text)."""
+    import json
+    import types
+
+    from gentax import pipeline
+    from rl_helpers import make_tiny_model
+
+    class Params(dict):  # Snakemake's params: attribute access, .get, .items
+        __getattr__ = dict.__getitem__
+
+    cfg = _paper(richness={"enabled": True})
+    level = next(lv for lv in controls.control_levels(cfg) if lv.label == "richness-eps240")
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text("{}")
+    out = tmp_path / "richness-eps240" / "sokoban.json"
+    smk = types.SimpleNamespace(
+        params=Params(model=str(make_tiny_model(tmp_path / "tiny")), domain=level.domain, augmentation=level.augmentation,
+                      **{**gplan.rollout_settings(cfg, "properties"), "episodes": 2, "generator": "expert"}),
+        wildcards=types.SimpleNamespace(domain="sokoban"), input=Params(tasks=str(tasks)), output=[str(out)],
+        log=[str(tmp_path / "job.log")])
+    pipeline.properties(smk)
+    report = json.loads(out.read_text())
+    assert report["augmentation"] == {"eps": 240, "p": 1.0, "kind": "distractor"}
+    assert report["measures"]["augmented_fraction"] == 1.0 and report["env_options"] == {}
