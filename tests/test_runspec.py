@@ -131,3 +131,16 @@ def test_the_workflow_job_writes_the_run_spec_and_trains_it(paper, tmp_path):
     row = pd.read_csv(run_dir / runs.METRICS_FILE).iloc[0]
     assert {"id_success/webshop", "id_success/sokoban"} <= set(row.index)
     assert "--run-spec" in (tmp_path / "job.log").read_text()
+
+
+def test_gentax_eval_takes_a_thinking_mode(capsys):
+    """The workflow hands `gentax eval --think MODE` (the variant's mode); a contradiction is one error."""
+    from gentax.cli import main
+
+    args = ["eval", "--model", "unused", "--domain", "sokoban", "--episodes", "1", "--generator", "expert",
+            "--out", "unused.parquet"]
+    with pytest.raises(SystemExit):
+        main([*args, "--think", "sideways"])
+    assert "invalid choice: 'sideways'" in capsys.readouterr().err
+    assert main([*args, "--think", "on", "--no-think"]) != 0
+    assert "--no-think contradicts --think on" in capsys.readouterr().err
