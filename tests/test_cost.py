@@ -43,7 +43,8 @@ def counts(jobs):
     (["--profile", "profiles/slurm", "results/tables/table5_augmentation.csv"], paper, ["table5_augmentation"]),
     (["--profile", "profiles/slurm", "results/figures/training_curves.png"], paper, ["training_curves"]),
     (["--forceall"], embedded, None),
-], ids=["paper", "paper-table5", "paper-training-curves", "embedded"])
+    (["--forceall", "results/tables/controls_sweep.csv"], embedded, ["controls_sweep"]),
+], ids=["paper", "paper-table5", "paper-training-curves", "embedded", "embedded-controls-table"])
 def test_priced_jobs_are_the_jobs_snakemake_plans(args, cfg, names):
     text = dry_run(*args)
     planned = job_counts(text)
