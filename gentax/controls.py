@@ -117,6 +117,14 @@ def check_controls(cfg: dict) -> None:
         if block["train_domain"] not in allowed:
             raise ConfigError(f"{key}.train_domain: {block['train_domain']} is not an evaluated domain of "
                               f"{block['init']} (inits.{block['init']}.domains: {', '.join(allowed)})")
+    block = enabled(cfg, RICHNESS)
+    if block and any(block["eps"]):
+        from gentax.domains.spec import spec
+
+        try:
+            spec(block["train_domain"]).augmentation_or_error()
+        except GentaxError as exc:
+            raise ConfigError(f"config key controls.richness.train_domain: {exc}") from None
     for level in control_levels(cfg):
         if level.control != DIFFICULTY:
             continue

@@ -287,3 +287,15 @@ def test_a_richness_level_property_job_measures_its_augmented_states(tmp_path):
     report = json.loads(out.read_text())
     assert report["augmentation"] == {"eps": 240, "p": 1.0, "kind": "distractor"}
     assert report["measures"]["augmented_fraction"] == 1.0 and report["env_options"] == {}
+
+
+def test_a_richness_sweep_needs_a_domain_with_augmentation_sources(monkeypatch):
+    import dataclasses
+
+    from gentax.domains import spec as domain_spec
+
+    real = domain_spec.spec
+    monkeypatch.setattr(domain_spec, "spec", lambda name: dataclasses.replace(real(name), augmentation=None))
+    with pytest.raises(ConfigError, match=r"controls\.richness\.train_domain: domain 'sokoban' declares no augmentation"):
+        controls.check_controls(_paper(richness={"enabled": True}))
+    controls.check_controls(_paper(richness={"enabled": True, "eps": [0, 0]}))  # nothing inserted: nothing needed
