@@ -6,12 +6,14 @@
 # Rules hold no logic: rule -> workflow_scripts/ -> gentax. The grid expansion lives in
 # gentax/plan.py (shared with `gentax plan`).
 import os
+import re
 import sys
 
 from snakemake.exceptions import WorkflowError
 
 sys.path.insert(0, workflow.basedir)  # this checkout's gentax (jobs: workflow_scripts/_gentax_path.py)
 
+import gentax.controls as gcontrols
 import gentax.domains as gdomains
 import gentax.io as gio
 import gentax.plan as gplan
@@ -53,6 +55,7 @@ include: "rules/init_policies.smk"
 include: "rules/rl.smk"
 include: "rules/eval.smk"
 include: "rules/properties.smk"
+include: "rules/controls.smk"
 include: "rules/tables.smk"
 
 

@@ -35,6 +35,7 @@ TIMED = {
     "sft_data": ("episodes", "rollout_episode_seconds", 1.0),
     "eval_checkpoint": ("episodes", "rollout_episode_seconds", 1.0),
     "properties": ("episodes", "rollout_episode_seconds", 1.0),
+    "control_properties": ("episodes", "rollout_episode_seconds", 1.0),  # a level's property log (controls)
 }
 
 
@@ -147,12 +148,12 @@ def report(cfg: dict, costs: list[RuleCost], *, where: str, target: str | None =
     total = totals(costs)
     head = f"Budget preview: preset {cfg.get('preset', 'paper')}, resources of {where}"
     lines = [head + (f", target {target}" if target else ""),
-             f"{'rule':<16}{'jobs':>6}{'work':>20}{'job-hours':>11}{'GPUs/job':>10}{'GPU-hours':>11}"]
+             f"{'rule':<19}{'jobs':>6}{'work':>20}{'job-hours':>11}{'GPUs/job':>10}{'GPU-hours':>11}"]
     for c in costs:
         if c.unit is None:
             continue
         work = f"{c.units:,} {c.unit}"
-        lines.append(f"{c.rule:<16}{c.jobs:>6,}{work:>20}{_num(c.hours):>11}{c.gpus:>10g}{_num(c.gpu_hours):>11}")
+        lines.append(f"{c.rule:<19}{c.jobs:>6,}{work:>20}{_num(c.hours):>11}{c.gpus:>10g}{_num(c.gpu_hours):>11}")
     cpu = [f"{c.rule} {c.jobs}" for c in costs if c.unit is None]
     if cpu:
         lines += textwrap.wrap("CPU-only bookkeeping jobs (not timed): " + ", ".join(cpu), width=100,

@@ -210,8 +210,10 @@ def properties(smk) -> None:
     p = smk.params
     domain = {**_plain(p.domain), "max_steps": p.t_max}  # T_max for every domain (STUDY.md Table 3)
     out = smk.output[0]
+    aug = _plain(p.get("augmentation") or {})  # a richness level of the controls: its augmented states
+    aug_args = ["--aug-eps", aug["eps"], "--aug-p", aug["p"], "--aug-kind", aug["kind"]] if aug.get("eps") else []
     run_gentax(["properties", "--model", p.model, *_rollout_args(p, smk.wildcards.domain, domain), "--t-max", p.t_max,
-                "--out", out[: -len(".json")] + ".parquet"], smk.log[0])
+                *aug_args, "--out", out[: -len(".json")] + ".parquet"], smk.log[0])
     _embed_provenance(out, _provenance(smk, model=p.model, tasks=smk.input.tasks))
 
 
@@ -247,12 +249,12 @@ def figure(smk) -> None:
 def _build_one(smk, outputs: dict[str, str]) -> None:
     from gentax.analysis.tables import build_one
 
-    properties = smk.input.get("properties")
+    properties, controls = smk.input.get("properties"), smk.input.get("controls")
     with _logged(smk.log[0]):
-        build_one(smk.wildcards.name, list(smk.input.summaries), properties, outputs,
+        build_one(smk.wildcards.name, list(smk.input.summaries), properties, outputs, controls=controls,
                   window=tuple(smk.params.window), seed=int(smk.params.seed),
                   error_mark_pct=float(smk.params.error_mark_pct))
-    inputs = [*smk.input.summaries, *([properties] if properties else [])]
+    inputs = [*smk.input.summaries, *[f for f in (properties, controls) if f]]
     gio.write_json(smk.output.provenance, _provenance(smk, inputs=inputs))
 
 
@@ -266,6 +268,22 @@ def properties_table(smk) -> None:
         rows.append({"domain": data["domain"], **data["measures"]})
     with gio.atomic_path(smk.output[0]) as tmp:
         pd.DataFrame(rows).sort_values("domain").to_csv(tmp, index=False)
+
+
+def controls_properties_table(smk) -> None:
+    """One row per level of the controls (gentax.controls.property_row) from its property log."""
+    import pandas as pd
+
+    from gentax.controls import ControlLevel, property_row
+
+    rows = []
+    for level, path in zip(smk.params.levels, smk.input):
+        level = _plain(dict(level))
+        run_label = level.pop("run_label")
+        data = json.loads(Path(path).read_text())
+        rows.append(property_row(ControlLevel(**level), run_label, data["measures"]))
+    with gio.atomic_path(smk.output[0]) as tmp:
+        pd.DataFrame(rows).to_csv(tmp, index=False)
 
 
 @contextlib.contextmanager

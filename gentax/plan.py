@@ -28,12 +28,14 @@ One place for "what the study consists of", used by the Snakefile's input functi
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
 from gentax import runspec
+from gentax.controls import ControlLevel, check_controls, control_levels, property_path
 from gentax.errors import ConfigError, yaml_number_hint
 from gentax.io import deep_merge, read_yaml
 from gentax.runspec import RunSpec
@@ -64,6 +66,11 @@ FIGURE_VARIANTS = {
 MIXTURE_TABLE = "mixture_ood"
 MIXTURE_FIGURE = "mixture_delta_ood"
 MIXTURE_ARTIFACTS = (MIXTURE_TABLE, MIXTURE_FIGURE)
+#: Beyond the paper (issue 18): the controls' tables and figure (``controls``), planned only when a
+#: sweep is enabled; they read the control runs, the base rows and the controls' properties table.
+CONTROL_TABLES = ("controls_sweep", "controls_regression")
+CONTROL_FIGURE = "controls_delta_ood"
+CONTROL_NAMES = (*CONTROL_TABLES, CONTROL_FIGURE)
 TABLES_WITH_PROPERTIES = {"table3_ranking", "ood_vs_properties"}
 WITH_EXTENDED = {"table4_extended", "training_curves"}  # the others never wait for extended training
 
@@ -172,6 +179,7 @@ def _check_cross_fields(cfg: dict) -> None:
                 raise ConfigError(f"config key augmentation.{exp['init']}.eps.{d}: missing (needed by grid.experiments.{i})")
     _check_mixtures(cfg)
     _check_filler(cfg)
+    check_controls(cfg)
     planned = {(e["init"], e["variant"], d) for e in cfg["grid"]["experiments"] for d in e["train_domains"]}
     for i, ext in enumerate(cfg["grid"].get("extended", [])):
         key = f"config key grid.extended.{i}"
@@ -307,8 +315,9 @@ def rollout_settings(cfg: dict, kind: str) -> dict[str, Any]:
 
 # ---- the grid --------------------------------------------------------------------------------
 def runs(cfg: dict) -> list[RunSpec]:
-    """Every planned RL run after V1, resolved once (see the module docstring). The Snakefile's input
-    functions ask for them once per job, so they are built once per distinct config (and registry)."""
+    """Every planned RL run after V1, resolved once (see the module docstring): the grid's, then
+    the control runs (``controls``) that are no grid run. The Snakefile's input functions ask for
+    them once per job, so they are built once per distinct config (and registry)."""
     import json
 
     from gentax.domains.spec import names
@@ -323,6 +332,11 @@ def _runs(key: str) -> tuple[RunSpec, ...]:
     import json
 
     cfg = json.loads(key)[0]
+    grid = _grid_runs(cfg)
+    return tuple(grid + _control_plan(cfg, grid)[0])
+
+
+def _grid_runs(cfg: dict) -> list[RunSpec]:
     out = []
     extended = {(e["init"], e["variant"], e["train_domain"]): e["steps"] for e in cfg["grid"].get("extended", [])}
     for exp in cfg["grid"]["experiments"]:
@@ -339,7 +353,7 @@ def _runs(key: str) -> tuple[RunSpec, ...]:
             for seed in cfg["grid"]["seeds"]:
                 out.append(runspec.build(cfg, exp["init"], domain, runspec.FILLER_VARIANT, int(seed),
                                          int(cfg["grid"]["steps"])))
-    return tuple(out)
+    return out
 
 
 def filler_experiments(cfg: dict) -> list[dict]:
@@ -373,8 +387,9 @@ def mixture_experiments(cfg: dict) -> list[dict]:
 
 
 def find_run(cfg: dict, init: str, train_domain: str, variant: str, seed: int) -> Run:
+    """The planned run of a run folder (``variant``: its variant label, a control run's label)."""
     for run in runs(cfg):
-        if (run.init, run.train_domain, run.variant, run.seed) == (init, train_domain, variant, int(seed)):
+        if (run.init, run.train_domain, run.variant_label, run.seed) == (init, train_domain, variant, int(seed)):
             return run
     raise ConfigError(f"no planned run {init}/{train_domain}/{variant}/seed{seed}")
 
@@ -436,6 +451,11 @@ def plan(cfg: dict) -> dict[str, Any]:
             "checkpoint_evals": evals,
             "base_evals": sum(len(eval_domains(cfg, i)) for i in cfg["inits"]),
         },
+        # each level of the controls (issue 18): the runs it reads and its property log
+        "controls": [{"control": p["control"], "level": p["level"], "setting": ControlLevel(**{
+            k: v for k, v in p.items() if k != "run_label"}).setting(), "runs": p["run_label"],
+            "own_runs": p["run_label"] == f"{p['control']}-{p['level']}", "property_log": path}
+            for p, path in zip(control_property_params(cfg), control_property_paths(cfg))],
     }
 
 
@@ -447,13 +467,72 @@ def base_variants(cfg: dict, init: str) -> list[str]:
 
 
 def table_names(cfg: dict) -> list[str]:
-    """The tables the workflow builds: the paper's (and ours), plus the mixture table when enabled."""
-    return [*TABLE_VARIANTS, *([MIXTURE_TABLE] if mixture_experiments(cfg) else [])]
+    """The tables the workflow builds: the paper's (and ours), plus the mixture table and the
+    controls' tables when enabled."""
+    return [*TABLE_VARIANTS, *([MIXTURE_TABLE] if mixture_experiments(cfg) else []),
+            *(CONTROL_TABLES if control_levels(cfg) else ())]
+
+
+# ---- controls (issue 18; gentax.controls) ----------------------------------------------------------
+def control_property_paths(cfg: dict) -> list[str]:
+    """Each level's property log (relative to the results folder), in level order."""
+    return [property_path(cfg, level) for level in control_levels(cfg)]
+
+
+def control_property_params(cfg: dict) -> list[dict]:
+    """What the controls' properties table is made of: each level and its runs' variant name."""
+    return [{**level._asdict(), "run_label": level_run_label(cfg, level)} for level in control_levels(cfg)]
+
+
+def control_run(level: ControlLevel, seed: int, steps: int) -> RunSpec:
+    """A control level's run: the level's variant on its training domain, with the level's domain
+    setting and augmentation in place of the config's, named by the level's label."""
+    d = level.train_domain
+    aug = ({"kind": level.augmentation["kind"], "p": float(level.augmentation["p"]), "eps": {d: int(level.augmentation["eps"])}}
+           if runspec.augments(level.variant) else None)
+    return RunSpec(init=level.init, train=((d, 1),), variant=level.variant, seed=int(seed), steps=int(steps),
+                   think=runspec.think_mode(level.variant), augmentation=aug, domains={d: dict(level.domain)},
+                   label=level.label)
+
+
+def _control_plan(cfg: dict, grid: list[RunSpec]) -> tuple[list[RunSpec], dict[str, str]]:
+    """(the control runs to train, {level label: the variant label of the runs it reads}). A level
+    whose run is a grid run (or an earlier level's) in all but its name and length reads that run
+    (the part up to ``grid.steps``): the same run is never trained twice."""
+    seeds, steps = [int(s) for s in cfg["grid"]["seeds"]], int(cfg["grid"]["steps"])
+    new: list[RunSpec] = []
+    labels: dict[str, str] = {}
+    for level in control_levels(cfg):
+        spec = control_run(level, seeds[0], steps)
+        same = next((r for r in grid + new if r.seed == spec.seed
+                     and r == dataclasses.replace(spec, label=r.label, steps=r.steps)), None)
+        labels[level.label] = same.variant_label if same else level.label
+        if same is None:
+            new += [control_run(level, seed, steps) for seed in seeds]
+    return new, labels
+
+
+def level_run_label(cfg: dict, level: ControlLevel) -> str:
+    """The variant label of the runs a control level reads (its own, or a grid run's it reuses)."""
+    return _control_plan(cfg, _grid_runs(cfg))[1][level.label]
+
+
+def variant_labels(cfg: dict) -> list[str]:
+    """Every variant name a run folder may have: the registered variants and the control runs' labels."""
+    return [*runspec.variant_names(), *sorted({r.label for r in runs(cfg) if r.label})]
+
+
+def control_level(cfg: dict, label: str) -> ControlLevel:
+    for level in control_levels(cfg):
+        if level.label == label:
+            return level
+    raise ConfigError(f"no control level {label!r}; planned: {', '.join(lv.label for lv in control_levels(cfg)) or 'none'}")
 
 
 def figure_names(cfg: dict) -> list[str]:
-    """The figures the workflow builds: the paper's, plus the mixture figure when enabled."""
-    return [*FIGURE_VARIANTS, *([MIXTURE_FIGURE] if mixture_experiments(cfg) else [])]
+    """The figures the workflow builds: the paper's, plus the mixture figure and the controls' when enabled."""
+    return [*FIGURE_VARIANTS, *([MIXTURE_FIGURE] if mixture_experiments(cfg) else []),
+            *([CONTROL_FIGURE] if control_levels(cfg) else [])]
 
 
 def artifact_runs(cfg: dict, name: str) -> list[Run]:
@@ -463,19 +542,24 @@ def artifact_runs(cfg: dict, name: str) -> list[Run]:
 
     if name in MIXTURE_ARTIFACTS:
         mixed = [r for r in runs(cfg) if is_mixture(r.train_domain)]
-        members = {(r.init, d, r.variant) for r in mixed for d in mixture_weights(r.train_domain)}
-        return mixed + [r for r in runs(cfg) if (r.init, r.train_domain, r.variant) in members]
+        members = {(r.init, d, r.variant_label) for r in mixed for d in mixture_weights(r.train_domain)}
+        return mixed + [r for r in runs(cfg) if (r.init, r.train_domain, r.variant_label) in members]
+    if name in CONTROL_NAMES:
+        wanted = {(lv.init, lv.train_domain, level_run_label(cfg, lv)) for lv in control_levels(cfg)}
+        return [r for r in runs(cfg) if (r.init, r.train_domain, r.variant_label) in wanted]
     variants = artifact_variants(name)
-    return [r for r in runs(cfg) if r.variant in variants and not is_mixture(r.train_domain)]
+    return [r for r in runs(cfg) if r.variant_label in variants and not is_mixture(r.train_domain)]
 
 
 def artifact_variants(name: str, cfg: dict | None = None) -> list[str]:
     """The run variants a table or figure reads; ConfigError for an unknown name."""
     if name in MIXTURE_ARTIFACTS:
         return sorted({e["variant"] for e in mixture_experiments(cfg)}) if cfg is not None else ["default"]
+    if name in CONTROL_NAMES:  # the base rows their ΔID and ΔOOD compare with
+        return sorted({runspec.base_variant(lv.variant) for lv in control_levels(cfg)}) if cfg is not None else ["default"]
     variants = TABLE_VARIANTS.get(name) or FIGURE_VARIANTS.get(name)
     if variants is None:
-        known = ", ".join([*TABLE_VARIANTS, *FIGURE_VARIANTS, *MIXTURE_ARTIFACTS])
+        known = ", ".join([*TABLE_VARIANTS, *FIGURE_VARIANTS, *MIXTURE_ARTIFACTS, *CONTROL_NAMES])
         raise ConfigError(f"unknown table or figure {name!r}; known: {known}")
     return variants
 
@@ -491,10 +575,10 @@ def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
     out: dict[str, list[int]] = defaultdict(list)
     parts: dict[Run, set[str]] = {}
     bases: set[tuple[str, str]] = set()
-    with_properties = False
+    with_properties = with_controls = False
     for name in names:
         variants = artifact_variants(name, cfg)
-        out["figure" if name in FIGURE_VARIANTS or name == MIXTURE_FIGURE else "table"].append(0)
+        out["figure" if name in FIGURE_VARIANTS or name in (MIXTURE_FIGURE, CONTROL_FIGURE) else "table"].append(0)
         for run in artifact_runs(cfg, name):
             wanted = parts.setdefault(run, set())
             wanted.add("main")
@@ -502,6 +586,7 @@ def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
                 wanted.add("extended")
         bases |= {(init, v) for init in ("v1", "v2") for v in base_variants(cfg, init) if v in variants or v == "default"}
         with_properties |= name in TABLES_WITH_PROPERTIES
+        with_controls |= name in CONTROL_NAMES
     episodes = cfg["eval"]["episodes"]
     task_domains: set[str] = set()
     for run, wanted in parts.items():
@@ -516,12 +601,19 @@ def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
         out["base_summary"].append(0)
         task_domains |= set(eval_domains(cfg, init))
     inits = {run.init for run in parts} | {init for init, _ in bases}
+    logs: set[str] = set()  # property logs: Table 3's per domain, the controls' per level
     if with_properties:
-        init = cfg["properties"]["init"]
-        inits.add(init)
-        out["properties"] += [cfg["properties"]["episodes"]] * len(eval_domains(cfg, init))
+        logs |= {f"properties/{d}.json" for d in eval_domains(cfg, cfg["properties"]["init"])}
         out["properties_table"].append(0)
-        task_domains |= set(eval_domains(cfg, init))
+    if with_controls:
+        logs |= set(control_property_paths(cfg))
+        out["controls_properties_table"].append(0)
+    for log in sorted(logs):
+        out["control_properties" if log.startswith("properties/controls/") else "properties"].append(
+            cfg["properties"]["episodes"])
+        task_domains.add(Path(log).stem)
+    if logs:
+        inits.add(cfg["properties"]["init"])
     from gentax.train.sft_config import load_sft_config
 
     if "v2" in inits:

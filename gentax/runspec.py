@@ -22,7 +22,9 @@ A **run spec** (``RunSpec``) is one RL run, resolved once by the plan (``gentax.
 init, training domains with weights (``train``; one domain = weight 1), variant, seed, total
 steps, thinking mode, augmentation (None, or {kind, p, eps: {domain: eps}} for the training
 domains) and the training domains' settings after the variant's overrides (``domains``: {domain:
-{max_steps, options}}). The workflow writes it into the run folder (``run_spec.json``) and hands
+{max_steps, options}}); a run that is no grid run of its variant, a level of a control sweep
+(issue 18, built by ``gentax.plan.control_run``), also has a ``label`` that names it in paths and
+tables instead of the variant (``variant_label``); a grid run's spec has no ``label`` key. The workflow writes it into the run folder (``run_spec.json``) and hands
 it to ``gentax train rl --run-spec``; the engines read it as it is.
 
 ``THINK_MODES`` maps a thinking mode to the collector's settings (``CollectConfig`` fields), and
@@ -36,6 +38,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
 from typing import Any, Mapping
 
 from gentax.errors import GentaxError
@@ -131,12 +134,21 @@ class RunSpec:
     think: str
     augmentation: Mapping[str, Any] | None
     domains: Mapping[str, Mapping[str, Any]]
+    #: a run that is no grid run of its variant: a level of a control sweep (issue 18,
+    #: ``gentax.controls``: ``difficulty-short``, ``richness-eps80``) whose settings override the
+    #: variant's; its name in paths and tables instead of the variant's. Empty for a grid run.
+    label: str = ""
 
     def __post_init__(self):
         _check(self)
 
     def __hash__(self) -> int:
-        return hash((self.init, self.train, self.variant, self.seed, self.steps))
+        return hash((self.init, self.train, self.variant, self.seed, self.steps, self.label))
+
+    @property
+    def variant_label(self) -> str:
+        """The run's variant name in paths, wildcards and tables: its label, else its variant."""
+        return self.label or self.variant
 
     @property
     def weights(self) -> dict[str, int]:
@@ -152,17 +164,18 @@ class RunSpec:
     @property
     def path(self) -> str:
         """Relative run folder (under ``<results>/runs/``)."""
-        return f"{self.init}/{self.train_domain}/{self.variant}/seed{self.seed}"
+        return f"{self.init}/{self.train_domain}/{self.variant_label}/seed{self.seed}"
 
     def row(self) -> dict[str, Any]:
         """The run's identity as a plain row (``gentax plan --json``)."""
-        return {"init": self.init, "train_domain": self.train_domain, "variant": self.variant, "seed": self.seed,
+        return {"init": self.init, "train_domain": self.train_domain, "variant": self.variant_label, "seed": self.seed,
                 "steps": self.steps}
 
     def to_dict(self) -> dict[str, Any]:
         return {"init": self.init, "train": [[d, w] for d, w in self.train], "variant": self.variant,
                 "seed": self.seed, "steps": self.steps, "think": self.think,
-                "augmentation": copy.deepcopy(_plain(self.augmentation)), "domains": copy.deepcopy(_plain(self.domains))}
+                "augmentation": copy.deepcopy(_plain(self.augmentation)), "domains": copy.deepcopy(_plain(self.domains)),
+                **({"label": self.label} if self.label else {})}  # a grid run's spec (a job param) stays as it was
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "RunSpec":
@@ -170,7 +183,8 @@ class RunSpec:
         if not isinstance(data, Mapping):
             raise GentaxError(f"run spec: expected a mapping, got {type(data).__name__}")
         fields = [f.name for f in dataclasses.fields(cls)]
-        missing, unknown = [k for k in fields if k not in data], sorted(set(data) - set(fields))
+        missing = [k for k in fields if k not in data and k != "label"]  # label: optional
+        unknown = sorted(set(data) - set(fields))
         if missing or unknown:
             raise GentaxError("run spec: " + "; ".join(
                 part for part in (missing and f"missing key(s) {', '.join(missing)}",
@@ -181,7 +195,7 @@ class RunSpec:
             raise GentaxError(f"run spec key train: expected [[domain, weight], ...], got {data['train']!r}") from None
         return cls(init=data["init"], train=train, variant=data["variant"], seed=data["seed"], steps=data["steps"],
                    think=data["think"], augmentation=copy.deepcopy(_plain(data["augmentation"])),
-                   domains=copy.deepcopy(_plain(data["domains"])))
+                   domains=copy.deepcopy(_plain(data["domains"])), label=data.get("label", ""))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -205,6 +219,9 @@ def _check(run: RunSpec) -> None:
         return GentaxError(f"run spec key {key}: {what}")
 
     v = variant(run.variant)
+    if not isinstance(run.label, str) or (run.label and (not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", run.label)
+                                                         or run.label in VARIANTS)):
+        raise bad("label", f"expected empty or a name of [a-z0-9_-] that is no registered variant, got {run.label!r}")
     if not isinstance(run.init, str) or not run.init:
         raise bad("init", f"expected a non-empty name, got {run.init!r}")
     for key in ("seed", "steps"):

@@ -7,7 +7,8 @@ TRAIN_DOMAIN_RE = rf"(?:{DOMAIN_RE})(?:\*\d+)?(?:\+(?:{DOMAIN_RE})(?:\*\d+)?)*"
 
 wildcard_constraints:
     init="v1|v2",
-    variant="|".join(grunspec.variant_names()),  # the variant registry (gentax/runspec.py)
+    variant="|".join(map(re.escape, gplan.variant_labels(config))),  # the variant registry (gentax/runspec.py) + control runs' labels
+    label="|".join(re.escape(level.label) for level in gcontrols.control_levels(config)) or "(?!)",  # control levels
     domain=DOMAIN_RE,
     train_domain=TRAIN_DOMAIN_RE,
     eval_domain=DOMAIN_RE,
@@ -106,7 +107,7 @@ def eval_file(init, train_domain, variant, seed, step, eval_domain):
 def run_summary_inputs(wc):
     """part "main": checkpoints up to grid.steps; "extended": those of the continued training."""
     run = planned_run(wc)
-    return [eval_file(run.init, run.train_domain, run.variant, run.seed, step, d)
+    return [eval_file(run.init, run.train_domain, run.variant_label, run.seed, step, d)
             for step in gplan.eval_steps(config, run, wc.part) for d in gplan.eval_domains(config, run.init)]
 
 
@@ -135,6 +136,8 @@ def table_inputs(wc):
     inputs = {"summaries": summaries_for(name)}
     if name in TABLES_WITH_PROPERTIES:
         inputs["properties"] = f"{R}/properties/properties.csv"
+    if name in gplan.CONTROL_NAMES:
+        inputs["controls"] = f"{R}/{gcontrols.PROPERTIES_TABLE}"
     return inputs
 
 
@@ -169,15 +172,22 @@ def run_spec_params(wc):
 
 
 def think_param(wc):
-    """The thinking mode an eval of a run (or base row) of variant wc.variant uses (gentax.runspec)."""
-    return grunspec.think_mode(wc.variant)
+    """The thinking mode an eval uses: the run's (gentax.runspec), or for a base row its variant's."""
+    if wc.train_domain == "base":
+        return grunspec.think_mode(wc.variant)
+    return planned_run(wc).think
+
+
+def control_level(label):
+    """A level of the controls (gentax.controls) by its label."""
+    return gplan.control_level(config, label)
 
 
 # ---- the filler arm (controls.filler; gentax.agent.filler) ---------------------------------------
 def filler_segment_input(wc):
     """A filler run's segment waits for its thinking run (gentax.plan.filler_reference) trained
     through the segment's last step: step k's filler has that run's mean think tokens of step k."""
-    if grunspec.think_mode(wc.variant) != "filler":
+    if think_param(wc) != "filler":
         return {}
     ref = gplan.filler_reference(config, planned_run(wc))
     start, end = gplan.segment_of(config, ref, int(wc.end))
@@ -186,7 +196,7 @@ def filler_segment_input(wc):
 
 def filler_eval_input(wc):
     """A filler-mode eval reads the thinking evaluation of the same cell (its mean think tokens)."""
-    if grunspec.think_mode(wc.variant) != "filler":
+    if think_param(wc) != "filler":
         return {}
     if wc.train_domain == "base":
         return {"thinking": eval_file(wc.init, "base", grunspec.DEFAULT_VARIANT, 0, 0, wc.eval_domain)}
@@ -195,4 +205,4 @@ def filler_eval_input(wc):
 
 def filler_params(wc):
     """controls.filler's settings for a filler job ({} for every other variant)."""
-    return gplan.filler_settings(config) if grunspec.think_mode(wc.variant) == "filler" else {}
+    return gplan.filler_settings(config) if think_param(wc) == "filler" else {}

@@ -1,6 +1,11 @@
 """Reading Snakemake's plan: the "Job stats" table of a dry-run (shared by the workflow tests)."""
 
 import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def job_counts(text: str) -> dict[str, int]:
@@ -16,3 +21,17 @@ def job_counts(text: str) -> dict[str, int]:
         if m.group(1) != "total":
             counts[m.group(1)] = int(m.group(2))
     return counts
+
+
+def extra_jobs(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """{rule: jobs} that plan ``after`` has more than plan ``before``; only rules whose count changes."""
+    extra = {rule: after.get(rule, 0) - before.get(rule, 0) for rule in set(after) | set(before)}
+    return {rule: n for rule, n in extra.items() if n}
+
+
+def dry_run_counts(*args: str) -> dict[str, int]:
+    """{rule: planned jobs} of ``snakemake -n ARGS`` in the repository (the run must succeed)."""
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return job_counts(proc.stdout + proc.stderr)

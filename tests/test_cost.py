@@ -48,7 +48,8 @@ def counts(jobs):
     (["--profile", "profiles/slurm", "results/figures/training_curves.png"], paper, ["training_curves"]),
     (["--profile", "profiles/slurm", "--configfile", "tests/filler_on.yaml"], paper_with_filler, None),
     (["--forceall"], embedded, None),
-], ids=["paper", "paper-table5", "paper-training-curves", "paper-filler", "embedded"])
+    (["--forceall", "results/tables/controls_sweep.csv"], embedded, ["controls_sweep"]),
+], ids=["paper", "paper-table5", "paper-training-curves", "paper-filler", "embedded", "embedded-controls-table"])
 def test_priced_jobs_are_the_jobs_snakemake_plans(args, cfg, names):
     text = dry_run(*args)
     planned = job_counts(text)

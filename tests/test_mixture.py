@@ -53,28 +53,17 @@ def test_a_mixture_run_trains_one_step_on_both_domains(tmp_path):
     assert (run / "checkpoints" / "step_1" / "config.json").is_file()
 
 
-def _dry_run(*args: str) -> dict[str, int]:
-    import subprocess
-    import sys
-
-    from snakemake_plans import job_counts
-
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return job_counts(proc.stdout + proc.stderr)
-
-
 def test_the_paper_grid_with_the_mixture_block_plans_exactly_the_extra_runs_and_evals(tmp_path):
     on = tmp_path / "mixtures.yaml"
     on.write_text("grid: {mixtures: {enabled: true}}\n")
-    paper = _dry_run("--profile", "profiles/slurm")
-    mixed = _dry_run("--profile", "profiles/slurm", "--configfile", str(on))
-    extra = {rule: mixed.get(rule, 0) - paper.get(rule, 0) for rule in set(mixed) | set(paper)}
+    from snakemake_plans import dry_run_counts, extra_jobs
+
+    paper = dry_run_counts("--profile", "profiles/slurm")
+    mixed = dry_run_counts("--profile", "profiles/slurm", "--configfile", str(on))
     # V2 x {alfworld+webshop, sokoban+sciworld} x 3 seeds: 6 runs of one segment each, evaluated at
     # the last 4 checkpoints on all 4 of V2's domains, one summary each, the mixture table and figure
-    assert {rule: n for rule, n in extra.items() if n} == {"rl_segment": 6, "eval_checkpoint": 6 * 4 * 4,
-                                                          "run_summary": 6, "table": 1, "figure": 1}
+    assert extra_jobs(paper, mixed) == {"rl_segment": 6, "eval_checkpoint": 6 * 4 * 4, "run_summary": 6, "table": 1,
+                                        "figure": 1}
 
 
 def test_a_mixture_must_name_known_evaluated_domains():

@@ -49,6 +49,18 @@ def test_properties_writes_measures(tmp_path, capsys):
     assert "richness" in capsys.readouterr().out
 
 
+def test_properties_of_augmented_states_measure_the_richer_text(tmp_path):
+    # a richness level of the controls (issue 18): the property log sees the states its runs train on
+    plain, rich = tmp_path / "plain.parquet", tmp_path / "rich.parquet"
+    common = ["properties", "--generator", "expert", "--domain", "sokoban", "--episodes", "2", "--t-max", "50", "--quiet"]
+    assert main([*common, "--out", str(plain)]) == 0
+    assert main([*common, "--aug-eps", "80", "--aug-p", "1.0", "--out", str(rich)]) == 0
+    plain_report, rich_report = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("plain", "rich"))
+    assert rich_report["augmentation"] == {"eps": 80, "p": 1.0, "kind": "distractor"}
+    assert rich_report["measures"]["augmented_fraction"] == 1.0 and plain_report["measures"]["augmented_fraction"] == 0.0
+    assert rich_report["measures"]["richness"] > plain_report["measures"]["richness"] + 100
+
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["eval", "--domain", "chess", "--episodes", "1", "--generator", "expert", "--out", str(tmp_path / "a.parquet")]) == 2
     assert "unknown domain 'chess'" in capsys.readouterr().err

@@ -55,8 +55,14 @@ def test_embedded_default_plan_builds_the_embedded_model():
     c = job_counts(text)
     for rule in ("embedded_model", "embedded_base_data", "embedded_base", "rl_v1", "sft_v2", "properties"):
         assert c.get(rule, 0) >= 1, rule
-    # tables 2-8 + bootstrap CIs + rank stability + mixture_ood; the 4 paper figures + mixture_delta_ood
-    assert c["table"] == 9 + 1 and c["figure"] == 4 + 1
+    # tables 2-8 + bootstrap CIs + rank stability + mixture_ood + the controls' sweep and regression;
+    # the paper's 4 figures + the mixture's + the controls'
+    assert c["table"] == 9 + 1 + 2 and c["figure"] == 4 + 1 + 1
+    # the controls (issue 18): one run of its own (V1 Sokoban with longer solutions), evaluated on V1's
+    # 3 domains; the other levels read the grid's V1 Sokoban default and aug runs; two property logs
+    assert c["control_properties"] == 2 and c["controls_properties_table"] == 1
+    assert "results/runs/v1/sokoban/difficulty-longer/seed0/segment_0_2.json" in text
+    assert "results/properties/controls/richness-eps80/sokoban.json" in text
     # the embedded grid's only nothink run starts from V2: V1 is never evaluated with thinking off
     assert "results/eval/v2/base/nothink/seed0/step0/sokoban.json" in text
     assert "results/eval/v1/base/nothink/" not in text

@@ -51,6 +51,8 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--summary", required=True, help="success summary, long format (.csv or .parquet)")
     parser.add_argument("--properties", help="environment properties (.csv or .parquet); optional")
+    parser.add_argument("--controls", help="the controls' properties, one row per level (.csv or .parquet; "
+                                           "gentax.analysis.controls); optional: adds the controls' tables and figure")
     parser.add_argument("--out", required=True, help="output folder (replaced as a whole)")
     parser.add_argument("--window", type=_int_list, default=",".join(map(str, DEFAULT_WINDOW)),
                         help="checkpoint steps averaged per seed (default: %(default)s)")
@@ -86,7 +88,7 @@ def run(args) -> int:
         tie_points=args.tie_points, aug_variants=args.aug_variants,
         nothink_variant=args.nothink_variant.strip().lower(), filler_variant=args.filler_variant.strip().lower(),
         delta_id_base=args.delta_id_base,
-        error_mark_pct=args.error_mark_pct,
+        error_mark_pct=args.error_mark_pct, controls=args.controls,
     )
     print(f"wrote {len(analysis.tables)} tables to {args.out} "
           f"from {len(analysis.summary)} summary rows in {time.perf_counter() - started:.1f} s")

@@ -12,6 +12,10 @@
   and mean OOD success (dashed; mean over seeds, then over the OOD domains evaluated at that
   step) against the training step, for every run with rows at two or more steps; the default
   window shaded;
+- ``controls_delta_ood`` (only with the controls' properties, issue 18): two panels, ΔOOD of
+  each difficulty level against its measured planning complexity and of each richness level
+  against its measured richness (characters), with the 95% seed intervals of ``controls_sweep``
+  as error bars; an undefined ΔOOD is listed as "n/a" under the panel, not drawn;
 - ``mixture_delta_ood`` (beyond the paper; only with mixture runs, from the ``mixture_ood`` table):
   per mixture, the ΔOOD of the mixture run and of each member's single-domain run over the domains
   outside the mixture, with their 95% bootstrap intervals as error bars.
@@ -37,8 +41,9 @@ from gentax.domains import DOMAINS
 from gentax.io import atomic_path
 
 FIGURE_NAMES = ("ood_vs_properties", "delta_ood_augmentation", "delta_ood_thinking", "training_curves",
-                "mixture_delta_ood")
+                "mixture_delta_ood", "controls_delta_ood")
 MIXTURE_FIGURE = "mixture_delta_ood"  # drawn by write_all only when the analysis has mixture runs
+CONTROLS_FIGURE = "controls_delta_ood"  # drawn by write_all only with the controls' properties
 _FORMATS = {"png": {"Software": None}, "svg": {"Date": None}}
 _MARKERS = {"v1": "o", "v2": "s"}
 _INIT_COLOURS = {"v1": "tab:blue", "v2": "tab:orange"}
@@ -207,6 +212,41 @@ def training_curves(analysis) -> Figure:
     return fig
 
 
+def controls_delta_ood(analysis) -> Figure:
+    from gentax.analysis.controls import SWEEP_TABLE, controls_tables
+
+    table = analysis.tables.get(SWEEP_TABLE) or {t.name: t for t in controls_tables(
+        analysis.summary.iloc[0:0], analysis.values, None, None, 0, 0)}[SWEEP_TABLE]
+    data = table.data
+    fig = _new_figure(10.0, 4.2, left=0.08, wspace=0.25, bottom=0.2)
+    panels = (("difficulty", "complexity", "measured planning complexity (mean steps, failures = T_max)",
+               "difficulty sweep: ΔOOD vs planning complexity"),
+              ("richness", "richness_chars", "measured state richness (mean characters per state)",
+               "richness sweep: ΔOOD vs state richness"))
+    for ax, (control, column, xlabel, title) in zip(fig.subplots(1, 2), panels):
+        rows = data[data["control"] == control]
+        drawn = rows[rows["delta_ood_pct"].notna() & rows[column].notna()]
+        undefined = [r.level for r in rows.itertuples() if r.level not in set(drawn["level"])]
+        if len(drawn):
+            y = drawn["delta_ood_pct"].to_numpy(dtype=float)
+            low, high = drawn["delta_ood_ci_low"].to_numpy(dtype=float), drawn["delta_ood_ci_high"].to_numpy(dtype=float)
+            errors = np.vstack([np.nan_to_num(y - low), np.nan_to_num(high - y)])  # no interval: no bar
+            ax.errorbar(drawn[column], y, yerr=errors, fmt="o-", capsize=3, color=_INIT_COLOURS.get(drawn["init"].iloc[0]))
+            for x, value, name in zip(drawn[column], y, drawn["level"]):
+                ax.annotate(name, (x, value), textcoords="offset points", xytext=(4, 4), fontsize=8)
+            ax.axhline(0, color="black", linewidth=0.8)
+            ax.margins(x=0.15, y=0.15)
+        else:
+            _no_data(ax)
+        if undefined:
+            ax.text(0.0, -0.22, "n/a (undefined ΔOOD or property): " + ", ".join(undefined), transform=ax.transAxes,
+                    fontsize=8, color="grey")
+        ax.set_xlabel(xlabel, fontsize=9)
+        ax.set_ylabel("ΔOOD (%)")
+        ax.set_title(title, fontsize=10)
+    return fig
+
+
 def build_figure(name: str, analysis) -> Figure:
     if name == "ood_vs_properties":
         return ood_vs_properties(analysis)
@@ -220,6 +260,8 @@ def build_figure(name: str, analysis) -> Figure:
         from gentax.analysis.tables import mixture_ood
 
         return mixture_delta_ood(analysis.tables.get("mixture_ood") or mixture_ood(analysis.values, set()))
+    if name == CONTROLS_FIGURE:
+        return controls_delta_ood(analysis)
     raise KeyError(name)
 
 
@@ -228,7 +270,8 @@ def write_all(analysis, folder: Path) -> list[Path]:
     only when the analysis has mixture runs, like its table)."""
     paths = []
     for name in FIGURE_NAMES:
-        if name == MIXTURE_FIGURE and "mixture_ood" not in analysis.tables:
+        if (name == MIXTURE_FIGURE and "mixture_ood" not in analysis.tables) or \
+                (name == CONTROLS_FIGURE and analysis.controls is None):
             continue
         fig = build_figure(name, analysis)
         paths += [save(fig, folder / f"{name}.{ext}") for ext in _FORMATS]

@@ -66,3 +66,40 @@ def synthetic_properties() -> pd.DataFrame:
         "richness": [1572.0, 3063.0, 3114.0, 2851.0],
         "complexity": [42.0, 33.9, 44.0, 43.5],
     })
+
+
+def synthetic_controls(seed: int = 0, seeds=(0, 1, 2), episodes: int = 128, steps: int = 150,
+                       every: int = 15) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Summary rows of V2 Sokoban control runs and their levels table (``gentax.analysis.controls``).
+
+    Three difficulty levels and three richness levels; the OOD tax planted in them grows with the
+    level's complexity and not with its richness (random draws around it: an example, not a result).
+    """
+    rng = np.random.default_rng(seed)
+    levels = pd.DataFrame({
+        "control": ["difficulty"] * 3 + ["richness"] * 3,
+        "level": ["short", "medium", "long", "eps0", "eps80", "eps240"],
+        "order": [0, 1, 2, 0, 1, 2],
+        "init": "v2", "train_domain": "sokoban",
+        "variant": ["default"] * 3 + ["aug"] * 3,
+        "setting": ["min_solution_length=3, max_solution_length=4", "min_solution_length=5, max_solution_length=6",
+                    "min_solution_length=7, max_solution_length=9", "eps=0, p=1", "eps=80, p=1", "eps=240, p=1"],
+        "richness": [1905.0, 1910.0, 1902.0, 1904.0, 2231.0, 2885.0],
+        "tokens_per_obs": [610.0, 612.0, 609.0, 610.0, 690.0, 850.0],
+        "complexity": [31.0, 40.0, 47.5, 44.0, 44.5, 45.0],
+        "success": [0.45, 0.25, 0.06, 0.14, 0.13, 0.12],
+    })
+    levels["label"] = levels["control"] + "-" + levels["level"]
+    records = []
+    for level in levels.itertuples():
+        tax = -0.02 * (level.complexity - 25.0)  # relative OOD change, planted on complexity only
+        for run_seed in seeds:
+            for step in range(every, steps + 1, every):
+                for eval_domain in domains_of("v2"):
+                    base = _BASE_SUCCESS[eval_domain]
+                    p = base + 0.3 * step / steps if eval_domain == "sokoban" else base * (1.0 + tax * step / steps)
+                    wins = rng.binomial(episodes, float(np.clip(p + rng.normal(0.0, 0.01), 0.0, 1.0)))
+                    records.append({"init": "v2", "train_domain": "sokoban", "variant": level.label, "seed": run_seed,
+                                    "step": step, "eval_domain": eval_domain, "success": wins / episodes,
+                                    "invalid_rate": 0.02, "episodes": episodes})
+    return pd.DataFrame.from_records(records), levels

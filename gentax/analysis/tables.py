@@ -52,7 +52,7 @@ from gentax.io import atomic_path, write_text
 
 TABLE_NAMES = ("table2_success", "table3_ranking", "table4_extended", "table5_augmentation",
                "table6_relative_change", "table7_thinking", "table8_rank_detail", "success_ci",
-               "rank_stability", "mixture_ood")
+               "rank_stability", "mixture_ood", "controls_sweep", "controls_regression")
 #: Training domains the paper augments (Table 5); others appear when the summary has them.
 AUGMENTED_DOMAINS = ("alfworld", "webshop", "sokoban")
 DELTA_ID_BASES = ("matching", "default")
@@ -513,7 +513,8 @@ def _arrow(before, after, signed: bool = False) -> str:
 
 
 _INTEGER_COLUMNS = {"score_v1", "score_v2", "score_v1v2", "score", "rank", "ranking_score", "n_seeds",
-                    "draws_with_score"}
+                    "draws_with_score", "n_runs", "n_settings", "draws_used"}
+_TWO_DECIMALS = {"r2"}
 
 
 def _format_value(value, column: str) -> str:
@@ -525,6 +526,8 @@ def _format_value(value, column: str) -> str:
         return MISSING
     if isinstance(value, (int, np.integer)) or column in _INTEGER_COLUMNS or column.startswith("rank_"):
         return f"{value:.0f}"
+    if column in _TWO_DECIMALS:
+        return f"{value:.2f}"
     return f"{value:.1f}"
 
 
@@ -597,6 +600,8 @@ class Analysis:
     summary: pd.DataFrame
     properties: pd.DataFrame | None
     notes: list[str]
+    #: the controls' properties table (``gentax.analysis.controls.load_levels``), when given
+    controls: pd.DataFrame | None = None
 
 
 def mixture_ood(values: Values, variants_present: set[tuple], draws: stats.BootstrapDraws | None = None) -> Table:
@@ -637,11 +642,16 @@ def mixture_ood(values: Values, variants_present: set[tuple], draws: stats.Boots
                  "intervals", pd.DataFrame.from_records(records, columns=columns))
 
 
-def compute_tables(summary, properties=None, settings: Settings | None = None) -> Analysis:
-    """Validate the inputs and compute every table and statistic (nothing is written)."""
+def compute_tables(summary, properties=None, settings: Settings | None = None, controls=None) -> Analysis:
+    """Validate the inputs and compute every table and statistic (nothing is written).
+    ``controls``: the controls' properties table (``gentax.analysis.controls``); with it the
+    controls' tables are computed too."""
+    from gentax.analysis import controls as control_tables
+
     settings = settings or Settings()
     summary = load_summary(summary)
     properties = load_properties(properties) if properties is not None else None
+    levels = control_tables.load_levels(controls) if controls is not None else None
     summary, notes = drop_excluded(summary)
     rows, window_notes = window_rows(summary, settings.window)
     notes += window_notes
@@ -673,25 +683,30 @@ def compute_tables(summary, properties=None, settings: Settings | None = None) -
     mixtures = mixture_ood(values, variants_present, draws)
     if not mixtures.data.empty:  # only a summary with mixture runs gets this table
         tables.append(mixtures)
-    known = {t for t in (DEFAULT_VARIANT, settings.nothink_variant, settings.filler_variant, *settings.aug_variants)}
+    if levels is not None:
+        tables += control_tables.controls_tables(rows, values, levels, draws, settings.n_boot, settings.seed)
+    known = {t for t in (DEFAULT_VARIANT, settings.nothink_variant, settings.filler_variant, *settings.aug_variants,
+                         *(levels["label"] if levels is not None else ()))}
     unused = sorted({k[2] for k in variants_present} - known)
     if unused:
         notes.append(f"variant(s) in no table: {', '.join(unused)} (see success_ci)")
     return Analysis(settings, {t.name: t for t in tables}, intervals, stability, values,
-                    summary, properties, notes)
+                    summary, properties, notes, levels)
 
 
 #: Outputs that need bootstrap draws; the others are built with ``n_boot=0`` by ``build_one``.
-_NEEDS_BOOTSTRAP = {"table2_success", "success_ci", "rank_stability", "mixture_ood", "mixture_delta_ood"}
+_NEEDS_BOOTSTRAP = {"table2_success", "success_ci", "rank_stability", "mixture_ood", "mixture_delta_ood",
+                    "controls_sweep", "controls_regression", "controls_delta_ood"}
 
 
-def build_one(name: str, summary, properties, outputs, **options) -> Analysis:
+def build_one(name: str, summary, properties, outputs, controls=None, **options) -> Analysis:
     """Build one table or figure and write it to the given paths (each atomically).
 
     ``name``: a table (``table2_success`` ... ``rank_stability``; ``outputs`` maps ``csv``,
     ``md``, ``tex`` to paths) or a figure of ``figures.FIGURE_NAMES`` (``outputs`` maps
     ``png``, ``svg``). ``summary`` may be a list of per-run files; ``options`` are ``Settings``
-    fields (``window``, ``n_boot``, ``seed``, ...). This is what a workflow rule calls.
+    fields (``window``, ``n_boot``, ``seed``, ...); ``controls`` the controls' properties table
+    (the controls' tables and figure need it). This is what a workflow rule calls.
     """
     from gentax.analysis import figures  # matplotlib only for figures
 
@@ -707,9 +722,9 @@ def build_one(name: str, summary, properties, outputs, **options) -> Analysis:
         raise GentaxError(f"{name}: no output path for {', '.join(missing)}")
     if name not in _NEEDS_BOOTSTRAP:
         options["n_boot"] = 0
-    analysis = compute_tables(summary, properties, Settings(**options))
+    analysis = compute_tables(summary, properties, Settings(**options), controls)
     if name in TABLE_NAMES:
-        table = analysis.tables.get(name) or mixture_ood(analysis.values, set())  # (an empty mixture table)
+        table = analysis.tables.get(name) or _empty_table(name, analysis)
         for ext, text in render(table).items():
             write_text(outputs[ext], text)
     else:
@@ -717,6 +732,16 @@ def build_one(name: str, summary, properties, outputs, **options) -> Analysis:
         for ext in wanted:
             figures.save(fig, outputs[ext])
     return analysis
+
+
+def _empty_table(name: str, analysis: Analysis) -> Table:
+    """A table its inputs do not give rise to (no mixture runs, no controls' table), empty."""
+    from gentax.analysis import controls as control_tables
+
+    if name in control_tables.TABLES:
+        tables = control_tables.controls_tables(analysis.summary.iloc[0:0], analysis.values, None, None, 0, 0)
+        return {t.name: t for t in tables}[name]
+    return mixture_ood(analysis.values, set())
 
 
 def _is_replaceable(out_dir: Path) -> bool:
@@ -742,11 +767,13 @@ def build_all(
     n_boot: int = stats.DEFAULT_BOOTSTRAP,
     seed: int = 0,
     figures: bool = True,
+    controls=None,
     **options,
 ) -> Analysis:
     """Compute everything and write it to ``out_dir`` (replaced atomically).
 
     ``summary``/``properties``: paths (CSV/Parquet) or DataFrames (``properties`` may be None).
+    ``controls``: the controls' properties table (optional; adds the controls' tables and figure).
     ``options``: the other ``Settings`` fields. ``out_dir`` must be absent, empty or an
     earlier output of this function (it has ``manifest.json``); nothing is half-written.
     """
@@ -755,7 +782,7 @@ def build_all(
     if not _is_replaceable(out_dir):
         raise GentaxError(f"refusing to replace {out_dir}: not empty and not an earlier 'gentax tables' output")
     settings = Settings(window=tuple(window), n_boot=n_boot, seed=seed, **options)
-    analysis = compute_tables(summary, properties, settings)
+    analysis = compute_tables(summary, properties, settings, controls)
     with atomic_path(out_dir) as tmp:
         tmp.mkdir()
         written = []
@@ -773,7 +800,8 @@ def build_all(
         (tmp / "notes.md").write_text("\n".join(notes) + "\n")
         manifest = {
             "settings": dataclasses.asdict(settings),
-            "inputs": {"summary": _describe_input(summary), "properties": _describe_input(properties)},
+            "inputs": {"summary": _describe_input(summary), "properties": _describe_input(properties),
+                       "controls": _describe_input(controls)},
             "summary_rows": int(len(analysis.summary)),
             "files": sorted(str(p.relative_to(tmp)) for p in written) + ["notes.md"],
             "seconds": round(time.perf_counter() - started, 3),

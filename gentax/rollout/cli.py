@@ -7,7 +7,8 @@
                 [--generator hf|vllm|expert] [--max-new-tokens 256] [--seed 0] [--num-workers 0]
                 [--max-steps M] [--first-task 0] [--group-size 1] [--batch-size B]
                 [--option KEY=VALUE ...] --out FILE.parquet
-    gentax properties --model PATH --domain D --episodes 128 --t-max 50 [same options] --out FILE.parquet
+    gentax properties --model PATH --domain D --episodes 128 --t-max 50 [--aug-eps E --aug-p P --aug-kind K]
+                      [same options] --out FILE.parquet
 
 ``eval`` / ``properties`` play task seeds ``first-task .. first-task + episodes - 1`` and write
 ``FILE.steps.parquet``, ``FILE.episodes.parquet`` and, last, ``FILE.json`` (for ``eval`` the
@@ -47,6 +48,10 @@ def register(subparsers) -> None:
     _rollout_arguments(properties, temperature=0.4)
     properties.add_argument("--episodes", type=int, default=128)
     properties.add_argument("--t-max", type=int, default=50, help="step limit; a failed trajectory counts t_max")
+    properties.add_argument("--aug-eps", type=int, default=0,
+                            help="augment the states with this token budget (default 0: the plain states)")
+    properties.add_argument("--aug-p", type=float, default=1.0, help="with --aug-eps: share of trajectories augmented")
+    properties.add_argument("--aug-kind", default="distractor", help="with --aug-eps: augmentation kind")
     properties.set_defaults(func=_properties)
 
 
@@ -146,9 +151,10 @@ def _properties(args: argparse.Namespace) -> int:
     from gentax.rollout.evaluation import measure_properties
 
     generator, seeds, cfg, prefix, meta = _setup(args)
+    augmentation = {"eps": args.aug_eps, "p": args.aug_p, "kind": args.aug_kind} if args.aug_eps else None
     report = measure_properties(generator, seeds, cfg, prefix, t_max=args.t_max, meta=meta,
                                 tokenizer=getattr(generator, "tokenizer", None), progress=not args.quiet,
-                                errors_as_losses=args.errors_as_losses)
+                                errors_as_losses=args.errors_as_losses, augmentation=augmentation)
     _print_summary(report["summary"] | {"domain": report["domain"]}, prefix)
     print("properties: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in report["measures"].items()))
     return 0

@@ -18,8 +18,9 @@ about the policy: ``success_rate`` leaves it out by default and counts it as a f
 ``errors_as_losses=True``; the JSON always carries ``errors`` (count), ``error_rate`` (share of
 all episodes), ``scored_episodes`` (the episodes behind ``success_rate``; null rate when 0) and
 ``error_reasons`` (one short line per distinct reason, with its count).
-``measure_properties`` collects with ``max_steps = t_max`` and no augmentation, and its JSON
-holds ``measures`` (``gentax.agent.properties.property_measures``) and ``summary``.
+``measure_properties`` collects with ``max_steps = t_max`` and no augmentation (unless it is given
+one: a richness level of the controls, issue 18, measures the states its runs train on), and its
+JSON holds ``measures`` (``gentax.agent.properties.property_measures``) and ``summary``.
 """
 
 from __future__ import annotations
@@ -117,13 +118,18 @@ def evaluate(generator, task_seeds: list[int], cfg: CollectConfig, out_prefix: s
 
 def measure_properties(generator, task_seeds: list[int], cfg: CollectConfig, out_prefix: str, *, t_max: int = 50,
                        run_id: str = "", meta: dict[str, Any] | None = None, tokenizer=None,
-                       progress: bool = True, errors_as_losses: bool = False) -> dict[str, Any]:
-    """Trajectories with ``max_steps = t_max`` (no augmentation) and their property measures."""
+                       progress: bool = True, errors_as_losses: bool = False,
+                       augmentation: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Trajectories with ``max_steps = t_max`` and their property measures; no augmentation
+    unless ``augmentation`` ({"eps", "p", "kind"}) asks for it."""
     from gentax.agent.properties import property_measures
 
     if t_max < 1:
         raise GentaxError(f"t_max must be >= 1, got {t_max}")
-    cfg = dataclasses.replace(cfg, max_steps=t_max, aug_eps=0, aug_p=0.0)
+    aug = augmentation or {}
+    cfg = dataclasses.replace(cfg, max_steps=t_max, aug_eps=int(aug.get("eps", 0)), aug_p=float(aug.get("p", 0.0)),
+                              aug_kind=aug.get("kind", cfg.aug_kind))
+    cfg.validate()
     _remove_temporaries(out_prefix)
     rollouts = collect(generator, task_seeds, cfg, run_id=run_id, progress=progress)
     measures = property_measures(rollouts.steps_frame(), rollouts.episodes_frame(), t_max=t_max, tokenizer=tokenizer)

@@ -416,7 +416,7 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
 
     for member in run.weights:  # a domain whose env does not import fails before any model is loaded
         domain_class(member)
-    domain, variant, seed, weights = run.train_domain, run.variant, run.seed, run.weights
+    domain, variant, seed, weights = run.train_domain, run.variant_label, run.seed, run.weights
     run_dir = Path(run_dir)
     init = str(init)
     require_model_folder(init, "--init")

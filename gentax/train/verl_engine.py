@@ -205,7 +205,7 @@ def verl_overrides(
         # --- tracking: verl's own logger, same names as the local engine (gentax.train.tracking)
         ("trainer.logger", gtracking.verl_logger(track)),
         ("trainer.project_name", track["project"]),
-        ("trainer.experiment_name", gtracking.experiment_name(run.train_domain, run.variant, seed)),
+        ("trainer.experiment_name", gtracking.experiment_name(run.train_domain, run.variant_label, seed)),
     ]
     pairs += [(f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}", v) for k, v in gtracking.verl_env(track, run_dir).items()]
     # Ray workers (agent loops, the trainer) must import gentax: put this checkout on their path
@@ -381,7 +381,7 @@ def train_verl(cfg: RLConfig, *, init: str, run: RunSpec, start: int, end: int, 
         print(OmegaConf.to_yaml(config))
         return 0
     run_dir.mkdir(parents=True, exist_ok=True)
-    identity = {"engine": "verl", "init": str(init), "domain": run.train_domain, "variant": run.variant,
+    identity = {"engine": "verl", "init": str(init), "domain": run.train_domain, "variant": run.variant_label,
                 "seed": run.seed, "run_spec": run.to_dict()}
     runs.check_identity(run_dir, identity, cfg.to_dict())
     export_pending(run_dir)  # a kill between save and export leaves an FSDP checkpoint behind

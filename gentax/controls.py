@@ -1,0 +1,164 @@
+"""The controls the paper lacked (issue 18): what the config's ``controls`` block plans.
+
+Two sweeps separate the paper's two confounded explanations of the generalization tax:
+
+- ``controls.difficulty``: one training domain at several difficulty levels (overrides of the
+  domain's own knobs, ``domains.<d>.max_steps`` / ``options``), augmentation off, so the state
+  text stays the domain's own;
+- ``controls.richness``: the same domain at its configured difficulty with augmentation budgets
+  ``eps`` (0 included: no text inserted), each trajectory augmented with probability ``p``.
+
+``controls.filler`` belongs to the filler-thinking arm (issue 18, part 3) and is not read here.
+
+Contract::
+
+    control_levels(cfg) -> list[ControlLevel]     # [] when no sweep is enabled
+    check_controls(cfg)                           # ConfigError naming the key; plan time
+
+A ``ControlLevel`` is one setting of the training domain: its runs are
+``(init, train_domain, label, seed)`` for every ``grid.seeds`` seed, ``grid.steps`` steps, where
+``label`` (``difficulty-<level>`` / ``richness-eps<N>``) is the run's variant name in paths and in
+the success summary; ``variant`` is the registered variant it is built on (think mode: ``default``
+or ``nothink``; a richness level: ``aug``, or ``default`` at eps 0, where nothing is inserted).
+``gentax.plan`` makes each level's runs ``RunSpec``s (``plan.control_run``: the variant with the
+level's domain setting and augmentation, ``label`` = the level's); a level whose run is a grid
+run in all but name and length reads that run instead of training it again. Each level has its own property log (the base
+policy ``properties.init`` on the level's setting, as Table 3 measures every domain), so ΔOOD
+can be read against the *measured* richness and complexity of what the run trained on.
+
+In-domain evaluation: a control run is evaluated on every domain of its init at the domains'
+configured settings (``domains.*``), the training domain included, i.e. on the same tasks as
+every other run; its ΔOOD reads only the other domains. Its own level's base success is in its
+property log.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple
+
+from gentax.errors import ConfigError
+
+DIFFICULTY = "difficulty"
+RICHNESS = "richness"
+KINDS = (DIFFICULTY, RICHNESS)
+
+
+class ControlLevel(NamedTuple):
+    control: str            # difficulty | richness
+    level: str              # the level's name (richness: eps<N>)
+    order: int              # position in its sweep (the config's order)
+    init: str
+    train_domain: str
+    variant: str            # the registered variant the runs are built on
+    domain: dict            # {"max_steps": int, "options": {...}}: the training domain's setting
+    augmentation: dict      # {} or {"kind", "p", "eps"}: what the training states get
+
+    @property
+    def label(self) -> str:
+        """The runs' variant name in paths and in the success summary."""
+        return f"{self.control}-{self.level}"
+
+    def setting(self) -> str:
+        """What sets this level apart, in words (the tables' ``setting`` column)."""
+        if self.control == RICHNESS:
+            return f"eps={self.augmentation['eps']}, p={self.augmentation['p']:g}"
+        knobs = {"max_steps": self.domain["max_steps"], **self.domain["options"]}
+        return ", ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in sorted(knobs.items()))
+
+
+def enabled(cfg: dict, kind: str) -> dict | None:
+    """``controls.<kind>`` when it is enabled, else None."""
+    block = (cfg.get("controls") or {}).get(kind) or {}
+    return block if block.get("enabled") else None
+
+
+def _domain_setting(cfg: dict, domain: str, override: dict | None = None) -> dict:
+    """The domain's configured setting with a level's override laid over it (options key by key)."""
+    base = cfg["domains"][domain]
+    override = override or {}
+    return {"max_steps": int(override.get("max_steps", base["max_steps"])),
+            "options": {**dict(base.get("options") or {}), **dict(override.get("options") or {})}}
+
+
+def control_levels(cfg: dict) -> list[ControlLevel]:
+    out = []
+    block = enabled(cfg, DIFFICULTY)
+    if block:
+        for order, override in enumerate(block["levels"]):
+            out.append(ControlLevel(DIFFICULTY, override["name"], order, block["init"], block["train_domain"], block["variant"],
+                                    _domain_setting(cfg, block["train_domain"], override), {}))
+    block = enabled(cfg, RICHNESS)
+    if block:
+        kind = cfg["augmentation"]["kind"]
+        for order, eps in enumerate(block["eps"]):
+            variant = "aug" if eps else "default"  # eps 0: nothing inserted, i.e. the default recipe
+            out.append(ControlLevel(RICHNESS, f"eps{int(eps)}", order, block["init"], block["train_domain"], variant,
+                                    _domain_setting(cfg, block["train_domain"]),
+                                    {"kind": kind, "p": float(block["p"]), "eps": int(eps)}))
+    return out
+
+
+def check_controls(cfg: dict) -> None:
+    """Cross-field rules of the enabled sweeps: the training domain is an evaluated domain of
+    the init, and every difficulty level's knobs pass the domain's own ``check_options``."""
+    from gentax.domains import domain_class
+    from gentax.errors import GentaxError
+
+    for kind in KINDS:
+        block = enabled(cfg, kind)
+        if not block:
+            continue
+        key = f"config key controls.{kind}"
+        names = [level["name"] for level in block.get("levels", [])]
+        if len(set(names)) < len(names):
+            raise ConfigError(f"{key}.levels: a level name is given twice ({', '.join(names)})")
+        allowed = cfg["inits"][block["init"]]["domains"]
+        if block["train_domain"] not in allowed:
+            raise ConfigError(f"{key}.train_domain: {block['train_domain']} is not an evaluated domain of "
+                              f"{block['init']} (inits.{block['init']}.domains: {', '.join(allowed)})")
+    block = enabled(cfg, RICHNESS)
+    if block and any(block["eps"]):
+        from gentax.domains.spec import spec
+
+        try:
+            spec(block["train_domain"]).augmentation_or_error()
+        except GentaxError as exc:
+            raise ConfigError(f"config key controls.richness.train_domain: {exc}") from None
+    for level in control_levels(cfg):
+        if level.control != DIFFICULTY:
+            continue
+        try:
+            domain_class(level.train_domain).check_options(dict(level.domain["options"]))
+        except GentaxError as exc:
+            raise ConfigError(f"config key controls.difficulty.levels.{level.order}.options ({level.level}): {exc}") from None
+
+
+def measures_plain_states(cfg: dict, level: ControlLevel) -> bool:
+    """The level's training states are the domain's as configured, without inserted text: its
+    property log is Table 3's log of the domain (``properties/<domain>.json``), not a second one."""
+    return level.domain == _domain_setting(cfg, level.train_domain) and not level.augmentation.get("eps")
+
+
+def property_path(cfg: dict, level: ControlLevel) -> str:
+    """The level's property log, relative to the results folder."""
+    if measures_plain_states(cfg, level):
+        return f"properties/{level.train_domain}.json"
+    return f"properties/controls/{level.label}/{level.train_domain}.json"
+
+
+#: The controls' properties table (one row per level), relative to the results folder.
+PROPERTIES_TABLE = "properties/controls.csv"
+
+
+def property_row(level: ControlLevel, run_label: str, measures: dict[str, Any]) -> dict[str, Any]:
+    """One row of the controls' properties table: the level, the variant name its runs have in the
+    summary (``run_label``: its own label, or a grid run's variant it reuses), its measures."""
+    return {"control": level.control, "level": level.level, "order": level.order, "label": run_label,
+            "init": level.init, "train_domain": level.train_domain, "variant": level.variant,
+            "setting": level.setting(), "eps": level.augmentation.get("eps", 0),
+            **{k: measures[k] for k in PROPERTY_MEASURES if k in measures}}
+
+
+#: The measures of a level's property log carried into the controls' tables.
+PROPERTY_MEASURES = ("richness", "tokens_per_obs", "complexity", "success", "n_episodes")

@@ -1,0 +1,39 @@
+# Controls (issue 18, beyond the paper; config `controls`, gentax.controls): each level of the
+# difficulty and richness sweeps gets its training domain's property log at its own setting (and,
+# for a richness level, with its augmentation), measured as Table 3 measures a domain; a level whose
+# states are the domain's as configured reuses Table 3's log. The control runs themselves are
+# ordinary runs of the grid (gentax.plan.runs): rules/rl.smk and rules/eval.smk train and evaluate them.
+
+
+use rule properties as control_properties with:
+    output:
+        f"{R}/properties/controls/{{label}}/{{domain}}.json",
+    params:
+        model=lambda wc: init_model_path(config["properties"]["init"]),
+        domain=lambda wc: control_level(wc.label).domain,
+        augmentation=lambda wc: control_level(wc.label).augmentation,
+        **gplan.rollout_settings(config, "properties"),
+    log:
+        log_path("properties/controls/{label}/{domain}"),
+    benchmark:
+        bench_path("properties/controls/{label}/{domain}")
+
+
+rule controls_properties_table:
+    input:
+        [f"{R}/{path}" for path in gplan.control_property_paths(config)],
+    output:
+        f"{R}/{gcontrols.PROPERTIES_TABLE}",
+    params:
+        levels=gplan.control_property_params(config),
+    log:
+        log_path("properties/controls"),
+    benchmark:
+        bench_path("properties/controls")
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    conda:
+        "../envs/analysis.yaml"
+    script:
+        "../workflow_scripts/controls_properties_table.py"
