@@ -63,8 +63,17 @@ def _tracking(smk) -> dict:
 
 
 def _provenance(smk, **subjects: Any) -> dict:
-    """The provenance record of this job's result: its params are the config slice that made it."""
-    return provenance.record(config=_plain(dict(smk.params.items())), **subjects)
+    """The provenance record of this job's result: its params are the config slice that made it;
+    ``compute``: the dtype the job's model computed in (engines.dtype, chosen by gentax.dtype)."""
+    from gentax import dtype
+
+    record = provenance.record(config=_plain(dict(smk.params.items())), **subjects)
+    return {**record, "compute": dtype.record(smk.params.get("dtype") or "auto", _job_device())}
+
+
+def _job_device() -> str:
+    """cuda where the job has a GPU (what the engines and the hf generator pick), else cpu."""
+    return "cuda" if provenance.machine()["gpus"] else "cpu"
 
 
 def _embed_provenance(path: str | os.PathLike, record: dict) -> None:
@@ -92,7 +101,7 @@ def embedded_model(smk) -> None:
 
 
 def rl_section(rl: dict, *, save_every: int, domain_name: str, domain: dict, augmentation: dict,
-               rollout: str | None = None) -> dict:
+               rollout: str | None = None, dtype: str = "auto") -> dict:
     """config.yaml -> the RL section `gentax train rl --config` reads (gentax/train/rl_defaults.yaml).
 
     The one place where the workflow's config maps onto the RL engines' config; the engines map it
@@ -111,6 +120,10 @@ def rl_section(rl: dict, *, save_every: int, domain_name: str, domain: dict, aug
         section["augmentation"] = {"kind": augmentation["kind"], "p": float(augmentation["p"]),
                                    "eps": {k: int(v) for k, v in eps.items()} if isinstance(eps, dict)
                                    else {domain_name: int(eps)}}
+    if dtype != "auto":  # engines.dtype overrides the run-time choice (gentax.dtype)
+        from gentax.dtype import rl_autocast
+
+        section["autocast"] = rl_autocast(dtype)
     if rollout:  # engines.rollout -> the verl engine's rollout backend
         section["verl"] = {**section.get("verl", {}), "rollout": rollout}
     return section
@@ -122,7 +135,7 @@ def rl_segment(smk) -> None:
     run_dir = Path(p.run_dir)
     job_config = write_job_config(run_dir / f"config_segment_{p.start}_{p.end}.yaml", rl=rl_section(
         p.rl, save_every=p.save_every, domain_name=p.train_domain, domain=p.domain, augmentation=p.augmentation,
-        rollout=p.get("rollout")),
+        rollout=p.get("rollout"), dtype=p.get("dtype") or "auto"),
         tracking=_tracking(smk))
     run_gentax(["train", "rl", "--engine", p.engine, "--preset", p.preset, "--config", job_config,
                 "--init", p.init_model, "--domain", p.train_domain, "--variant", p.variant,
@@ -173,7 +186,7 @@ def sft_train(smk) -> None:
 def _rollout_args(p, domain_name: str, domain: dict) -> list[str]:
     return ["--domain", domain_name, "--split", "eval", "--episodes", p.episodes,
             "--temperature", p.temperature, "--top-p", p.top_p, "--max-new-tokens", p.max_new_tokens,
-            "--history-length", p.history_length, "--generator", p.generator, "--seed", p.seed,
+            "--history-length", p.history_length, "--generator", p.generator, "--dtype", p.get("dtype") or "auto", "--seed", p.seed,
             "--quiet", *_domain_args(domain), *(["--errors-as-losses"] if p.get("errors_as_losses") else [])]
 
 

@@ -68,7 +68,8 @@ def rl_settings(cfg: dict) -> dict[str, Any]:
     augmentation = ({"kind": aug["kind"], "p": aug[run.init]["p"], "eps": aug[run.init]["eps"][run.train_domain]}
                     if run.variant == "aug" else {})
     section = rl_section(cfg["rl"], save_every=cfg["rl"]["save_every"], domain_name=run.train_domain,
-                         domain=cfg["domains"][run.train_domain], augmentation=augmentation)
+                         domain=cfg["domains"][run.train_domain], augmentation=augmentation,
+                         dtype=cfg["engines"].get("dtype", "auto"))
     rl = load_rl_config(section, preset=cfg.get("preset", "paper"))
     if cfg["engines"]["rl"] != "verl":
         return rl.to_dict()

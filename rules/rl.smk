@@ -22,6 +22,7 @@ rule rl_segment:
         augmentation=lambda wc: augmentation_params(wc.init, wc.variant, wc.train_domain),
         engine=config["engines"]["rl"],
         rollout=config["engines"].get("rollout"),
+        dtype=config["engines"].get("dtype", "auto"),
         preset=config["preset"],
     log:
         log_path("runs/{init}/{train_domain}/{variant}/seed{seed}/segment_{start}_{end}"),

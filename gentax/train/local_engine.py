@@ -37,9 +37,13 @@ that many step samples, drawn from (seed, step) — the same expected gradient, 
 rollout still plays every step. A CPU-budget knob for the embedded study, off in the paper preset.
 
 Precision and size, for the 135M embedded model on CPU: parameters and optimizer in float32
-(bf16 matrix products are slow on most CPUs, and bf16 weights cannot hold updates of ~lr=1e-5
-relative size); on CUDA the forward passes run under bf16 autocast (``autocast: auto``) with
-float32 master weights. Sequence lengths are bounded by ``max_new_tokens`` (response) and
+(bf16 weights cannot hold updates of ~lr=1e-5 relative size). Every forward pass — rollout
+generation, old, reference and update log-probs — runs under bf16 autocast where
+``gentax.dtype.compute_dtype`` picks bf16 (``autocast: auto``: a bf16 GPU, or a CPU with native
+bf16, avx512_bf16 / amx_bf16; elsewhere none, since emulated bf16 is slower than fp32). The loss's
+old log-probs are recomputed here under that same autocast (never taken from the generator), so
+the PPO ratio compares like with like (the generator's log-probs, sampled under the same autocast, are
+kept with the rollouts but not used by the loss). Sequence lengths are bounded by ``max_new_tokens`` (response) and
 ``max_prompt_tokens`` (longer prompts are left-truncated for the update and counted in
 ``prompts_truncated``). Only response positions go through the LM head
 (``logits_to_keep``), so memory grows with the response, not the prompt, length.
@@ -117,6 +121,18 @@ def samples_from_rollouts(rollouts, cfg: RLConfig) -> Samples:
     return Samples(prompts, responses, advantages[keep], truncated)
 
 
+def autocast_dtype(setting: str, device_type: str):
+    """The local engine's autocast dtype (None: none): ``bf16``, ``none``, or ``auto`` = bf16 where
+    ``gentax.dtype.compute_dtype`` picks it for the device (a bf16 GPU, a CPU with native bf16)."""
+    import torch
+
+    from gentax.dtype import compute_dtype
+
+    if setting == "auto":
+        return torch.bfloat16 if compute_dtype("auto", device_type) == "bfloat16" else None
+    return torch.bfloat16 if setting == "bf16" else None
+
+
 class Policy:
     """The trained model (optionally LoRA-wrapped), its tokenizer, and the reference policy."""
 
@@ -131,8 +147,7 @@ class Policy:
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ConfigError("RL config device=cuda but no CUDA device is available")
         dtype = getattr(torch, cfg.dtype)
-        use_bf16 = cfg.autocast == "bf16" or (cfg.autocast == "auto" and self.device.type == "cuda")
-        self.autocast_dtype = torch.bfloat16 if use_bf16 else None
+        self.autocast_dtype = autocast_dtype(cfg.autocast, self.device.type)
         self.tokenizer = AutoTokenizer.from_pretrained(self.init)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         weights = resume_dir if resume_dir is not None and not cfg.lora_rank else self.init
@@ -173,7 +188,8 @@ class Policy:
     def generator(self):
         from gentax.rollout.generators import HFGenerator
 
-        return HFGenerator.from_model(self.model, self.tokenizer, max_batch_size=max(self.cfg.micro_batch_size, 16))
+        return HFGenerator.from_model(self.model, self.tokenizer, max_batch_size=max(self.cfg.micro_batch_size, 16),
+                                      autocast_dtype=self.autocast_dtype)
 
     def logprobs(self, model, prompts, responses, *, with_entropy: bool = False, entropy_grad: bool = False):
         """Per-token log-probs (and entropies) of ``responses`` given ``prompts``: [B, R] tensors.
