@@ -129,7 +129,8 @@ def test_bf16_logprobs_within_the_measured_bound_of_fp32(fp32_model, path):
         gen = HFGenerator(folder, device="cpu", dtype="bfloat16")
         assert next(gen.model.parameters()).dtype == torch.bfloat16
     else:  # the local engine's rollouts: its fp32 policy under bf16 autocast
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32,
+                                                     attn_implementation=dtype.attention_implementation("bfloat16"))
         gen = HFGenerator.from_model(model, AutoTokenizer.from_pretrained(folder), autocast_dtype=torch.bfloat16)
     assert gen.compute_dtype == "bfloat16"
     out = gen.generate([PROMPT], [SamplingParams(temperature=0.0, max_new_tokens=24, stop=())])[0]

@@ -178,12 +178,13 @@ class HFGenerator:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from gentax.dtype import compute_dtype
+        from gentax.dtype import attention_implementation, compute_dtype
 
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        torch_dtype = getattr(torch, compute_dtype(dtype, device))
+        chosen = compute_dtype(dtype, device)
         tokenizer = AutoTokenizer.from_pretrained(model_path)
-        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch_dtype).to(device)
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, chosen),
+                                                     attn_implementation=attention_implementation(chosen, device)).to(device)
         self._setup(model, tokenizer, max_batch_size)
 
     @classmethod

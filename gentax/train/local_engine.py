@@ -146,12 +146,16 @@ class Policy:
                                    ("cpu" if cfg.device == "auto" else cfg.device))
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ConfigError("RL config device=cuda but no CUDA device is available")
+        from gentax.dtype import attention_implementation
+
         dtype = getattr(torch, cfg.dtype)
         self.autocast_dtype = autocast_dtype(cfg.autocast, self.device.type)
+        load = {"dtype": dtype, "attn_implementation": attention_implementation(
+            str(self.autocast_dtype or dtype).removeprefix("torch."), self.device.type)}
         self.tokenizer = AutoTokenizer.from_pretrained(self.init)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         weights = resume_dir if resume_dir is not None and not cfg.lora_rank else self.init
-        model = AutoModelForCausalLM.from_pretrained(weights, dtype=dtype).to(self.device)
+        model = AutoModelForCausalLM.from_pretrained(weights, **load).to(self.device)
         self.reference = None
         if cfg.lora_rank:
             from peft import LoraConfig, PeftModel, get_peft_model
@@ -162,7 +166,7 @@ class Policy:
                 model = get_peft_model(model, LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
                                                          target_modules="all-linear", task_type="CAUSAL_LM"))
         elif cfg.kl_coef > 0:
-            self.reference = AutoModelForCausalLM.from_pretrained(self.init, dtype=dtype).to(self.device).eval()
+            self.reference = AutoModelForCausalLM.from_pretrained(self.init, **load).to(self.device).eval()
             self.reference.requires_grad_(False)
         self.model = model
 
