@@ -90,6 +90,7 @@ def attention_implementation(dtype: str, device: str = "cpu") -> str:
 
     ``eager`` for bf16 on a CPU: torch's CPU flash-attention kernel in bf16 is slow for one-token
     decode steps (40 of 97 ms per step of the embedded model, batch 4, 330 cached tokens; eager's
-    matrix products take 8 ms) and no faster for prefill or the update (measured: prefill 523 vs
-    422 tokens/s, update 167 vs 156 tokens/s, eager vs sdpa); ``sdpa`` elsewhere."""
+    matrix products take 8 ms) and no faster for prefill (523 vs 422 tokens/s, eager vs sdpa);
+    ``sdpa`` elsewhere. For inference only: a trained model keeps ``sdpa``, since eager's backward
+    stores every layer's attention matrix (several GB for the local engine's update)."""
     return "eager" if dtype == "bfloat16" and not str(device).startswith("cuda") else "sdpa"

@@ -138,3 +138,28 @@ def test_bf16_logprobs_within_the_measured_bound_of_fp32(fp32_model, path):
     diff = np.abs(np.array(out.logprobs) - np.array(_forced_fp32(fp32_model, out)))
     assert MEAN_BOUND[0] <= diff.mean() <= MEAN_BOUND[1], f"mean |bf16 - fp32| = {diff.mean():.4f}"
     assert diff.max() <= MAX_BOUND, f"max |bf16 - fp32| = {diff.max():.4f}"
+
+
+def test_local_engine_rollouts_sample_a_bf16_copy_of_the_current_weights(tmp_path):
+    import torch
+
+    from gentax.train.config import load_rl_config
+    from gentax.train.local_engine import Policy
+    from rl_helpers import TINY_RL, make_tiny_model
+
+    model = make_tiny_model(tmp_path / "tiny")
+    policy = Policy(load_rl_config({**TINY_RL, "autocast": "bf16"}, preset="embedded"), model, None)
+    first = policy.generator().model
+    assert first is not policy.model and first.dtype == torch.bfloat16 and policy.model.dtype == torch.float32
+    assert first.get_output_embeddings().weight is first.get_input_embeddings().weight  # ties kept
+    assert first.config._attn_implementation == dtype.attention_implementation("bfloat16")
+    assert policy.model.config._attn_implementation == "sdpa"  # the trained model: no stored attention matrices
+    with torch.no_grad():  # an update moves the master weights: the next step samples the moved policy
+        for param in policy.model.parameters():
+            param.add_(0.5)
+    second = policy.generator().model
+    assert second is first  # refreshed in place, not copied again
+    for target, source in zip(second.parameters(), policy.model.parameters()):
+        assert torch.equal(target, source.to(torch.bfloat16))
+    plain = Policy(load_rl_config({**TINY_RL, "autocast": "none"}, preset="embedded"), model, None)
+    assert plain.generator().model is plain.model
