@@ -29,6 +29,7 @@ def main() -> None:
     import pandas as pd
     import yaml
 
+    from gentax.dtype import rl_autocast
     from gentax.rollout.embedded_model import embedded_model_path
     from gentax.train.cli import train_rl
 
@@ -42,6 +43,7 @@ def main() -> None:
     parser.add_argument("--lora-rank", type=int, help="default: rl.lora_rank")
     parser.add_argument("--model", default=None, help="HF folder (default: the embedded model)")
     parser.add_argument("--out", default=None, help="where the runs go (default: a temporary folder)")
+    parser.add_argument("--dtypes", default="auto", help="engines.dtype values to compare, comma-separated")
     args = parser.parse_args()
 
     embedded = yaml.safe_load((ROOT / "config" / "embedded.yaml").read_text())
@@ -57,20 +59,21 @@ def main() -> None:
             rl[key] = value
     print(f"model {model}; RL section {rl}; {os.cpu_count()} cpus; load {os.getloadavg()[0]:.1f}")
     for domain in args.domains:
-        section = {
-            **rl,
-            "max_steps": {domain: args.max_steps or embedded["domains"][domain]["max_steps"]},
-            "env_options": {domain: embedded["domains"][domain].get("options", {})},
-            "save_every": args.steps,
-        }
-        started = time.perf_counter()
-        train_rl("local", section, init=model, domain=domain, variant="default", seed=0, start=0, end=args.steps,
-                 run_dir=str(out / domain), preset="embedded", progress=False)
-        log = pd.read_csv(out / domain / "metrics.csv")
-        print(f"\n== {domain}: {args.steps} steps in {time.perf_counter() - started:.0f} s "
-              f"(load {os.getloadavg()[0]:.1f})")
-        print(log[[c for c in columns if c in log]].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-
+        for setting in args.dtypes.split(","):
+            section = {
+                **rl,
+                "max_steps": {domain: args.max_steps or embedded["domains"][domain]["max_steps"]},
+                "env_options": {domain: embedded["domains"][domain].get("options", {})},
+                "save_every": args.steps,
+                "autocast": rl_autocast(setting),
+            }
+            started = time.perf_counter()
+            train_rl("local", section, init=model, domain=domain, variant="default", seed=0, start=0, end=args.steps,
+                     run_dir=str(out / setting / domain), preset="embedded", progress=False)
+            log = pd.read_csv(out / setting / domain / "metrics.csv")
+            print(f"\n== {domain}, dtype {setting}: {args.steps} steps in {time.perf_counter() - started:.0f} s "
+                  f"(load {os.getloadavg()[0]:.1f})")
+            print(log[[c for c in columns if c in log]].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
 
 if __name__ == "__main__":
     main()

@@ -63,8 +63,17 @@ def _tracking(smk) -> dict:
 
 
 def _provenance(smk, **subjects: Any) -> dict:
-    """The provenance record of this job's result: its params are the config slice that made it."""
-    return provenance.record(config=_plain(dict(smk.params.items())), **subjects)
+    """The provenance record of this job's result: its params are the config slice that made it;
+    ``compute``: the dtype the job's model computed in (engines.dtype, chosen by gentax.dtype)."""
+    from gentax import dtype
+
+    record = provenance.record(config=_plain(dict(smk.params.items())), **subjects)
+    return {**record, "compute": dtype.record(smk.params.get("dtype") or "auto", _job_device())}
+
+
+def _job_device() -> str:
+    """cuda where the job has a GPU (what the engines and the hf generator pick), else cpu."""
+    return "cuda" if provenance.machine()["gpus"] else "cpu"
 
 
 def _embed_provenance(path: str | os.PathLike, record: dict) -> None:
@@ -91,7 +100,7 @@ def embedded_model(smk) -> None:
     run_gentax(["model", "embedded", "--out", smk.output[0]], smk.log[0])
 
 
-def rl_section(rl: dict, *, save_every: int, rollout: str | None = None) -> dict:
+def rl_section(rl: dict, *, save_every: int, rollout: str | None = None, dtype: str = "auto") -> dict:
     """config.yaml -> the RL section `gentax train rl --config` reads (gentax/train/rl_defaults.yaml).
 
     The one place where the workflow's config maps onto the RL engines' config; the engines map it
@@ -100,6 +109,10 @@ def rl_section(rl: dict, *, save_every: int, rollout: str | None = None) -> dict
     (``gentax.runspec``), which the job hands the engine beside this section.
     """
     section = {**_plain(rl), "save_every": int(save_every)}
+    if dtype != "auto":  # engines.dtype overrides the run-time choice (gentax.dtype)
+        from gentax.dtype import rl_autocast
+
+        section["autocast"] = rl_autocast(dtype)
     if rollout:  # engines.rollout -> the verl engine's rollout backend
         section["verl"] = {**section.get("verl", {}), "rollout": rollout}
     return section
@@ -120,7 +133,8 @@ def rl_segment(smk) -> None:
     run = RunSpec.from_dict(_plain(p.run_spec))
     spec_file = run_dir / RUN_SPEC_FILE
     gio.write_json(spec_file, run.to_dict())
-    section = rl_section(p.rl, save_every=p.save_every, rollout=p.get("rollout"))
+    section = rl_section(p.rl, save_every=p.save_every, rollout=p.get("rollout"),
+                          dtype=p.get("dtype") or "auto")
     if p.get("filler"):  # the filler arm: its thinking run's folder holds the per-step filler lengths
         section["filler"] = filler_rl_section(p.filler, smk.input.thinking)
     job_config = write_job_config(run_dir / f"config_segment_{p.start}_{p.end}.yaml", rl=section,
@@ -174,7 +188,7 @@ def sft_train(smk) -> None:
 def _rollout_args(p, domain_name: str, domain: dict) -> list[str]:
     return ["--domain", domain_name, "--split", "eval", "--episodes", p.episodes,
             "--temperature", p.temperature, "--top-p", p.top_p, "--max-new-tokens", p.max_new_tokens,
-            "--history-length", p.history_length, "--generator", p.generator, "--seed", p.seed,
+            "--history-length", p.history_length, "--generator", p.generator, "--dtype", p.get("dtype") or "auto", "--seed", p.seed,
             "--quiet", *_domain_args(domain), *(["--errors-as-losses"] if p.get("errors_as_losses") else [])]
 
 

@@ -304,6 +304,7 @@ def rollout_settings(cfg: dict, kind: str) -> dict[str, Any]:
         "max_new_tokens": ev.get("max_new_tokens", cfg["rl"]["max_new_tokens"]),
         "history_length": cfg["rl"]["history_length"],
         "generator": cfg["engines"]["generator"],
+        "dtype": cfg["engines"].get("dtype", "auto"),
         "seed": cfg["seed"],
     }
     if kind == "properties":

@@ -64,7 +64,7 @@ def rl_settings(cfg: dict) -> dict[str, Any]:
     from gentax.train.config import load_rl_config
 
     run = shown_run(cfg)
-    section = rl_section(cfg["rl"], save_every=cfg["rl"]["save_every"])
+    section = rl_section(cfg["rl"], save_every=cfg["rl"]["save_every"], dtype=cfg["engines"].get("dtype", "auto"))
     rl = load_rl_config(section, preset=cfg.get("preset", "paper"))
     if cfg["engines"]["rl"] != "verl":
         return {**rl.to_dict(), "run_spec": run.to_dict()}

@@ -18,6 +18,7 @@ rule rl_v1:
         rl=config["rl"],
         engine=config["engines"]["rl"],
         rollout=config["engines"].get("rollout"),
+        dtype=config["engines"].get("dtype", "auto"),
         preset=config["preset"],
     log:
         log_path("init/v1"),

@@ -19,6 +19,7 @@ rule rl_segment:
         filler=filler_params,
         engine=config["engines"]["rl"],
         rollout=config["engines"].get("rollout"),
+        dtype=config["engines"].get("dtype", "auto"),
         preset=config["preset"],
     log:
         log_path("runs/{init}/{train_domain}/{variant}/seed{seed}/segment_{start}_{end}"),

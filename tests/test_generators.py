@@ -159,7 +159,9 @@ STORY = [{"role": "user", "content": "Tell me a long story about a robot."}]
 def embedded():
     from gentax.rollout.embedded_model import embedded_model_path
 
-    return HFGenerator(str(embedded_model_path()), device="cpu", max_batch_size=2)
+    # float32: these tests compare log-probs across batch compositions to 1e-3; in bf16, padding
+    # alone moves them by up to ~0.06 nats (tests/test_dtype.py bounds bf16 against fp32)
+    return HFGenerator(str(embedded_model_path()), device="cpu", dtype="float32", max_batch_size=2)
 
 
 @pytest.mark.slow
@@ -226,3 +228,29 @@ def test_embedded_model_through_the_collector(embedded):
     assert row["response_tokens"] == len(tokens.response_ids) == len(tokens.logprobs) <= 8
     assert embedded.tokenizer.decode(tokens.response_ids, skip_special_tokens=True) == row["response"]
     assert row["done"] and (row["valid"] or row["reason"])
+
+
+@pytest.mark.slow
+def test_embedded_shared_prefix_prefilled_once_gives_the_same_output(embedded):
+    """A GRPO group (one prompt, several seeds) and prompts sharing the chat template + an intro:
+    with the prefix prefilled once and its KV cache repeated, greedy and seeded samples are the
+    same tokens as without, log-probs equal to float rounding."""
+    intro = "You are an agent in a text game. Read the observation and answer with one action. "
+    prompts = [FRANCE] * 3 + [[{"role": "user", "content": intro + "Observation: you see a box."}],
+                              [{"role": "user", "content": intro + "Observation: a door, closed and locked."}]]
+    params = [SamplingParams(temperature=0.0, max_new_tokens=12)] + [
+        SamplingParams(temperature=1.0, max_new_tokens=12, seed=s) for s in (1, 2)] + [
+        SamplingParams(temperature=0.0, max_new_tokens=12)] * 2
+    ids = [chat_prompt_ids(embedded.tokenizer, p) for p in prompts]
+    assert embedded._shared_prefix(ids[:3]) == len(ids[0]) - 1  # identical prompts: all but the last token
+    assert embedded._shared_prefix(ids[3:]) > len(chat_prompt_ids(embedded.tokenizer, [{"role": "user", "content": ""}]))
+    embedded.max_batch_size = 3
+    try:
+        shared = embedded.generate(prompts, params)
+        embedded.share_prefix = False
+        plain = embedded.generate(prompts, params)
+    finally:
+        embedded.share_prefix, embedded.max_batch_size = True, 2
+    for a, b in zip(shared, plain):
+        assert a.response_ids == b.response_ids and a.text == b.text and a.finish_reason == b.finish_reason
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-3)

@@ -50,7 +50,7 @@ def test_embedded_preset_is_valid_and_small(embedded):
     runs = gplan.runs(embedded)
     assert 0 < len(runs) <= 12
     assert {r.variant for r in runs} == set(gplan.VARIANTS)
-    assert embedded["engines"] == {"rl": "local", "rollout": "vllm", "generator": "hf"}
+    assert embedded["engines"] == {"rl": "local", "rollout": "vllm", "generator": "hf", "dtype": "auto"}
 
 
 def _broken(paper, path, value):

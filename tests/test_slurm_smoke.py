@@ -230,6 +230,7 @@ def test_results_carry_their_provenance(finished):
     assert record["model"]["sha256"] == provenance.model_hash(checkpoint)
     assert len(record["config_sha256"]) == 64 and record["packages"]["torch"] and record["packages"]["snakemake"]
     assert set(record["machine"]) >= {"cpu", "gpus", "cores"} and "commit" in record["gentax"]
+    assert record["compute"]["dtype"] == json.loads(eval_file.read_text())["dtype"] in ("float32", "bfloat16")
     segment = json.loads((checkpoint.parents[1] / "segment_0_1.json").read_text())
     assert segment["provenance"]["model"]["path"].endswith("init/v1/run/checkpoints/step_1")  # the run's init
     for target in TARGETS:

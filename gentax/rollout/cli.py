@@ -81,6 +81,8 @@ def _rollout_arguments(parser: argparse.ArgumentParser, temperature: float) -> N
     parser.add_argument("--max-steps", type=int, default=None, help="step limit (default: the domain's)")
     parser.add_argument("--max-batch-size", type=int, default=16, help="hf generator: prompts per forward pass")
     parser.add_argument("--device", default=None, help="hf generator: cpu | cuda (default: cuda when available)")
+    parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
+                        help="model generators' compute dtype (auto: gentax.dtype picks bf16 where the machine has it)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="domain option (difficulty knob); VALUE is JSON when it parses, else a string")
     parser.add_argument("--errors-as-losses", action="store_true",
@@ -124,10 +126,11 @@ def _setup(args: argparse.Namespace):
         num_workers=args.num_workers, seed=args.seed, batch_size=args.batch_size,
     )
     cfg.validate()  # bad input fails before a model is loaded
-    kw = {"max_batch_size": args.max_batch_size, "device": args.device} if args.generator == "hf" else {}
+    kw = {"hf": {"max_batch_size": args.max_batch_size, "device": args.device, "dtype": args.dtype},
+          "vllm": {"dtype": args.dtype}}.get(args.generator, {})
     generator = make_generator(args.generator, args.model, **kw)
     seeds = list(range(args.first_task, args.first_task + args.episodes))
-    meta = {"model": args.model, "generator": args.generator}
+    meta = {"model": args.model, "generator": args.generator, "dtype": getattr(generator, "compute_dtype", None)}
     return generator, seeds, cfg, output_prefix(args.out), meta
 
 

@@ -33,7 +33,8 @@ Contract (docs/contracts.md "Generators")::
   ``{"expert_action": str, "think": bool}`` per prompt.
 
 Reproducibility: ``hf`` output is a deterministic function of (model, device, dtype, prompt,
-params); batch composition changes only float rounding of padded positions. ``vllm`` seeds each
+params); batch composition changes only float rounding of padded positions (log-probs move by
+~1e-4 in float32, up to ~0.06 nats in bf16; greedy tokens can flip only at near-ties). ``vllm`` seeds each
 request (``SamplingParams.seed``); its batching may change results across runs in rare ties.
 
 What only a GPU exercises: the ``vllm`` generator as a whole (engine construction, its
@@ -173,9 +174,12 @@ class HFGenerator:
     """Batched sampling with transformers on CPU or GPU (LEFT padding, KV cache).
 
     ``HFGenerator(model_path, device=None, dtype="auto", max_batch_size=16)``; or
-    ``HFGenerator.from_model(model, tokenizer)`` to sample from a model object in memory (the
-    local RL engine's policy). ``device`` None picks CUDA when available; ``dtype`` "auto" is
-    float32 on CPU (bf16 matrix products are slow on most CPUs) and the folder's dtype on GPU.
+    ``HFGenerator.from_model(model, tokenizer, autocast_dtype=None)`` to sample from a model
+    object in memory (the local RL engine's policy: float32 weights, sampled under the same
+    autocast as its training forward passes). ``device`` None picks CUDA when available; ``dtype``
+    "auto" is ``gentax.dtype.compute_dtype`` for the device: bf16 on a CPU with native bf16
+    (avx512_bf16 / amx_bf16) or a bf16 GPU, float32 elsewhere. ``compute_dtype`` (a string) says
+    what the matrix products run in.
     Prompts are processed in micro-batches of ``max_batch_size`` (grouped by length to keep
     padding small); rows that finish leave the micro-batch at once, so a few long answers do not
     keep paying for the finished ones.
@@ -187,28 +191,31 @@ class HFGenerator:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from gentax.dtype import attention_implementation, compute_dtype
+
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        if dtype == "auto":
-            torch_dtype = "auto" if device.startswith("cuda") else torch.float32
-        else:
-            torch_dtype = getattr(torch, dtype, None)
-            if not isinstance(torch_dtype, torch.dtype):
-                raise GentaxError(f"unknown dtype {dtype!r}; valid: auto, bfloat16, float16, float32")
+        chosen = compute_dtype(dtype, device)
         tokenizer = AutoTokenizer.from_pretrained(model_path)
-        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch_dtype).to(device)
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, chosen),
+                                                     attn_implementation=attention_implementation(chosen, device)).to(device)
         self._setup(model, tokenizer, max_batch_size)
 
     @classmethod
-    def from_model(cls, model, tokenizer, *, max_batch_size: int = 16) -> "HFGenerator":
+    def from_model(cls, model, tokenizer, *, max_batch_size: int = 16, autocast_dtype=None) -> "HFGenerator":
         self = cls.__new__(cls)
-        self._setup(model, tokenizer, max_batch_size)
+        self._setup(model, tokenizer, max_batch_size, autocast_dtype)
         return self
 
-    def _setup(self, model, tokenizer, max_batch_size: int) -> None:
+    def _setup(self, model, tokenizer, max_batch_size: int, autocast_dtype=None) -> None:
         if max_batch_size < 1:
             raise GentaxError(f"max_batch_size must be >= 1, got {max_batch_size}")
         _require_chat_template(tokenizer, getattr(model, "name_or_path", "the model"))
         self.model, self.tokenizer, self.max_batch_size = model, tokenizer, int(max_batch_size)
+        self.autocast_dtype = autocast_dtype
+        #: prefill a micro-batch's common prompt prefix once (a GRPO group's shared prompt, the chat
+        #: template and domain intro of a step's prompts) and repeat its KV cache over the rows
+        self.share_prefix, self.min_shared_prefix = True, 16
+        self.compute_dtype = str(autocast_dtype or model.dtype).removeprefix("torch.")
         eos = model.generation_config.eos_token_id
         eos = [eos] if isinstance(eos, int) else list(eos or [])
         if tokenizer.eos_token_id is not None:
@@ -241,14 +248,20 @@ class HFGenerator:
         kept), also what the verl ``hf`` rollout server calls (gentax.train.verl_hf_rollout).
         """
         results: list[Generation | None] = [None] * len(prompt_ids)
+        import torch
+
         order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]))
         was_training = self.model.training  # a policy lent by a trainer: sample without dropout
         self.model.eval()
+        # one autocast context around all chunks: the weights are cast once (autocast's cache)
+        cast = torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None)
         try:
-            for lo in range(0, len(order), self.max_batch_size):
-                chunk = order[lo : lo + self.max_batch_size]
-                for i, generation in zip(chunk, self._generate_chunk([prompt_ids[i] for i in chunk], [params[i] for i in chunk])):
-                    results[i] = generation
+            with cast:
+                for lo in range(0, len(order), self.max_batch_size):
+                    chunk = order[lo : lo + self.max_batch_size]
+                    for i, generation in zip(chunk, self._generate_chunk([prompt_ids[i] for i in chunk],
+                                                                         [params[i] for i in chunk])):
+                        results[i] = generation
         finally:
             self.model.train(was_training)
         return results
@@ -257,14 +270,17 @@ class HFGenerator:
         import torch
 
         device, n = self.device, len(prompt_ids)
-        width = max(len(p) for p in prompt_ids)
+        shared = self._shared_prefix(prompt_ids)
+        suffixes = [ids[shared:] for ids in prompt_ids]
+        width = max(len(p) for p in suffixes)
         input_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((n, width), dtype=torch.long)
-        for row, ids in enumerate(prompt_ids):  # LEFT padding: every row's last token is aligned
+        mask = torch.zeros((n, shared + width), dtype=torch.long)
+        mask[:, :shared] = 1
+        for row, ids in enumerate(suffixes):  # LEFT padding (after the shared prefix): last tokens aligned
             input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            mask[row, width - len(ids) :] = 1
+            mask[row, shared + width - len(ids) :] = 1
         input_ids, mask = input_ids.to(device), mask.to(device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        positions = ((mask.cumsum(-1) - 1).clamp(min=0))[:, shared:]
         rngs = [torch.Generator(device=device).manual_seed(p.seed) for p in params]
         limit = [p.max_new_tokens for p in params]
         responses: list[list[int]] = [[] for _ in range(n)]
@@ -273,7 +289,13 @@ class HFGenerator:
         live = list(range(n))  # original row of each row still in the batch
         eos = set(self.eos_ids)
         with torch.inference_mode():
-            out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
+            cache = None
+            if shared:  # the batch's common prefix: one prefill, its KV cache repeated over the rows
+                prefix = torch.tensor([prompt_ids[0][:shared]], dtype=torch.long, device=device)
+                cache = self.model(input_ids=prefix, use_cache=True, logits_to_keep=1).past_key_values
+                cache.batch_repeat_interleave(n)
+            out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                             use_cache=True, logits_to_keep=1)
             cache = out.past_key_values
             last_pos = positions[:, -1]
             while True:
@@ -314,6 +336,20 @@ class HFGenerator:
             )
             for row in range(n)
         ]
+
+    def _shared_prefix(self, prompt_ids: list[list[int]]) -> int:
+        """Length of the prefix all prompts share and that is worth prefilling once (0: none).
+
+        Every prompt keeps at least one token of its own (its last position gives the first
+        logits); prefixes shorter than ``min_shared_prefix`` tokens are not worth the extra call."""
+        if not self.share_prefix or len(prompt_ids) < 2:
+            return 0
+        shortest = min(len(ids) for ids in prompt_ids) - 1
+        first = prompt_ids[0]
+        length = 0
+        while length < shortest and all(ids[length] == first[length] for ids in prompt_ids):
+            length += 1
+        return length if length >= self.min_shared_prefix else 0
 
     @staticmethod
     def _sample(logits, params: SamplingParams, rng):
@@ -402,6 +438,9 @@ class VLLMGenerator:
         )
         self.tokenizer = self.llm.get_tokenizer()
         _require_chat_template(self.tokenizer, model_path)
+        # what vLLM resolved "auto" to, where its engine says (the attribute path differs across versions)
+        resolved = getattr(getattr(getattr(self.llm, "llm_engine", None), "model_config", None), "dtype", dtype)
+        self.compute_dtype = str(resolved).removeprefix("torch.")
         self.stats = {"calls": 0, "prompt_tokens": 0, "response_tokens": 0, "seconds": 0.0}
 
     def generate(self, prompts, params, hints=None, prefixes=None) -> list[Generation]:

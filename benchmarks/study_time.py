@@ -1,0 +1,97 @@
+"""Per-job-kind time of a finished workflow run, from Snakemake's benchmark files.
+
+    python benchmarks/study_time.py [RESULTS]        # default: results
+
+Every rule writes ``RESULTS/benchmarks/<job>.tsv`` (rules/common.smk ``bench_path``): Snakemake's
+``s`` (wall seconds) and ``cpu_time`` (CPU seconds of the job and its children) columns, one row
+per repeat (their mean is used). Prints a markdown table: per job kind, the number of jobs, their
+wall seconds and CPU seconds, then the sums. The sum of wall seconds is not the study's wall time
+when jobs ran in parallel (time the ``snakemake`` command for that); CPU seconds add up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import sys
+from pathlib import Path
+
+#: (pattern on the benchmark path below benchmarks/, without .tsv; job kind), first match wins
+KINDS = (
+    (r"model/embedded$", "embedded model (convert)"),
+    (r"model/embedded_base_data$", "warm start: expert data"),
+    (r"model/embedded_base$", "warm start: SFT"),
+    (r"tasks/", "task manifests"),
+    (r"init/v1$", "Ckpt V1: RL"),
+    (r"init/v2_sft_data$", "Ckpt V2: SFT data"),
+    (r"init/v2$", "Ckpt V2: SFT"),
+    (r"runs/", "RL segments"),
+    (r"eval/[^/]+/base/", "evaluations: initial policies"),
+    (r"eval/", "evaluations: checkpoints"),
+    (r"properties/table$", "properties table"),
+    (r"properties/", "property logs"),
+    (r"summary/", "run summaries"),
+    (r"tables/", "tables"),
+    (r"figures/", "figures"),
+)
+
+
+def job_kind(name: str) -> str:
+    for pattern, kind in KINDS:
+        if re.search(pattern, name):
+            return kind
+    return "other: " + name.split("/", 1)[0]
+
+
+def read_benchmark(path: Path) -> tuple[float, float]:
+    """(wall s, CPU s) of one benchmark file: the mean over its rows (Snakemake's repeats)."""
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))
+    if not rows or "s" not in rows[0] or "cpu_time" not in rows[0]:
+        raise SystemExit(f"{path}: not a Snakemake benchmark file (needs columns s and cpu_time)")
+
+    def mean(column: str) -> float:
+        values = [float(r[column]) for r in rows if r[column] not in ("", "NA", "-")]
+        return sum(values) / len(values) if values else 0.0
+
+    return mean("s"), mean("cpu_time")
+
+
+def kind_table(results: str | Path) -> dict[str, list[float]]:
+    """{kind: [jobs, wall s, CPU s]} over ``results/benchmarks/**/*.tsv``, in KINDS order."""
+    folder = Path(results) / "benchmarks"
+    files = sorted(folder.rglob("*.tsv"))
+    if not files:
+        raise SystemExit(f"no benchmark files under {folder} (run the workflow first)")
+    order = [kind for _, kind in KINDS]
+    table: dict[str, list[float]] = {}
+    for path in files:
+        kind = job_kind(path.relative_to(folder).with_suffix("").as_posix())
+        wall, cpu = read_benchmark(path)
+        row = table.setdefault(kind, [0, 0.0, 0.0])
+        row[0] += 1
+        row[1] += wall
+        row[2] += cpu
+    return dict(sorted(table.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)))
+
+
+def markdown(table: dict[str, list[float]]) -> str:
+    lines = ["| job kind | jobs | wall s | CPU s |", "|---|---:|---:|---:|"]
+    for kind, (jobs, wall, cpu) in table.items():
+        lines.append(f"| {kind} | {jobs:.0f} | {wall:,.0f} | {cpu:,.0f} |")
+    jobs, wall, cpu = (sum(row[i] for row in table.values()) for i in range(3))
+    lines.append(f"| **sum** | {jobs:.0f} | {wall:,.0f} | {cpu:,.0f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", nargs="?", default="results")
+    args = parser.parse_args(argv)
+    print(markdown(kind_table(args.results)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""The compute dtype: the fastest correct one for the machine a job runs on, chosen in one place.
+
+    compute_dtype(setting="auto", device="cpu") -> "bfloat16" | "float32" | "float16"
+
+``setting`` is config.yaml's ``engines.dtype`` (``auto`` | ``float32`` | ``bfloat16``; ``float16``
+too, for a GPU without bf16); anything but ``auto`` is returned as it is. ``auto``:
+
+- CPU: ``bfloat16`` when /proc/cpuinfo lists a native bf16 instruction (``avx512_bf16``:
+  AVX-512 BF16 dot products; ``amx_bf16``: AMX tiles), where a bf16 matrix product runs ~2x an
+  fp32 one (README "Roofline"); ``float32`` elsewhere (AVX2-only CPUs emulate bf16 and run it
+  slower than fp32);
+- CUDA: ``bfloat16`` when the GPU supports it (Ampere and newer), else ``float32``.
+
+Who uses it: the ``hf`` generator loads its weights in this dtype (``dtype="auto"``); the local
+RL engine keeps float32 master weights and optimizer state and runs its forward passes (rollout
+generation, old/reference/update log-probs) under autocast to this dtype when it is bf16
+(``autocast: auto``); ``gentax.pipeline`` maps ``engines.dtype`` onto both (``job_settings``).
+The dtype a job chose is written into its results: evaluation summaries (``dtype``) and the
+provenance record (``compute``) of every workflow result.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from gentax.errors import ConfigError
+
+SETTINGS = ("auto", "float32", "bfloat16", "float16")
+#: /proc/cpuinfo flags of native bf16 arithmetic
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
+    """The CPU feature flags of the first processor in ``cpuinfo`` (default: /proc/cpuinfo;
+    empty where it cannot be read, e.g. macOS)."""
+    if cpuinfo is None:
+        cpuinfo = _read_cpuinfo()
+    for line in cpuinfo.splitlines():
+        if line.startswith(("flags", "Features")):  # x86 | ARM
+            return frozenset(line.split(":", 1)[-1].split())
+    return frozenset()
+
+
+@functools.lru_cache(maxsize=1)
+def _read_cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
+    return bool(cpu_flags(cpuinfo) & set(BF16_FLAGS))
+
+
+def compute_dtype(setting: str = "auto", device: str = "cpu", *, cpuinfo: str | None = None) -> str:
+    """The dtype to compute in (see the module docstring); ConfigError on an unknown setting."""
+    if setting not in SETTINGS:
+        raise ConfigError(f"unknown dtype {setting!r}; valid: {', '.join(SETTINGS)}")
+    if setting != "auto":
+        return setting
+    if str(device).startswith("cuda"):
+        import torch
+
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
+    return "bfloat16" if cpu_has_bf16(cpuinfo) else "float32"
+
+
+def record(setting: str = "auto", device: str = "cpu") -> dict[str, object]:
+    """What the provenance record says about the choice: the setting, the dtype, the CPU's bf16 flags."""
+    flags = sorted(cpu_flags() & set(BF16_FLAGS))
+    return {"setting": setting, "dtype": compute_dtype(setting, device), "device": device, "cpu_bf16_flags": flags}
+
+
+#: engines.dtype -> the local RL engine's ``autocast`` key (gentax/train/rl_defaults.yaml)
+_RL_AUTOCAST = {"auto": "auto", "bfloat16": "bf16", "float32": "none"}
+
+
+def rl_autocast(setting: str) -> str:
+    """config.yaml's ``engines.dtype`` as the RL section's ``autocast`` (the one mapping; the
+    generator takes the setting itself as its ``dtype``)."""
+    if setting not in _RL_AUTOCAST:
+        raise ConfigError(f"engines.dtype {setting!r} is not valid for the RL engines; valid: {', '.join(_RL_AUTOCAST)}")
+    return _RL_AUTOCAST[setting]
+
+
+def attention_implementation(dtype: str, device: str = "cpu") -> str:
+    """transformers' ``attn_implementation`` for a model computing in ``dtype`` on ``device``.
+
+    ``eager`` for bf16 on a CPU: torch's CPU flash-attention kernel in bf16 is slow for one-token
+    decode steps (40 of 97 ms per step of the embedded model, batch 4, 330 cached tokens; eager's
+    matrix products take 8 ms) and no faster for prefill (523 vs 422 tokens/s, eager vs sdpa);
+    ``sdpa`` elsewhere. For inference only: a trained model keeps ``sdpa``, since eager's backward
+    stores every layer's attention matrix (several GB for the local engine's update)."""
+    return "eager" if dtype == "bfloat16" and not str(device).startswith("cuda") else "sdpa"
