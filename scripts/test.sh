@@ -10,4 +10,4 @@ VENV=${GENTAX_VENV:-/opt/gentax/venv}
 export PATH="$VENV/bin:$PATH"
 # Test this checkout, whichever checkout the venv was set up from.
 export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
-python -m pytest -q -p no:cacheprovider "$@"
+python -m pytest -q -p no:cacheprovider --durations=25 "$@"

@@ -1,5 +1,6 @@
 """Reading Snakemake's plan: the "Job stats" table of a dry-run (shared by the workflow tests)."""
 
+import functools
 import re
 import subprocess
 import sys
@@ -29,9 +30,17 @@ def extra_jobs(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     return {rule: n for rule, n in extra.items() if n}
 
 
-def dry_run_counts(*args: str) -> dict[str, int]:
-    """{rule: planned jobs} of ``snakemake -n ARGS`` in the repository (the run must succeed)."""
+@functools.lru_cache(maxsize=None)
+def dry_run_text(*args: str) -> str:
+    """The output of ``snakemake -n ARGS`` in the repository (the run must succeed). Cached for the
+    test session: the repository does not change while the tests run, and the paper grid's
+    dry-run (~20 s) is read by several test modules."""
     proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", *args], cwd=REPO, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return job_counts(proc.stdout + proc.stderr)
+    return proc.stdout + proc.stderr
+
+
+def dry_run_counts(*args: str) -> dict[str, int]:
+    """{rule: planned jobs} of ``snakemake -n ARGS`` in the repository (the run must succeed)."""
+    return job_counts(dry_run_text(*args))

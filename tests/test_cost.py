@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from snakemake_plans import dry_run_text as dry_run
 from snakemake_plans import job_counts
 
 from gentax import cost
@@ -18,12 +19,6 @@ from gentax.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 
-
-def dry_run(*args):
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout + proc.stderr
 
 
 def paper():

@@ -15,24 +15,18 @@ import pytest
 from gentax import plan as gplan
 from gentax.errors import ConfigError
 from gentax.io import read_yaml
-from snakemake_plans import job_counts
+from snakemake_plans import dry_run_counts
 
 REPO = Path(__file__).resolve().parents[1]
 TWO_SEEDS = "grid: {seeds: [0, 1]}\n"  # config/embedded.yaml sets grid.seeds: [0]
 
 
-def _dry_run(*args: str) -> dict[str, int]:
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return job_counts(proc.stdout + proc.stderr)
-
 
 def test_a_configfile_keeps_the_embedded_preset_and_overrides_what_it_sets(tmp_path):
     mine = tmp_path / "mine.yaml"
     mine.write_text(TWO_SEEDS)
-    plain = _dry_run()
-    with_mine = _dry_run("--configfile", str(mine))
+    plain = dry_run_counts()
+    with_mine = dry_run_counts("--configfile", str(mine))
     assert "embedded_model" in with_mine  # still the embedded study, not the paper's 8B grid
     assert with_mine["rl_segment"] == 2 * plain["rl_segment"]  # the override of grid.seeds took effect
     assert with_mine["rl_v1"] == plain["rl_v1"] == 1

@@ -28,6 +28,7 @@ grid:
     - {init: v2, variant: aug, train_domains: [toy]}
   extended: []
   mixtures: {enabled: false, experiments: []}
+controls: {difficulty: {enabled: false}, richness: {enabled: false}, filler: {enabled: false}}
 augmentation:
   v2: {p: 0.5, eps: {toy: 16}}
 """

@@ -9,20 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from snakemake_plans import job_counts
+from snakemake_plans import dry_run_counts as dry_run
+from snakemake_plans import dry_run_text, job_counts
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-
-
-def dry_run_text(*args: str) -> str:
-    proc = subprocess.run([*SNAKEMAKE, "-n", *args], cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc.stdout + proc.stderr
-
-
-def dry_run(*args: str) -> dict[str, int]:
-    return job_counts(dry_run_text(*args))
 
 
 @pytest.fixture(scope="module")
