@@ -113,10 +113,10 @@ def check_controls(cfg: dict) -> None:
         names = [level["name"] for level in block.get("levels", [])]
         if len(set(names)) < len(names):
             raise ConfigError(f"{key}.levels: a level name is given twice ({', '.join(names)})")
-        allowed = cfg["inits"][block["init"]]["domains"]
-        if block["train_domain"] not in allowed:
-            raise ConfigError(f"{key}.train_domain: {block['train_domain']} is not an evaluated domain of "
-                              f"{block['init']} (inits.{block['init']}.domains: {', '.join(allowed)})")
+        if block["train_domain"] not in cfg["inits"][block["init"]]["domains"]:
+            from gentax.plan import not_evaluated
+
+            raise not_evaluated(cfg, f"{key}.train_domain", block["init"], block["train_domain"])
     block = enabled(cfg, RICHNESS)
     if block and any(block["eps"]):
         from gentax.domains.spec import spec

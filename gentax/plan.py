@@ -32,10 +32,11 @@ import dataclasses
 import functools
 from collections import defaultdict
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Iterable
 
 from gentax import runspec
-from gentax.controls import ControlLevel, check_controls, control_levels, property_path
+from gentax.controls import ControlLevel, check_controls, control_levels, enabled, property_path
 from gentax.errors import ConfigError, yaml_number_hint
 from gentax.io import deep_merge, read_yaml
 from gentax.runspec import RunSpec
@@ -172,9 +173,7 @@ def _check_cross_fields(cfg: dict) -> None:
         allowed = inits[exp["init"]]["domains"]
         for d in exp["train_domains"]:
             if d not in allowed:
-                raise ConfigError(
-                    f"config key grid.experiments.{i}.train_domains: {d} is not an evaluated domain of "
-                    f"{exp['init']} (inits.{exp['init']}.domains: {', '.join(allowed)})")
+                raise not_evaluated(cfg, f"config key grid.experiments.{i}.train_domains", exp["init"], d)
             if _needs_eps(exp["variant"], d) and d not in cfg["augmentation"][exp["init"]]["eps"]:
                 raise ConfigError(f"config key augmentation.{exp['init']}.eps.{d}: missing (needed by grid.experiments.{i})")
     _check_mixtures(cfg)
@@ -215,8 +214,7 @@ def _check_mixtures(cfg: dict) -> None:
                 continue
             for d in weights:
                 if d not in allowed:
-                    raise ConfigError(f"{key}: {d} is not an evaluated domain of {exp['init']} "
-                                      f"(inits.{exp['init']}.domains: {', '.join(allowed)})")
+                    raise not_evaluated(cfg, key, exp["init"], d)
                 if _needs_eps(exp["variant"], d) and d not in cfg["augmentation"][exp["init"]]["eps"]:
                     raise ConfigError(f"config key augmentation.{exp['init']}.eps.{d}: missing (needed by {key})")
 
@@ -234,14 +232,19 @@ def _check_filler(cfg: dict) -> None:
                     for d in e["train_domains"]}
         for d in exp["train_domains"]:
             if d not in allowed:
-                raise ConfigError(f"{key}.train_domains: {d} is not an evaluated domain of {exp['init']} "
-                                  f"(inits.{exp['init']}.domains: {', '.join(allowed)})")
+                raise not_evaluated(cfg, f"{key}.train_domains", exp["init"], d)
             if d not in thinking:
                 raise ConfigError(f"{key}.train_domains: {d} has no thinking run to match: grid.experiments plans no "
                                   f"{exp['init']} default run on {d}")
         if cfg["engines"]["rl"] != "local":
             raise ConfigError(f"{key}: the filler arm runs on the local engine only (engines.rl is "
                               f"{cfg['engines']['rl']!r}; set engines.rl: local or plan no filler runs)")
+
+
+def not_evaluated(cfg: dict, key: str, init: str, domain: str) -> ConfigError:
+    """The error for a training domain the init is not evaluated on (``inits.<init>.domains``)."""
+    return ConfigError(f"{key}: {domain} is not an evaluated domain of {init} "
+                       f"(inits.{init}.domains: {', '.join(cfg['inits'][init]['domains'])})")
 
 
 def _needs_eps(variant: str, domain: str) -> bool:
@@ -319,22 +322,28 @@ def runs(cfg: dict) -> list[RunSpec]:
     """Every planned RL run after V1, resolved once (see the module docstring): the grid's, then
     the control runs (``controls``) that are no grid run. The Snakefile's input functions ask for
     them once per job, so they are built once per distinct config (and registry)."""
+    return list(_planned(_plan_key(cfg))[0])
+
+
+def _plan_key(cfg: dict) -> str:
+    """What the planned runs depend on, as the cache key of ``_planned``."""
     import json
 
     from gentax.domains.spec import names
 
-    key = json.dumps([{k: cfg.get(k, {}) for k in ("grid", "domains", "augmentation", "controls")},
-                      repr(runspec.VARIANTS), names()], sort_keys=True, default=str)
-    return list(_runs(key))
+    return json.dumps([{k: cfg.get(k, {}) for k in ("grid", "domains", "augmentation", "controls")},
+                       repr(runspec.VARIANTS), names()], sort_keys=True, default=str)
 
 
 @functools.lru_cache(maxsize=8)
-def _runs(key: str) -> tuple[RunSpec, ...]:
+def _planned(key: str) -> tuple[tuple[RunSpec, ...], MappingProxyType]:
+    """(every planned run, {control level label: the variant label of the runs it reads})."""
     import json
 
     cfg = json.loads(key)[0]
     grid = _grid_runs(cfg)
-    return tuple(grid + _control_plan(cfg, grid)[0])
+    new, labels = _control_plan(cfg, grid)
+    return tuple(grid + new), MappingProxyType(labels)
 
 
 def _grid_runs(cfg: dict) -> list[RunSpec]:
@@ -359,8 +368,8 @@ def _grid_runs(cfg: dict) -> list[RunSpec]:
 
 def filler_experiments(cfg: dict) -> list[dict]:
     """``controls.filler.experiments`` when ``controls.filler.enabled``, else none."""
-    block = (cfg.get("controls") or {}).get("filler") or {}
-    return list(block.get("experiments", [])) if block.get("enabled") else []
+    block = enabled(cfg, "filler")
+    return list(block.get("experiments", [])) if block else []
 
 
 def filler_settings(cfg: dict) -> dict[str, Any]:
@@ -515,7 +524,7 @@ def _control_plan(cfg: dict, grid: list[RunSpec]) -> tuple[list[RunSpec], dict[s
 
 def level_run_label(cfg: dict, level: ControlLevel) -> str:
     """The variant label of the runs a control level reads (its own, or a grid run's it reuses)."""
-    return _control_plan(cfg, _grid_runs(cfg))[1][level.label]
+    return _planned(_plan_key(cfg))[1][level.label]
 
 
 def variant_labels(cfg: dict) -> list[str]:
