@@ -11,12 +11,14 @@ Measured on the machine it runs on, in one run (so the ratios hold whatever the 
   (SmolLM2-135M): prefill tokens/s of ``--prompts`` prompts of ``--prompt-tokens`` tokens, as a
   fraction of the dtype's matrix peak (2 x non-embedding parameters FLOPs per token, plus the
   attention products); decode ms per step of the same batch against its floor, the weight bytes
-  read once per step divided by the bandwidth;
+  read once per step divided by the bandwidth; in bf16, with the sampling levers
+  (gentax.rollout.cpu_inference: grouped attention, prepacked linears) on and off in one run;
 - the shared-prefix lever: prefill of a GRPO group (``--prompts`` copies of one prompt) with
   the common prefix prefilled once (the generator's default) and without, in one run;
-- the local engine's update: forward + backward over the same prompts + responses (cross-entropy
-  over all positions, as a policy-gradient update), tokens/s against the peak (6 x matrix
-  parameters FLOPs per token, the LM head included: it runs on every position here).
+- the local engine's update: its own ``Policy.logprobs`` over the same prompts + sampled
+  responses (the LM head on the response positions only) and a policy-gradient backward, tokens/s
+  against the peak (6 x body parameters FLOPs per token, 6 x LM-head parameters per response
+  position, 3 x the attention products).
 
 Prints one table and the CPU flags that decide the dtype (avx512_bf16, amx_bf16). Timings
 depend on whatever else runs on the machine: run it on an idle one.
@@ -94,10 +96,11 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
-    from transformers import AutoModelForCausalLM
-
+    from gentax.rollout import cpu_inference
     from gentax.rollout.embedded_model import embedded_model_path
     from gentax.rollout.generators import HFGenerator, SamplingParams
+    from gentax.train.config import load_rl_config
+    from gentax.train.local_engine import Policy
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -132,14 +135,19 @@ def main() -> None:
 
         params = [SamplingParams(temperature=1.0, max_new_tokens=args.new_tokens, seed=i, stop=()) for i in range(args.prompts)]
         outs = generator.generate_ids(prompts, params)
-        total = best_of(lambda: generator.generate_ids(prompts, params), args.repeats)  # seeded: same tokens each time
         steps = max(len(o.response_ids) for o in outs)
-        decode_ms = max(total - seconds, 1e-9) / max(steps - 1, 1) * 1000  # the prefill is timed above
         weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         floor_ms = weight_bytes / (bw * 1e9) * 1000
-        rows.append((f"decode {name} (batch {args.prompts})", f"{decode_ms:.1f} ms/step",
-                     f"floor {floor_ms:.1f} ms (weights {weight_bytes / 1e6:.0f} MB / bandwidth)",
-                     f"{decode_ms / floor_ms:.2f}x the floor"))
+        levers = generator.cpu_levers  # bf16 on a CPU: grouped attention, prepacked linears (same tokens)
+        for on in ((True, False) if levers else (False,)):
+            cpu_inference.accelerate(model, enabled=on)
+            total = best_of(lambda: generator.generate_ids(prompts, params), args.repeats)  # seeded: same tokens each time
+            decode_ms = max(total - seconds, 1e-9) / max(steps - 1, 1) * 1000  # the prefill is timed above
+            label = f"decode {name} (batch {args.prompts})" + (f", levers {'on' if on else 'off'}" if levers else "")
+            rows.append((label, f"{decode_ms:.1f} ms/step",
+                         f"floor {floor_ms:.1f} ms (weights {weight_bytes / 1e6:.0f} MB / bandwidth)",
+                         f"{decode_ms / floor_ms:.2f}x the floor"))
+        cpu_inference.accelerate(model, enabled=bool(levers))
 
         # a GRPO group: --prompts copies of one prompt; its prefill with the shared prefix
         # prefilled once (the generator's default) and without
@@ -153,24 +161,28 @@ def main() -> None:
                      f"shared prefix on", f"{tokens / timings[False]:.0f} tokens/s off",
                      f"{timings[False] / timings[True]:.1f}x"))
 
-        train_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)  # the local engine's load
-        train_model.train()
-        ids = torch.tensor([p + o.response_ids for p, o in zip(prompts, outs)][:1] * args.prompts)
-        update_tokens = ids.numel()
-        use_autocast = name == "bfloat16"
+        # the local engine's update: its own Policy.logprobs (prompts left-padded, responses
+        # right-padded, the LM head on the response positions only) and a policy-gradient backward
+        policy = Policy(load_rl_config({"autocast": "bf16" if name == "bfloat16" else "none", "kl_coef": 0.0},
+                                       preset="embedded"), path, None)
+        policy.model.train()
+        responses = [o.response_ids for o in outs]
+        head_positions = args.prompts * (max(map(len, responses)) + 1)
+        update_tokens = sum(len(p) + len(r) for p, r in zip(prompts, responses))
 
         def update():
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_autocast):
-                loss = train_model(input_ids=ids, labels=ids).loss
-            loss.backward()
-            train_model.zero_grad(set_to_none=True)
+            logp, mask, _ = policy.logprobs(policy.model, prompts, responses)
+            (-(logp * mask).sum() / mask.sum()).backward()
+            policy.model.zero_grad(set_to_none=True)
 
         seconds = best_of(update, max(1, args.repeats - 1))
-        flops = 6 * with_head * update_tokens + 3 * args.prompts * attention_flops(train_model, ids.shape[1])
-        label = "update fp32" if not use_autocast else "update fp32 weights, bf16 autocast"
+        head = with_head - non_embed
+        flops = (6 * non_embed * update_tokens + 6 * head * head_positions
+                 + 3 * args.prompts * attention_flops(policy.model, args.prompt_tokens + steps))
+        label = "update fp32" if name != "bfloat16" else "update fp32 weights, bf16 autocast"
         rows.append((label, f"{update_tokens / seconds:.0f} tokens/s", f"{flops / seconds / 1e9:.1f} GFLOP/s",
                      f"{flops / seconds / 1e9 / peak[name]:.0%} of {name} peak"))
-        del generator, model, train_model
+        del generator, model, policy
 
     print(f"threads {args.threads}; CPU flags: " + ", ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
                                                         if f in flags) + f"; torch {torch.__version__}")

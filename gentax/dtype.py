@@ -92,5 +92,7 @@ def attention_implementation(dtype: str, device: str = "cpu") -> str:
     decode steps (40 of 97 ms per step of the embedded model, batch 4, 330 cached tokens; eager's
     matrix products take 8 ms) and no faster for prefill (523 vs 422 tokens/s, eager vs sdpa);
     ``sdpa`` elsewhere. For inference only: a trained model keeps ``sdpa``, since eager's backward
-    stores every layer's attention matrix (several GB for the local engine's update)."""
+    stores every layer's attention matrix (several GB for the local engine's update). The ``hf``
+    generator then computes that eager attention without copying the KV cache per query head
+    (gentax.rollout.cpu_inference: the same logits, bit for bit)."""
     return "eager" if dtype == "bfloat16" and not str(device).startswith("cuda") else "sdpa"

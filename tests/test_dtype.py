@@ -143,6 +143,7 @@ def test_bf16_logprobs_within_the_measured_bound_of_fp32(fp32_model, path):
 def test_local_engine_rollouts_sample_a_bf16_copy_of_the_current_weights(tmp_path):
     import torch
 
+    from gentax.rollout import cpu_inference
     from gentax.train.config import load_rl_config
     from gentax.train.local_engine import Policy
     from rl_helpers import TINY_RL, make_tiny_model
@@ -152,7 +153,8 @@ def test_local_engine_rollouts_sample_a_bf16_copy_of_the_current_weights(tmp_pat
     first = policy.generator().model
     assert first is not policy.model and first.dtype == torch.bfloat16 and policy.model.dtype == torch.float32
     assert first.get_output_embeddings().weight is first.get_input_embeddings().weight  # ties kept
-    assert first.config._attn_implementation == dtype.attention_implementation("bfloat16")
+    assert dtype.attention_implementation("bfloat16") == "eager"  # eager math, GQA without copies:
+    assert first.config._attn_implementation == cpu_inference.GROUPED_ATTENTION  # gentax.rollout.cpu_inference
     assert policy.model.config._attn_implementation == "sdpa"  # the trained model: no stored attention matrices
     with torch.no_grad():  # an update moves the master weights: the next step samples the moved policy
         for param in policy.model.parameters():

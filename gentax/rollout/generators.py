@@ -207,6 +207,8 @@ class HFGenerator:
         return self
 
     def _setup(self, model, tokenizer, max_batch_size: int, autocast_dtype=None) -> None:
+        from gentax.rollout import cpu_inference
+
         if max_batch_size < 1:
             raise GentaxError(f"max_batch_size must be >= 1, got {max_batch_size}")
         _require_chat_template(tokenizer, getattr(model, "name_or_path", "the model"))
@@ -215,6 +217,9 @@ class HFGenerator:
         #: prefill a micro-batch's common prompt prefix once (a GRPO group's shared prompt, the chat
         #: template and domain intro of a step's prompts) and repeat its KV cache over the rows
         self.share_prefix, self.min_shared_prefix = True, 16
+        #: bf16 on a CPU: grouped attention and prepacked weights, the same logits bit for bit
+        #: (gentax.rollout.cpu_inference); a model under autocast keeps its kernels
+        self.cpu_levers = () if autocast_dtype is not None else cpu_inference.accelerate(model)
         self.compute_dtype = str(autocast_dtype or model.dtype).removeprefix("torch.")
         eos = model.generation_config.eos_token_id
         eos = [eos] if isinstance(eos, int) else list(eos or [])

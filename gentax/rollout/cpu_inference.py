@@ -1,0 +1,106 @@
+"""Faster bf16 sampling on a CPU, with outputs equal bit for bit to transformers' eager kernels.
+
+    accelerate(model, enabled=True) -> tuple[str, ...]   # the levers applied (empty: none)
+
+Two levers for a bf16 model that samples on a CPU (the ``hf`` generator's models and the local RL
+engine's bf16 rollout copy; ``HFGenerator`` applies them). Measured on the embedded model, one
+thread, 330 cached tokens (``python benchmarks/roofline.py``, rows "decode ... levers"):
+
+- **grouped attention**: transformers' eager attention, except that grouped-query attention folds
+  a KV head's query heads into the query-length axis instead of copying the KV cache once per
+  query head (``repeat_kv``: every layer's K and V, at every decode step). Registered with
+  transformers' ``AttentionInterface`` as ``GROUPED_ATTENTION``, with the eager mask.
+- **prepacked linear weights**: a bf16 ``F.linear`` on a CPU runs oneDNN, which reorders the
+  weight into its blocked layout at every call; a decode step reads each weight twice and writes
+  it once for that. ``PackedLinear`` keeps the reordered weight (oneDNN's own
+  ``mkldnn._reorder_linear_weight`` / ``_linear_pointwise``) and reorders again only when the
+  weight changed (its version counter: the local engine refreshes its copy in place every step).
+
+Contract: the same matrix products in the same order, so logits equal the eager path's bit for
+bit (tests/test_cpu_inference.py checks prefill and decode logits). Only under
+``torch.inference_mode`` with bf16 inputs and weights (a ``PackedLinear`` otherwise runs
+``F.linear``); float32 and GPU models are left alone (oneDNN's fp32 products differ from MKL's in
+the last bits, which would change sampled tokens). ``enabled=False`` restores the eager kernels.
+"""
+
+from __future__ import annotations
+
+import torch
+
+#: transformers ``attn_implementation`` name of the grouped eager attention
+GROUPED_ATTENTION = "gentax_grouped_eager"
+_BATCH_HINT = 8  # oneDNN's layout hint: decode micro-batches are 1-16 rows
+
+
+def grouped_eager_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    """transformers' eager attention without ``repeat_kv``: query [B, H, Q, D], key/value
+    [B, KV, L, D] with H = KV x G; returns ([B, Q, H, D], weights). Query head h reads KV head h // G,
+    as in ``repeat_kv``."""
+    batch, heads, q_len, dim = query.shape
+    kv_heads = key.shape[1]
+    groups = heads // kv_heads
+    grouped = query.reshape(batch, kv_heads, groups * q_len, dim)
+    weights = torch.matmul(grouped, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        mask = attention_mask[:, :, None, :, : key.shape[-2]]  # [B, 1, 1, Q, L]: the same for every group
+        weights = (weights.view(batch, kv_heads, groups, q_len, -1) + mask).view(batch, kv_heads, groups * q_len, -1)
+    weights = torch.nn.functional.softmax(weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = torch.nn.functional.dropout(weights, p=dropout, training=module.training)
+    out = torch.matmul(weights, value).view(batch, heads, q_len, dim).transpose(1, 2).contiguous()
+    return out, weights
+
+
+def _register() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+    AttentionInterface.register(GROUPED_ATTENTION, grouped_eager_attention)
+    AttentionMaskInterface.register(GROUPED_ATTENTION, eager_mask)
+
+
+_register()
+
+
+class PackedLinear(torch.nn.Linear):
+    """An ``nn.Linear`` (its class swapped in place: same parameters and state-dict names) whose
+    bf16 inference calls use a weight reordered once per weight version."""
+
+    _packed: torch.Tensor | None = None
+    _packed_version: int = -1
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weight = self.weight
+        if not (torch.is_inference_mode_enabled() and x.dtype == weight.dtype == torch.bfloat16 and x.device.type == "cpu"):
+            return super().forward(x)
+        if self._packed is None or self._packed_version != weight._version:
+            with torch.inference_mode(False), torch.no_grad():
+                self._packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), _BATCH_HINT)
+            self._packed_version = weight._version
+        flat = x.reshape(-1, x.shape[-1])
+        out = torch.ops.mkldnn._linear_pointwise(flat, self._packed, self.bias, "none", [], "")
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+
+def _applies(model) -> bool:
+    param = next(model.parameters())
+    return param.device.type == "cpu" and param.dtype == torch.bfloat16 and torch.backends.mkldnn.is_available()
+
+
+def accelerate(model, enabled: bool = True) -> tuple[str, ...]:
+    """Switch ``model``'s levers on (or off with ``enabled=False``); returns those now on. A model
+    that is not bf16 on a CPU, or whose attention is not eager, keeps its kernels."""
+    if not _applies(model):
+        return ()
+    attention = getattr(getattr(model, "config", None), "_attn_implementation", None)  # None: not a transformers model
+    levers = []
+    if attention in ("eager", GROUPED_ATTENTION):
+        model.set_attn_implementation(GROUPED_ATTENTION if enabled else "eager")
+        if enabled:
+            levers.append("grouped attention")
+    for module in model.modules():
+        if type(module) in (torch.nn.Linear, PackedLinear):
+            module.__class__ = PackedLinear if enabled else torch.nn.Linear
+            module._packed = None  # an instance attribute: dropped with the class, rebuilt on use
+    if enabled:
+        levers.append("prepacked linears")
+    return tuple(levers)

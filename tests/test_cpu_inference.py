@@ -1,0 +1,99 @@
+"""The bf16 CPU sampling levers (gentax.rollout.cpu_inference) change speed only: logits and
+sampled tokens equal the eager kernels' bit for bit, a weight changed in place is repacked, and
+float32 models, autocast and gradients keep transformers' own kernels."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gentax.rollout import cpu_inference  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def bf16_model():
+    from transformers import AutoModelForCausalLM
+
+    from gentax.rollout.embedded_model import embedded_model_path
+
+    return AutoModelForCausalLM.from_pretrained(embedded_model_path(), dtype=torch.bfloat16,
+                                                attn_implementation="eager").eval()
+
+
+def _prefill_and_decode(model) -> torch.Tensor:
+    """Logits of a left-padded prefill and three decode steps (3 rows, one padded by 7)."""
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(100, 40000, (3, 40), generator=gen)
+    mask = torch.ones(3, 40, dtype=torch.long)
+    mask[1, :7] = 0
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    logits = []
+    with torch.inference_mode():
+        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+        logits.append(out.logits)
+        cache, last = out.past_key_values, positions[:, -1:]
+        for step in range(3):
+            token = torch.randint(100, 4000, (3, 1), generator=gen)
+            mask, last = torch.cat([mask, mask.new_ones(3, 1)], 1), last + 1
+            out = model(input_ids=token, attention_mask=mask, position_ids=last, past_key_values=cache, use_cache=True)
+            logits.append(out.logits)
+    return torch.cat(logits, 1)
+
+
+def test_levers_give_the_eager_logits_bit_for_bit(bf16_model):
+    assert cpu_inference.accelerate(bf16_model, enabled=False) == ()
+    names = list(bf16_model.state_dict())
+    assert bf16_model.config._attn_implementation == "eager"
+    assert type(bf16_model.lm_head) is torch.nn.Linear
+    eager = _prefill_and_decode(bf16_model)
+    try:
+        assert cpu_inference.accelerate(bf16_model) == ("grouped attention", "prepacked linears")
+        assert bf16_model.config._attn_implementation == cpu_inference.GROUPED_ATTENTION
+        assert type(bf16_model.model.layers[0].mlp.down_proj) is cpu_inference.PackedLinear
+        fast = _prefill_and_decode(bf16_model)
+        assert bf16_model.lm_head._packed is not None  # the packed path did run
+        assert list(bf16_model.state_dict()) == names  # the same parameters under the same names
+    finally:
+        cpu_inference.accelerate(bf16_model, enabled=False)
+    assert torch.equal(eager, fast)
+
+
+def test_generator_samples_the_same_tokens_with_levers_on_and_off():
+    from gentax.rollout.embedded_model import embedded_model_path
+    from gentax.rollout.generators import HFGenerator, SamplingParams
+
+    gen = HFGenerator(str(embedded_model_path()), device="cpu", dtype="bfloat16", max_batch_size=4)
+    assert gen.cpu_levers == ("grouped attention", "prepacked linears")
+    prompts = [[{"role": "user", "content": f"Room {i}: you see a box and a key. Pick one action."}] for i in range(3)]
+    params = [SamplingParams(temperature=1.0, max_new_tokens=12, seed=i, stop=()) for i in range(3)]
+    fast = gen.generate(prompts, params)
+    cpu_inference.accelerate(gen.model, enabled=False)
+    eager = gen.generate(prompts, params)
+    assert [g.response_ids for g in fast] == [g.response_ids for g in eager]
+    assert [g.logprobs for g in fast] == [g.logprobs for g in eager]
+
+
+def test_a_weight_changed_in_place_is_repacked():
+    layer = torch.nn.Linear(64, 32, bias=False).to(torch.bfloat16)
+    x = torch.randn(4, 64, dtype=torch.bfloat16)
+    cpu_inference.accelerate(torch.nn.Sequential(layer))  # no config: linears only
+    with torch.inference_mode():
+        before = layer(x)
+    with torch.no_grad():
+        layer.weight.mul_(2)  # the local engine's per-step refresh of its rollout copy
+    with torch.inference_mode():
+        after = layer(x)
+    assert torch.equal(after, torch.nn.functional.linear(x, layer.weight))
+    assert not torch.equal(before, after)
+
+
+def test_float32_models_autocast_and_gradients_keep_transformers_kernels():
+    fp32 = torch.nn.Sequential(torch.nn.Linear(8, 8))
+    assert cpu_inference.accelerate(fp32) == ()
+    assert type(fp32[0]) is torch.nn.Linear
+    layer = torch.nn.Linear(8, 4, bias=False).to(torch.bfloat16)
+    cpu_inference.accelerate(torch.nn.Sequential(layer))
+    x = torch.randn(2, 8, dtype=torch.bfloat16, requires_grad=True)
+    layer(x).sum().backward()  # outside inference mode: F.linear, with its gradient
+    assert x.grad is not None and layer._packed is None
