@@ -97,3 +97,39 @@ def test_float32_models_autocast_and_gradients_keep_transformers_kernels():
     x = torch.randn(2, 8, dtype=torch.bfloat16, requires_grad=True)
     layer(x).sum().backward()  # outside inference mode: F.linear, with its gradient
     assert x.grad is not None and layer._packed is None
+
+
+# ---- the local engine's log-prob passes ------------------------------------------------------------
+def test_logprob_passes_use_grouped_attention_within_the_memory_budget(tmp_path, monkeypatch):
+    from gentax.train.config import load_rl_config
+    from gentax.train.local_engine import Policy
+    from rl_helpers import TINY_RL, make_tiny_model
+
+    policy = Policy(load_rl_config({**TINY_RL, "autocast": "bf16", "kl_coef": 0.0}, preset="embedded"),
+                    make_tiny_model(tmp_path / "tiny"), None)
+    model = policy.model
+    seen = []
+    monkeypatch.setattr(type(model), "forward", _recording(type(model).forward, seen))
+    prompts, responses = [[5, 6, 7, 8], [9, 10]], [[11, 12], [13]]
+    policy.logprobs(model, prompts, responses)  # with gradients, small: grouped
+    monkeypatch.setattr(cpu_inference, "TRAIN_ATTENTION_BYTES", 0)
+    policy.logprobs(model, prompts, responses)  # with gradients, over the budget: the model's sdpa
+    with torch.no_grad():
+        policy.logprobs(model, prompts, responses)  # no backward, nothing kept: grouped
+    assert seen == [cpu_inference.GROUPED_ATTENTION, "sdpa", cpu_inference.GROUPED_ATTENTION]
+    assert model.config._attn_implementation == "sdpa"  # restored after each pass
+    assert cpu_inference.stored_attention_bytes(model.config, 2, 6) == 2 * 2 * 4 * 36 * 8
+
+    plain = Policy(load_rl_config({**TINY_RL, "autocast": "none", "kl_coef": 0.0}, preset="embedded"),
+                   tmp_path / "tiny", None)
+    seen.clear()  # the same model class: its forward still records
+    with torch.no_grad():
+        plain.logprobs(plain.model, prompts, responses)
+    assert seen == ["sdpa"]  # float32: transformers' kernels
+
+
+def _recording(forward, seen):
+    def wrapped(self, *args, **kwargs):
+        seen.append(self.config._attn_implementation)
+        return forward(self, *args, **kwargs)
+    return wrapped

@@ -234,6 +234,8 @@ class Policy:
         """
         import torch
 
+        from gentax.rollout import cpu_inference
+
         n = len(prompts)
         width_p, width_r = max(map(len, prompts)), max(map(len, responses))
         ids = torch.full((n, width_p + width_r), self.pad_id, dtype=torch.long)
@@ -243,7 +245,7 @@ class Policy:
             attention[row, width_p - len(p) : width_p + len(r)] = 1
         ids, attention = ids.to(self.device), attention.to(self.device)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        with self.autocast():
+        with self.autocast(), cpu_inference.attention_for(model, n, ids.shape[1], self.autocast_dtype):
             out = model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=False,
                         logits_to_keep=width_r + 1)
         logits = out.logits[:, :width_r, :].float() / self.cfg.temperature
