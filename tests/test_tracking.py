@@ -77,9 +77,10 @@ def test_verl_engine_logs_through_verls_own_logger_into_the_run_folder(tmp_path)
     env = config.ray_kwargs.ray_init.runtime_env.env_vars
     assert env.TENSORBOARD_DIR == str((tmp_path / "run" / tracking.TENSORBOARD_DIR).resolve())
     assert config.trainer.experiment_name == tracking.experiment_name("webshop", "default", 1)
-    from gentax.train.verl_agent import VERL_METRICS
+    from gentax.train import verl_agent
+    from gentax.train.verl_shared import VERL_METRICS
 
-    assert tracking.verl_metrics() is VERL_METRICS  # one mapping for both engines' names
+    assert tracking.verl_metrics() is VERL_METRICS is verl_agent.VERL_METRICS  # one mapping, both engines
     off = build_config(cfg, model_path="/models/x", run=run, run_dir=tmp_path / "run", end_step=15, write_data=False,
                        tracking={"backends": []})
     assert list(off.trainer.logger) == ["console"]
@@ -103,3 +104,23 @@ def test_sft_reports_through_llamafactorys_report_to(tmp_path):
     assert env == {"TENSORBOARD_LOGGING_DIR": str(tmp_path / "m" / "tensorboard")}
     args, _ = tracking.sft_report_args(tracking.load_section({"backends": []}), logging_dir="x", out_dir="m")
     assert args == {"report_to": "none"}
+
+
+def test_a_local_run_logging_to_tensorboard_does_not_import_verl(tmp_path):
+    """Importing verl (and Ray with it) cost each local RL job ~7 s of start-up; the local engine
+    logs under verl's names (gentax.train.verl_shared.VERL_METRICS) without it."""
+    import os
+    import subprocess
+    import sys
+
+    model = make_tiny_model(tmp_path / "model")
+    code = ("import sys; from gentax.train.cli import train_rl; from rl_helpers import TINY_RL; "
+            f"code = train_rl('local', dict(TINY_RL), init={str(model)!r}, domain='sokoban', variant='default', "
+            f"seed=0, start=0, end=1, run_dir={str(tmp_path / 'run')!r}, preset='embedded', progress=False); "
+            "print(code, sorted({m.split('.')[0] for m in sys.modules} & {'verl', 'ray'}))")
+    tests = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parent), str(tests)])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "0 []"
+    assert list((tmp_path / "run" / tracking.TENSORBOARD_DIR).glob("events.out.tfevents.*"))

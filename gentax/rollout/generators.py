@@ -350,10 +350,7 @@ class HFGenerator:
         if not self.share_prefix or len(prompt_ids) < 2:
             return 0
         shortest = min(len(ids) for ids in prompt_ids) - 1
-        first = prompt_ids[0]
-        length = 0
-        while length < shortest and all(ids[length] == first[length] for ids in prompt_ids):
-            length += 1
+        length = min(len(os.path.commonprefix(prompt_ids)), shortest)  # commonprefix takes any sequences
         return length if length >= self.min_shared_prefix else 0
 
     @staticmethod

@@ -19,7 +19,7 @@ verl engine sets verl's ``trainer.logger`` (``verl_logger``) and its TensorBoard
 ``gentax/<name>``. The local engine logs each metrics.csv row through ``TrackedMetricsLog`` with
 ``metric_names`` (TensorBoard alone: torch's ``SummaryWriter`` directly, as verl's Tracking uses
 it, sparing the job verl's import): verl's own key where verl computes that quantity (the verl engine's mapping,
-``verl_agent.VERL_METRICS``), else ``gentax/<column>``. ``documented_names()`` lists the names both
+``verl_shared.VERL_METRICS``), else ``gentax/<column>``. ``documented_names()`` lists the names both
 engines log at every step (docs/training.md §7). SFT reports through LlamaFactory's (the HF
 Trainer's) own ``report_to`` (``sft_report_args``).
 """
@@ -40,15 +40,16 @@ TENSORBOARD_DIR = "tensorboard"
 #: the package each backend needs
 _PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
 
-#: metrics.csv columns both engines write, logged under verl's own names (``verl_agent.VERL_METRICS``)
+#: metrics.csv columns both engines write, logged under verl's own names (``verl_shared.VERL_METRICS``)
 SHARED_COLUMNS = ("pg_loss", "kl", "entropy", "clipfrac", "grad_norm", "adv_mean", "adv_std", "adv_abs_max",
                   "rollout_s", "update_s", "seconds")
 
 
 def verl_metrics() -> dict[str, str]:
     """metrics.csv column -> the key verl logs that quantity under: the verl engine's own mapping
-    (``gentax.train.verl_agent.VERL_METRICS``, one place; importing it imports verl)."""
-    from gentax.train.verl_agent import VERL_METRICS
+    (``gentax.train.verl_shared.VERL_METRICS``, one place, importable without verl: a local RL
+    job that imported verl for it spent ~7 s of its start-up there)."""
+    from gentax.train.verl_shared import VERL_METRICS
 
     return VERL_METRICS
 

@@ -36,31 +36,9 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from gentax.train import grpo, runs
-from gentax.train.verl_shared import AGENT_NAME, TRAINER_MODE, export_checkpoint
+from gentax.train.verl_shared import AGENT_NAME, TRAINER_MODE, VERL_METRICS, export_checkpoint
 
 log = logging.getLogger(__name__)
-
-#: metrics.csv column -> verl metric key (the rest of a row comes from runs.rollout_metrics)
-VERL_METRICS = {
-    "pg_loss": "actor/pg_loss",
-    "kl": "actor/kl_loss",
-    "entropy": "actor/entropy",
-    "clipfrac": "actor/pg_clipfrac",
-    "grad_norm": "actor/grad_norm",
-    "adv_mean": "gentax/adv_mean",
-    "adv_std": "gentax/adv_std",
-    "adv_abs_max": "gentax/adv_abs_max",
-    "rollout_s": "timing_s/gen",
-    "old_log_prob_s": "timing_s/old_log_prob",
-    "ref_log_prob_s": "timing_s/ref",
-    "update_s": "timing_s/update_actor",
-    "weight_sync_s": "timing_s/update_weights",
-    "save_s": "timing_s/save_checkpoint",
-    "seconds": "timing_s/step",
-    "tokens_per_s_per_gpu": "perf/throughput",
-    "actor_peak_gpu_gb": "actor/perf/max_memory_allocated_gb",
-    "response_tokens_mean": "response_length/mean",
-}
 
 
 # ---- rollout: one episode -> one sample per step ------------------------------------------------

@@ -18,6 +18,29 @@ from gentax.errors import GentaxError
 AGENT_NAME = "gentax_env"
 TRAINER_MODE = "gentax_sync"
 
+#: metrics.csv column -> verl metric key (the rest of a row comes from runs.rollout_metrics); also the
+#: names the local engine's tracker logs them under (gentax.train.tracking), without importing verl
+VERL_METRICS = {
+    "pg_loss": "actor/pg_loss",
+    "kl": "actor/kl_loss",
+    "entropy": "actor/entropy",
+    "clipfrac": "actor/pg_clipfrac",
+    "grad_norm": "actor/grad_norm",
+    "adv_mean": "gentax/adv_mean",
+    "adv_std": "gentax/adv_std",
+    "adv_abs_max": "gentax/adv_abs_max",
+    "rollout_s": "timing_s/gen",
+    "old_log_prob_s": "timing_s/old_log_prob",
+    "ref_log_prob_s": "timing_s/ref",
+    "update_s": "timing_s/update_actor",
+    "weight_sync_s": "timing_s/update_weights",
+    "save_s": "timing_s/save_checkpoint",
+    "seconds": "timing_s/step",
+    "tokens_per_s_per_gpu": "perf/throughput",
+    "actor_peak_gpu_gb": "actor/perf/max_memory_allocated_gb",
+    "response_tokens_mean": "response_length/mean",
+}
+
 
 def export_checkpoint(actor_dir: str | Path, target_dir: str | Path) -> Path:
     """Convert one verl FSDP actor checkpoint into an HF folder with verl's model merger.
