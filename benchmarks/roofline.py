@@ -95,6 +95,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
+    from gentax import malloc
+
+    malloc.tune()  # as every gentax job does (gentax/malloc.py; benchmarks/malloc_prefill.py)
     import torch
     from gentax.rollout import cpu_inference
     from gentax.rollout.embedded_model import embedded_model_path

@@ -35,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from gentax import malloc
+
+    malloc.tune()  # before torch allocates: freed tensor memory stays in the process (gentax/malloc.py)
     try:
         # building the parser may read the domain registry (a command's choices; GENTAX_DOMAINS)
         args = build_parser().parse_args(argv)
