@@ -232,8 +232,12 @@ def properties(smk) -> None:
 
 
 def summarize(smk) -> None:
-    """Long-format success rows (the analysis input) from the eval JSONs of one run / initial policy."""
+    """Long-format success rows (the analysis input) from the eval JSONs of one run / initial policy,
+    with each row's success per task from the episodes table beside its JSON (written before it)."""
     import pandas as pd
+
+    from gentax.analysis.summary import TASK_OUTCOMES, format_task_outcomes
+    from gentax.rollout.evaluation import output_files, task_outcomes
 
     keys = dict(smk.params.run_keys)
     rows = []
@@ -243,10 +247,15 @@ def summarize(smk) -> None:
         if data["success_rate"] is None:
             raise GentaxError(f"{path}: an env error ended every one of its {data['episodes']} episodes "
                               f"({'; '.join(data['error_reasons'])}); no success rate to report")
+        episodes_path = output_files(str(path)[: -len(".json")])[2]
+        if not Path(episodes_path).is_file():
+            raise GentaxError(f"{path}: its episodes table {episodes_path} is missing (rerun this evaluation)")
+        outcomes = task_outcomes(pd.read_parquet(episodes_path), data.get("errors_as_losses", False))
         rows.append({**keys, "step": int(step_dir.name.removeprefix("step")), "eval_domain": data["domain"],
                      "success": data["success_rate"], "invalid_rate": data["invalid_rate"],
                      "episodes": data["scored_episodes"], "mean_length": data["mean_length"],
-                     "errors": data["errors"], "error_rate": data["error_rate"]})
+                     "errors": data["errors"], "error_rate": data["error_rate"],
+                     TASK_OUTCOMES: format_task_outcomes(outcomes)})
     frame = pd.DataFrame(rows).sort_values(["step", "eval_domain"])
     with gio.atomic_path(smk.output[0]) as tmp:
         frame.to_csv(tmp, index=False)

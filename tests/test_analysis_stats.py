@@ -74,3 +74,65 @@ def test_rank_stability_shares_match_the_exact_probabilities():
     assert list(table.index.get_level_values("init").unique()) == ["v1"]  # no V2 runs at all
     again = stats.rank_stability(stats.bootstrap(stability_case(), 3000, seed=0), domains_of, ("v1",), "default")
     pd.testing.assert_frame_equal(again.reset_index(drop=True), table.reset_index().reset_index(drop=True))
+
+
+def outcomes(won: set[int], tasks: int = 16) -> dict:
+    """The ``task_outcomes`` column of rows whose policy wins exactly the tasks in ``won``."""
+    text = " ".join(f"{t}:{int(t in won)}" for t in range(tasks))
+    return {"task_outcomes": text, "episodes": tasks}
+
+
+def delta_id_case(with_outcomes: bool = True) -> pd.DataFrame:
+    """Base wins tasks 0-7 of 16 (50 %), the run wins 0-11 at every checkpoint (75 %): ΔID +25,
+    the 4 extra tasks won and none lost."""
+    base_cols, run_cols = outcomes(set(range(8))), outcomes(set(range(12)))
+    if not with_outcomes:
+        base_cols.pop("task_outcomes"), run_cols.pop("task_outcomes")
+    rows = base("v1", {"sokoban": 0.5}, **base_cols)
+    rows += run("v1", "sokoban", {"sokoban": 0.75}, seeds=(0,), **run_cols)
+    return windowed(rows)
+
+
+SOKOBAN_RUN, SOKOBAN_BASE = ("v1", "sokoban", "default", "sokoban"), ("v1", "base", "default", "sokoban")
+
+
+def test_paired_delta_id_interval_resamples_the_tasks_both_were_evaluated_on():
+    low, high, method = stats.delta_id_interval(delta_id_case(), SOKOBAN_RUN, SOKOBAN_BASE, 4000, seed=0)
+    # a draw's ΔID = 100 x K / 16 with K ~ Binomial(16, 1/4) (draws of the 4 tasks only the run wins):
+    # P(K = 0) = 1.0 %, P(K <= 1) = 6.3 % -> 2.5th percentile 6.25; P(K <= 7) = 97.3 %, P(K <= 8) = 99.3 % -> 50
+    assert method == "paired tasks"
+    assert (low, high) == (6.25, 50.0)
+    # the same successes without task outcomes: the independent difference spans 0
+    rows = delta_id_case(with_outcomes=False)
+    draws = stats.bootstrap(rows, 4000, seed=0)
+    low, high, method = stats.delta_id_interval(rows, SOKOBAN_RUN, SOKOBAN_BASE, 4000, seed=0, draws=draws)
+    assert method == "independent" and low < 0 < 25 < high
+
+
+def test_paired_delta_id_interval_resamples_seeds_and_averages_the_window():
+    rows = base("v1", {"sokoban": 0.5}, **outcomes(set(range(8))))
+    # seed 0 always ends on the base's tasks (ΔID 0), seed 1 wins 4 more at every checkpoint (ΔID +25)
+    rows += run("v1", "sokoban", {"sokoban": 0.5}, seeds=(0,), **outcomes(set(range(8))))
+    rows += run("v1", "sokoban", {"sokoban": 0.75}, seeds=(1,), **outcomes(set(range(12))))
+    low, high, _ = stats.delta_id_interval(windowed(rows), SOKOBAN_RUN, SOKOBAN_BASE, 4000, seed=0)
+    # a seed draw of (0, 0) gives exactly 0 with probability 1/4: the interval starts at 0
+    assert low == 0.0 and 25.0 <= high <= 50.0
+
+
+def test_delta_id_interval_is_undefined_without_draws_or_rows():
+    assert stats.delta_id_interval(delta_id_case(), SOKOBAN_RUN, SOKOBAN_BASE, 0)[2] == ""
+    missing = ("v1", "webshop", "default", "webshop")
+    low, high, method = stats.delta_id_interval(delta_id_case(), missing, SOKOBAN_BASE, 100)
+    assert np.isnan(low) and np.isnan(high) and method == ""
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("0:1 1:x", "malformed"), ("0:1 1", "malformed"), ("0:1 0:0", "appears twice"), ("0:2", "outside"),
+    ("0:1 1:1", "average 1, but its success is 0.5"),
+])
+def test_bad_task_outcomes_are_named(text, problem):
+    from gentax.errors import GentaxError
+
+    rows = base("v1", {"sokoban": 0.5}, task_outcomes=text)
+    with pytest.raises(GentaxError, match=f"task_outcomes of row 1 .*{problem}|task_outcomes of row 1 {problem}"):
+        load_summary(pd.DataFrame(rows))

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 
 import pyarrow.parquet as pq
+import pytest
 
 from gentax.cli import main
+from gentax.errors import GentaxError
 from gentax.rollout.schema import EPISODE_SCHEMA, STEP_SCHEMA
 
 
@@ -71,3 +73,33 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert f"model folder {tmp_path / 'missing'} does not exist" in capsys.readouterr().err
     assert main(["eval", "--domain", "sokoban", "--episodes", "0", "--generator", "expert", "--out", str(tmp_path / "c.parquet")]) == 2
     assert not list(tmp_path.glob("*.parquet"))
+
+
+def test_run_summary_rows_carry_each_tasks_outcome(tmp_path):
+    """The workflow's summary row of an evaluation holds its success per task, read from the
+    episodes table beside the JSON, and loads as analysis input (paired ΔID intervals)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from gentax import pipeline
+    from gentax.analysis.summary import load_summary, parse_task_outcomes
+
+    step = tmp_path / "eval" / "v1" / "sokoban" / "default" / "seed0" / "step2"
+    assert main(["eval", "--generator", "expert", "--domain", "sokoban", "--episodes", "4", "--max-steps", "2",
+                 "--first-task", "5", "--quiet", "--out", str(step / "sokoban.parquet")]) == 0
+    out = tmp_path / "summary.csv"
+    smk = SimpleNamespace(input=[str(step / "sokoban.json")], output=[str(out)],
+                          params=SimpleNamespace(run_keys={"init": "v1", "train_domain": "sokoban",
+                                                           "variant": "default", "seed": 0}))
+    pipeline.summarize(smk)
+    row = load_summary(out).iloc[0]
+    outcomes = parse_task_outcomes(row["task_outcomes"])
+    won = pq.read_table(step / "sokoban.episodes.parquet").column("won").to_pylist()
+    assert sorted(outcomes) == [5, 6, 7, 8] and list(outcomes.values()) == [float(w) for w in won]
+    assert row["success"] == sum(won) / 4 and row["step"] == 2
+
+    (step / "sokoban.episodes.parquet").unlink()
+    with pytest.raises(GentaxError, match="episodes table .* is missing"):
+        pipeline.summarize(smk)
+    assert pd.read_csv(out)["task_outcomes"].iloc[0] == row["task_outcomes"]  # the earlier summary is kept

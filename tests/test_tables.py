@@ -45,6 +45,22 @@ def test_table2_window_means_std_and_delta_id(analysis):
     assert len(t.data) == 4 * 3 + 5 * 4
 
 
+def test_table2_delta_id_intervals_paired_over_tasks():
+    """With task outcomes, a run's ΔID carries a paired interval (value, CSV columns, display, note)."""
+    rows = base("v1", {"sokoban": 0.5}, task_outcomes=" ".join(f"{t}:{int(t < 8)}" for t in range(16)))
+    rows += run("v1", "sokoban", {"sokoban": 0.75}, seeds=(0,),
+                task_outcomes=" ".join(f"{t}:{int(t < 12)}" for t in range(16)))
+    t = compute_tables(pd.DataFrame(rows), None, Settings(n_boot=4000)).tables["table2_success"]
+    cell = row(t, init="v1", train_domain="sokoban", eval_domain="sokoban")
+    assert cell.delta_id == pytest.approx(25.0) and cell.delta_id_ci == "paired tasks"
+    assert (cell.delta_id_ci_low_pct, cell.delta_id_ci_high_pct) == (6.25, 50.0)  # see test_analysis_stats
+    shown = t.display[(t.display.init == "V1") & (t.display.train_domain == "sokoban")].iloc[0]["sokoban"]
+    assert shown == "75.0 (ΔID +25.0 [+6.2, +50.0])"
+    assert any("paired tasks" in note for note in t.notes)
+    off = row(t, init="v1", train_domain="sokoban", eval_domain="webshop")
+    assert math.isnan(off.delta_id_ci_low_pct) and off.delta_id_ci == ""
+
+
 def test_incomplete_seed_is_left_out_with_a_note(analysis):
     # seed 7 of V2 SciWorld has only steps 105, 120 at 90%: it must not pull the mean up
     cell = row(analysis.tables["table2_success"], init="v2", train_domain="sciworld", eval_domain="sciworld")

@@ -12,6 +12,14 @@ Resampling unit (for one run = (init, train_domain, variant) at one window):
 The 95% interval is the 2.5th-97.5th percentile of the draws, in percent. With three seeds the
 seed bootstrap has only ten distinct outcomes: read it as a rough band, not an exact interval.
 
+ΔID (the run's success on its training domain minus its initial policy's): where every row of
+the run's cell and of the base cell has ``task_outcomes`` (success per held-out task; every
+checkpoint is evaluated on the same tasks), the interval is *paired*: one draw resamples the
+tasks shared by all those rows with replacement (the same tasks for the run's checkpoints and for
+the initial policy) and the run's seeds, so a task that both solve, or both fail, adds no noise to
+the difference. The initial policy's seeds (usually one) are averaged, not resampled. Without task
+outcomes the interval is that of the run's draws minus the initial policy's draws (independent).
+
 Rank stability: for each init, the share of draws (seeds + episodes where available) in which
 each training domain has the best (lowest) OOD ranking score; domains tied for best all count,
 so shares can sum to more than 1. "v1+v2" uses the sum of the two inits' scores per draw.
@@ -31,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from gentax.analysis import ranking
-from gentax.analysis.summary import CELL_KEY, RUN_KEY
+from gentax.analysis.summary import CELL_KEY, RUN_KEY, TASK_OUTCOMES, parse_task_outcomes
 
 CI_LEVEL = 0.95
 DEFAULT_BOOTSTRAP = 1000
@@ -120,6 +128,52 @@ def delta_ood_interval(draws: BootstrapDraws, run_keys: dict[str, tuple], base_k
                              {e: float(cells[e][b]) for e in cells})[0] for b in range(draws.n_boot)])
     defined = values[~np.isnan(values)]
     return interval(defined) if defined.size else (math.nan, math.nan)
+
+
+def _task_matrix(rows: pd.DataFrame, tasks: list[int] | None = None) -> tuple[list[int], np.ndarray] | None:
+    """Success per (row, task) of rows that all have ``task_outcomes``, over the tasks they share
+    (or the given ``tasks``); None when a row lacks them or no task is shared."""
+    if TASK_OUTCOMES not in rows.columns or rows[TASK_OUTCOMES].isna().any() or rows.empty:
+        return None
+    parsed = [parse_task_outcomes(text) for text in rows[TASK_OUTCOMES]]
+    if tasks is None:
+        tasks = sorted(set.intersection(*(set(p) for p in parsed)))
+    if not tasks or any(t not in p for p in parsed for t in tasks):
+        return None
+    return tasks, np.array([[p[t] for t in tasks] for p in parsed], dtype=float)
+
+
+def delta_id_interval(rows: pd.DataFrame, run: tuple, base: tuple, n_boot: int, seed: int = 0,
+                      draws: BootstrapDraws | None = None) -> tuple[float, float, str]:
+    """95% interval (percent) of a run's ΔID and how it was drawn (module doc): ``"paired tasks"``,
+    ``"independent"`` (from ``draws``), or ``""`` with (NaN, NaN) when neither is possible.
+
+    ``rows``: windowed rows (``summary.window_rows``) holding the run's cell ``run`` = (init,
+    train_domain, variant, eval_domain = train_domain) and the base cell ``base``."""
+    if n_boot <= 0:
+        return math.nan, math.nan, ""
+    key = list(CELL_KEY)
+    run_rows = rows[(rows[key] == pd.Series(run, index=key)).all(axis=1)].sort_values(["seed", "step"])
+    base_rows = rows[(rows[key] == pd.Series(base, index=key)).all(axis=1)]
+    if run_rows.empty or base_rows.empty:
+        return math.nan, math.nan, ""
+    matrix = _task_matrix(pd.concat([run_rows, base_rows]))
+    if matrix is not None:
+        tasks, values = matrix
+        run_values, base_values = values[: len(run_rows)], values[len(run_rows):]
+        seeds = run_rows["seed"].unique()
+        per_seed = run_values.reshape(len(seeds), -1, len(tasks)).mean(axis=1)  # seed x task, window averaged
+        rng = _run_rng(seed, tuple(run) + ("delta_id",))
+        weights = rng.multinomial(len(tasks), np.full(len(tasks), 1.0 / len(tasks)), size=n_boot) / len(tasks)
+        seed_draw = rng.integers(0, len(seeds), size=(n_boot, len(seeds)))
+        run_draw = np.take_along_axis(weights @ per_seed.T, seed_draw, axis=1).mean(axis=1)
+        low, high = interval((run_draw - weights @ base_values.mean(axis=0)) * 100.0)
+        return low, high, "paired tasks"
+    run_draws, base_draws = (draws.best_available(k) for k in (run, base)) if draws else (None, None)
+    if run_draws is None or base_draws is None:
+        return math.nan, math.nan, ""
+    low, high = interval(run_draws - base_draws)
+    return low, high, "independent"
 
 
 def rank_stability(

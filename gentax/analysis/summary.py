@@ -15,6 +15,10 @@ Success summary (CSV or Parquet), long format, one row per (run, checkpoint, eva
     errors        optional, episodes an env failure ended (a dead JVM), not in ``success``
                   unless the eval counted them as failures (``gentax eval --errors-as-losses``)
     error_rate    optional, fraction in [0, 1]: errors / episodes played; the tables flag it
+    task_outcomes optional, success per held-out task as ``"<task_seed>:<fraction> ..."`` (the
+                  eval's scored episodes; ``format_task_outcomes``); its mean must equal
+                  ``success``. Where a run's and its initial policy's rows have it, ΔID gets a
+                  bootstrap interval paired over tasks (``stats.delta_id_interval``)
 
 Properties (CSV or Parquet): ``domain``, ``richness``, ``complexity`` and optional extra
 numeric measures, one row per domain.
@@ -57,6 +61,7 @@ ROW_KEY = ("init", "train_domain", "variant", "seed", "step", "eval_domain")
 SUMMARY_COLUMNS = ROW_KEY + ("success",)
 OPTIONAL_FRACTIONS = ("invalid_rate", "error_rate")
 PROPERTY_COLUMNS = ("domain", "richness", "complexity")
+TASK_OUTCOMES = "task_outcomes"
 _MAX_LISTED_ROWS = 5
 
 
@@ -160,6 +165,45 @@ def _as_fractions(df: pd.DataFrame, column: str, key: Sequence[str], optional: b
     return values.astype(float)
 
 
+def format_task_outcomes(outcomes: dict[int, float]) -> str:
+    """``{3: 1.0, 7: 0.0}`` -> ``"3:1 7:0"`` (task seeds in ascending order)."""
+    return " ".join(f"{int(seed)}:{float(value):.10g}" for seed, value in sorted(outcomes.items()))
+
+
+def parse_task_outcomes(text: str) -> dict[int, float]:
+    """The inverse of ``format_task_outcomes``; ValueError names what is wrong."""
+    outcomes: dict[int, float] = {}
+    for item in str(text).split():
+        seed, sep, value = item.partition(":")
+        if not sep:
+            raise ValueError(f"{item!r} is not <task_seed>:<fraction>")
+        task, fraction = int(seed), float(value)
+        if not 0.0 <= fraction <= 1.0:
+            raise ValueError(f"task {task}: {fraction} is outside [0, 1]")
+        if task in outcomes:
+            raise ValueError(f"task {task} appears twice")
+        outcomes[task] = fraction
+    if not outcomes:
+        raise ValueError("no tasks")
+    return outcomes
+
+
+def _check_task_outcomes(df: pd.DataFrame) -> None:
+    """Each given ``task_outcomes`` parses and its mean is the row's ``success``."""
+    for where, text, success in zip(df["_where"], df[TASK_OUTCOMES], df["success"]):
+        if not isinstance(text, str):
+            if pd.isna(text):
+                continue
+            text = str(text)
+        try:
+            outcomes = parse_task_outcomes(text)
+        except ValueError as exc:
+            raise GentaxError(f"{TASK_OUTCOMES} of {where} is malformed: {exc}") from None
+        mean = float(np.mean(list(outcomes.values())))
+        if abs(mean - success) > 1e-6:
+            raise GentaxError(f"{TASK_OUTCOMES} of {where} average {mean:.6g}, but its success is {success:.6g}")
+
+
 def validate_summary(raw: pd.DataFrame) -> pd.DataFrame:
     """Return a clean copy of a success summary (see module docstring) or raise GentaxError."""
     _require_columns(raw, SUMMARY_COLUMNS, "success summary")
@@ -194,6 +238,8 @@ def validate_summary(raw: pd.DataFrame) -> pd.DataFrame:
         bad = df["episodes"].notna() & ~(episodes.notna() & (episodes > 0) & (episodes == np.round(episodes)))
         _fail("episodes must be a positive integer", df, bad, shown + ["episodes"])
         df["episodes"] = episodes.astype(float)  # float keeps NaN for rows without a count
+    if TASK_OUTCOMES in df.columns:
+        _check_task_outcomes(df)
     duplicated = df.duplicated(list(ROW_KEY), keep=False)
     _fail("duplicate rows (same init, train_domain, variant, seed, step, eval_domain)",
           df, duplicated, shown)

@@ -225,8 +225,20 @@ def error_notes(values: Values) -> list[str]:
 _LISTED_CELLS = 8
 
 
-def table2_success(values: Values, intervals: pd.DataFrame | None = None) -> Table:
-    """Success of every (init, training domain) on every eval domain; ΔID on the diagonal."""
+def delta_id_intervals(rows: pd.DataFrame, values: Values, draws: stats.BootstrapDraws | None,
+                       variant: str = DEFAULT_VARIANT) -> dict[tuple[str, str], tuple[float, float, str]]:
+    """(init, training domain) -> the 95% interval of its ΔID and its method (``stats.delta_id_interval``)."""
+    s = values.settings
+    return {(init, train): stats.delta_id_interval(
+                rows, (init, train, variant, train), (init, BASE, values.base_variant(init, train, variant), train),
+                s.n_boot, s.seed, draws)
+            for init, train in _domain_grid(include_base=False)}
+
+
+def table2_success(values: Values, intervals: pd.DataFrame | None = None,
+                   id_intervals: dict[tuple[str, str], tuple[float, float, str]] | None = None) -> Table:
+    """Success of every (init, training domain) on every eval domain; ΔID on the diagonal, with
+    its 95% interval (``delta_id_intervals``) where there are bootstrap draws."""
     records = []
     for init, train in _domain_grid(include_base=True):
         for eval_domain in domains_of(init):
@@ -239,6 +251,9 @@ def table2_success(values: Values, intervals: pd.DataFrame | None = None) -> Tab
                 "delta_id": values.delta_id(init, train) if is_id else math.nan,
                 "error_pct": values.error_pct(init, train, DEFAULT_VARIANT, eval_domain),
             }
+            low, high, method = (id_intervals or {}).get((init, train), (math.nan, math.nan, "")) if is_id \
+                else (math.nan, math.nan, "")
+            record.update(delta_id_ci_low_pct=low, delta_id_ci_high_pct=high, delta_id_ci=method)
             key = (init, train, DEFAULT_VARIANT, eval_domain)
             for column in _CI_COLUMNS:
                 record[column] = (float(intervals.at[key, column])
@@ -251,14 +266,19 @@ def table2_success(values: Values, intervals: pd.DataFrame | None = None) -> Tab
         for _, r in group.iterrows():
             text = _pm(r["success_pct"], r["std_pct"])
             if r["is_id"] and not math.isnan(r["delta_id"]):
-                text += f" (ΔID {_signed(r['delta_id'])})"
+                ci = (f" [{_signed(r['delta_id_ci_low_pct'])}, {_signed(r['delta_id_ci_high_pct'])}]"
+                      if not math.isnan(r["delta_id_ci_low_pct"]) else "")
+                text += f" (ΔID {_signed(r['delta_id'])}{ci})"
             if r["error_pct"] > values.settings.error_mark_pct:  # NaN (not recorded) compares False
                 text += f" {ERROR_MARK}"
             row[r["eval_domain"]] = text
         display_rows.append(row)
     display = pd.DataFrame(display_rows, columns=["init", "train_domain", *DOMAINS]).fillna(MISSING)
+    methods = sorted(set(data["delta_id_ci"]) - {""})
+    notes = error_notes(values) + ([f"ΔID intervals [95%]: bootstrap, {' / '.join(methods)} (docs/tables.md)"]
+                                   if methods else [])
     return Table("table2_success", "Table 2: success (%) on every eval domain, mean ± std over seeds; "
-                 "ΔID on the diagonal", data, display, error_notes(values))
+                 "ΔID on the diagonal", data, display, notes)
 
 
 _CI_COLUMNS = ("ci_seeds_low_pct", "ci_seeds_high_pct", "ci_episodes_low_pct", "ci_episodes_high_pct")
@@ -666,7 +686,7 @@ def compute_tables(summary, properties=None, settings: Settings | None = None, c
                                      settings.tie_points, settings.rank_decimals)
     variants_present = {tuple(k) for k in summary[list(CELL_KEY[:3])].drop_duplicates().itertuples(index=False)}
     tables = [
-        table2_success(values, intervals),
+        table2_success(values, intervals, delta_id_intervals(rows, values, draws)),
         table3_ranking(values, properties),
         table4,
         table5_augmentation(values, variants_present),

@@ -70,6 +70,21 @@ def _json_number(value: float) -> float | None:
     return None if value != value else value  # NaN -> null
 
 
+def scored_episodes(episodes, errors_as_losses: bool = False):
+    """The episodes behind a success rate (an episodes frame): all of them with
+    ``errors_as_losses``, else those no env error ended."""
+    return episodes if errors_as_losses else episodes[episodes["error"].isna()]
+
+
+def task_outcomes(episodes, errors_as_losses: bool = False) -> dict[int, float]:
+    """Success per held-out task (``task_seed`` -> share of its scored episodes won; one episode
+    per task in an evaluation, so 0 or 1): what a paired comparison of two checkpoints on the same
+    tasks needs (``gentax.analysis.stats.delta_id_interval``)."""
+    scored = scored_episodes(episodes, errors_as_losses)
+    won = scored.groupby("task_seed", sort=True)["won"].mean()
+    return {int(seed): float(value) for seed, value in won.items()}
+
+
 def summarize(rollouts: Rollouts, errors_as_losses: bool = False) -> dict[str, Any]:
     """Headline figures of a set of trajectories (JSON-ready; env errors: see module doc).
     ``think_tokens_mean``: mean think-block tokens over the steps that had one (null: none did)."""
@@ -81,7 +96,7 @@ def summarize(rollouts: Rollouts, errors_as_losses: bool = False) -> dict[str, A
     reasons = collections.Counter(steps["reason"].dropna())
     stats = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in rollouts.stats.items()}
     errored = episodes["error"].notna()
-    scored = episodes if errors_as_losses else episodes[~errored]
+    scored = scored_episodes(episodes, errors_as_losses)
     return {
         "episodes": int(len(episodes)),
         "steps": int(len(steps)),
