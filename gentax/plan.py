@@ -296,12 +296,20 @@ def _check_engine_sections(cfg: dict) -> None:
             raise ConfigError(f"config key {key}: {exc}") from None
 
 
+def eval_episodes(cfg: dict, domain: str) -> int:
+    """Held-out tasks evaluated on ``domain`` (its task manifest, every checkpoint's evaluation):
+    ``eval.episodes_per_domain[domain]`` where given, else ``eval.episodes``."""
+    ev = cfg["eval"]
+    return int((ev.get("episodes_per_domain") or {}).get(domain, ev["episodes"]))
+
+
 def rollout_settings(cfg: dict, kind: str) -> dict[str, Any]:
     """What the workflow hands ``gentax eval`` (kind "eval") or ``gentax properties`` ("properties"):
-    the rules' params and the printed settings (``gentax plan --settings``) both come from here."""
+    the rules' params and the printed settings (``gentax plan --settings``) both come from here.
+    An evaluation's episode count depends on its domain: ``eval_episodes``, not part of this."""
     ev = cfg["eval"]
     out = {
-        "episodes": cfg[kind]["episodes"],
+        **({"episodes": cfg[kind]["episodes"]} if kind != "eval" else {}),
         "temperature": cfg[kind]["temperature"],
         "top_p": ev["top_p"],
         "max_new_tokens": ev.get("max_new_tokens", cfg["rl"]["max_new_tokens"]),
@@ -597,17 +605,16 @@ def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
         bases |= {(init, v) for init in ("v1", "v2") for v in base_variants(cfg, init) if v in variants or v == "default"}
         with_properties |= name in TABLES_WITH_PROPERTIES
         with_controls |= name in CONTROL_NAMES
-    episodes = cfg["eval"]["episodes"]
     task_domains: set[str] = set()
     for run, wanted in parts.items():
         steps = [s for part in sorted(wanted) for s in eval_steps(cfg, run, part)]
         last = max(end for _, end in {segment_of(cfg, run, s) for s in steps})
         out["rl_segment"] += [end - start for start, end in segments(cfg, run) if end <= last]
-        out["eval_checkpoint"] += [episodes] * (len(steps) * len(eval_domains(cfg, run.init)))
+        out["eval_checkpoint"] += [eval_episodes(cfg, d) for _ in steps for d in eval_domains(cfg, run.init)]
         out["run_summary"] += [0] * len(wanted)
         task_domains |= set(eval_domains(cfg, run.init))
     for init, _ in sorted(bases):
-        out["eval_checkpoint"] += [episodes] * len(eval_domains(cfg, init))
+        out["eval_checkpoint"] += [eval_episodes(cfg, d) for d in eval_domains(cfg, init)]
         out["base_summary"].append(0)
         task_domains |= set(eval_domains(cfg, init))
     inits = {run.init for run in parts} | {init for init, _ in bases}

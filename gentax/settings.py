@@ -97,7 +97,10 @@ def sft_settings(cfg: dict) -> tuple[dict[str, Any], dict[str, Any]]:
 def effective_settings(cfg: dict) -> dict[str, dict[str, Any]]:
     """kind -> {name: value} (see the module docstring)."""
     sft, sft_data = sft_settings(cfg)
-    eval_settings = {**gplan.rollout_settings(cfg, "eval"), "window": cfg["eval"]["window"]}
+    eval_settings = {"episodes": cfg["eval"]["episodes"],
+                     "episodes_per_domain": dict(cfg["eval"].get("episodes_per_domain") or {}),
+                     **gplan.rollout_settings(cfg, "eval"),
+                     "window": cfg["eval"]["window"]}
     grid, inits, aug = cfg["grid"], cfg["inits"], cfg["augmentation"]
     study = {
         "model.base": cfg["model"]["base"],

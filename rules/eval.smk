@@ -16,6 +16,7 @@ rule eval_checkpoint:
         domain=lambda wc: domain_params(wc.eval_domain),
         think=think_param,
         filler=filler_params,
+        episodes=lambda wc: gplan.eval_episodes(config, wc.eval_domain),
         **gplan.rollout_settings(config, "eval"),
     log:
         log_path("eval/{init}/{train_domain}/{variant}/seed{seed}/step{step}/{eval_domain}"),

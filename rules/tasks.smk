@@ -8,7 +8,7 @@ rule tasks:
         f"{R}/tasks/{{domain}}.json",
     params:
         domain=lambda wc: domain_params(wc.domain),
-        episodes=config["eval"]["episodes"],
+        episodes=lambda wc: gplan.eval_episodes(config, wc.domain),
         seed=config["seed"],
     log:
         log_path("tasks/{domain}"),

@@ -146,3 +146,23 @@ def test_plan_cli_names_a_bad_domain_knob_in_one_line(tmp_path):
     assert proc.stderr.strip().splitlines() == [
         "gentax: error: config key domains.sokoban.options: sokoban option room_size must be an int or "
         "[rows, cols] in 5..20, got -3"]
+
+
+def test_a_domain_can_have_its_own_eval_episodes(embedded):
+    """eval.episodes_per_domain: that domain's evaluations (and their job units) use its count, the
+    others eval.episodes; an unknown domain or a count below 1 is one clear error."""
+    cfg = copy.deepcopy(embedded)
+    cfg["eval"]["episodes_per_domain"] = {"sokoban": 32}
+    gplan.validate(cfg)
+    assert gplan.eval_episodes(cfg, "sokoban") == 32
+    assert gplan.eval_episodes(cfg, "webshop") == cfg["eval"]["episodes"]
+    units = gplan.jobs(cfg)["eval_checkpoint"]
+    plain = gplan.jobs(embedded)["eval_checkpoint"]
+    n = embedded["eval"]["episodes"]
+    sokoban_jobs = sum(1 for u in units if u == 32)
+    assert len(units) == len(plain) and sokoban_jobs > 0
+    assert sum(units) == sum(plain) + sokoban_jobs * (32 - n)
+    for bad, needle in (({"chess": 4}, "episodes_per_domain"), ({"sokoban": 0}, "episodes_per_domain")):
+        cfg["eval"]["episodes_per_domain"] = bad
+        with pytest.raises(ConfigError, match=needle):
+            gplan.validate(cfg)
