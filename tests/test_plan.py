@@ -158,10 +158,10 @@ def test_a_domain_can_have_its_own_eval_episodes(embedded):
     assert gplan.eval_episodes(cfg, "webshop") == cfg["eval"]["episodes"]
     units = gplan.jobs(cfg)["eval_checkpoint"]
     plain = gplan.jobs(embedded)["eval_checkpoint"]
-    n = embedded["eval"]["episodes"]
+    before = gplan.eval_episodes(embedded, "sokoban")
     sokoban_jobs = sum(1 for u in units if u == 32)
     assert len(units) == len(plain) and sokoban_jobs > 0
-    assert sum(units) == sum(plain) + sokoban_jobs * (32 - n)
+    assert sum(units) == sum(plain) + sokoban_jobs * (32 - before)
     for bad, needle in (({"chess": 4}, "episodes_per_domain"), ({"sokoban": 0}, "episodes_per_domain")):
         cfg["eval"]["episodes_per_domain"] = bad
         with pytest.raises(ConfigError, match=needle):
