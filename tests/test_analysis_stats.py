@@ -121,6 +121,12 @@ def test_paired_delta_id_interval_resamples_seeds_and_averages_the_window():
 
 def test_delta_id_interval_is_undefined_without_draws_or_rows():
     assert stats.delta_id_interval(delta_id_case(), SOKOBAN_RUN, SOKOBAN_BASE, 0)[2] == ""
+    # no task in common (evaluated on other tasks): not paired; the independent draws serve
+    rows = base("v1", {"sokoban": 0.5}, task_outcomes="100:1 101:0", episodes=2)
+    rows += run("v1", "sokoban", {"sokoban": 0.5}, seeds=(0,), task_outcomes="0:1 1:0", episodes=2)
+    rows = windowed(rows)
+    method = stats.delta_id_interval(rows, SOKOBAN_RUN, SOKOBAN_BASE, 100, draws=stats.bootstrap(rows, 100))[2]
+    assert method == "independent"
     missing = ("v1", "webshop", "default", "webshop")
     low, high, method = stats.delta_id_interval(delta_id_case(), missing, SOKOBAN_BASE, 100)
     assert np.isnan(low) and np.isnan(high) and method == ""

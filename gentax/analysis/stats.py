@@ -130,15 +130,14 @@ def delta_ood_interval(draws: BootstrapDraws, run_keys: dict[str, tuple], base_k
     return interval(defined) if defined.size else (math.nan, math.nan)
 
 
-def _task_matrix(rows: pd.DataFrame, tasks: list[int] | None = None) -> tuple[list[int], np.ndarray] | None:
-    """Success per (row, task) of rows that all have ``task_outcomes``, over the tasks they share
-    (or the given ``tasks``); None when a row lacks them or no task is shared."""
-    if TASK_OUTCOMES not in rows.columns or rows[TASK_OUTCOMES].isna().any() or rows.empty:
+def _task_matrix(rows: pd.DataFrame) -> tuple[list[int], np.ndarray] | None:
+    """Success per (row, task) of rows that all have ``task_outcomes``, over the tasks they all
+    share; None when a row lacks them or no task is shared."""
+    if rows.empty or TASK_OUTCOMES not in rows.columns or rows[TASK_OUTCOMES].isna().any():
         return None
     parsed = [parse_task_outcomes(text) for text in rows[TASK_OUTCOMES]]
-    if tasks is None:
-        tasks = sorted(set.intersection(*(set(p) for p in parsed)))
-    if not tasks or any(t not in p for p in parsed for t in tasks):
+    tasks = sorted(set.intersection(*(set(p) for p in parsed)))
+    if not tasks:
         return None
     return tasks, np.array([[p[t] for t in tasks] for p in parsed], dtype=float)
 
