@@ -61,6 +61,18 @@ def test_table2_delta_id_intervals_paired_over_tasks():
     assert math.isnan(off.delta_id_ci_low_pct) and off.delta_id_ci == ""
 
 
+def test_table4_delta_id_intervals_at_both_windows():
+    outcomes = lambda won: " ".join(f"{t}:{int(t < won)}" for t in range(16))  # noqa: E731 - tasks 0..won-1 won
+    rows = base("v2", {"sokoban": 0.5}, task_outcomes=outcomes(8))
+    rows += run("v2", "sokoban", {"sokoban": 0.5}, seeds=(0,), task_outcomes=outcomes(8))
+    rows += run("v2", "sokoban", {"sokoban": 0.75}, seeds=(0,), steps=(165, 180, 195, 210), task_outcomes=outcomes(12))
+    t = compute_tables(pd.DataFrame(rows), None, Settings(n_boot=4000)).tables["table4_extended"]
+    default, last = row(t, window="default"), row(t, window="last")
+    assert (default.delta_id, default.delta_id_ci_low_pct, default.delta_id_ci_high_pct) == (0.0, 0.0, 0.0)
+    assert last.delta_id == pytest.approx(25.0) and last.delta_id_ci == "paired tasks"
+    assert (last.delta_id_ci_low_pct, last.delta_id_ci_high_pct) == (6.25, 50.0)  # see test_analysis_stats
+
+
 def test_incomplete_seed_is_left_out_with_a_note(analysis):
     # seed 7 of V2 SciWorld has only steps 105, 120 at 90%: it must not pull the mean up
     cell = row(analysis.tables["table2_success"], init="v2", train_domain="sciworld", eval_domain="sciworld")

@@ -465,10 +465,13 @@ def _last_checkpoints(run_rows: pd.DataFrame, count: int) -> tuple[int, ...]:
     return tuple(sorted(run_rows["step"].unique())[-count:])
 
 
-def table4_extended(summary: pd.DataFrame, values: Values) -> tuple[Table, pd.DataFrame]:
+def table4_extended(summary: pd.DataFrame, values: Values,
+                    default_rows: pd.DataFrame | None = None) -> tuple[Table, pd.DataFrame]:
     """Runs longer than the default window: ΔID, OOD success and ranking score at the default
     window and at the run's own last checkpoints (as many as the window has). At the late
-    window the run competes with the other training domains' default-window values.
+    window the run competes with the other training domains' default-window values. Each ΔID
+    has its 95% interval paired over tasks where the rows have task outcomes
+    (``stats.delta_id_interval``; ``default_rows``: the default window's rows).
 
     Also returns the late-window rows (for the bootstrap statistics)."""
     s = values.settings
@@ -480,16 +483,22 @@ def table4_extended(summary: pd.DataFrame, values: Values) -> tuple[Table, pd.Da
         late_window = _last_checkpoints(run_rows, len(s.window))
         rows, run_notes = window_rows(run_rows, late_window)
         notes += run_notes
-        late = Values(pd.concat([rows, summary[summary["train_domain"] == BASE]]), s)
+        with_base = pd.concat([rows, summary[summary["train_domain"] == BASE]])
+        late = Values(with_base, s)
         late_rows.append(rows.assign(variant=f"{DEFAULT_VARIANT}@{late_window[-1]}"))
-        for label, source in (("default", values), ("last", late)):
+        for label, source, id_rows in (("default", values, default_rows), ("last", late, with_base)):
             window = s.window if label == "default" else late_window
+            base_key = (init, BASE, source.base_variant(init, train), train)
+            low, high, method = (stats.delta_id_interval(id_rows, (init, train, DEFAULT_VARIANT, train), base_key,
+                                                         s.n_boot, s.seed)
+                                 if id_rows is not None else (math.nan, math.nan, ""))
             grid = values.success_grid(init)
             for eval_domain in domains_of(init):
                 grid[(train, eval_domain)] = source.mean(init, train, DEFAULT_VARIANT, eval_domain)
             scores, ranks = values.ranking(init, grid=grid)
             record = {"init": init, "train_domain": train, "window": label,
-                      "steps": ",".join(map(str, window)), "delta_id": source.delta_id(init, train)}
+                      "steps": ",".join(map(str, window)), "delta_id": source.delta_id(init, train),
+                      "delta_id_ci_low_pct": low, "delta_id_ci_high_pct": high, "delta_id_ci": method}
             ood = source.ood(init, train)
             for domain in DOMAINS:
                 record[f"ood_{domain}_pct"] = ood.get(domain, math.nan)
@@ -497,7 +506,8 @@ def table4_extended(summary: pd.DataFrame, values: Values) -> tuple[Table, pd.Da
                 record[f"rank_{domain}"] = ranks.get((train, domain), math.nan)
             record["ranking_score"] = scores.get(train, math.nan)
             records.append(record)
-    columns = (["init", "train_domain", "window", "steps", "delta_id"] + [f"ood_{d}_pct" for d in DOMAINS]
+    columns = (["init", "train_domain", "window", "steps", "delta_id", "delta_id_ci_low_pct", "delta_id_ci_high_pct",
+                "delta_id_ci"] + [f"ood_{d}_pct" for d in DOMAINS]
                + [f"rank_{d}" for d in DOMAINS] + ["ranking_score"])
     if not long_runs:
         notes.append(f"no default-variant run has checkpoints beyond step {max(s.window)}")
@@ -677,7 +687,7 @@ def compute_tables(summary, properties=None, settings: Settings | None = None, c
     notes += window_notes
     values = Values(rows, settings)
     notes += error_notes(values)
-    table4, late_rows = table4_extended(summary, values)
+    table4, late_rows = table4_extended(summary, values, rows)
     draws = stats.bootstrap(pd.concat([rows, late_rows]), settings.n_boot, settings.seed)
     intervals = stats.success_intervals(draws)
     means = pd.concat([values.success, cell_means(late_rows)]) if not late_rows.empty else values.success
@@ -715,7 +725,7 @@ def compute_tables(summary, properties=None, settings: Settings | None = None, c
 
 
 #: Outputs that need bootstrap draws; the others are built with ``n_boot=0`` by ``build_one``.
-_NEEDS_BOOTSTRAP = {"table2_success", "success_ci", "rank_stability", "mixture_ood", "mixture_delta_ood",
+_NEEDS_BOOTSTRAP = {"table2_success", "table4_extended", "success_ci", "rank_stability", "mixture_ood", "mixture_delta_ood",
                     "controls_sweep", "controls_regression", "controls_delta_ood"}
 
 
