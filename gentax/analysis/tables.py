@@ -153,6 +153,14 @@ class Values:
     def delta_id(self, init, train, variant=DEFAULT_VARIANT) -> float:
         return self.mean(init, train, variant, train) - self.base(init, train, variant)
 
+    def delta_id_interval(self, rows: pd.DataFrame, init, train, variant=DEFAULT_VARIANT,
+                          draws: stats.BootstrapDraws | None = None) -> tuple[float, float, str]:
+        """95% interval and method of ``delta_id`` (``stats.delta_id_interval``) from windowed
+        ``rows`` that hold the run's cell and its base cell."""
+        s = self.settings
+        base = (init, BASE, self.base_variant(init, train, variant), train)
+        return stats.delta_id_interval(rows, (init, train, variant, train), base, s.n_boot, s.seed, draws)
+
     def ood(self, init, train, variant=DEFAULT_VARIANT) -> dict[str, float]:
         return {e: self.mean(init, train, variant, e) for e in domains_of(init) if e != train}
 
@@ -227,11 +235,8 @@ _LISTED_CELLS = 8
 
 def delta_id_intervals(rows: pd.DataFrame, values: Values, draws: stats.BootstrapDraws | None,
                        variant: str = DEFAULT_VARIANT) -> dict[tuple[str, str], tuple[float, float, str]]:
-    """(init, training domain) -> the 95% interval of its ΔID and its method (``stats.delta_id_interval``)."""
-    s = values.settings
-    return {(init, train): stats.delta_id_interval(
-                rows, (init, train, variant, train), (init, BASE, values.base_variant(init, train, variant), train),
-                s.n_boot, s.seed, draws)
+    """(init, training domain) -> the 95% interval of its ΔID and its method (``Values.delta_id_interval``)."""
+    return {(init, train): values.delta_id_interval(rows, init, train, variant, draws)
             for init, train in _domain_grid(include_base=False)}
 
 
@@ -471,7 +476,7 @@ def table4_extended(summary: pd.DataFrame, values: Values,
     window and at the run's own last checkpoints (as many as the window has). At the late
     window the run competes with the other training domains' default-window values. Each ΔID
     has its 95% interval paired over tasks where the rows have task outcomes
-    (``stats.delta_id_interval``; ``default_rows``: the default window's rows).
+    (``Values.delta_id_interval``; ``default_rows``: the default window's rows).
 
     Also returns the late-window rows (for the bootstrap statistics)."""
     s = values.settings
@@ -488,9 +493,7 @@ def table4_extended(summary: pd.DataFrame, values: Values,
         late_rows.append(rows.assign(variant=f"{DEFAULT_VARIANT}@{late_window[-1]}"))
         for label, source, id_rows in (("default", values, default_rows), ("last", late, with_base)):
             window = s.window if label == "default" else late_window
-            base_key = (init, BASE, source.base_variant(init, train), train)
-            low, high, method = (stats.delta_id_interval(id_rows, (init, train, DEFAULT_VARIANT, train), base_key,
-                                                         s.n_boot, s.seed)
+            low, high, method = (source.delta_id_interval(id_rows, init, train)
                                  if id_rows is not None else (math.nan, math.nan, ""))
             grid = values.success_grid(init)
             for eval_domain in domains_of(init):
