@@ -24,17 +24,13 @@ def child(args) -> None:
 
         assert malloc.tune(), "glibc did not take the settings"
     import torch
-    from transformers import AutoModelForCausalLM
 
-    from gentax.dtype import attention_implementation, compute_dtype
-    from gentax.rollout import cpu_inference
     from gentax.rollout.embedded_model import embedded_model_path
+    from gentax.rollout.generators import HFGenerator
 
     torch.set_num_threads(args.threads)
-    dtype = compute_dtype("auto", "cpu")
-    model = AutoModelForCausalLM.from_pretrained(embedded_model_path(), dtype=getattr(torch, dtype),
-                                                 attn_implementation=attention_implementation(dtype)).eval()
-    cpu_inference.accelerate(model)
+    generator = HFGenerator(str(embedded_model_path()), device="cpu")  # its dtype choice and CPU levers
+    model, dtype = generator.model.eval(), generator.compute_dtype
     gen = torch.Generator().manual_seed(0)
     rates = []
     for call in range(args.calls):
