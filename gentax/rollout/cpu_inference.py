@@ -13,9 +13,10 @@ thread, 330 cached tokens (``python benchmarks/roofline.py``, rows "decode ... l
   query head (``repeat_kv``: every layer's K and V, at every decode step). Registered with
   transformers' ``AttentionInterface`` as ``GROUPED_ATTENTION``, with the eager mask.
 - **prepacked linear weights**: a bf16 ``F.linear`` on a CPU runs oneDNN, which reorders the
-  weight into its blocked layout at every call, so every decode step reorders every weight again. ``PackedLinear`` keeps the reordered weight (oneDNN's own
-  ``mkldnn._reorder_linear_weight`` / ``_linear_pointwise``) and reorders again only when the
-  weight changed (its version counter: the local engine refreshes its copy in place every step).
+  weight into its blocked layout at every call, so every decode step reorders every weight again.
+  ``PackedLinear`` keeps the reordered weight (oneDNN's own ``mkldnn._reorder_linear_weight`` /
+  ``_linear_pointwise``) and reorders again only when the weight changed (its version counter:
+  the local engine refreshes its copy in place every step).
 
 Contract: the same matrix products in the same order, so logits equal the eager path's bit for
 bit (tests/test_cpu_inference.py checks prefill and decode logits). Only under
@@ -24,10 +25,11 @@ bit (tests/test_cpu_inference.py checks prefill and decode logits). Only under
 the last bits, which would change sampled tokens). ``enabled=False`` restores the eager kernels.
 
 ``attention_for``: the local engine's trained model keeps ``sdpa`` (torch's CPU flash kernel); under
-bf16 autocast on a CPU, its log-prob passes run the grouped eager attention instead, which was ~10 %
-faster for a whole update (interleaved runs: 7.8-8.3 vs 8.8-10.0 s, 4 x 370 tokens) and closer to fp32 (gradients of the
-first layers 7 % off fp32's, flash's 15 %). Eager keeps each layer's attention matrices for the
-backward, so a pass with gradients uses it only while they stay under ``TRAIN_ATTENTION_BYTES``.
+bf16 autocast on a CPU, its log-prob passes run the grouped eager attention instead, which was
+~10 % faster for a whole update (interleaved runs: 7.8-8.3 vs 8.8-10.0 s, 4 x 370 tokens) and
+closer to fp32 (gradients of the first layers 7 % off fp32's, flash's 15 %). Eager keeps each
+layer's attention matrices for the backward, so a pass with gradients uses it only while they stay
+under ``TRAIN_ATTENTION_BYTES``.
 """
 
 from __future__ import annotations
