@@ -22,9 +22,21 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from gentax.pipeline import _domain_args  # noqa: E402  (the workflow's own --max-steps/--option args)
-from gentax.plan import load_config, rollout_settings  # noqa: E402  (the eval jobs' own settings)
+from gentax.plan import eval_episodes, load_config, rollout_settings  # noqa: E402  (the eval jobs' own settings)
 
 DOMAINS = ["alfworld", "webshop", "sokoban", "sciworld"]
+
+
+def eval_arguments(cfg: dict, domain: str, model: str, episodes: int, out: Path, *, no_think: bool = False) -> list[str]:
+    """`gentax eval` arguments for ``domain`` with the config's eval settings (what an eval job runs)."""
+    settings = rollout_settings(cfg, "eval")
+    args = ["eval", "--model", model, "--domain", domain, "--split", "eval",
+            "--episodes", str(episodes), "--temperature", str(settings["temperature"]),
+            "--top-p", str(settings["top_p"]), "--max-new-tokens", str(settings["max_new_tokens"]),
+            "--history-length", str(settings["history_length"]), "--generator", "hf",
+            "--seed", str(settings["seed"]), "--quiet", "--out", str(out / f"{domain}.parquet"),
+            *map(str, _domain_args(cfg["domains"][domain]))]
+    return args + (["--no-think"] if no_think else [])
 
 
 def main() -> None:
@@ -33,7 +45,7 @@ def main() -> None:
     ap.add_argument("--config", nargs="*", default=[str(REPO / "config.yaml"), str(REPO / "config/embedded.yaml")],
                     help="config files merged in order (default: the embedded preset)")
     ap.add_argument("--domains", default=",".join(DOMAINS))
-    ap.add_argument("--episodes", type=int, help="default: the config's eval.episodes")
+    ap.add_argument("--episodes", type=int, help="default: the config's, per domain (gentax.plan.eval_episodes)")
     ap.add_argument("--no-think", action="store_true")
     ap.add_argument("--out", help="folder for the rollouts (default: temporary)")
     args = ap.parse_args()
@@ -41,25 +53,16 @@ def main() -> None:
     cfg = load_config(args.config)
     out = Path(args.out or tempfile.mkdtemp(prefix="gentax-eval-"))
     out.mkdir(parents=True, exist_ok=True)
-    settings = rollout_settings(cfg, "eval")
-    episodes = args.episodes or settings["episodes"]
-    print(f"model {args.model}; {episodes} episodes per domain; rollouts in {out}")
-    print(f"{'domain':10} {'success':>7} {'invalid':>8} {'length cut':>10} {'mean steps':>10} {'wall s':>7}")
+    print(f"model {args.model}; rollouts in {out}")
+    print(f"{'domain':10} {'episodes':>8} {'success':>7} {'invalid':>8} {'length cut':>10} {'mean steps':>10} {'wall s':>7}")
     for domain in args.domains.split(","):
-        d = cfg["domains"][domain]
-        cmd = [sys.executable, "-m", "gentax", "eval", "--model", args.model, "--domain", domain, "--split", "eval",
-               "--episodes", str(episodes), "--temperature", str(settings["temperature"]),
-               "--top-p", str(settings["top_p"]), "--max-new-tokens", str(settings["max_new_tokens"]),
-               "--history-length", str(settings["history_length"]), "--generator", "hf",
-               "--seed", str(settings["seed"]), "--quiet", "--out", str(out / f"{domain}.parquet"),
-               *map(str, _domain_args(d))]
-        if args.no_think:
-            cmd.append("--no-think")
+        episodes = args.episodes or eval_episodes(cfg, domain)
+        cmd = [sys.executable, "-m", "gentax", *eval_arguments(cfg, domain, args.model, episodes, out, no_think=args.no_think)]
         started = time.monotonic()
         subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
         wall = time.monotonic() - started
         summary = json.loads((out / f"{domain}.json").read_text())
-        print(f"{domain:10} {summary['success_rate']:7.2f} {summary['invalid_rate']:8.2f} {summary['length_cut_rate']:10.2f} "
+        print(f"{domain:10} {episodes:8} {summary['success_rate']:7.2f} {summary['invalid_rate']:8.2f} {summary['length_cut_rate']:10.2f} "
               f"{summary['mean_length']:10.1f} {wall:7.0f}", flush=True)
 
 

@@ -160,7 +160,7 @@ def embedded():
     from gentax.rollout.embedded_model import embedded_model_path
 
     # float32: these tests compare log-probs across batch compositions to 1e-3; in bf16, padding
-    # alone moves them by up to ~0.06 nats (tests/test_dtype.py bounds bf16 against fp32)
+    # alone moves them by up to ~0.12 nats (tests/test_dtype.py bounds bf16 against fp32)
     return HFGenerator(str(embedded_model_path()), device="cpu", dtype="float32", max_batch_size=2)
 
 
@@ -254,3 +254,62 @@ def test_embedded_shared_prefix_prefilled_once_gives_the_same_output(embedded):
     for a, b in zip(shared, plain):
         assert a.response_ids == b.response_ids and a.text == b.text and a.finish_reason == b.finish_reason
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-3)
+
+
+def test_prefill_groups_split_rows_where_padding_costs_more_than_a_call():
+    from gentax.rollout.generators import prefill_groups
+
+    assert prefill_groups([100, 100, 100], 32) == [[0, 1, 2]]  # equal lengths: one call
+    # two short rows and two long ones, given out of order: padding the short ones to 340 would cost
+    # 2 x 185 tokens, a second call 32
+    assert prefill_groups([340, 155, 338, 157], 32) == [[1, 3], [2, 0]]
+    assert prefill_groups([340, 155, 338, 157], 10_000) == [[1, 3, 2, 0]]  # calls dearer than any padding
+    assert prefill_groups([7], 32) == [[0]]
+
+
+def test_prefill_groups_is_the_cheapest_split_in_length_order():
+    import itertools
+    import random
+
+    from gentax.rollout.generators import prefill_groups
+
+    rng = random.Random(0)
+    for _ in range(200):
+        lengths = [rng.randint(1, 400) for _ in range(rng.randint(1, 7))]
+        call = rng.choice([0, 16, 32, 500])
+        cost = lambda groups: sum(len(g) * max(lengths[i] for i in g) + call for g in groups)  # noqa: E731
+        groups = prefill_groups(lengths, call)
+        assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+        best = min(cost([order[a:b] for a, b in zip((0, *cuts), (*cuts, len(order)))])
+                   for k in range(len(order)) for cuts in itertools.combinations(range(1, len(order)), k))
+        assert cost(groups) == best
+
+
+@pytest.mark.slow
+def test_embedded_grouped_prefill_gives_the_same_output(embedded):
+    """Prompts of very different lengths, prefilled in groups each padded to its own longest
+    prompt and merged into one LEFT-padded cache: greedy and seeded samples are the same tokens as
+    with one padded prefill, log-probs equal to float rounding."""
+    from gentax.rollout.generators import prefill_groups
+
+    intro = "You are an agent in a text game. Read the observation and answer with one action. "
+    prompts = [[{"role": "user", "content": intro + "Observation: " + text}] for text in (
+        "a box.", "a door, closed.", "a long corridor " * 30 + "ends at a door.", "a hall " * 28 + "with a key.")]
+    ids = [chat_prompt_ids(embedded.tokenizer, p) for p in prompts]
+    shared = embedded._shared_prefix(ids)
+    assert len(prefill_groups([len(i) - shared for i in ids], embedded.group_call_tokens)) >= 2  # the merged path
+    params = [SamplingParams(temperature=0.0, max_new_tokens=12), SamplingParams(temperature=1.0, max_new_tokens=12, seed=3),
+              SamplingParams(temperature=1.0, max_new_tokens=12, seed=4), SamplingParams(temperature=0.0, max_new_tokens=12)]
+    embedded.max_batch_size = 4
+    try:
+        for min_shared in (16, 10**6):  # with the shared prefix prefilled once, and without one
+            embedded.min_shared_prefix, embedded.group_prefill = min_shared, True
+            grouped = embedded.generate(prompts, params)
+            embedded.group_prefill = False
+            padded = embedded.generate(prompts, params)
+            for a, b in zip(grouped, padded):
+                assert a.response_ids == b.response_ids and a.text == b.text and a.finish_reason == b.finish_reason
+                assert a.logprobs == pytest.approx(b.logprobs, abs=1e-3)
+    finally:
+        embedded.group_prefill, embedded.min_shared_prefix, embedded.max_batch_size = True, 16, 2

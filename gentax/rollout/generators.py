@@ -33,8 +33,8 @@ Contract (docs/contracts.md "Generators")::
   ``{"expert_action": str, "think": bool}`` per prompt.
 
 Reproducibility: ``hf`` output is a deterministic function of (model, device, dtype, prompt,
-params); batch composition changes only float rounding of padded positions (log-probs move by
-~1e-4 in float32, up to ~0.06 nats in bf16; greedy tokens can flip only at near-ties). ``vllm`` seeds each
+params); batch composition (padding, grouped prefill) changes only float rounding (log-probs move
+by ~1e-4 in float32, up to ~0.12 nats in bf16; greedy tokens can flip only at near-ties). ``vllm`` seeds each
 request (``SamplingParams.seed``); its batching may change results across runs in rare ties.
 
 What only a GPU exercises: the ``vllm`` generator as a whole (engine construction, its
@@ -170,6 +170,27 @@ def require_model_folder(path: str | os.PathLike, what: str) -> str:
 
 
 # ---- transformers ----------------------------------------------------------------------------
+def prefill_groups(lengths: Sequence[int], call_tokens: float) -> list[list[int]]:
+    """Rows (indices into ``lengths``, prompt lengths) split into groups to prefill one call each,
+    each group padded to its own longest row: the split with the fewest padded tokens plus
+    ``call_tokens`` per call (what a call's fixed cost is worth in prompt tokens). Rows of a group
+    are adjacent in length order; equal lengths give one group."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    ordered = [lengths[i] for i in order]
+    best = [0.0] + [float("inf")] * len(order)  # best[j]: cost of the first j rows in length order
+    start = [0] * (len(order) + 1)
+    for j in range(1, len(order) + 1):
+        for i in range(j):  # rows i..j-1 form the last group, padded to ordered[j - 1]
+            cost = best[i] + (j - i) * ordered[j - 1] + call_tokens
+            if cost < best[j]:
+                best[j], start[j] = cost, i
+    groups, j = [], len(order)
+    while j:
+        groups.append(order[start[j] : j])
+        j = start[j]
+    return groups[::-1]
+
+
 class HFGenerator:
     """Batched sampling with transformers on CPU or GPU (LEFT padding, KV cache).
 
@@ -217,6 +238,10 @@ class HFGenerator:
         #: prefill a micro-batch's common prompt prefix once (a GRPO group's shared prompt, the chat
         #: template and domain intro of a step's prompts) and repeat its KV cache over the rows
         self.share_prefix, self.min_shared_prefix = True, 16
+        #: prefill a micro-batch's prompts in groups of similar length, each padded only to its own
+        #: longest prompt (``prefill_groups``); a group's forward call costs about as much as this
+        #: many more prompt tokens (0 rows apart: one padded prefill of the whole micro-batch)
+        self.group_prefill, self.group_call_tokens = True, 32
         #: bf16 on a CPU: grouped attention and prepacked weights, the same logits bit for bit
         #: (gentax.rollout.cpu_inference); a model under autocast keeps its kernels
         self.cpu_levers = () if autocast_dtype is not None else cpu_inference.accelerate(model)
@@ -276,16 +301,6 @@ class HFGenerator:
 
         device, n = self.device, len(prompt_ids)
         shared = self._shared_prefix(prompt_ids)
-        suffixes = [ids[shared:] for ids in prompt_ids]
-        width = max(len(p) for p in suffixes)
-        input_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((n, shared + width), dtype=torch.long)
-        mask[:, :shared] = 1
-        for row, ids in enumerate(suffixes):  # LEFT padding (after the shared prefix): last tokens aligned
-            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            mask[row, shared + width - len(ids) :] = 1
-        input_ids, mask = input_ids.to(device), mask.to(device)
-        positions = ((mask.cumsum(-1) - 1).clamp(min=0))[:, shared:]
         rngs = [torch.Generator(device=device).manual_seed(p.seed) for p in params]
         limit = [p.max_new_tokens for p in params]
         responses: list[list[int]] = [[] for _ in range(n)]
@@ -294,17 +309,10 @@ class HFGenerator:
         live = list(range(n))  # original row of each row still in the batch
         eos = set(self.eos_ids)
         with torch.inference_mode():
-            cache = None
-            if shared:  # the batch's common prefix: one prefill, its KV cache repeated over the rows
-                prefix = torch.tensor([prompt_ids[0][:shared]], dtype=torch.long, device=device)
-                cache = self.model(input_ids=prefix, use_cache=True, logits_to_keep=1).past_key_values
-                cache.batch_repeat_interleave(n)
-            out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                             use_cache=True, logits_to_keep=1)
-            cache = out.past_key_values
-            last_pos = positions[:, -1]
+            next_logits, cache, mask = self._prefill(prompt_ids[0][:shared], [ids[shared:] for ids in prompt_ids])
+            last_pos = mask.sum(-1) - 1  # LEFT padding: a row's last token is its last column
             while True:
-                logits = out.logits[:, -1, :].float()
+                logits = next_logits.float()
                 # sample every row on the device, then read tokens and logprobs back in one go
                 picked = torch.stack([self._sample(logits[k], params[row], rngs[row]) for k, row in enumerate(live)])
                 picked_logprobs = torch.log_softmax(logits, dim=-1).gather(1, picked[:, None])[:, 0]
@@ -328,9 +336,8 @@ class HFGenerator:
                 step_ids = picked[:, None]
                 mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=1)
                 last_pos = last_pos + 1
-                out = self.model(
-                    input_ids=step_ids, attention_mask=mask, position_ids=last_pos[:, None], past_key_values=cache, use_cache=True
-                )
+                next_logits = self.model(input_ids=step_ids, attention_mask=mask, position_ids=last_pos[:, None],
+                                         past_key_values=cache, use_cache=True).logits[:, -1, :]
         return [
             Generation(
                 text=self.tokenizer.decode(responses[row], skip_special_tokens=True),
@@ -341,6 +348,62 @@ class HFGenerator:
             )
             for row in range(n)
         ]
+
+    def _prefill(self, prefix: list[int], suffixes: list[list[int]]):
+        """(first logits [rows, vocab], KV cache, attention mask [rows, columns]) of a micro-batch:
+        ``prefix`` (tokens every row shares) prefilled once, then each group of ``prefill_groups``
+        on a copy of the prefix's cache, padded to its own longest suffix. The groups' caches are
+        laid out as one batch, LEFT-padded after the prefix to the longest suffix, exactly as if
+        the rows had been prefilled together: the decode steps cannot tell."""
+        import torch
+        from transformers import DynamicCache
+
+        device, n, shared = self.device, len(suffixes), len(prefix)
+        lengths = [len(s) for s in suffixes]
+        width = max(lengths)
+        batch_mask = torch.zeros((n, shared + width), dtype=torch.long, device=device)
+        batch_mask[:, :shared] = 1
+        for row, length in enumerate(lengths):
+            batch_mask[row, shared + width - length :] = 1
+        prefix_kv = []
+        if shared:
+            ids = torch.tensor([prefix], dtype=torch.long, device=device)
+            prefix_cache = self.model(input_ids=ids, use_cache=True, logits_to_keep=1).past_key_values
+            prefix_kv = [(layer.keys, layer.values) for layer in prefix_cache.layers]
+        groups = prefill_groups(lengths, self.group_call_tokens) if self.group_prefill else []
+        if len(groups) <= 1:
+            groups = [list(range(n))]  # one call in the batch's own row order
+        logits = merged = None
+        for group in groups:
+            rows = torch.tensor(group, device=device)
+            group_width = max(lengths[r] for r in group)
+            ids = torch.full((len(group), group_width), self.pad_id, dtype=torch.long)
+            for k, r in enumerate(group):
+                ids[k, group_width - lengths[r] :] = torch.tensor(suffixes[r], dtype=torch.long)
+            mask = torch.cat([batch_mask[rows, :shared], batch_mask[rows, shared + width - group_width :]], dim=1)
+            positions = ((mask.cumsum(-1) - 1).clamp(min=0))[:, shared:]
+            cache = DynamicCache()
+            for layer, (keys, values) in enumerate(prefix_kv):  # the prefix's KV, once per row
+                cache.update(keys.expand(len(group), -1, -1, -1), values.expand(len(group), -1, -1, -1), layer)
+            out = self.model(input_ids=ids.to(device), attention_mask=mask, position_ids=positions,
+                             past_key_values=cache if prefix_kv else None, use_cache=True, logits_to_keep=1)
+            if len(groups) == 1:
+                return out.logits[:, -1, :], out.past_key_values, batch_mask
+            if merged is None:
+                logits = out.logits.new_empty((n, out.logits.shape[-1]))
+                merged = [(layer.keys.new_zeros((n, layer.keys.shape[1], shared + width, layer.keys.shape[-1])),
+                           layer.values.new_zeros((n, layer.values.shape[1], shared + width, layer.values.shape[-1])))
+                          for layer in out.past_key_values.layers]
+            logits[rows] = out.logits[:, -1, :]
+            for (keys, values), layer in zip(merged, out.past_key_values.layers):
+                # prefix | padding | suffix, the suffix right-aligned at the batch's width
+                keys[rows, :, :shared], values[rows, :, :shared] = layer.keys[:, :, :shared], layer.values[:, :, :shared]
+                keys[rows, :, shared + width - group_width :] = layer.keys[:, :, shared:]
+                values[rows, :, shared + width - group_width :] = layer.values[:, :, shared:]
+        cache = DynamicCache()
+        for layer, (keys, values) in enumerate(merged):
+            cache.update(keys, values, layer)
+        return logits, cache, batch_mask
 
     def _shared_prefix(self, prompt_ids: list[list[int]]) -> int:
         """Length of the prefix all prompts share and that is worth prefilling once (0: none).

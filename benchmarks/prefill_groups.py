@@ -1,0 +1,80 @@
+"""The grouped-prefill lever on and off in one run, on whole evaluations as the eval jobs run them.
+
+    python benchmarks/prefill_groups.py --model results/model/embedded_base [--domains webshop,sciworld]
+                                        [--repeats 2] [--threads 1]
+
+For each domain: the embedded preset's evaluation (`gentax eval` arguments from
+benchmarks/eval_model.py, hf generator, in this process) collected with
+``HFGenerator.group_prefill`` on and off, alternately ``--repeats`` times each. Printed per
+domain and setting: the collector's generation seconds (best of the repeats), the prompt
+positions the prefill calls computed (padding included) and whether the responses of the two
+settings are the same tokens. The lever (gentax.rollout.generators.prefill_groups) prefills a
+micro-batch's prompts in groups of similar length, each padded only to its own longest prompt.
+Run it on an idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from eval_model import eval_arguments  # noqa: E402  (the eval jobs' arguments)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--domains", default="webshop,sciworld,alfworld,sokoban")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (an eval job runs on one core)")
+    args = ap.parse_args()
+
+    from gentax import malloc
+
+    malloc.tune()  # as every gentax job does
+    import torch
+
+    from gentax.cli import build_parser
+    from gentax.plan import eval_episodes, load_config
+    from gentax.rollout import cli as rollout_cli
+    from gentax.rollout.collector import collect
+
+    torch.set_num_threads(args.threads)
+    cfg = load_config([str(REPO / "config.yaml"), str(REPO / "config/embedded.yaml")])
+    out = Path(tempfile.mkdtemp(prefix="gentax-prefill-"))
+    print(f"{'domain':10} {'grouped':>8} {'generate s':>10} {'prefilled positions':>19} {'same responses':>14}")
+    for domain in args.domains.split(","):
+        parsed = build_parser().parse_args(eval_arguments(cfg, domain, args.model, eval_episodes(cfg, domain), out))
+        generator, seeds, collect_cfg, _, _ = rollout_cli._setup(parsed)
+        positions = [0]
+        forward = generator.model.forward
+
+        def counting(*a, input_ids=None, **kw):
+            if input_ids is not None and input_ids.shape[1] > 1:  # a prefill call (decode steps feed one token)
+                positions[0] += input_ids.numel()
+            return forward(*a, input_ids=input_ids, **kw)
+
+        generator.model.forward = counting
+        best, prefilled, responses = {}, {}, {}
+        for _ in range(args.repeats):
+            for grouped in (True, False):
+                generator.group_prefill, positions[0] = grouped, 0
+                rollouts = collect(generator, seeds, collect_cfg, progress=False)
+                best[grouped] = min(best.get(grouped, float("inf")), rollouts.stats["generate_s"])
+                prefilled[grouped] = positions[0]
+                responses[grouped] = [t.response_ids for t in rollouts.tokens]
+        same = responses[True] == responses[False]
+        for grouped in (True, False):
+            print(f"{domain:10} {'on' if grouped else 'off':>8} {best[grouped]:10.1f} {prefilled[grouped]:19,} {str(same):>14}",
+                  flush=True)
+        print(f"{domain:10} {'on/off':>8} {best[True] / best[False]:10.2f} {prefilled[True] / prefilled[False]:19.2f}")
+
+
+if __name__ == "__main__":
+    main()
