@@ -44,6 +44,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     generator = HFGenerator(str(embedded_model_path()), device="cpu", max_batch_size=args.batch)
+    generator.reuse_prefix = False  # the same prompts again and again: every call prefills them in full
     print(f"embedded model on CPU, torch threads {torch.get_num_threads()}, batch {args.batch}")
 
     parts = set(args.parts.split(","))

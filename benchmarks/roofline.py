@@ -120,6 +120,7 @@ def main() -> None:
     for name in args.dtypes.split(","):
         dtype = getattr(torch, name)
         generator = HFGenerator(path, device="cpu", dtype=name, max_batch_size=args.prompts)
+        generator.reuse_prefix = False  # the same prompts again and again: every call prefills them in full
         model = generator.model
         non_embed, with_head = model_flops(model)
         vocab = model.config.vocab_size

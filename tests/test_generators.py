@@ -313,3 +313,51 @@ def test_embedded_grouped_prefill_gives_the_same_output(embedded):
                 assert a.logprobs == pytest.approx(b.logprobs, abs=1e-3)
     finally:
         embedded.group_prefill, embedded.min_shared_prefix, embedded.max_batch_size = True, 16, 2
+
+
+@pytest.mark.slow
+def test_embedded_reused_prefix_of_the_previous_call_gives_the_same_output(embedded):
+    """Two turns of three episodes: each second-turn prompt begins with its episode's intro and
+    task (its first-turn prompt up to the observation). With the previous call's KV reused, the
+    second call prefills fewer positions and samples the same tokens, log-probs equal to float
+    rounding; a weight update in between drops what was kept."""
+    import torch
+
+    tasks = ["put a red book on the shelf", "find the silver key and open the chest", "water the plant " * 6]
+    turn = lambda task, obs: [{"role": "user", "content": f"You are an agent in a text game. Your task is: {task}.\n"  # noqa: E731
+                                                           f"Observation: {obs}\nAnswer with one action."}]
+    first = [turn(t, "you are in a room.") for t in tasks]
+    second = [turn(t, f"you moved {k + 1} steps north " * (k + 1)) for k, t in enumerate(tasks)]
+    params = [SamplingParams(temperature=0.0, max_new_tokens=8), SamplingParams(temperature=1.0, max_new_tokens=8, seed=5),
+              SamplingParams(temperature=1.0, max_new_tokens=8, seed=6)]
+    positions = [0]
+    forward = embedded.model.forward
+
+    def counting(*a, input_ids=None, **kw):
+        if input_ids.shape[1] > 1:
+            positions[0] += input_ids.numel()
+        return forward(*a, input_ids=input_ids, **kw)
+
+    embedded.model.forward, embedded.max_batch_size = counting, 3
+    try:
+        results = {}
+        for reuse in (True, False):
+            embedded.reuse_prefix = reuse
+            embedded.generate(first, params)
+            positions[0] = 0
+            results[reuse] = embedded.generate(second, params), positions[0]
+        embedded.reuse_prefix = True
+        embedded.generate(first, params)
+        with torch.no_grad():
+            embedded.model.model.norm.weight.add_(0.0)  # an in-place update: its version changes
+        positions[0] = 0
+        embedded.generate(second, params)
+        assert positions[0] == results[False][1]  # nothing reused across the update
+    finally:
+        del embedded.model.forward
+        embedded.reuse_prefix, embedded.max_batch_size = True, 2
+    (reused, reused_positions), (plain, plain_positions) = results[True], results[False]
+    assert reused_positions < plain_positions
+    for a, b in zip(reused, plain):
+        assert a.response_ids == b.response_ids and a.text == b.text and a.finish_reason == b.finish_reason
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-3)

@@ -170,6 +170,17 @@ def require_model_folder(path: str | os.PathLike, what: str) -> str:
 
 
 # ---- transformers ----------------------------------------------------------------------------
+@dataclasses.dataclass
+class _KeptPrompt:
+    """A prompt an ``HFGenerator`` prefilled, with its prefill's KV cache (``layers``: per layer
+    (keys, values) [rows, kv heads, columns, dim]); ``columns``: the row's own columns, in order."""
+
+    ids: list[int]
+    layers: list
+    row: int
+    columns: Any
+
+
 def prefill_groups(lengths: Sequence[int], call_tokens: float) -> list[list[int]]:
     """Rows (indices into ``lengths``, prompt lengths) split into groups to prefill one call each,
     each group padded to its own longest row: the split with the fewest padded tokens plus
@@ -242,6 +253,12 @@ class HFGenerator:
         #: longest prompt (``prefill_groups``); a group's forward call costs about as much as this
         #: many more prompt tokens (0 rows apart: one padded prefill of the whole micro-batch)
         self.group_prefill, self.group_call_tokens = True, 32
+        #: reuse the KV cache of the previous call's prompts: a prompt that begins with at least
+        #: ``min_reused_prefix`` tokens of one of them (the same episode's intro and task, one turn
+        #: later) prefills only the rest. Kept while the weights stay the same (their versions).
+        self.reuse_prefix, self.min_reused_prefix = True, 16
+        self._kept: list[_KeptPrompt] = []  # the previous call's prompts with their KV cache
+        self._kept_weights: tuple | None = None
         #: bf16 on a CPU: grouped attention and prepacked weights, the same logits bit for bit
         #: (gentax.rollout.cpu_inference); a model under autocast keeps its kernels
         self.cpu_levers = () if autocast_dtype is not None else cpu_inference.accelerate(model)
@@ -283,6 +300,9 @@ class HFGenerator:
         order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]))
         was_training = self.model.training  # a policy lent by a trainer: sample without dropout
         self.model.eval()
+        weights = (id(self.model), sum(p._version for p in self.model.parameters()))  # changed by any update
+        earlier = self._kept if self.reuse_prefix and weights == self._kept_weights else []
+        self._kept, self._kept_weights = [], weights  # this call's prompts, for the next call
         # one autocast context around all chunks: the weights are cast once (autocast's cache)
         cast = torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None)
         try:
@@ -290,17 +310,21 @@ class HFGenerator:
                 for lo in range(0, len(order), self.max_batch_size):
                     chunk = order[lo : lo + self.max_batch_size]
                     for i, generation in zip(chunk, self._generate_chunk([prompt_ids[i] for i in chunk],
-                                                                         [params[i] for i in chunk])):
+                                                                         [params[i] for i in chunk], earlier)):
                         results[i] = generation
         finally:
             self.model.train(was_training)
         return results
 
-    def _generate_chunk(self, prompt_ids: list[list[int]], params: list[SamplingParams]) -> list[Generation]:
+    def clear_prefix_cache(self) -> None:
+        """Drop the KV kept for ``reuse_prefix`` (it holds the last call's prefill cache)."""
+        self._kept, self._kept_weights = [], None
+
+    def _generate_chunk(self, prompt_ids: list[list[int]], params: list[SamplingParams],
+                        earlier: list[_KeptPrompt]) -> list[Generation]:
         import torch
 
         device, n = self.device, len(prompt_ids)
-        shared = self._shared_prefix(prompt_ids)
         rngs = [torch.Generator(device=device).manual_seed(p.seed) for p in params]
         limit = [p.max_new_tokens for p in params]
         responses: list[list[int]] = [[] for _ in range(n)]
@@ -309,7 +333,7 @@ class HFGenerator:
         live = list(range(n))  # original row of each row still in the batch
         eos = set(self.eos_ids)
         with torch.inference_mode():
-            next_logits, cache, mask = self._prefill(prompt_ids[0][:shared], [ids[shared:] for ids in prompt_ids])
+            next_logits, cache, mask = self._prefill(prompt_ids, earlier)
             last_pos = mask.sum(-1) - 1  # LEFT padding: a row's last token is its last column
             while True:
                 logits = next_logits.float()
@@ -349,61 +373,109 @@ class HFGenerator:
             for row in range(n)
         ]
 
-    def _prefill(self, prefix: list[int], suffixes: list[list[int]]):
-        """(first logits [rows, vocab], KV cache, attention mask [rows, columns]) of a micro-batch:
-        ``prefix`` (tokens every row shares) prefilled once, then each group of ``prefill_groups``
-        on a copy of the prefix's cache, padded to its own longest suffix. The groups' caches are
-        laid out as one batch, LEFT-padded after the prefix to the longest suffix, exactly as if
-        the rows had been prefilled together: the decode steps cannot tell."""
+    def _prefill(self, prompt_ids: list[list[int]], earlier: list[_KeptPrompt]):
+        """(first logits [rows, vocab], KV cache, attention mask [rows, columns]) of a micro-batch.
+
+        Each row starts from the longest KV it can reuse (``_reusable``): a kept prompt of the
+        previous call, or the prefix every row of the micro-batch shares, prefilled once here
+        (``_shared_prefix``) and kept too. The rest is prefilled by ``_prefill_rows``."""
+        reusable = earlier + self._kept if self.reuse_prefix else []
+        known = [self._reusable(ids, reusable) for ids in prompt_ids]
+        shared = self._shared_prefix(prompt_ids)
+        if shared > min(length for length, _ in known):
+            prefix = prompt_ids[0][:shared]
+            _, cache, mask = self._prefill_rows([prefix], [self._reusable(prefix, reusable)])
+            prefix_entry = self._keep([prefix], cache, mask)
+            known = [self._reusable(ids, prefix_entry, minimum=1) if length < shared else (length, kv)
+                     for ids, (length, kv) in zip(prompt_ids, known)]
+        logits, cache, mask = self._prefill_rows(prompt_ids, known)
+        self._keep(prompt_ids, cache, mask)
+        return logits, cache, mask
+
+    def _prefill_rows(self, prompt_ids: list[list[int]], known: list[tuple[int, list | None]]):
+        """Prefill each row after its ``known`` prefix (length, per-layer (keys, values) [kv heads,
+        length, dim]), in the groups of ``prefill_groups`` (by the length left to prefill), each
+        padded only to its own longest row. Returns (first logits, cache, mask) laid out as one
+        batch: [padding | known prefix | padding | rest], both parts right-aligned, exactly as if
+        the rows had been prefilled together (the decode steps cannot tell)."""
         import torch
         from transformers import DynamicCache
 
-        device, n, shared = self.device, len(suffixes), len(prefix)
-        lengths = [len(s) for s in suffixes]
-        width = max(lengths)
-        batch_mask = torch.zeros((n, shared + width), dtype=torch.long, device=device)
-        batch_mask[:, :shared] = 1
-        for row, length in enumerate(lengths):
-            batch_mask[row, shared + width - length :] = 1
-        prefix_kv = []
-        if shared:
-            ids = torch.tensor([prefix], dtype=torch.long, device=device)
-            prefix_cache = self.model(input_ids=ids, use_cache=True, logits_to_keep=1).past_key_values
-            prefix_kv = [(layer.keys, layer.values) for layer in prefix_cache.layers]
-        groups = prefill_groups(lengths, self.group_call_tokens) if self.group_prefill else []
+        device, n = self.device, len(prompt_ids)
+        done = [length for length, _ in known]
+        rest = [len(ids) - length for ids, length in zip(prompt_ids, done)]
+        width_known, width = max(done), max(rest)
+        batch_mask = torch.zeros((n, width_known + width), dtype=torch.long, device=device)
+        for row in range(n):
+            batch_mask[row, width_known - done[row] : width_known] = 1
+            batch_mask[row, width_known + width - rest[row] :] = 1
+        groups = prefill_groups(rest, self.group_call_tokens) if self.group_prefill else []
         if len(groups) <= 1:
             groups = [list(range(n))]  # one call in the batch's own row order
         logits = merged = None
         for group in groups:
             rows = torch.tensor(group, device=device)
-            group_width = max(lengths[r] for r in group)
+            group_known, group_width = max(done[r] for r in group), max(rest[r] for r in group)
             ids = torch.full((len(group), group_width), self.pad_id, dtype=torch.long)
             for k, r in enumerate(group):
-                ids[k, group_width - lengths[r] :] = torch.tensor(suffixes[r], dtype=torch.long)
-            mask = torch.cat([batch_mask[rows, :shared], batch_mask[rows, shared + width - group_width :]], dim=1)
-            positions = ((mask.cumsum(-1) - 1).clamp(min=0))[:, shared:]
-            cache = DynamicCache()
-            for layer, (keys, values) in enumerate(prefix_kv):  # the prefix's KV, once per row
-                cache.update(keys.expand(len(group), -1, -1, -1), values.expand(len(group), -1, -1, -1), layer)
+                ids[k, group_width - rest[r] :] = torch.tensor(prompt_ids[r][done[r] :], dtype=torch.long)
+            mask = torch.cat([batch_mask[rows, width_known - group_known : width_known],
+                              batch_mask[rows, width_known + width - group_width :]], dim=1)
+            positions = ((mask.cumsum(-1) - 1).clamp(min=0))[:, group_known:]
+            cache = None
+            if group_known:
+                cache = DynamicCache()
+                reused = [(k, known[r][1]) for k, r in enumerate(group) if done[r]]
+                for layer, (sample, _) in enumerate(reused[0][1]):  # each row's known KV, right-aligned
+                    keys = sample.new_zeros((len(group), sample.shape[0], group_known, sample.shape[-1]))
+                    values = torch.zeros_like(keys)
+                    for k, row_kv in reused:
+                        row_keys, row_values = row_kv[layer]
+                        keys[k, :, group_known - row_keys.shape[1] :] = row_keys
+                        values[k, :, group_known - row_keys.shape[1] :] = row_values
+                    cache.update(keys, values, layer)
             out = self.model(input_ids=ids.to(device), attention_mask=mask, position_ids=positions,
-                             past_key_values=cache if prefix_kv else None, use_cache=True, logits_to_keep=1)
+                             past_key_values=cache, use_cache=True, logits_to_keep=1)
             if len(groups) == 1:
                 return out.logits[:, -1, :], out.past_key_values, batch_mask
             if merged is None:
                 logits = out.logits.new_empty((n, out.logits.shape[-1]))
-                merged = [(layer.keys.new_zeros((n, layer.keys.shape[1], shared + width, layer.keys.shape[-1])),
-                           layer.values.new_zeros((n, layer.values.shape[1], shared + width, layer.values.shape[-1])))
+                merged = [(layer.keys.new_zeros((n, layer.keys.shape[1], width_known + width, layer.keys.shape[-1])),
+                           layer.values.new_zeros((n, layer.values.shape[1], width_known + width, layer.values.shape[-1])))
                           for layer in out.past_key_values.layers]
             logits[rows] = out.logits[:, -1, :]
             for (keys, values), layer in zip(merged, out.past_key_values.layers):
-                # prefix | padding | suffix, the suffix right-aligned at the batch's width
-                keys[rows, :, :shared], values[rows, :, :shared] = layer.keys[:, :, :shared], layer.values[:, :, :shared]
-                keys[rows, :, shared + width - group_width :] = layer.keys[:, :, shared:]
-                values[rows, :, shared + width - group_width :] = layer.values[:, :, shared:]
+                known_cols = slice(width_known - group_known, width_known)
+                keys[rows, :, known_cols], values[rows, :, known_cols] = layer.keys[:, :, :group_known], layer.values[:, :, :group_known]
+                keys[rows, :, width_known + width - group_width :] = layer.keys[:, :, group_known:]
+                values[rows, :, width_known + width - group_width :] = layer.values[:, :, group_known:]
         cache = DynamicCache()
         for layer, (keys, values) in enumerate(merged):
             cache.update(keys, values, layer)
         return logits, cache, batch_mask
+
+    def _keep(self, prompt_ids: list[list[int]], cache, mask) -> list[_KeptPrompt]:
+        """A prefill's prompts with references to its KV tensors (decoding appends to new tensors,
+        so these stay as they are), kept for the next prefills when ``reuse_prefix`` is on."""
+        layers = [(layer.keys, layer.values) for layer in cache.layers]
+        entries = [_KeptPrompt(list(ids), layers, row, mask[row].nonzero()[:, 0]) for row, ids in enumerate(prompt_ids)]
+        if self.reuse_prefix:
+            self._kept.extend(entries)
+        return entries
+
+    def _reusable(self, ids: list[int], kept: list[_KeptPrompt], minimum: int | None = None) -> tuple[int, list | None]:
+        """(length, per-layer (keys, values) [kv heads, length, dim]) of the longest prefix of
+        ``ids`` whose KV a kept prompt holds, leaving at least the last token to prefill; (0, None)
+        when shorter than ``minimum`` (default ``min_reused_prefix``)."""
+        best, source = 0, None
+        for entry in kept:
+            length = min(len(os.path.commonprefix([ids, entry.ids])), len(ids) - 1)
+            if length > best:
+                best, source = length, entry
+        if source is None or best < (self.min_reused_prefix if minimum is None else minimum):
+            return 0, None
+        columns = source.columns[:best]
+        return best, [(keys[source.row][:, columns], values[source.row][:, columns]) for keys, values in source.layers]
 
     def _shared_prefix(self, prompt_ids: list[list[int]]) -> int:
         """Length of the prefix all prompts share and that is worth prefilling once (0: none).

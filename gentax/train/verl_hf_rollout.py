@@ -17,6 +17,9 @@ What each side gets:
   reports the weights' version in ``extra_fields["global_steps"]`` (0 before the first sync).
   verl's lifecycle calls (wake_up, sleep, clear/release/resume_kv_cache, abort_all_requests,
   resume_generation, start/stop_profile) are answered; the server keeps its weights throughout.
+  Between batches the generator keeps the last batch's prefill KV (``HFGenerator.reuse_prefix``:
+  a multi-turn request's next prompt begins with its last one); sleep and clear/release_kv_cache
+  drop it, and a weight sync makes it stale (the generator checks the weights' versions).
 - ``HFServerAdapter`` (FSDP worker side, ``_ROLLOUT_REGISTRY``): ``update_weights`` iterates verl's
   generator of full HF-named tensors (every rank must: the gather is collective), copies them to CPU
   in buckets of ``checkpoint_engine.update_weights_bucket_megabytes`` and loads each bucket into its
@@ -205,16 +208,20 @@ class HFGenerationServer:
         """The weights never leave the server: nothing to restore."""
 
     async def sleep(self) -> None:
-        """Nothing is released (see the module doc): the weights stay for the next step."""
+        """The weights stay for the next step (see the module doc); the prefill KV the generator
+        keeps for the next turn's prompts (``HFGenerator.reuse_prefix``) is released."""
+        self.generator.clear_prefix_cache()
 
     async def clear_kv_cache(self) -> None:
-        """No cache outlives a batch."""
+        """Only the prefill KV kept for the next turn's prompts outlives a batch: dropped."""
+        self.generator.clear_prefix_cache()
 
     async def release_kv_cache(self) -> None:
-        """No cache outlives a batch."""
+        """Only the prefill KV kept for the next turn's prompts outlives a batch: dropped."""
+        self.generator.clear_prefix_cache()
 
     async def resume_kv_cache(self) -> None:
-        """No cache outlives a batch."""
+        """Nothing to restore: the next batch prefills what it needs."""
 
     async def wait_for_requests_to_drain(self) -> None:
         while self._pending or (self._batcher is not None and not self._batcher.done()):

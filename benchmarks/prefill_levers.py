@@ -1,16 +1,19 @@
-"""The grouped-prefill lever on and off in one run, on whole evaluations as the eval jobs run them.
+"""The prefill levers on and off in one run, on whole evaluations as the eval jobs run them.
 
-    python benchmarks/prefill_groups.py --model results/model/embedded_base [--domains webshop,sciworld]
+    python benchmarks/prefill_levers.py --model results/model/embedded_base [--domains webshop,sciworld]
                                         [--repeats 2] [--threads 1]
 
 For each domain: the embedded preset's evaluation (`gentax eval` arguments from
-benchmarks/eval_model.py, hf generator, in this process) collected with
-``HFGenerator.group_prefill`` on and off, alternately ``--repeats`` times each. Printed per
-domain and setting: the collector's generation seconds (best of the repeats), the prompt
-positions the prefill calls computed (padding included) and whether the responses of the two
-settings are the same tokens. The lever (gentax.rollout.generators.prefill_groups) prefills a
-micro-batch's prompts in groups of similar length, each padded only to its own longest prompt.
-Run it on an idle machine.
+benchmarks/eval_model.py, hf generator, in this process) collected in three settings,
+alternately ``--repeats`` times each: both levers on (what the jobs run), prefix reuse off, both
+off. The levers (gentax.rollout.generators.HFGenerator, docs/rollout.md):
+- ``group_prefill``: a micro-batch's prompts prefilled in groups of similar length, each padded
+  only to its own longest prompt (``prefill_groups``);
+- ``reuse_prefix``: the previous call's KV reused for a prompt that begins with one of its
+  prompts (an episode's intro and task, one turn later).
+Printed per domain and setting: the collector's generation seconds (best of the repeats), the
+prompt positions the prefill calls computed (padding included), and whether the responses equal
+those of the first setting. Run it on an idle machine.
 """
 
 from __future__ import annotations
@@ -47,8 +50,8 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     cfg = load_config([str(REPO / "config.yaml"), str(REPO / "config/embedded.yaml")])
-    out = Path(tempfile.mkdtemp(prefix="gentax-prefill-"))
-    print(f"{'domain':10} {'grouped':>8} {'generate s':>10} {'prefilled positions':>19} {'same responses':>14}")
+    out = Path(tempfile.mkdtemp(prefix="gentax-prefill-"))  # eval_arguments needs an --out
+    print(f"{'domain':10} {'levers':>9} {'generate s':>10} {'/ both off':>9} {'prefilled positions':>19} {'same responses':>14}")
     for domain in args.domains.split(","):
         parsed = build_parser().parse_args(eval_arguments(cfg, domain, args.model, eval_episodes(cfg, domain), out))
         generator, seeds, collect_cfg, _, _ = rollout_cli._setup(parsed)
@@ -61,19 +64,19 @@ def main() -> None:
             return forward(*a, input_ids=input_ids, **kw)
 
         generator.model.forward = counting
+        settings = {"both on": (True, True), "reuse off": (True, False), "both off": (False, False)}
         best, prefilled, responses = {}, {}, {}
         for _ in range(args.repeats):
-            for grouped in (True, False):
-                generator.group_prefill, positions[0] = grouped, 0
+            for name, (grouped, reuse) in settings.items():
+                generator.group_prefill, generator.reuse_prefix, positions[0] = grouped, reuse, 0
+                generator._kept = []  # nothing carried over from the previous setting's run
                 rollouts = collect(generator, seeds, collect_cfg, progress=False)
-                best[grouped] = min(best.get(grouped, float("inf")), rollouts.stats["generate_s"])
-                prefilled[grouped] = positions[0]
-                responses[grouped] = [t.response_ids for t in rollouts.tokens]
-        same = responses[True] == responses[False]
-        for grouped in (True, False):
-            print(f"{domain:10} {'on' if grouped else 'off':>8} {best[grouped]:10.1f} {prefilled[grouped]:19,} {str(same):>14}",
-                  flush=True)
-        print(f"{domain:10} {'on/off':>8} {best[True] / best[False]:10.2f} {prefilled[True] / prefilled[False]:19.2f}")
+                best[name] = min(best.get(name, float("inf")), rollouts.stats["generate_s"])
+                prefilled[name] = positions[0]
+                responses[name] = [t.response_ids for t in rollouts.tokens]
+        for name in settings:
+            print(f"{domain:10} {name:>9} {best[name]:10.1f} {best[name] / best['both off']:9.2f} {prefilled[name]:19,} "
+                  f"{str(responses[name] == responses['both on']):>14}", flush=True)
 
 
 if __name__ == "__main__":
