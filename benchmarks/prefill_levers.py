@@ -55,24 +55,16 @@ def main() -> None:
     for domain in args.domains.split(","):
         parsed = build_parser().parse_args(eval_arguments(cfg, domain, args.model, eval_episodes(cfg, domain), out))
         generator, seeds, collect_cfg, _, _ = rollout_cli._setup(parsed)
-        positions = [0]
-        forward = generator.model.forward
-
-        def counting(*a, input_ids=None, **kw):
-            if input_ids is not None and input_ids.shape[1] > 1:  # a prefill call (decode steps feed one token)
-                positions[0] += input_ids.numel()
-            return forward(*a, input_ids=input_ids, **kw)
-
-        generator.model.forward = counting
         settings = {"both on": (True, True), "reuse off": (True, False), "both off": (False, False)}
         best, prefilled, responses = {}, {}, {}
         for _ in range(args.repeats):
             for name, (grouped, reuse) in settings.items():
-                generator.group_prefill, generator.reuse_prefix, positions[0] = grouped, reuse, 0
-                generator._kept = []  # nothing carried over from the previous setting's run
+                generator.group_prefill, generator.reuse_prefix = grouped, reuse
+                generator.clear_prefix_cache()  # nothing carried over from the previous setting's run
+                before = generator.stats["prefill_positions"]
                 rollouts = collect(generator, seeds, collect_cfg, progress=False)
                 best[name] = min(best.get(name, float("inf")), rollouts.stats["generate_s"])
-                prefilled[name] = positions[0]
+                prefilled[name] = generator.stats["prefill_positions"] - before
                 responses[name] = [t.response_ids for t in rollouts.tokens]
         for name in settings:
             print(f"{domain:10} {name:>9} {best[name]:10.1f} {best[name] / best['both off']:9.2f} {prefilled[name]:19,} "

@@ -340,12 +340,14 @@ def test_embedded_reused_prefix_of_the_previous_call_gives_the_same_output(embed
 
     embedded.model.forward, embedded.max_batch_size = counting, 3
     try:
-        results = {}
+        results, reused_tokens = {}, {}
         for reuse in (True, False):
             embedded.reuse_prefix = reuse
             embedded.generate(first, params)
-            positions[0] = 0
+            positions[0], before = 0, dict(embedded.stats)
             results[reuse] = embedded.generate(second, params), positions[0]
+            assert embedded.stats["prefill_positions"] - before["prefill_positions"] == positions[0]
+            reused_tokens[reuse] = embedded.stats["reused_tokens"] - before["reused_tokens"]
         embedded.reuse_prefix = True
         embedded.generate(first, params)
         with torch.no_grad():
@@ -358,6 +360,7 @@ def test_embedded_reused_prefix_of_the_previous_call_gives_the_same_output(embed
         embedded.reuse_prefix, embedded.max_batch_size = True, 2
     (reused, reused_positions), (plain, plain_positions) = results[True], results[False]
     assert reused_positions < plain_positions
+    assert reused_tokens[True] > reused_tokens[False]  # off: only the shared prefix, once per row
     for a, b in zip(reused, plain):
         assert a.response_ids == b.response_ids and a.text == b.text and a.finish_reason == b.finish_reason
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-3)

@@ -271,7 +271,10 @@ class HFGenerator:
         if not self.eos_ids:
             raise GentaxError("the model defines no EOS token; cannot tell where a response ends")
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
-        self.stats = {"calls": 0, "prompt_tokens": 0, "response_tokens": 0, "seconds": 0.0}
+        #: prefill_positions: what the prefill calls computed (padding included); reused_tokens:
+        #: prompt tokens whose KV a row took from elsewhere (the shared prefix, a kept prompt)
+        self.stats = {"calls": 0, "prompt_tokens": 0, "response_tokens": 0, "seconds": 0.0,
+                      "prefill_positions": 0, "reused_tokens": 0}
 
     @property
     def device(self):
@@ -390,6 +393,7 @@ class HFGenerator:
                      for ids, (length, kv) in zip(prompt_ids, known)]
         logits, cache, mask = self._prefill_rows(prompt_ids, known)
         self._keep(prompt_ids, cache, mask)
+        self.stats["reused_tokens"] += sum(length for length, _ in known)
         return logits, cache, mask
 
     def _prefill_rows(self, prompt_ids: list[list[int]], known: list[tuple[int, list | None]]):
@@ -436,6 +440,7 @@ class HFGenerator:
                     cache.update(keys, values, layer)
             out = self.model(input_ids=ids.to(device), attention_mask=mask, position_ids=positions,
                              past_key_values=cache, use_cache=True, logits_to_keep=1)
+            self.stats["prefill_positions"] += ids.numel()
             if len(groups) == 1:
                 return out.logits[:, -1, :], out.past_key_values, batch_mask
             if merged is None:
