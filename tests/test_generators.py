@@ -355,9 +355,14 @@ def test_embedded_reused_prefix_of_the_previous_call_gives_the_same_output(embed
         positions[0] = 0
         embedded.generate(second, params)
         assert positions[0] == results[False][1]  # nothing reused across the update
+        embedded.kept_bytes_limit = 0  # nothing kept at all
+        embedded.generate(first, params)
+        positions[0] = 0
+        embedded.generate(second, params)
+        assert positions[0] == results[False][1] and not embedded._kept
     finally:
         del embedded.model.forward
-        embedded.reuse_prefix, embedded.max_batch_size = True, 2
+        embedded.reuse_prefix, embedded.max_batch_size, embedded.kept_bytes_limit = True, 2, 1 << 30
     (reused, reused_positions), (plain, plain_positions) = results[True], results[False]
     assert reused_positions < plain_positions
     assert reused_tokens[True] > reused_tokens[False]  # off: only the shared prefix, once per row

@@ -257,6 +257,10 @@ class HFGenerator:
         #: ``min_reused_prefix`` tokens of one of them (the same episode's intro and task, one turn
         #: later) prefills only the rest. Kept while the weights stay the same (their versions).
         self.reuse_prefix, self.min_reused_prefix = True, 16
+        #: the KV a call keeps for the next is at most this many bytes: the newest micro-batches'
+        #: (an 8B model's 16 rows x 2k tokens are 4 GB of KV; what the previous call kept stays
+        #: alive through the current one, so the peak is about twice this)
+        self.kept_bytes_limit = 1 << 30
         self._kept: list[_KeptPrompt] = []  # the previous call's prompts with their KV cache
         self._kept_weights: tuple | None = None
         #: bf16 on a CPU: grouped attention and prepacked weights, the same logits bit for bit
@@ -466,6 +470,13 @@ class HFGenerator:
         entries = [_KeptPrompt(list(ids), layers, row, mask[row].nonzero()[:, 0]) for row, ids in enumerate(prompt_ids)]
         if self.reuse_prefix:
             self._kept.extend(entries)
+            caches = list({id(e.layers): e.layers for e in self._kept}.values())  # oldest first
+            size = lambda layers: sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)  # noqa: E731
+            total = sum(map(size, caches))
+            while caches and total > self.kept_bytes_limit:  # drop the oldest micro-batches' KV
+                oldest = caches.pop(0)
+                total -= size(oldest)
+                self._kept = [e for e in self._kept if e.layers is not oldest]
         return entries
 
     def _reusable(self, ids: list[int], kept: list[_KeptPrompt], minimum: int | None = None) -> tuple[int, list | None]:
