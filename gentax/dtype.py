@@ -94,5 +94,5 @@ def attention_implementation(dtype: str, device: str = "cpu") -> str:
     ``sdpa`` elsewhere. For inference only: a trained model keeps ``sdpa``, since eager's backward
     stores every layer's attention matrix (several GB for the local engine's update). The ``hf``
     generator then computes that eager attention without copying the KV cache per query head
-    (gentax.rollout.cpu_inference: the same logits, bit for bit)."""
+    (gentax.rollout.cpu_inference: the same logits; bit for bit on a CPU without AMX)."""
     return "eager" if dtype == "bfloat16" and not str(device).startswith("cuda") else "sdpa"

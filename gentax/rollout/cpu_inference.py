@@ -1,4 +1,4 @@
-"""Faster bf16 sampling on a CPU, with outputs equal bit for bit to transformers' eager kernels;
+"""Faster bf16 sampling on a CPU, with outputs equal to transformers' eager kernels (bit for bit without AMX);
 and the same attention for the local engine's bf16 log-prob passes.
 
     accelerate(model, enabled=True) -> tuple[str, ...]   # the levers applied (empty: none)
@@ -18,8 +18,12 @@ thread, 330 cached tokens (``python benchmarks/roofline.py``, rows "decode ... l
   ``_linear_pointwise``) and reorders again only when the weight changed (its version counter:
   the local engine refreshes its copy in place every step).
 
-Contract: the same matrix products in the same order, so logits equal the eager path's bit for
-bit (tests/test_cpu_inference.py checks prefill and decode logits). Only under
+Contract: the same matrix products in the same order. On a CPU with AVX-512 BF16 and no AMX
+(seen: AMD EPYC, 2026-11-30) oneDNN runs them with the same kernels and the logits equal the eager
+path's bit for bit; with AMX tiles (``amx_bf16``; seen: an Intel Xeon, 2026-12-01) it picks other
+kernels for the grouped shapes (a product of 3 query rows is not run as three products of one),
+and logits differ by bf16 rounding (log-probs up to ~0.25 nats, the same greedy tokens in
+tests/test_cpu_inference.py, which checks prefill and decode logits either way). Only under
 ``torch.inference_mode`` with bf16 inputs and weights (a ``PackedLinear`` otherwise runs
 ``F.linear``); float32 and GPU models are left alone (oneDNN's fp32 products differ from MKL's in
 the last bits, which would change sampled tokens). ``enabled=False`` restores the eager kernels.
