@@ -1,16 +1,20 @@
-"""The prefill levers on and off in one run, on whole evaluations as the eval jobs run them.
+"""The generator's levers (prefill, and the decode KV cache) on and off in one run, on whole
+evaluations as the eval jobs run them.
 
     python benchmarks/prefill_levers.py --model results/model/embedded_base [--domains webshop,sciworld]
                                         [--repeats 2] [--threads 1]
 
 For each domain: the embedded preset's evaluation (`gentax eval` arguments from
-benchmarks/eval_model.py, hf generator, in this process) collected in three settings,
-alternately ``--repeats`` times each: both levers on (what the jobs run), prefix reuse off, both
-off. The levers (gentax.rollout.generators.HFGenerator, docs/rollout.md):
+benchmarks/eval_model.py, hf generator, in this process) collected in four settings,
+alternately ``--repeats`` times each: all levers on (what the jobs run), the KV cache grown by
+concatenation, prefix reuse off, both prefill levers off. The levers
+(gentax.rollout.generators.HFGenerator, docs/rollout.md):
 - ``group_prefill``: a micro-batch's prompts prefilled in groups of similar length, each padded
   only to its own longest prompt (``prefill_groups``);
 - ``reuse_prefix``: the previous call's KV reused for a prompt that begins with one of its
-  prompts (an episode's intro and task, one turn later).
+  prompts (an episode's intro and task, one turn later);
+- ``preallocate_kv``: decoding into a KV cache allocated once per micro-batch for its whole
+  response length (gentax.rollout.kv_cache) instead of one grown by ``torch.cat`` every step.
 Printed per domain and setting: the collector's generation seconds (best of the repeats), the
 prompt positions the prefill calls computed (padding included), and whether the responses equal
 those of the first setting. Run it on an idle machine.
@@ -55,11 +59,12 @@ def main() -> None:
     for domain in args.domains.split(","):
         parsed = build_parser().parse_args(eval_arguments(cfg, domain, args.model, eval_episodes(cfg, domain), out))
         generator, seeds, collect_cfg, _, _ = rollout_cli._setup(parsed)
-        settings = {"both on": (True, True), "reuse off": (True, False), "both off": (False, False)}
+        settings = {"all on": (True, True, True), "kv grown": (True, True, False),
+                    "reuse off": (True, False, True), "both off": (False, False, True)}
         best, prefilled, responses = {}, {}, {}
         for _ in range(args.repeats):
-            for name, (grouped, reuse) in settings.items():
-                generator.group_prefill, generator.reuse_prefix = grouped, reuse
+            for name, (grouped, reuse, preallocate) in settings.items():
+                generator.group_prefill, generator.reuse_prefix, generator.preallocate_kv = grouped, reuse, preallocate
                 generator.clear_prefix_cache()  # nothing carried over from the previous setting's run
                 before = generator.stats["prefill_positions"]
                 rollouts = collect(generator, seeds, collect_cfg, progress=False)
@@ -68,7 +73,7 @@ def main() -> None:
                 responses[name] = [t.response_ids for t in rollouts.tokens]
         for name in settings:
             print(f"{domain:10} {name:>9} {best[name]:10.1f} {best[name] / best['both off']:9.2f} {prefilled[name]:19,} "
-                  f"{str(responses[name] == responses['both on']):>14}", flush=True)
+                  f"{str(responses[name] == responses['all on']):>14}", flush=True)
 
 
 if __name__ == "__main__":

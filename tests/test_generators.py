@@ -369,3 +369,40 @@ def test_embedded_reused_prefix_of_the_previous_call_gives_the_same_output(embed
     for a, b in zip(reused, plain):
         assert a.response_ids == b.response_ids and a.text == b.text and a.finish_reason == b.finish_reason
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_embedded_preallocated_kv_cache_gives_the_same_output(embedded, dtype, monkeypatch):
+    """Decoding into a KV cache allocated once per micro-batch (gentax.rollout.kv_cache) instead of
+    one grown by concatenation: rows of different lengths that finish at different steps (EOS, a
+    stop string, their own limits) sample the same tokens; in bf16 (the CPU's grouped eager
+    attention) the log-probs are equal bit for bit, in float32 (sdpa) to ~1e-5."""
+    from gentax.rollout import kv_cache
+
+    gen = embedded if dtype == "float32" else HFGenerator(embedded.model.name_or_path, device="cpu", dtype=dtype)
+    calls, real = [], kv_cache.preallocate
+    monkeypatch.setattr(kv_cache, "preallocate", lambda cache, mask, extra: calls.append(extra) or real(cache, mask, extra))
+    prompts = [FRANCE, STORY, [{"role": "user", "content": "Name three colours of the rainbow, one per line. " * 4}],
+               [{"role": "user", "content": "Count from one to twenty in words."}]]
+    params = [SamplingParams(temperature=0.0, max_new_tokens=20), SamplingParams(temperature=1.0, max_new_tokens=9, seed=7),
+              SamplingParams(temperature=1.0, max_new_tokens=20, seed=8, stop=("three",)),
+              SamplingParams(temperature=0.0, max_new_tokens=14)]
+    gen.max_batch_size = 4
+    try:
+        gen.preallocate_kv = True
+        gen.clear_prefix_cache()
+        preallocated = gen.generate(prompts, params)
+        gen.preallocate_kv = False
+        gen.clear_prefix_cache()  # the same prefill as the first call's (no KV reused from it)
+        grown = gen.generate(prompts, params)
+    finally:
+        gen.preallocate_kv, gen.max_batch_size = True, 2
+    assert calls == [19]  # one micro-batch, room for its longest response
+    assert len({len(g.response_ids) for g in grown}) >= 3  # rows left the batch at different steps
+    for a, b in zip(preallocated, grown):
+        assert a.response_ids == b.response_ids and a.text == b.text and a.finish_reason == b.finish_reason
+        if dtype == "bfloat16":
+            assert a.logprobs == b.logprobs
+        else:
+            assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
