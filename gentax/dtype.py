@@ -85,6 +85,18 @@ def rl_autocast(setting: str) -> str:
     return _RL_AUTOCAST[setting]
 
 
+#: engines.dtype -> the SFT section's ``precision`` (gentax/train/sft_defaults.yaml)
+_SFT_PRECISION = {"auto": "auto", "bfloat16": "bf16", "float32": "fp32"}
+
+
+def sft_precision(setting: str) -> str:
+    """config.yaml's ``engines.dtype`` as the SFT section's ``precision`` (LlamaFactory trains in
+    bf16 or fp32 only)."""
+    if setting not in _SFT_PRECISION:
+        raise ConfigError(f"engines.dtype {setting!r} is not valid for SFT (LlamaFactory); valid: {', '.join(_SFT_PRECISION)}")
+    return _SFT_PRECISION[setting]
+
+
 def attention_implementation(dtype: str, device: str = "cpu") -> str:
     """transformers' ``attn_implementation`` for a model computing in ``dtype`` on ``device``.
 

@@ -173,13 +173,24 @@ def sft_data(smk) -> None:
     gio.write_json(provenance.beside(out), _provenance(smk, model=p.get("v1_model")))
 
 
+def sft_train_section(sft: dict, *, dtype: str = "auto") -> dict:
+    """config.yaml's SFT section as `gentax sft train` reads it, with ``engines.dtype`` (when not
+    ``auto``) as its precision, as ``rl_section`` does for the RL engines."""
+    section = sft_section(sft)
+    if dtype != "auto":  # engines.dtype overrides the run-time choice (gentax.dtype)
+        from gentax.dtype import sft_precision
+
+        section["precision"] = sft_precision(dtype)
+    return section
+
+
 def sft_train(smk) -> None:
     p = smk.params
     preset = "embedded-base" if smk.rule == "embedded_base" else "v2"
     out = Path(smk.output[0])
-    job_config = write_job_config(out.parent / f"{out.name}.config.yaml",
-                                  **{_SFT_SECTION[preset]: sft_section(_plain(p.sft))}, seed=int(p.seed),
-                                  tracking=_tracking(smk))
+    section = sft_train_section(_plain(p.sft), dtype=p.get("dtype") or "auto")
+    job_config = write_job_config(out.parent / f"{out.name}.config.yaml", **{_SFT_SECTION[preset]: section},
+                                  seed=int(p.seed), tracking=_tracking(smk))
     run_gentax(["sft", "train", "--config", job_config, "--preset", preset, "--data", smk.input.data,
                 "--init", p.init_model, "--out", out], smk.log[0])
     gio.write_json(provenance.beside(out), _provenance(smk, model=p.init_model))

@@ -71,6 +71,7 @@ rule sft_v2:
         init_model=init_model_path("v1"),
         sft=config["inits"]["v2"]["sft"],
         seed=config["seed"],
+        dtype=config["engines"].get("dtype", "auto"),
     log:
         log_path("init/v2"),
     benchmark:

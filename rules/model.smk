@@ -58,6 +58,7 @@ rule embedded_base:
     params:
         sft=config.get("embedded_base"),
         init_model=lambda wc, input: input.model,
+        dtype=config["engines"].get("dtype", "auto"),
         seed=config["seed"],
     log:
         log_path("model/embedded_base"),

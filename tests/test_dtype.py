@@ -35,6 +35,12 @@ def test_the_override_wins_and_bad_settings_are_one_error():
     assert "autocast" not in rl_section({}, **section)  # auto: the engine decides on its machine
     assert rl_section({}, **section, dtype="float32")["autocast"] == "none"
     assert rl_section({}, **section, dtype="bfloat16")["autocast"] == "bf16"
+    # ... and the SFT jobs' precision (LlamaFactory)
+    from gentax.pipeline import sft_train_section
+
+    assert "precision" not in sft_train_section({"steps": 3})  # auto: gentax.train.sft decides on its machine
+    assert sft_train_section({"steps": 3}, dtype="float32") == {"steps": 3, "precision": "fp32"}
+    assert sft_train_section({"precision": "fp32"}, dtype="bfloat16")["precision"] == "bf16"
 
 
 def test_local_engine_autocast_follows_the_choice(monkeypatch):

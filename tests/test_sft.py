@@ -110,7 +110,16 @@ def test_bf16_on_a_cpu_tells_the_trainer_it_trains_on_the_cpu(tmp_path, monkeypa
                              tmp_path / "o", 4096, 1)
     assert bf16["bf16"] and bf16["use_cpu"]  # HF Trainer refuses bf16 on a CPU without use_cpu
     auto = llamafactory_args(load_sft_config({}, preset="embedded-base"), tmp_path, tmp_path, tmp_path / "o", 4096, 1)
-    assert not auto["bf16"] and auto["use_cpu"]  # auto: fp32 on a CPU
+    assert not auto["bf16"] and auto["use_cpu"]  # auto: fp32 on a CPU (gentax/train/sft.py says why)
+
+
+def test_engines_dtype_overrides_the_sft_precision():
+    from gentax.dtype import sft_precision
+    from gentax.errors import ConfigError
+
+    assert [sft_precision(s) for s in ("auto", "bfloat16", "float32")] == ["auto", "bf16", "fp32"]
+    with pytest.raises(ConfigError, match="float16"):
+        sft_precision("float16")
 
 
 # ---- the dataset ---------------------------------------------------------------------------------

@@ -265,7 +265,8 @@ class HFGenerator:
         #: (gentax.rollout.kv_cache) instead of one that grows by a concatenation at every step, which
         #: copies every layer's whole cache each step (8 rows of ~500 tokens: 15 % of the decode
         #: time on a CPU). bf16 on a CPU: the same outputs bit for bit (tested); float32 (sdpa): log-probs
-        #: move by ~1e-5 (the attention's reductions run over the masked, longer key axis)
+        #: move by ~1e-5 (the attention's reductions run over the masked, longer key axis), under
+        #: bf16 autocast by bf16 rounding (up to ~0.1 nats, as padding does)
         self.preallocate_kv = True
         self._kept: list[_KeptPrompt] = []  # the previous call's prompts with their KV cache
         self._kept_weights: tuple | None = None

@@ -14,7 +14,8 @@ position, masking key columns past it (causal), so a step attends to exactly the
 dynamic cache would hold, plus masked columns of zeros, whose softmax weight is exactly 0. With the
 bf16 grouped eager attention of a CPU (gentax.rollout.cpu_inference) the logits are the same bit
 for bit; with sdpa (float32) the reductions run over the longer key axis and log-probs move by
-~1e-5 (tests/test_generators.py). The prefill's own KV tensors are not touched (the generator keeps
+~1e-5, under bf16 autocast (float32 weights, sdpa in bf16) by bf16 rounding (up to 0.11 nats,
+as padding moves bf16 log-probs), with the same tokens in tests/test_generators.py. The prefill's own KV tensors are not touched (the generator keeps
 them for the next call's prefix reuse).
 """
 
@@ -37,6 +38,11 @@ class PreallocatedLayer(StaticLayer):
         layer.values[:, :, : values.shape[2]] = values
         layer.cumulative_length.fill_(keys.shape[2])  # the next token's column
         return layer
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        # under autocast a step's new states can be bf16 where the prefill's were float32 (its
+        # rotary products); the growing cache's torch.cat promotes them to float32, so do we
+        return super().update(key_states.to(self.keys.dtype), value_states.to(self.values.dtype), *args, **kwargs)
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         self.keys, self.values = self.keys[indices], self.values[indices]

@@ -24,12 +24,17 @@ JSON; relative paths from the repository root) is handed to LlamaFactory: the pa
 prompt tokens the rollout generators send (``apply_chat_template(..., add_generation_prompt=True)``)
 followed by the response and the end-of-turn token. ``cutoff_len`` null sizes the context to the
 longest example, so nothing is truncated; a configured value that an example exceeds is an error.
-Precision ``auto``: bf16 on CUDA, fp32 on CPU (an init model stored in another dtype is cast to a
-float32 copy first, since LlamaFactory trains in the stored dtype). ``bf16`` on a CPU trains under
-bf16 autocast with the frozen layers in the stored bf16 and the trained ones in float32 (HF
-Trainer ``use_cpu``). Measured on the embedded warm start (2 threads, avx512_bf16; 2026-11-30):
-144.7 s against fp32's 192.7 s, final loss 0.107 against 0.096, but a slower first steps (1.98
-against 1.30 at step 2); ``auto`` stays fp32 on a CPU so the embedded base does not change.
+Precision ``auto``: bf16 on CUDA, fp32 on a CPU (an init model stored in another dtype is then
+cast to a float32 copy first, since LlamaFactory trains in the stored dtype); config.yaml's
+``engines.dtype`` overrides it for the workflow's SFT jobs (``gentax.dtype.sft_precision``), as it
+does for the generators and the local RL engine. ``bf16`` on a CPU trains under bf16 autocast with
+the frozen layers in the stored bf16 and the trained ones in float32 master weights and optimizer
+state (HF Trainer ``use_cpu``). Why ``auto`` stays fp32 on a CPU even with native bf16, measured
+on the embedded warm start (2 threads): on AVX-512 BF16 (2026-11-30) 144.7 s against fp32's
+192.7 s, final loss 0.107 against 0.096; on an AMX Xeon (2026-12-01) 126 s against 167 s, final
+loss 0.110 against 0.096, and the bf16-trained base then won 0 of 8 WebShop, SciWorld and ALFWorld
+tasks against 1 of 8 each for the fp32 one (Sokoban 9 against 6 of 16; ``python
+benchmarks/eval_model.py``): its initial policies would read 0 in three domains.
 
 Output (written atomically: LlamaFactory trains into a temporary sibling, renamed at the end): the
 HF folder (config with ``use_cache`` back on, weights, tokenizer, chat template), LlamaFactory's
