@@ -15,9 +15,10 @@ concatenation, prefix reuse off, both prefill levers off. The levers
   prompts (an episode's intro and task, one turn later);
 - ``preallocate_kv``: decoding into a KV cache allocated once per micro-batch for its whole
   response length (gentax.rollout.kv_cache) instead of one grown by ``torch.cat`` every step.
-Printed per domain and setting: the collector's generation seconds (best of the repeats), the
-prompt positions the prefill calls computed (padding included), and whether the responses equal
-those of the first setting. Run it on an idle machine.
+Printed per domain and setting: the collector's generation seconds (best of the repeats) and
+the generator's own split of them (``stats``: prefill seconds, decode-step seconds with sampling),
+the prompt positions the prefill calls computed (padding included), and whether the responses
+equal those of the first setting. Run it on an idle machine.
 """
 
 from __future__ import annotations
@@ -55,24 +56,28 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     cfg = load_config([str(REPO / "config.yaml"), str(REPO / "config/embedded.yaml")])
     out = Path(tempfile.mkdtemp(prefix="gentax-prefill-"))  # eval_arguments needs an --out
-    print(f"{'domain':10} {'levers':>9} {'generate s':>10} {'/ both off':>9} {'prefilled positions':>19} {'same responses':>14}")
+    print(f"{'domain':10} {'levers':>9} {'generate s':>10} {'/ both off':>9} {'prefill s':>9} {'decode s':>8} "
+          f"{'prefilled positions':>19} {'same responses':>14}")
     for domain in args.domains.split(","):
         parsed = build_parser().parse_args(eval_arguments(cfg, domain, args.model, eval_episodes(cfg, domain), out))
         generator, seeds, collect_cfg, _, _ = rollout_cli._setup(parsed)
         settings = {"all on": (True, True, True), "kv grown": (True, True, False),
                     "reuse off": (True, False, True), "both off": (False, False, True)}
-        best, prefilled, responses = {}, {}, {}
+        best, split, prefilled, responses = {}, {}, {}, {}
         for _ in range(args.repeats):
             for name, (grouped, reuse, preallocate) in settings.items():
                 generator.group_prefill, generator.reuse_prefix, generator.preallocate_kv = grouped, reuse, preallocate
                 generator.clear_prefix_cache()  # nothing carried over from the previous setting's run
-                before = generator.stats["prefill_positions"]
+                before = dict(generator.stats)
                 rollouts = collect(generator, seeds, collect_cfg, progress=False)
-                best[name] = min(best.get(name, float("inf")), rollouts.stats["generate_s"])
-                prefilled[name] = generator.stats["prefill_positions"] - before
+                if rollouts.stats["generate_s"] < best.get(name, float("inf")):
+                    best[name] = rollouts.stats["generate_s"]
+                    split[name] = [generator.stats[k] - before[k] for k in ("prefill_s", "decode_s")]
+                prefilled[name] = generator.stats["prefill_positions"] - before["prefill_positions"]
                 responses[name] = [t.response_ids for t in rollouts.tokens]
         for name in settings:
-            print(f"{domain:10} {name:>9} {best[name]:10.1f} {best[name] / best['both off']:9.2f} {prefilled[name]:19,} "
+            print(f"{domain:10} {name:>9} {best[name]:10.1f} {best[name] / best['both off']:9.2f} {split[name][0]:9.1f} "
+                  f"{split[name][1]:8.1f} {prefilled[name]:19,} "
                   f"{str(responses[name] == responses['all on']):>14}", flush=True)
 
 

@@ -406,6 +406,8 @@ def test_embedded_preallocated_kv_cache_gives_the_same_output(embedded, dtype, m
     finally:
         gen.preallocate_kv, gen.max_batch_size = True, 2
     assert calls == [19]  # one micro-batch, room for its longest response
+    split = gen.stats["prefill_s"] + gen.stats["decode_s"]
+    assert gen.stats["prefill_s"] > 0 and gen.stats["decode_s"] > 0 and split <= gen.stats["seconds"]
     assert len({len(g.response_ids) for g in grown}) >= 3  # rows left the batch at different steps
     for a, b in zip(preallocated, grown):
         assert a.response_ids == b.response_ids and a.text == b.text and a.finish_reason == b.finish_reason

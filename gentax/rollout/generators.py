@@ -283,9 +283,10 @@ class HFGenerator:
             raise GentaxError("the model defines no EOS token; cannot tell where a response ends")
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
         #: prefill_positions: what the prefill calls computed (padding included); reused_tokens:
-        #: prompt tokens whose KV a row took from elsewhere (the shared prefix, a kept prompt)
+        #: prompt tokens whose KV a row took from elsewhere (the shared prefix, a kept prompt);
+        #: prefill_s / decode_s: wall seconds of the prefills and of the decode steps (sampling included)
         self.stats = {"calls": 0, "prompt_tokens": 0, "response_tokens": 0, "seconds": 0.0,
-                      "prefill_positions": 0, "reused_tokens": 0}
+                      "prefill_positions": 0, "reused_tokens": 0, "prefill_s": 0.0, "decode_s": 0.0}
 
     @property
     def device(self):
@@ -347,12 +348,15 @@ class HFGenerator:
         live = list(range(n))  # original row of each row still in the batch
         eos = set(self.eos_ids)
         with torch.inference_mode():
+            started = time.perf_counter()
             next_logits, cache, mask = self._prefill(prompt_ids, earlier)
             last_pos = mask.sum(-1) - 1  # LEFT padding: a row's last token is its last column
             if self.preallocate_kv:  # room for every token fed back (the last one never is)
                 from gentax.rollout.kv_cache import preallocate
 
                 cache, mask = preallocate(cache, mask, max(limit) - 1)
+            decoding = time.perf_counter()
+            self.stats["prefill_s"] += decoding - started
             while True:
                 logits = next_logits.float()
                 # sample every row on the device, then read tokens and logprobs back in one go
@@ -381,6 +385,7 @@ class HFGenerator:
                 last_pos = last_pos + 1
                 next_logits = self.model(input_ids=step_ids, attention_mask=mask, position_ids=last_pos[:, None],
                                          past_key_values=cache, use_cache=True).logits[:, -1, :]
+            self.stats["decode_s"] += time.perf_counter() - decoding
         return [
             Generation(
                 text=self.tokenizer.decode(responses[row], skip_special_tokens=True),

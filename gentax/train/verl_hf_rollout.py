@@ -202,7 +202,8 @@ class HFGenerationServer:
 
     # ---- what verl's replica and trainer call ------------------------------------------------
     async def get_stats(self) -> dict[str, Any]:
-        generator = {k: self.generator.stats[k] for k in ("prefill_positions", "reused_tokens")}  # its prefill levers
+        generator = {k: self.generator.stats[k]  # its prefill levers, and its prefill / decode split
+                     for k in ("prefill_positions", "reused_tokens", "prefill_s", "decode_s")}
         return {**self.stats, **generator, "global_steps": self.global_steps, "device": str(self.generator.device)}
 
     async def wake_up(self, tags: list[str] | None = None) -> None:
