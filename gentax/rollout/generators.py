@@ -264,7 +264,7 @@ class HFGenerator:
         #: decode into a KV cache allocated once per micro-batch for its whole response length
         #: (gentax.rollout.kv_cache) instead of one that grows by a concatenation at every step, which
         #: copies every layer's whole cache each step (8 rows of ~500 tokens: 15 % of the decode
-        #: time on a CPU). bf16 on a CPU: the same outputs bit for bit (tested); float32 (sdpa): log-probs
+        #: time on a CPU). bf16 on a CPU: the same outputs, to bf16 rounding (kv_cache says when); float32 (sdpa): log-probs
         #: move by ~1e-5 (the attention's reductions run over the masked, longer key axis), under
         #: bf16 autocast by bf16 rounding (up to ~0.1 nats, as padding does)
         self.preallocate_kv = True
