@@ -58,6 +58,11 @@ include: "rules/properties.smk"
 include: "rules/controls.smk"
 include: "rules/tables.smk"
 
+# Bookkeeping (a run's summary, a table, a figure: seconds of pandas or matplotlib on small files)
+# runs where Snakemake runs, never as a cluster job: under the SLURM profile each would otherwise
+# wait in the queue and start its own Snakemake for a few seconds of work.
+localrules: run_summary, base_summary, properties_table, controls_properties_table, table, figure
+
 
 rule all:
     input:
