@@ -6,13 +6,18 @@
 Measured on the machine it runs on, in one run (so the ratios hold whatever the machine's speed):
 - matrix-product peak per dtype: a 1024x576 by 576x1536 product (the embedded model's MLP shape)
   and a 2048 cube, best of several, in GFLOP/s;
-- memory bandwidth: a 512 MB tensor copy, bytes read + written per second (best of several);
+- memory bandwidth: a 512 MB tensor copy, bytes read + written per second, and a 512 MB sum,
+  bytes read per second (best of several each); the decode floor uses the higher of the two;
 - the ``hf`` generator (gentax.rollout.generators.HFGenerator) on the embedded model
   (SmolLM2-135M): prefill tokens/s of ``--prompts`` prompts of ``--prompt-tokens`` tokens, as a
   fraction of the dtype's matrix peak (2 x non-embedding parameters FLOPs per token, plus the
   attention products); decode ms per step of the same batch against its floor, the weight bytes
   read once per step divided by the bandwidth; in bf16, with the sampling levers
-  (gentax.rollout.cpu_inference: grouped attention, prepacked linears) on and off in one run;
+  (gentax.rollout.cpu_inference: grouped attention, prepacked linears) on and off in one run, and
+  what a step's parts take on their own: every linear layer of the model once on a [batch, 1]
+  input (the weight streaming a step cannot avoid) and the sampler on the batch's logits (its
+  per-row exponential noise over the vocabulary, ``torch.multinomial``); the rest of a step is
+  the other ~1,000 small ops of the model's forward and their dispatch;
 - the shared-prefix lever: prefill of a GRPO group (``--prompts`` copies of one prompt) with
   the common prefix prefilled once (the generator's default) and without, in one run;
 - the local engine's update: its own ``Policy.logprobs`` over the same prompts + sampled
@@ -69,6 +74,38 @@ def bandwidth(repeats: int) -> float:
     return 2 * src.numel() * 4 / seconds / 1e9  # GB/s, read + write
 
 
+def read_bandwidth(repeats: int) -> float:
+    import torch
+
+    src = torch.ones(128 * 1024 * 1024, dtype=torch.float32)  # 512 MB
+    seconds = best_of(lambda: src.sum(), repeats)
+    return src.numel() * 4 / seconds / 1e9  # GB/s, read
+
+
+def decode_parts(generator, rows: int, params, repeats: int) -> tuple[float, float]:
+    """(ms of every linear layer once on a [rows, 1, in] input, ms of sampling ``rows`` rows):
+    the two parts of a decode step that can be timed alone, in the model's dtype and levers."""
+    import torch
+
+    model = generator.model
+    dtype = next(model.parameters()).dtype
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    inputs = {m.in_features: torch.randn(rows, 1, m.in_features, dtype=dtype) for m in linears}
+    vocab = model.config.vocab_size
+    logits = torch.randn(rows, vocab)
+    rngs = [torch.Generator().manual_seed(p.seed) for p in params[:rows]]
+
+    def all_linears():
+        for m in linears:
+            m(inputs[m.in_features])
+
+    def sample():
+        torch.stack([generator._sample(logits[k], params[k], rngs[k]) for k in range(rows)]).tolist()
+
+    with torch.inference_mode():
+        return best_of(all_linears, repeats) * 1000, best_of(sample, repeats) * 1000
+
+
 def model_flops(model) -> tuple[int, int]:
     """(matrix parameters without the LM head, with it): the embedding lookup costs no FLOPs."""
     embed = model.get_input_embeddings().weight.numel()
@@ -111,8 +148,10 @@ def main() -> None:
     path = args.model or str(embedded_model_path())
     peak = {}
     rows = []
-    bw = bandwidth(args.repeats)
-    rows.append(("memory bandwidth (copy)", f"{bw:.1f} GB/s", "", ""))
+    copy_bw, read_bw = bandwidth(args.repeats), read_bandwidth(args.repeats)
+    bw = max(copy_bw, read_bw)
+    rows.append(("memory bandwidth (copy)", f"{copy_bw:.1f} GB/s", "read + written", ""))
+    rows.append(("memory bandwidth (read)", f"{read_bw:.1f} GB/s", "a sum", ""))
     for name in args.dtypes.split(","):
         dtype = getattr(torch, name)
         peak[name] = matmul_peak(dtype, args.repeats)
@@ -143,15 +182,21 @@ def main() -> None:
         weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         floor_ms = weight_bytes / (bw * 1e9) * 1000
         levers = generator.cpu_levers  # bf16 on a CPU: grouped attention, prepacked linears (same tokens)
+        step_ms = {}
         for on in ((True, False) if levers else (False,)):
             cpu_inference.accelerate(model, enabled=on)
             total = best_of(lambda: generator.generate_ids(prompts, params), args.repeats)  # seeded: same tokens each time
             decode_ms = max(total - seconds, 1e-9) / max(steps - 1, 1) * 1000  # the prefill is timed above
+            step_ms.setdefault("as used", decode_ms)  # levers on where there are any: what jobs run
             label = f"decode {name} (batch {args.prompts})" + (f", levers {'on' if on else 'off'}" if levers else "")
             rows.append((label, f"{decode_ms:.1f} ms/step",
                          f"floor {floor_ms:.1f} ms (weights {weight_bytes / 1e6:.0f} MB / bandwidth)",
                          f"{decode_ms / floor_ms:.2f}x the floor"))
         cpu_inference.accelerate(model, enabled=bool(levers))
+        linear_ms, sample_ms = decode_parts(generator, args.prompts, params, args.repeats)
+        rows.append((f"decode {name}: parts of a step", f"linears {linear_ms:.1f} ms",
+                     f"sampling {sample_ms:.1f} ms; the rest {step_ms['as used'] - linear_ms - sample_ms:.1f} ms",
+                     f"linears {linear_ms / floor_ms:.2f}x the floor"))
 
         # a GRPO group: --prompts copies of one prompt; its prefill with the shared prefix
         # prefilled once (the generator's default) and without
