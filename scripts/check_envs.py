@@ -42,7 +42,7 @@ def pip_requirements(env_file: Path) -> list[str]:
     return []
 
 
-def resolve(env_file: Path, cache: Path) -> tuple[bool, str]:
+def resolve(env_file: Path, uv: str, cache: Path) -> tuple[bool, str]:
     """(resolved?, one summary line or uv's explanation of the conflict)."""
     requirements = pip_requirements(env_file)
     if not requirements:
@@ -51,7 +51,7 @@ def resolve(env_file: Path, cache: Path) -> tuple[bool, str]:
     with tempfile.TemporaryDirectory() as tmp:
         reqs, pinned = Path(tmp) / "requirements.txt", Path(tmp) / "pinned.txt"
         reqs.write_text("\n".join(requirements) + "\n")
-        cmd = [find_uv_bin(), "pip", "compile", "--no-config", "--quiet", "--no-header", "--no-annotate",
+        cmd = [uv, "pip", "compile", "--no-config", "--quiet", "--no-header", "--no-annotate",
                "--python-version", TARGET_PYTHON, "--python-platform", TARGET_PLATFORM,
                "--cache-dir", str(cache), "--output-file", str(pinned), str(reqs)]
         done = subprocess.run(cmd, cwd=env_file.parent, capture_output=True, text=True)
@@ -67,8 +67,9 @@ def resolve(env_file: Path, cache: Path) -> tuple[bool, str]:
 
 def main(argv: list[str]) -> int:
     files = [Path(a).resolve() for a in argv] or sorted((REPO / "envs").glob("*.yaml"))
+    uv = find_uv_bin()  # before the threads: it reads sysconfig, whose first read is not thread-safe
     with tempfile.TemporaryDirectory() as cache, ThreadPoolExecutor(max_workers=len(files)) as pool:
-        results = list(pool.map(lambda f: resolve(f, Path(cache)), files))
+        results = list(pool.map(lambda f: resolve(f, uv, Path(cache)), files))
     for ok, text in results:
         print(("" if ok else "CONFLICT ") + text)
     return 0 if all(ok for ok, _ in results) else 1

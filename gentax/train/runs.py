@@ -44,6 +44,8 @@ METRICS_FILE = "metrics.csv"
 LOCK_FILE = ".gentax.lock"
 THINK_SAMPLES = "think_samples"
 THINK_SAMPLES_KEPT = 64
+#: the folders of a run that the trainer writes with atomic writes ("": the run folder itself)
+ATOMIC_FOLDERS = ("", CHECKPOINTS, THINK_SAMPLES)
 #: metrics.csv column: mean think-block tokens of a step's samples (the filler arm's count)
 THINK_TOKENS_MEAN = "think_tokens_mean"
 _STEP_DIR = re.compile(r"^step_(\d+)$")
@@ -118,9 +120,10 @@ def locked(run_dir: str | Path):
 
 
 def remove_temporaries(run_dir: str | Path) -> list[Path]:
-    """Delete the temporaries of killed atomic writes in a run folder (call it holding the lock)."""
+    """Delete the temporaries of killed atomic writes in a run folder and in every subfolder the
+    trainer writes atomically (``ATOMIC_FOLDERS``); call it holding the lock."""
     run_dir = Path(run_dir)
-    return gio.remove_temporaries(run_dir) + gio.remove_temporaries(run_dir / CHECKPOINTS)
+    return [tmp for folder in ATOMIC_FOLDERS for tmp in gio.remove_temporaries(run_dir / folder)]
 
 
 def check_identity(run_dir: str | Path, identity: dict[str, Any], config: dict[str, Any]) -> None:
