@@ -10,6 +10,7 @@ Layout of ``RUN_DIR``::
     checkpoints/step_<N>/        HF model folder (AutoModelForCausalLM + tokenizer load it)
     checkpoints/step_<N>/gentax_state/   the local engine's resume state (optimizer, RNG, step)
     verl/                        the verl engine's own FSDP checkpoints (global_step_<N>/, tracker)
+    verl_data/                   the verl engine's task parquets (train.parquet, val.parquet)
 
 Steps are numbered from 1: ``--steps A:B`` trains steps A+1..B starting from the state after
 step A (the init model when A == 0). Which tasks step k trains on is a pure function of
@@ -43,9 +44,10 @@ RUN_FILE = "run.json"
 METRICS_FILE = "metrics.csv"
 LOCK_FILE = ".gentax.lock"
 THINK_SAMPLES = "think_samples"
+VERL_DATA = "verl_data"
 THINK_SAMPLES_KEPT = 64
 #: the folders of a run that the trainer writes with atomic writes ("": the run folder itself)
-ATOMIC_FOLDERS = ("", CHECKPOINTS, THINK_SAMPLES)
+ATOMIC_FOLDERS = ("", CHECKPOINTS, THINK_SAMPLES, VERL_DATA)
 #: metrics.csv column: mean think-block tokens of a step's samples (the filler arm's count)
 THINK_TOKENS_MEAN = "think_tokens_mean"
 _STEP_DIR = re.compile(r"^step_(\d+)$")

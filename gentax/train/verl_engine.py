@@ -82,7 +82,7 @@ from gentax.train.verl_shared import AGENT_NAME, TRAINER_MODE, export_checkpoint
 PLUGIN_ENV = ("VERL_USE_EXTERNAL_MODULES", "gentax.train.verl_plugin")
 AGENT_LOOPS_YAML = Path(__file__).with_name("verl_agent_loops.yaml")
 VERL_DIR = "verl"
-DATA_DIR = "verl_data"
+DATA_DIR = runs.VERL_DATA
 
 
 def episode_settings(cfg: RLConfig, *, run: RunSpec, run_dir: str | Path) -> dict[str, Any]:
