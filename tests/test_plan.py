@@ -152,7 +152,7 @@ def test_a_domain_can_have_its_own_eval_episodes(embedded):
     """eval.episodes_per_domain: that domain's evaluations (and their job units) use its count, the
     others eval.episodes; an unknown domain or a count below 1 is one clear error."""
     cfg = copy.deepcopy(embedded)
-    cfg["eval"]["episodes_per_domain"] = {"sokoban": 32}
+    cfg["eval"]["episodes_per_domain"] = {**cfg["eval"].get("episodes_per_domain", {}), "sokoban": 32}
     gplan.validate(cfg)
     assert gplan.eval_episodes(cfg, "sokoban") == 32
     assert gplan.eval_episodes(cfg, "webshop") == cfg["eval"]["episodes"]
