@@ -7,9 +7,10 @@ For each env, uv's resolver (``uv pip compile``, the ``uv`` package of the main 
 pip requirements together with every transitive requirement, for the envs' target (CPython 3.11 on
 manylinux x86_64, ``--python-version`` / ``--python-platform``) rather than for this machine,
 without installing anything and without downloading wheels (it reads their metadata). It reads
-PyPI only, with a fresh cache each run (so it sees the registry as it is now): ``--no-config``, none of this machine's pip config, local wheel
-folders or constraint files. uv replaced pip's ``install --dry-run``: the same check took pip
-~200 s on CI, uv a few seconds (README). The envs run in parallel.
+PyPI only, with a fresh cache each run (so it sees the registry as it is now): ``--no-config``,
+none of this machine's pip config, local wheel folders or constraint files. uv replaced pip's
+``install --dry-run``: the same check took pip ~200 s on CI, uv a few seconds (README). The envs
+run in parallel.
 
 Checked: one set of versions satisfies every pip pin of an env at once; relative paths (the
 torchaudio shim) resolve from the env file's folder. Not checked: the conda-forge part (python,
@@ -58,8 +59,8 @@ def resolve(env_file: Path, uv: str, cache: Path) -> tuple[bool, str]:
         if done.returncode != 0 or not pinned.is_file():
             text = (done.stdout + done.stderr).strip().replace(str(reqs), env_file.name)
             return False, f"{env_file.name}: the resolver cannot satisfy its pins:\n{text}"
-        installed = dict(line.split("==", 1) for line in pinned.read_text().splitlines() if "==" in line)
-    installed = {name.lower(): version for name, version in installed.items()}
+        pins = [line.split("==", 1) for line in pinned.read_text().splitlines() if "==" in line]
+    installed = {name.lower(): version for name, version in pins}
     shown = ", ".join(f"{name} {installed[name]}" for name in SHOWN if name in installed)
     return True, (f"{env_file.name}: resolved, {len(installed)} packages ({shown}) "
                   f"in {time.monotonic() - started:.0f} s")

@@ -82,7 +82,6 @@ from gentax.train.verl_shared import AGENT_NAME, TRAINER_MODE, export_checkpoint
 PLUGIN_ENV = ("VERL_USE_EXTERNAL_MODULES", "gentax.train.verl_plugin")
 AGENT_LOOPS_YAML = Path(__file__).with_name("verl_agent_loops.yaml")
 VERL_DIR = "verl"
-DATA_DIR = runs.VERL_DATA
 
 
 def episode_settings(cfg: RLConfig, *, run: RunSpec, run_dir: str | Path) -> dict[str, Any]:
@@ -310,7 +309,7 @@ def write_task_files(run_dir: str | Path, cfg: RLConfig, run: RunSpec) -> tuple[
 
     from gentax.io import atomic_path
 
-    folder = Path(run_dir) / DATA_DIR
+    folder = Path(run_dir) / runs.VERL_DATA
     folder.mkdir(parents=True, exist_ok=True)
     train, val = folder / "train.parquet", folder / "val.parquet"
     rows = task_rows(cfg, run)
@@ -326,7 +325,7 @@ def build_config(cfg: RLConfig, *, model_path: str, run: RunSpec, run_dir: str |
     if write_data:
         train_file, val_file = write_task_files(run_dir, cfg, run)
     else:
-        train_file = val_file = Path(run_dir) / DATA_DIR / "train.parquet"
+        train_file = val_file = Path(run_dir) / runs.VERL_DATA / "train.parquet"
     overrides = verl_overrides(cfg, model_path=model_path, run=run, run_dir=run_dir, end_step=end_step,
                                train_file=train_file, val_file=val_file, tracking=tracking)
     config = compose_verl_config(overrides)
