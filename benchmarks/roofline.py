@@ -1,7 +1,7 @@
 """The machine's own limits, and how close generation and the local engine's update come to them.
 
     python benchmarks/roofline.py [--threads 1] [--model PATH] [--prompts 4] [--prompt-tokens 330]
-                                  [--new-tokens 40] [--dtypes float32,bfloat16]
+                                  [--new-tokens 40] [--dtypes float32,bfloat16] [--rounds 1]
 
 Measured on the machine it runs on, in one run (so the ratios hold whatever the machine's speed):
 - matrix-product peak per dtype: a 1024x576 by 576x1536 product (the embedded model's MLP shape)
@@ -26,12 +26,15 @@ Measured on the machine it runs on, in one run (so the ratios hold whatever the 
   position, 3 x the attention products).
 
 Prints one table and the CPU flags that decide the dtype (avx512_bf16, amx_bf16). Timings
-depend on whatever else runs on the machine: run it on an idle one.
+depend on whatever else runs on the machine: run it on an idle one. Even idle, the shares of one
+machine moved by 4-8 points between runs (README); ``--rounds N`` measures everything N times and
+ends with each share's median and range.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 
@@ -130,32 +133,57 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=40)
     parser.add_argument("--dtypes", default="float32,bfloat16")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run every measurement this many times and print each share's median and range")
     args = parser.parse_args()
 
     from gentax import malloc
 
     malloc.tune()  # as every gentax job does (gentax/malloc.py; benchmarks/malloc_prefill.py)
     import torch
-    from gentax.rollout import cpu_inference
     from gentax.rollout.embedded_model import embedded_model_path
+
+    torch.set_num_threads(args.threads)
+    flags = cpu_flags()
+    path = args.model or str(embedded_model_path())
+    shares: dict[str, list[tuple[float, str]]] = {}  # label -> (share, unit) of each round
+    for round_ in range(args.rounds):
+        torch.manual_seed(0)
+        rows = measure(args, path)
+        if args.rounds > 1:
+            print(f"round {round_ + 1} of {args.rounds}")
+        print_table(args, flags, torch, rows)
+        for label, *_, share in rows:
+            if share is not None:
+                shares.setdefault(label, []).append(share)
+    if args.rounds > 1:  # the spread of the shares between rounds on one machine
+        print(f"\nshares over {args.rounds} rounds: median [lowest, highest]")
+        width = max(map(len, shares))
+        for label, values in shares.items():
+            numbers, unit = [v for v, _ in values], values[0][1]
+            show = (lambda v: f"{v:.0%}") if unit == "%" else (lambda v: f"{v:.2f}x")
+            print(f"{label.ljust(width)}  {show(statistics.median(numbers))} "
+                  f"[{show(min(numbers))}, {show(max(numbers))}]")
+
+
+def measure(args, path) -> list[tuple]:
+    """One round of every measurement: rows of (label, measured, limit, share text, (share, "%" or "x") or None)."""
+    import torch
+    from gentax.rollout import cpu_inference
     from gentax.rollout.generators import HFGenerator, SamplingParams
     from gentax.train.config import load_rl_config
     from gentax.train.local_engine import Policy
 
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    flags = cpu_flags()
-    path = args.model or str(embedded_model_path())
     peak = {}
     rows = []
     copy_bw, read_bw = bandwidth(args.repeats), read_bandwidth(args.repeats)
     bw = max(copy_bw, read_bw)
-    rows.append(("memory bandwidth (copy)", f"{copy_bw:.1f} GB/s", "read + written", ""))
-    rows.append(("memory bandwidth (read)", f"{read_bw:.1f} GB/s", "a sum", ""))
+    rows.append(("memory bandwidth (copy)", f"{copy_bw:.1f} GB/s", "read + written", "", None))
+    rows.append(("memory bandwidth (read)", f"{read_bw:.1f} GB/s", "a sum", "", None))
     for name in args.dtypes.split(","):
         dtype = getattr(torch, name)
         peak[name] = matmul_peak(dtype, args.repeats)
-        rows.append((f"matrix-product peak {name}", f"{peak[name]:.1f} GFLOP/s", "", ""))
+        rows.append((f"matrix-product peak {name}", f"{peak[name]:.1f} GFLOP/s", "", "", None))
     for name in args.dtypes.split(","):
         dtype = getattr(torch, name)
         generator = HFGenerator(path, device="cpu", dtype=name, max_batch_size=args.prompts)
@@ -174,7 +202,7 @@ def main() -> None:
         seconds = best_of(prefill, args.repeats)
         flops = 2 * non_embed * tokens + args.prompts * attention_flops(model, args.prompt_tokens)
         rows.append((f"prefill {name}", f"{tokens / seconds:.0f} tokens/s", f"{flops / seconds / 1e9:.1f} GFLOP/s",
-                     f"{flops / seconds / 1e9 / peak[name]:.0%} of {name} peak"))
+                     f"{flops / seconds / 1e9 / peak[name]:.0%} of {name} peak", (flops / seconds / 1e9 / peak[name], "%")))
 
         params = [SamplingParams(temperature=1.0, max_new_tokens=args.new_tokens, seed=i, stop=()) for i in range(args.prompts)]
         outs = generator.generate_ids(prompts, params)
@@ -191,12 +219,12 @@ def main() -> None:
             label = f"decode {name} (batch {args.prompts})" + (f", levers {'on' if on else 'off'}" if levers else "")
             rows.append((label, f"{decode_ms:.1f} ms/step",
                          f"floor {floor_ms:.1f} ms (weights {weight_bytes / 1e6:.0f} MB / bandwidth)",
-                         f"{decode_ms / floor_ms:.2f}x the floor"))
+                         f"{decode_ms / floor_ms:.2f}x the floor", (decode_ms / floor_ms, "x")))
         cpu_inference.accelerate(model, enabled=bool(levers))
         linear_ms, sample_ms = decode_parts(generator, args.prompts, params, args.repeats)
         rows.append((f"decode {name}: parts of a step", f"linears {linear_ms:.1f} ms",
                      f"sampling {sample_ms:.1f} ms; the rest {used_ms - linear_ms - sample_ms:.1f} ms",
-                     f"linears {linear_ms / floor_ms:.2f}x the floor"))
+                     f"linears {linear_ms / floor_ms:.2f}x the floor", (linear_ms / floor_ms, "x")))
 
         # a GRPO group: --prompts copies of one prompt; its prefill with the shared prefix
         # prefilled once (the generator's default) and without
@@ -208,7 +236,7 @@ def main() -> None:
             timings[share] = best_of(lambda: generator.generate_ids(group, one_token), args.repeats)
         rows.append((f"prefill {name}, group of {args.prompts} same prompts", f"{tokens / timings[True]:.0f} tokens/s "
                      f"shared prefix on", f"{tokens / timings[False]:.0f} tokens/s off",
-                     f"{timings[False] / timings[True]:.1f}x"))
+                     f"{timings[False] / timings[True]:.1f}x", (timings[False] / timings[True], "x")))
 
         # the local engine's update: its own Policy.logprobs (prompts left-padded, responses
         # right-padded, the LM head on the response positions only) and a policy-gradient backward
@@ -230,14 +258,17 @@ def main() -> None:
                  + 3 * args.prompts * attention_flops(policy.model, args.prompt_tokens + steps))
         label = "update fp32" if name != "bfloat16" else "update fp32 weights, bf16 autocast"
         rows.append((label, f"{update_tokens / seconds:.0f} tokens/s", f"{flops / seconds / 1e9:.1f} GFLOP/s",
-                     f"{flops / seconds / 1e9 / peak[name]:.0%} of {name} peak"))
+                     f"{flops / seconds / 1e9 / peak[name]:.0%} of {name} peak", (flops / seconds / 1e9 / peak[name], "%")))
         del generator, model, policy
+    return rows
 
+
+def print_table(args, flags, torch, rows) -> None:
     print(f"threads {args.threads}; CPU flags: " + ", ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
                                                         if f in flags) + f"; torch {torch.__version__}")
     width = [max(len(r[i]) for r in rows) for i in range(4)]
     for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, width)).rstrip())
+        print("  ".join(cell.ljust(w) for cell, w in zip(row[:4], width)).rstrip())
 
 
 if __name__ == "__main__":
