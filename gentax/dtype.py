@@ -7,8 +7,8 @@ too, for a GPU without bf16); anything but ``auto`` is returned as it is. ``auto
 
 - CPU: ``bfloat16`` when /proc/cpuinfo lists a native bf16 instruction (``avx512_bf16``:
   AVX-512 BF16 dot products; ``amx_bf16``: AMX tiles), where a bf16 matrix product runs ~2x an
-  fp32 one (README "Roofline"); ``float32`` elsewhere (AVX2-only CPUs emulate bf16 and run it
-  slower than fp32);
+  fp32 one (the roofline table of README "What the embedded study costs"); ``float32`` elsewhere
+  (AVX2-only CPUs emulate bf16 and run it slower than fp32);
 - CUDA: ``bfloat16`` when the GPU supports it (Ampere and newer), else ``float32``.
 
 Who uses it: the ``hf`` generator loads its weights in this dtype (``dtype="auto"``); the local
