@@ -27,7 +27,7 @@ Measured on the machine it runs on, in one run (so the ratios hold whatever the 
 
 Prints one table and the CPU flags that decide the dtype (avx512_bf16, amx_bf16). Timings
 depend on whatever else runs on the machine: run it on an idle one. Even idle, the shares of one
-machine moved by 4-8 points between runs (README); ``--rounds N`` measures everything N times and
+machine moved by 4-8 points between runs (docs/performance.md); ``--rounds N`` measures everything N times and
 ends with each share's median and range.
 """
 
@@ -152,7 +152,7 @@ def main() -> None:
         rows = measure(args, path)
         if args.rounds > 1:
             print(f"round {round_ + 1} of {args.rounds}")
-        print_table(args, flags, torch, rows)
+        print_table(args, flags, torch.__version__, rows)
         for label, *_, share in rows:
             if share is not None:
                 shares.setdefault(label, []).append(share)
@@ -201,8 +201,9 @@ def measure(args, path) -> list[tuple]:
 
         seconds = best_of(prefill, args.repeats)
         flops = 2 * non_embed * tokens + args.prompts * attention_flops(model, args.prompt_tokens)
+        share = flops / seconds / 1e9 / peak[name]
         rows.append((f"prefill {name}", f"{tokens / seconds:.0f} tokens/s", f"{flops / seconds / 1e9:.1f} GFLOP/s",
-                     f"{flops / seconds / 1e9 / peak[name]:.0%} of {name} peak", (flops / seconds / 1e9 / peak[name], "%")))
+                     f"{share:.0%} of {name} peak", (share, "%")))
 
         params = [SamplingParams(temperature=1.0, max_new_tokens=args.new_tokens, seed=i, stop=()) for i in range(args.prompts)]
         outs = generator.generate_ids(prompts, params)
@@ -257,15 +258,16 @@ def measure(args, path) -> list[tuple]:
         flops = (6 * non_embed * update_tokens + 6 * head * head_positions
                  + 3 * args.prompts * attention_flops(policy.model, args.prompt_tokens + steps))
         label = "update fp32" if name != "bfloat16" else "update fp32 weights, bf16 autocast"
+        share = flops / seconds / 1e9 / peak[name]
         rows.append((label, f"{update_tokens / seconds:.0f} tokens/s", f"{flops / seconds / 1e9:.1f} GFLOP/s",
-                     f"{flops / seconds / 1e9 / peak[name]:.0%} of {name} peak", (flops / seconds / 1e9 / peak[name], "%")))
+                     f"{share:.0%} of {name} peak", (share, "%")))
         del generator, model, policy
     return rows
 
 
-def print_table(args, flags, torch, rows) -> None:
+def print_table(args, flags, torch_version: str, rows) -> None:
     print(f"threads {args.threads}; CPU flags: " + ", ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
-                                                        if f in flags) + f"; torch {torch.__version__}")
+                                                        if f in flags) + f"; torch {torch_version}")
     width = [max(len(r[i]) for r in rows) for i in range(4)]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row[:4], width)).rstrip())
