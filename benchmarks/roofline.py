@@ -27,8 +27,8 @@ Measured on the machine it runs on, in one run (so the ratios hold whatever the 
 
 Prints one table and the CPU flags that decide the dtype (avx512_bf16, amx_bf16). Timings
 depend on whatever else runs on the machine: run it on an idle one. Even idle, the shares of one
-machine moved by 4-8 points between runs (docs/performance.md); ``--rounds N`` measures everything N times and
-ends with each share's median and range.
+machine moved by 4-8 points between runs (docs/performance.md); ``--rounds N`` measures
+everything N times and ends with each share's median and range.
 """
 
 from __future__ import annotations
@@ -68,21 +68,15 @@ def matmul_peak(dtype, repeats: int) -> float:
     return best
 
 
-def bandwidth(repeats: int) -> float:
+def bandwidth(repeats: int) -> tuple[float, float]:
+    """(GB/s of a 512 MB copy, bytes read + written; GB/s of a 512 MB sum, bytes read)."""
     import torch
 
     src = torch.ones(128 * 1024 * 1024, dtype=torch.float32)  # 512 MB
     dst = torch.empty_like(src)
-    seconds = best_of(lambda: dst.copy_(src), repeats)
-    return 2 * src.numel() * 4 / seconds / 1e9  # GB/s, read + write
-
-
-def read_bandwidth(repeats: int) -> float:
-    import torch
-
-    src = torch.ones(128 * 1024 * 1024, dtype=torch.float32)  # 512 MB
-    seconds = best_of(lambda: src.sum(), repeats)
-    return src.numel() * 4 / seconds / 1e9  # GB/s, read
+    nbytes = src.numel() * 4
+    copy_s, read_s = best_of(lambda: dst.copy_(src), repeats), best_of(src.sum, repeats)
+    return 2 * nbytes / copy_s / 1e9, nbytes / read_s / 1e9
 
 
 def decode_parts(generator, rows: int, params, repeats: int) -> tuple[float, float]:
@@ -176,7 +170,7 @@ def measure(args, path) -> list[tuple]:
 
     peak = {}
     rows = []
-    copy_bw, read_bw = bandwidth(args.repeats), read_bandwidth(args.repeats)
+    copy_bw, read_bw = bandwidth(args.repeats)
     bw = max(copy_bw, read_bw)
     rows.append(("memory bandwidth (copy)", f"{copy_bw:.1f} GB/s", "read + written", "", None))
     rows.append(("memory bandwidth (read)", f"{read_bw:.1f} GB/s", "a sum", "", None))
