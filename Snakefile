@@ -3,15 +3,16 @@
 #   snakemake                                     # the whole embedded study on this machine
 #   snakemake --profile profiles/slurm            # the paper's study on a SLURM cluster
 #   snakemake results/tables/table5_augmentation.csv   # one table and only what it needs
-# Rules hold no logic: rule -> workflow_scripts/ -> gentax. The grid expansion lives in
-# gentax/plan.py (shared with `gentax plan`).
+# Rules hold no logic: each runs ONE visible command, `python -m gentax <verb> --job SPEC`, on the spec
+# gentax.study.jobs resolves for it (`snakemake -n -p` prints it; the line reruns the job by hand).
+# The grid expansion lives in gentax/plan.py (shared with `gentax plan`), every path in gentax/study/paths.py.
 import os
 import re
 import sys
 
 from snakemake.exceptions import WorkflowError
 
-sys.path.insert(0, workflow.basedir)  # this checkout's gentax (jobs: workflow_scripts/_gentax_path.py)
+sys.path.insert(0, workflow.basedir)  # this checkout's gentax (each job's command: rules/common.smk GENTAX)
 
 import gentax.controls as gcontrols
 import gentax.domains as gdomains
@@ -19,6 +20,8 @@ import gentax.io as gio
 import gentax.plan as gplan
 import gentax.provenance as gprov
 import gentax.runspec as grunspec
+import gentax.study.jobs as gjobs
+import gentax.study.paths as gpaths
 from gentax.errors import ConfigError
 
 configfile: "config.yaml"

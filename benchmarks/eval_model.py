@@ -21,10 +21,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from gentax.pipeline import _domain_args  # noqa: E402  (the workflow's own --max-steps/--option args)
 from gentax.plan import eval_episodes, load_config, rollout_settings  # noqa: E402  (the eval jobs' own settings)
 
 DOMAINS = ["alfworld", "webshop", "sokoban", "sciworld"]
+
+
+def _domain_args(domain: dict) -> list[str]:
+    """A domain's step limit and knobs as `gentax eval` options."""
+    args = ["--max-steps", str(domain["max_steps"])]
+    for key, value in sorted((domain.get("options") or {}).items()):
+        args += ["--option", f"{key}={json.dumps(value, separators=(',', ':'))}"]
+    return args
 
 
 def eval_arguments(cfg: dict, domain: str, model: str, episodes: int, out: Path, *, no_think: bool = False) -> list[str]:
@@ -35,7 +42,7 @@ def eval_arguments(cfg: dict, domain: str, model: str, episodes: int, out: Path,
             "--top-p", str(settings["top_p"]), "--max-new-tokens", str(settings["max_new_tokens"]),
             "--history-length", str(settings["history_length"]), "--generator", "hf",
             "--seed", str(settings["seed"]), "--quiet", "--out", str(out / f"{domain}.parquet"),
-            *map(str, _domain_args(cfg["domains"][domain]))]
+            *_domain_args(cfg["domains"][domain])]
     return args + (["--no-think"] if no_think else [])
 
 

@@ -285,7 +285,7 @@ def _check_engine_sections(cfg: dict) -> None:
     from gentax.train.config import load_rl_config
     from gentax.train.sft_config import load_sft_config
 
-    checks = [("rl", lambda: load_rl_config(cfg["rl"], preset=cfg.get("preset", "paper"))),
+    checks = [("rl", lambda: load_rl_config(cfg["rl"])),
               ("inits.v2.sft", lambda: load_sft_config(sft_section(cfg["inits"]["v2"]["sft"]), preset="v2"))]
     if cfg["model"]["embedded"]:
         checks.append(("embedded_base", lambda: load_sft_config(sft_section(cfg["embedded_base"]), preset="embedded-base")))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from gentax import jobspec
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO / "config.yaml"
 PROFILES = {"paper": REPO / "profiles" / "slurm", "embedded": REPO / "profiles" / "default"}
@@ -31,25 +33,36 @@ def register(sub) -> None:
     p.set_defaults(func=_plan)
 
     t = sub.add_parser("tasks", help="write a domain's held-out eval task manifest (seeds + fingerprint)")
-    t.add_argument("--domain", required=True)
-    t.add_argument("--episodes", type=int, required=True, help="number of eval tasks (seeds 0..N-1)")
+    jobspec.add_argument(t)
+    t.add_argument("--domain")
+    t.add_argument("--episodes", type=int, help="number of eval tasks (seeds 0..N-1)")
     t.add_argument("--split", default="eval")
     t.add_argument("--max-steps", type=int, default=None)
     t.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="domain option (difficulty knob); VALUE is JSON when it parses, else a string")
-    t.add_argument("--out", required=True)
+    t.add_argument("--out")
     t.set_defaults(func=_tasks)
 
 
 def _tasks(args) -> int:
+    """A task manifest; a job spec (gentax.study.jobs.tasks) holds domain, episodes, split,
+    max_steps, options and out."""
     from gentax import io as gio
     from gentax.domains.cli import parse_options
     from gentax.domains.tasks import task_manifest
+    from gentax.errors import GentaxError
 
-    manifest = task_manifest(args.domain, args.episodes, split=args.split, max_steps=args.max_steps,
-                             options=parse_options(args.option))
-    gio.write_json(args.out, manifest)
-    print(f"{args.domain}: {len(manifest['seeds'])} {args.split} tasks, fingerprint {manifest['fingerprint'][:16]}")
+    if args.job:
+        s = jobspec.take(jobspec.load(args.job), ("domain", "episodes", "split", "max_steps", "options", "out"),
+                         verb="tasks")
+    elif args.domain is None or args.episodes is None or args.out is None:
+        raise GentaxError("gentax tasks: give --domain, --episodes and --out (or --job SPEC)")
+    else:
+        s = {"domain": args.domain, "episodes": args.episodes, "split": args.split, "max_steps": args.max_steps,
+             "options": parse_options(args.option), "out": args.out}
+    manifest = task_manifest(s["domain"], s["episodes"], split=s["split"], max_steps=s["max_steps"], options=s["options"])
+    gio.write_json(s["out"], manifest)
+    print(f"{s['domain']}: {len(manifest['seeds'])} {s['split']} tasks, fingerprint {manifest['fingerprint'][:16]}")
     return 0
 
 

@@ -11,7 +11,7 @@
      "machine": {"platform", "python", "cpu", "cores", "gpus"},
      "created": UTC time}
 
-Keys whose subject a job does not have are left out. The workflow (gentax.pipeline) embeds the
+Keys whose subject a job does not have are left out. The workflow's jobs (``job_record``, on their job spec) embed the
 record in JSON results (evaluation summaries, property logs, a run's segment manifests) and
 writes it beside other outputs as ``<stem>.provenance.json`` (``beside``): tables, figures, SFT
 model folders. ``report_labels`` turns a record into the columns the Snakemake report shows.
@@ -128,6 +128,16 @@ def record(*, config: Any = None, model: str | os.PathLike | None = None, tasks:
     out["machine"] = machine()
     out["created"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return out
+
+
+def job_record(spec: Any, dtype_setting: str | None = "auto", **subjects: Any) -> dict[str, Any]:
+    """The provenance record of a workflow job's result: ``record`` with the job's spec as its config
+    (``gentax.jobspec``), and ``compute``: the dtype the job's model computed in (``engines.dtype``,
+    chosen by ``gentax.dtype`` for the device the job has)."""
+    from gentax import dtype
+
+    device = "cuda" if machine()["gpus"] else "cpu"  # what the engines and the hf generator pick
+    return {**record(config=spec, **subjects), "compute": dtype.record(dtype_setting or "auto", device)}
 
 
 def beside(output: str | os.PathLike) -> Path:

@@ -6,7 +6,7 @@ One place to audit a preset against the paper. Contract:
 
 - ``rl``: the first grid run (else V1's) as its engine receives it: for verl the Hydra overrides of
   ``verl_engine.verl_overrides`` (parsed back with Hydra's own override parser) on the RL section
-  ``pipeline.rl_section`` builds and that run's spec (``gentax.runspec``, under ``gentax.run.*``);
+  ``gentax.study.jobs.rl_section`` builds and that run's spec (``gentax.runspec``, under ``gentax.run.*``);
   for the local engine its ``RLConfig`` and ``run_spec``;
 - ``sft``: the ``llamafactory-cli train`` arguments of the V2 SFT (``sft.llamafactory_args``) on
   ``cluster.gpus_per_node`` devices, plus ``global_batch_size``;
@@ -60,12 +60,12 @@ def shown_run(cfg: dict) -> gplan.Run:
 
 def rl_settings(cfg: dict) -> dict[str, Any]:
     """The first grid run's RL settings as its engine receives them."""
-    from gentax.pipeline import rl_section
+    from gentax.study.jobs import rl_section
     from gentax.train.config import load_rl_config
 
     run = shown_run(cfg)
     section = rl_section(cfg["rl"], save_every=cfg["rl"]["save_every"], dtype=cfg["engines"].get("dtype", "auto"))
-    rl = load_rl_config(section, preset=cfg.get("preset", "paper"))
+    rl = load_rl_config(section)
     if cfg["engines"]["rl"] != "verl":
         return {**rl.to_dict(), "run_spec": run.to_dict()}
     from hydra.core.override_parser.overrides_parser import OverridesParser

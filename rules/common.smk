@@ -32,43 +32,46 @@ def provenance_labels(wildcards, output):
     return gprov.report_labels(wildcards.name, output.provenance)
 
 
+# Every path comes from gentax.study.paths; every job's settings from gentax.study.jobs (one `job`
+# param per rule: the spec its one command receives, so a job reruns exactly when that changes).
+# `python -m gentax` in the workflow folder runs this checkout's gentax (the folder is first on sys.path);
+# run from another working directory (--directory), the command names the checkout.
+GENTAX = "python -m gentax" if os.path.samefile(os.getcwd(), workflow.basedir) else f"PYTHONPATH={workflow.basedir} python -m gentax"
+
+
 def log_path(name):
-    return f"{R}/logs/{name}.log"
+    return gpaths.log(config, name)
 
 
 def bench_path(name):
-    return f"{R}/benchmarks/{name}.tsv"
+    return gpaths.benchmark(config, name)
+
+
+def job_param(builder):
+    """A rule's `job` param: the spec ``builder(wildcards, input, output)`` returns, as JSON text."""
+    return lambda wildcards, input, output: gjobs.encode(builder(wildcards, input, output))
 
 
 # ---- models -------------------------------------------------------------------------------------
 def base_model_input():
-    """The dependency that stands for the base model (a rule output when embedded)."""
-    return f"{R}/model/embedded_base" if config["model"]["embedded"] else []
-
-
-def base_model_path():
-    return f"{R}/model/embedded_base" if config["model"]["embedded"] else config["model"]["base"]
+    return gpaths.base_model_input(config)
 
 
 def v1_run_dir():
-    return f"{R}/init/v1/run"
+    return gpaths.v1_run_dir(config)
 
 
 def init_model_input(init):
-    if init == "v1":
-        return f"{v1_run_dir()}/segment_0_{config['inits']['v1']['rl']['steps']}.json"
-    return f"{R}/init/v2/model"
+    return gpaths.init_model_input(config, init)
 
 
 def init_model_path(init):
-    if init == "v1":
-        return f"{v1_run_dir()}/checkpoints/step_{config['inits']['v1']['rl']['steps']}"
-    return f"{R}/init/v2/model"
+    return gpaths.init_model(config, init)
 
 
 # ---- runs ---------------------------------------------------------------------------------------
 def run_dir(wc):
-    return f"{R}/runs/{wc.init}/{wc.train_domain}/{wc.variant}/seed{wc.seed}"
+    return gpaths.run_dir(config, wc.init, wc.train_domain, wc.variant, wc.seed)
 
 
 def planned_run(wc):
@@ -97,11 +100,11 @@ def checkpoint_inputs(wc):
 def checkpoint_path(wc):
     if wc.train_domain == "base":
         return init_model_path(wc.init)
-    return f"{run_dir(wc)}/checkpoints/step_{wc.step}"
+    return gpaths.checkpoint(run_dir(wc), wc.step)
 
 
 def eval_file(init, train_domain, variant, seed, step, eval_domain):
-    return f"{R}/eval/{init}/{train_domain}/{variant}/seed{seed}/step{step}/{eval_domain}.json"
+    return gpaths.eval_file(config, init, train_domain, variant, seed, step, eval_domain)
 
 
 def run_summary_inputs(wc):
@@ -153,24 +156,6 @@ def sft_mix_domains(sft, preset="v2"):
     return gplan.sft_domains(sft, preset)
 
 
-def domain_params(domain):
-    d = config["domains"][domain]
-    return {"max_steps": d["max_steps"], "options": d.get("options", {})}
-
-
-def rollout_params():
-    """The RL keys an SFT-data collection uses (what the agent sees and how it samples): only these
-    are job params, so retuning the RL optimiser does not rerun data collection."""
-    return {key: config["rl"][key] for key in ("history_length", "max_new_tokens", "temperature")}
-
-
-def run_spec_params(wc):
-    """A planned run's spec (gentax.runspec.RunSpec) as the rl_segment job's one run param: its
-    training domains' settings and augmentation budget only, so changing another domain's settings
-    reruns nothing of this run."""
-    return planned_run(wc).to_dict()
-
-
 def think_param(wc):
     """The thinking mode an eval uses: the run's (gentax.runspec), or for a base row its variant's."""
     if wc.train_domain == "base":
@@ -203,6 +188,9 @@ def filler_eval_input(wc):
     return {"thinking": eval_file(wc.init, wc.train_domain, grunspec.DEFAULT_VARIANT, wc.seed, wc.step, wc.eval_domain)}
 
 
-def filler_params(wc):
-    """controls.filler's settings for a filler job ({} for every other variant)."""
-    return gplan.filler_settings(config) if think_param(wc) == "filler" else {}
+def filler_reference_dir(wc):
+    """A filler run's matching thinking run folder (None for every other run)."""
+    if think_param(wc) != "filler":
+        return None
+    ref = gplan.filler_reference(config, planned_run(wc))
+    return gpaths.run_dir(config, ref.init, ref.train_domain, ref.variant_label, ref.seed)

@@ -9,10 +9,10 @@ use rule properties as control_properties with:
     output:
         f"{R}/properties/controls/{{label}}/{{domain}}.json",
     params:
-        model=lambda wc: init_model_path(config["properties"]["init"]),
-        domain=lambda wc: control_level(wc.label).domain,
-        augmentation=lambda wc: control_level(wc.label).augmentation,
-        **gplan.rollout_settings(config, "properties"),
+        job=job_param(lambda wc, input, output: gjobs.properties(
+            config, domain=wc.domain, settings=control_level(wc.label).domain,
+            model=init_model_path(config["properties"]["init"]), tasks_file=input.tasks, out_json=output[0],
+            augmentation=control_level(wc.label).augmentation)),
     log:
         log_path("properties/controls/{label}/{domain}"),
     benchmark:
@@ -25,7 +25,8 @@ rule controls_properties_table:
     output:
         f"{R}/{gcontrols.PROPERTIES_TABLE}",
     params:
-        levels=gplan.control_property_params(config),
+        job=job_param(lambda wc, input, output: gjobs.controls_properties_table(
+            gplan.control_property_params(config), input, output[0])),
     log:
         log_path("properties/controls"),
     benchmark:
@@ -35,5 +36,5 @@ rule controls_properties_table:
         runtime=5,
     conda:
         "../envs/analysis.yaml"
-    script:
-        "../workflow_scripts/controls_properties_table.py"
+    shell:
+        f"{GENTAX} controls-properties-table --job {{params.job:q}} >> {{log}} 2>&1"

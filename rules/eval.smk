@@ -12,12 +12,9 @@ rule eval_checkpoint:
     output:
         summary=f"{R}/eval/{{init}}/{{train_domain,{TRAIN_OR_BASE}}}/{{variant}}/seed{{seed}}/step{{step}}/{{eval_domain}}.json",
     params:
-        model=checkpoint_path,
-        domain=lambda wc: domain_params(wc.eval_domain),
-        think=think_param,
-        filler=filler_params,
-        episodes=lambda wc: gplan.eval_episodes(config, wc.eval_domain),
-        **gplan.rollout_settings(config, "eval"),
+        job=job_param(lambda wc, input, output: gjobs.eval_checkpoint(
+            config, domain=wc.eval_domain, model=checkpoint_path(wc), think=think_param(wc), tasks_file=input.tasks,
+            out_json=output.summary, filler_reference=input.get("thinking"))),
     log:
         log_path("eval/{init}/{train_domain}/{variant}/seed{seed}/step{step}/{eval_domain}"),
     benchmark:
@@ -27,8 +24,8 @@ rule eval_checkpoint:
         runtime=120,
     conda:
         "../envs/train-verl.yaml"
-    script:
-        "../workflow_scripts/eval_checkpoint.py"
+    shell:
+        f"{GENTAX} eval --job {{params.job:q}} >> {{log}} 2>&1"
 
 
 rule run_summary:
@@ -37,7 +34,9 @@ rule run_summary:
     output:
         f"{R}/summary/{{part,main|extended}}/{{init}}/{{train_domain}}/{{variant}}/seed{{seed}}.csv",
     params:
-        run_keys=lambda wc: {"init": wc.init, "train_domain": wc.train_domain, "variant": wc.variant, "seed": int(wc.seed)},
+        job=job_param(lambda wc, input, output: gjobs.summary(
+            input, {"init": wc.init, "train_domain": wc.train_domain, "variant": wc.variant, "seed": int(wc.seed)},
+            output[0])),
     log:
         log_path("summary/{part}/{init}/{train_domain}/{variant}/seed{seed}"),
     benchmark:
@@ -47,8 +46,8 @@ rule run_summary:
         runtime=5,
     conda:
         "../envs/analysis.yaml"
-    script:
-        "../workflow_scripts/summarize.py"
+    shell:
+        f"{GENTAX} summarize --job {{params.job:q}} >> {{log}} 2>&1"
 
 
 rule base_summary:
@@ -57,7 +56,8 @@ rule base_summary:
     output:
         f"{R}/summary/base/{{init}}/{{variant}}.csv",
     params:
-        run_keys=lambda wc: {"init": wc.init, "train_domain": "base", "variant": wc.variant, "seed": 0},
+        job=job_param(lambda wc, input, output: gjobs.summary(
+            input, {"init": wc.init, "train_domain": "base", "variant": wc.variant, "seed": 0}, output[0])),
     log:
         log_path("summary/base/{init}/{variant}"),
     benchmark:
@@ -67,5 +67,5 @@ rule base_summary:
         runtime=5,
     conda:
         "../envs/analysis.yaml"
-    script:
-        "../workflow_scripts/summarize.py"
+    shell:
+        f"{GENTAX} summarize --job {{params.job:q}} >> {{log}} 2>&1"

@@ -9,17 +9,9 @@ rule rl_v1:
     output:
         f"{R}/init/v1/run/segment_0_{config['inits']['v1']['rl']['steps']}.json",
     params:
-        init_model=lambda wc: base_model_path(),
-        run_dir=lambda wc, output: os.path.dirname(output[0]),
-        run_spec=gplan.v1_run(config).to_dict(),
-        start=0,
-        end=config["inits"]["v1"]["rl"]["steps"],
-        save_every=config["inits"]["v1"]["rl"]["steps"],
-        rl=config["rl"],
-        engine=config["engines"]["rl"],
-        rollout=config["engines"].get("rollout"),
-        dtype=config["engines"].get("dtype", "auto"),
-        preset=config["preset"],
+        job=job_param(lambda wc, input, output: gjobs.rl_segment(
+            config, gplan.v1_run(config), start=0, end=gpaths.v1_steps(config), save_every=gpaths.v1_steps(config),
+            init_model=gpaths.base_model(config), run_folder=v1_run_dir(), manifest=output[0], tasks_file=input.tasks)),
     log:
         log_path("init/v1"),
     benchmark:
@@ -30,8 +22,8 @@ rule rl_v1:
         runtime=600,
     conda:
         "../envs/train-verl.yaml"
-    script:
-        "../workflow_scripts/rl_segment.py"
+    shell:
+        f"{GENTAX} train rl --job {{params.job:q}} >> {{log}} 2>&1"
 
 
 rule sft_data:
@@ -41,12 +33,8 @@ rule sft_data:
     output:
         directory(f"{R}/init/v2/sft_data"),
     params:
-        v1_model=init_model_path("v1"),
-        sft=config["inits"]["v2"]["sft"],
-        domains={d: domain_params(d) for d in sft_mix_domains(config["inits"]["v2"]["sft"])},
-        rl=rollout_params(),
-        generator=config["engines"]["generator"],
-        seed=config["seed"],
+        job=job_param(lambda wc, input, output: gjobs.sft_data(config, preset="v2", out=output[0],
+                                                               v1_model=init_model_path("v1"))),
     log:
         log_path("init/v2_sft_data"),
     benchmark:
@@ -57,8 +45,8 @@ rule sft_data:
         runtime=240,
     conda:
         "../envs/domains.yaml"
-    script:
-        "../workflow_scripts/sft_data.py"
+    shell:
+        f"{GENTAX} sft build-data --job {{params.job:q}} >> {{log}} 2>&1"
 
 
 rule sft_v2:
@@ -68,10 +56,8 @@ rule sft_v2:
     output:
         directory(f"{R}/init/v2/model"),
     params:
-        init_model=init_model_path("v1"),
-        sft=config["inits"]["v2"]["sft"],
-        seed=config["seed"],
-        dtype=config["engines"].get("dtype", "auto"),
+        job=job_param(lambda wc, input, output: gjobs.sft_train(config, preset="v2", data=input.data,
+                                                                init_model=init_model_path("v1"), out=output[0])),
     log:
         log_path("init/v2"),
     benchmark:
@@ -82,5 +68,5 @@ rule sft_v2:
         runtime=600,
     conda:
         "../envs/sft-llamafactory.yaml"
-    script:
-        "../workflow_scripts/sft_train.py"
+    shell:
+        f"{GENTAX} sft train --job {{params.job:q}} >> {{log}} 2>&1"

@@ -10,6 +10,8 @@ WARM_START_DOMAINS = sft_mix_domains(config.get("embedded_base") or {}, preset="
 rule embedded_model:
     output:
         directory(f"{R}/model/embedded"),
+    params:
+        job=job_param(lambda wc, input, output: gjobs.embedded_model(config, output[0])),
     log:
         log_path("model/embedded"),
     benchmark:
@@ -20,8 +22,8 @@ rule embedded_model:
         runtime=30,
     conda:
         "../envs/train-verl.yaml"
-    script:
-        "../workflow_scripts/embedded_model.py"
+    shell:
+        f"{GENTAX} model embedded --job {{params.job:q}} >> {{log}} 2>&1"
 
 
 rule embedded_base_data:
@@ -31,10 +33,7 @@ rule embedded_base_data:
     output:
         directory(f"{R}/model/embedded_base_data"),
     params:
-        sft=config.get("embedded_base"),
-        domains={d: domain_params(d) for d in WARM_START_DOMAINS},
-        rl=rollout_params(),
-        seed=config["seed"],
+        job=job_param(lambda wc, input, output: gjobs.sft_data(config, preset="embedded-base", out=output[0], v1_model=None)),
     log:
         log_path("model/embedded_base_data"),
     benchmark:
@@ -45,8 +44,8 @@ rule embedded_base_data:
         runtime=60,
     conda:
         "../envs/domains.yaml"
-    script:
-        "../workflow_scripts/sft_data.py"
+    shell:
+        f"{GENTAX} sft build-data --job {{params.job:q}} >> {{log}} 2>&1"
 
 
 rule embedded_base:
@@ -56,10 +55,8 @@ rule embedded_base:
     output:
         directory(f"{R}/model/embedded_base"),
     params:
-        sft=config.get("embedded_base"),
-        init_model=lambda wc, input: input.model,
-        dtype=config["engines"].get("dtype", "auto"),
-        seed=config["seed"],
+        job=job_param(lambda wc, input, output: gjobs.sft_train(config, preset="embedded-base", data=input.data,
+                                                                init_model=input.model, out=output[0])),
     log:
         log_path("model/embedded_base"),
     benchmark:
@@ -70,5 +67,5 @@ rule embedded_base:
         runtime=120,
     conda:
         "../envs/sft-llamafactory.yaml"
-    script:
-        "../workflow_scripts/sft_train.py"
+    shell:
+        f"{GENTAX} sft train --job {{params.job:q}} >> {{log}} 2>&1"

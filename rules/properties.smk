@@ -9,9 +9,9 @@ rule properties:
     output:
         f"{R}/properties/{{domain}}.json",
     params:
-        model=lambda wc: init_model_path(config["properties"]["init"]),
-        domain=lambda wc: domain_params(wc.domain),
-        **gplan.rollout_settings(config, "properties"),
+        job=job_param(lambda wc, input, output: gjobs.properties(
+            config, domain=wc.domain, settings=gjobs.domain_settings(config, wc.domain),
+            model=init_model_path(config["properties"]["init"]), tasks_file=input.tasks, out_json=output[0])),
     log:
         log_path("properties/{domain}"),
     benchmark:
@@ -21,8 +21,8 @@ rule properties:
         runtime=120,
     conda:
         "../envs/train-verl.yaml"
-    script:
-        "../workflow_scripts/properties.py"
+    shell:
+        f"{GENTAX} properties --job {{params.job:q}} >> {{log}} 2>&1"
 
 
 rule properties_table:
@@ -30,6 +30,8 @@ rule properties_table:
         expand(f"{R}/properties/{{domain}}.json", domain=gplan.eval_domains(config, config["properties"]["init"])),
     output:
         f"{R}/properties/properties.csv",
+    params:
+        job=job_param(lambda wc, input, output: gjobs.properties_table(input, output[0])),
     log:
         log_path("properties/table"),
     benchmark:
@@ -39,5 +41,5 @@ rule properties_table:
         runtime=5,
     conda:
         "../envs/analysis.yaml"
-    script:
-        "../workflow_scripts/properties_table.py"
+    shell:
+        f"{GENTAX} properties-table --job {{params.job:q}} >> {{log}} 2>&1"

@@ -9,18 +9,10 @@ rule rl_segment:
     output:
         f"{R}/runs/{{init}}/{{train_domain}}/{{variant}}/seed{{seed}}/segment_{{start}}_{{end}}.json",
     params:
-        init_model=lambda wc: init_model_path(wc.init),
-        run_dir=run_dir,
-        run_spec=run_spec_params,
-        start=lambda wc: int(wc.start),
-        end=lambda wc: int(wc.end),
-        save_every=config["rl"]["save_every"],
-        rl=config["rl"],
-        filler=filler_params,
-        engine=config["engines"]["rl"],
-        rollout=config["engines"].get("rollout"),
-        dtype=config["engines"].get("dtype", "auto"),
-        preset=config["preset"],
+        job=job_param(lambda wc, input, output: gjobs.rl_segment(
+            config, planned_run(wc), start=int(wc.start), end=int(wc.end), save_every=config["rl"]["save_every"],
+            init_model=init_model_path(wc.init), run_folder=run_dir(wc), manifest=output[0],
+            filler_reference=filler_reference_dir(wc))),
     log:
         log_path("runs/{init}/{train_domain}/{variant}/seed{seed}/segment_{start}_{end}"),
     benchmark:
@@ -30,5 +22,5 @@ rule rl_segment:
         runtime=1440,
     conda:
         "../envs/train-verl.yaml"
-    script:
-        "../workflow_scripts/rl_segment.py"
+    shell:
+        f"{GENTAX} train rl --job {{params.job:q}} >> {{log}} 2>&1"

@@ -18,9 +18,10 @@ rule table:
     wildcard_constraints:
         name="|".join(gplan.table_names(config)),
     params:
-        window=lambda wc: gplan.window(config, config["grid"]["steps"]),
-        seed=config["seed"],
-        error_mark_pct=config["eval"].get("error_mark_pct", 5),
+        job=job_param(lambda wc, input, output: gjobs.artifact(
+            config, wc.name, summaries=input.summaries, properties_file=input.get("properties"),
+            controls_file=input.get("controls"), outputs={"csv": output.csv, "md": output.md, "tex": output.tex},
+            provenance=output.provenance)),
     log:
         log_path("tables/{name}"),
     benchmark:
@@ -30,8 +31,8 @@ rule table:
         runtime=10,
     conda:
         "../envs/analysis.yaml"
-    script:
-        "../workflow_scripts/table.py"
+    shell:
+        f"{GENTAX} table --job {{params.job:q}} >> {{log}} 2>&1"
 
 
 rule figure:
@@ -45,9 +46,10 @@ rule figure:
     wildcard_constraints:
         name="|".join(gplan.figure_names(config)),
     params:
-        window=lambda wc: gplan.window(config, config["grid"]["steps"]),
-        seed=config["seed"],
-        error_mark_pct=config["eval"].get("error_mark_pct", 5),
+        job=job_param(lambda wc, input, output: gjobs.artifact(
+            config, wc.name, summaries=input.summaries, properties_file=input.get("properties"),
+            controls_file=input.get("controls"), outputs={"png": output.png, "svg": output.svg},
+            provenance=output.provenance)),
     log:
         log_path("figures/{name}"),
     benchmark:
@@ -57,5 +59,5 @@ rule figure:
         runtime=10,
     conda:
         "../envs/analysis.yaml"
-    script:
-        "../workflow_scripts/figure.py"
+    shell:
+        f"{GENTAX} figure --job {{params.job:q}} >> {{log}} 2>&1"

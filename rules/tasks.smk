@@ -7,9 +7,7 @@ rule tasks:
     output:
         f"{R}/tasks/{{domain}}.json",
     params:
-        domain=lambda wc: domain_params(wc.domain),
-        episodes=lambda wc: gplan.eval_episodes(config, wc.domain),
-        seed=config["seed"],
+        job=job_param(lambda wc, input, output: gjobs.tasks(config, wc.domain, output[0])),
     log:
         log_path("tasks/{domain}"),
     benchmark:
@@ -19,5 +17,5 @@ rule tasks:
         runtime=60,
     conda:
         "../envs/domains.yaml"
-    script:
-        "../workflow_scripts/tasks.py"
+    shell:
+        f"{GENTAX} tasks --job {{params.job:q}} >> {{log}} 2>&1"

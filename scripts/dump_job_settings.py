@@ -14,10 +14,11 @@ Snakemake's own command line builds the DAG exactly as ``snakemake -n ARGS`` doe
 ``results/`` holds). For each job the dump holds its rule, wildcards, input and output files, log,
 threads and resources, and its **settings**: what the job's program receives, resolved by the
 program's own loaders, so that two ways of handing settings to a job compare equal when the
-program sees the same thing. A job that runs a ``gentax`` command is executed up to the point
-where its command would start; the command's arguments are parsed by gentax's own parser, and its
-RL / SFT sections by the engines' loaders (``load_rl_config`` with the defaults it merges,
-``load_sft_config``). Nothing is trained or evaluated and nothing is written under ``results/``.
+program sees the same thing: each job's spec (its ``job`` param, ``gentax.study.jobs``) in the
+shape of the verb's command-line arguments (``args``) beside its resolved RL / SFT sections. (The
+first dump, taken before the jobs had specs, ran each job's step up to its command and parsed
+that with gentax's parser: the shape is the same, so the two compare.) Nothing is run and nothing
+is written under ``results/``.
 
 The JSON is sorted and machine-independent (paths relative to the repository), so a change to any
 job's settings shows as a diff of the committed dumps.
@@ -29,7 +30,6 @@ import gzip
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -54,85 +54,75 @@ def _namedlist(nl) -> dict[str, Any]:
     return {"named": named, "all": flat}
 
 
-def _resolve_command(argv: list[str], workdir: Path) -> dict[str, Any]:
-    """What the gentax program receives from ``gentax ARGV`` (run from ``workdir``)."""
-    from gentax.cli import build_parser
-
-    args = build_parser().parse_args([str(a) for a in argv])
-    plain = {k: _plain(v) for k, v in vars(args).items() if k != "func"}
-    verb = " ".join(str(a) for a in argv[:2] if not str(a).startswith("--"))
-    out: dict[str, Any] = {"verb": verb, "args": plain}
-    cwd = os.getcwd()
-    os.chdir(workdir)
-    try:
-        if plain.get("command") == "train" and plain.get("train_command") == "rl":
-            from gentax.io import read_yaml
-            from gentax.runspec import RunSpec
-            from gentax.train.config import load_rl_config, read_rl_section
-            from gentax.train.tracking import read_section
-
-            section = read_rl_section(args.config)
-            out["rl"] = load_rl_config(section, args.preset).to_dict()
-            out["run_spec"] = RunSpec.from_dict(read_yaml(args.run_spec)).to_dict()
-            out["tracking"] = _plain(read_section(args.config))
-        elif plain.get("command") == "sft":
-            from gentax.train.sft_cli import _load
-
-            cfg, domains = _load(args)
-            out["sft"] = cfg.to_dict()
-            out["domains"] = _plain(domains)
-            if plain.get("sft_command") == "train":
-                from gentax.train.tracking import read_section
-
-                out["tracking"] = _plain(read_section(args.config))
-        elif "option" in plain:
-            from gentax.domains.cli import parse_options
-
-            out["options"] = _plain(parse_options(args.option))
-    finally:
-        os.chdir(cwd)
-    for key in ("config", "run_spec"):  # the job's own config files: their content is resolved above
-        out["args"].pop(key, None)
-    return out
+#: rule -> the verb its one command runs (rules/*.smk: `python -m gentax VERB --job SPEC`)
+VERBS = {"tasks": "tasks", "embedded_model": "model embedded", "embedded_base_data": "sft build-data",
+         "sft_data": "sft build-data", "embedded_base": "sft train", "sft_v2": "sft train", "rl_v1": "train rl",
+         "rl_segment": "train rl", "eval_checkpoint": "eval", "properties": "properties",
+         "control_properties": "properties"}
 
 
-def _job_settings(job, workflow, workdir: Path) -> dict[str, Any]:
-    """Run the job's workflow step up to its gentax command; the command's resolved settings."""
-    from types import SimpleNamespace
+def _options(options: dict) -> list[str]:
+    """A domain's knobs as the command line's ``--option KEY=JSON`` values, sorted."""
+    return [f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in sorted(options.items())]
 
-    from gentax import pipeline
-    from gentax.errors import GentaxError
 
-    commands: list[list[str]] = []
-    real = (pipeline.run_gentax, pipeline._provenance, pipeline._embed_provenance)
-    pipeline.run_gentax = lambda args, log: commands.append([str(a) for a in args])
-    pipeline._provenance = lambda smk, **subjects: {}  # hashes the finished outputs: after the command
-    pipeline._embed_provenance = lambda path, record: None
-    smk = SimpleNamespace(params=job.params, input=job.input, output=job.output, log=job.log,
-                          wildcards=job.wildcards, rule=job.rule.name, config=workflow.config)
-    step = {"rl_v1": "rl_segment", "embedded_base_data": "sft_data", "embedded_base": "sft_train",
-            "sft_v2": "sft_train", "control_properties": "properties"}.get(job.rule.name, job.rule.name)
-    cwd = os.getcwd()
-    os.chdir(workdir)
-    try:
-        if step in ("all", "summarize", "run_summary", "base_summary", "table", "figure", "properties_table",
-                    "controls_properties_table"):
-            return {"params": _plain(dict(job.params.items()))}  # read inputs only; their params are all they get
-        if step == "rl_segment" and job.params.get("filler"):  # reads the thinking run's manifest: stand in for it
-            real_filler = pipeline.filler_rl_section
-            pipeline.filler_rl_section = lambda filler, manifest: {
-                "source": str(filler["source"]), "token": str(filler["token"]), "reference": f"<run_dir of {manifest}>"}
-        try:
-            getattr(pipeline, step)(smk)
-        except (FileNotFoundError, GentaxError):
-            pass  # a step that checks its command's outputs after it (no checkpoints here): the command was captured
-        finally:
-            if step == "rl_segment" and job.params.get("filler"):
-                pipeline.filler_rl_section = real_filler
-    finally:
-        pipeline.run_gentax, pipeline._provenance, pipeline._embed_provenance = real
-        os.chdir(cwd)
-    return {"commands": [_resolve_command(argv, workdir) for argv in commands]}
+def _rollout_args(verb: str, spec: dict) -> dict[str, Any]:
+    from gentax.rollout.cli import ENGINE_INTERNALS
+
+    args = {"command": verb, "model": spec["model"], "domain": spec["domain"], "split": spec["split"],
+            "out": spec["out"], "temperature": spec["temperature"], "top_p": spec["top_p"],
+            "max_new_tokens": spec["max_new_tokens"], "no_think": False, "filler_reference": None,
+            "filler_tokens": None, "filler_source": "repeat", "filler_token": ".", "generator": spec["generator"],
+            "seed": spec["seed"], "first_task": 0, "history_length": spec["history_length"],
+            "max_steps": spec["max_steps"], "dtype": spec["dtype"], "option": _options(spec["options"]),
+            "errors_as_losses": spec["errors_as_losses"], "quiet": True, "episodes": spec["episodes"],
+            **ENGINE_INTERNALS}
+    if verb == "eval":
+        args["think"] = spec["think"]
+        if spec["filler"]:
+            f = spec["filler"]
+            args.update(filler_reference=f["reference"], filler_source=f["source"], filler_token=f["token"],
+                        filler_tokens=f["tokens"])
+    else:
+        aug = spec["augmentation"] or {"eps": 0, "p": 1.0, "kind": "distractor"}
+        args.update(think=None, t_max=spec["t_max"], aug_eps=aug["eps"], aug_p=aug["p"], aug_kind=aug["kind"])
+    return args
+
+
+def _settings(rule: str, spec: dict) -> dict[str, Any]:
+    """What the job's program receives, in the shape of its command-line arguments (``args``) and
+    its resolved sections; for a bookkeeping job, the settings it reads beside its inputs."""
+    verb = VERBS.get(rule)
+    if verb is None:
+        params = {"run_summary": lambda: {"run_keys": spec["keys"]}, "base_summary": lambda: {"run_keys": spec["keys"]},
+                  "table": lambda: {k: spec[k] for k in ("window", "seed", "error_mark_pct")},
+                  "figure": lambda: {k: spec[k] for k in ("window", "seed", "error_mark_pct")},
+                  "controls_properties_table": lambda: {"levels": spec["levels"]}}.get(rule, dict)()
+        return {"params": params}
+    out: dict[str, Any] = {"verb": verb}
+    if verb == "tasks":
+        out["args"] = {"command": "tasks", "domain": spec["domain"], "episodes": spec["episodes"], "split": spec["split"],
+                       "max_steps": spec["max_steps"], "option": _options(spec["options"]), "out": spec["out"]}
+        out["options"] = spec["options"]
+    elif verb == "model embedded":
+        out["args"] = {"command": "model", "model_command": "embedded", "out": spec["out"], "dtype": spec["dtype"]}
+    elif verb == "train rl":
+        out["args"] = {"command": "train", "train_command": "rl", "engine": spec["engine"], "init": spec["init"],
+                       "domain": None, "variant": None, "seed": None, "steps": f"{spec['start']}:{spec['end']}",
+                       "out": spec["out"], "print_config": False, "no_progress": True}
+        out.update(rl=spec["rl"], run_spec=spec["run_spec"], tracking=spec["tracking"])
+    elif verb.startswith("sft"):
+        sub = verb.split()[1]
+        out["args"] = {"command": "sft", "sft_command": sub, "preset": spec["preset"], "out": spec["out"], "seed": None,
+                       **({"v1": spec["v1"], "quiet": True} if sub == "build-data" else
+                          {"data": spec["data"], "init": spec["init"]})}
+        out.update(sft=spec["sft"], domains=spec["domains"] if sub == "build-data" else {})
+        if sub == "train":
+            out["tracking"] = spec["tracking"]
+    else:
+        out["args"] = _rollout_args(verb, spec)
+        out["options"] = spec["options"]
+    return {"commands": [out]}
 
 
 def _resources(job) -> dict[str, Any]:
@@ -151,7 +141,7 @@ def dump(snakemake_args: list[str]) -> list[dict[str, Any]]:
         workflow = self.workflow_api._workflow
         workflow._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True, nolock=True)
         workflow._build_dag()
-        with tempfile.TemporaryDirectory(prefix="gentax-dump-") as tmp:
+        if True:
             for job in sorted(workflow.dag.jobs, key=lambda j: (j.rule.name, sorted(map(str, j.output)))):
                 jobs.append({
                     "rule": job.rule.name,
@@ -161,7 +151,8 @@ def dump(snakemake_args: list[str]) -> list[dict[str, Any]]:
                     "log": sorted(map(str, job.log)),
                     "threads": job.threads,
                     "resources": _resources(job),
-                    "settings": _job_settings(job, workflow, Path(tmp)),
+                    "settings": _settings(job.rule.name, json.loads(job.params.job)) if "job" in job.params.keys()
+                    else {"params": {}},
                 })
 
     DAGApi.execute_workflow = capture

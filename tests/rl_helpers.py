@@ -50,3 +50,30 @@ TINY_RL = {
     "micro_batch_size": 2,
     "max_steps": {"sokoban": 2, "webshop": 2, "alfworld": 2, "sciworld": 2},
 }
+
+
+#: the small engine settings a unit test trains with beneath its own (group of 4, 2 tasks, short
+#: responses, one GPU for verl): laid under a test's section by ``small_rl``
+SMALL_RL = {
+    "group_size": 4, "tasks_per_step": 2, "steps": 2, "save_every": 1, "lr": 1.0e-5, "max_new_tokens": 48,
+    "mini_batch_size": 64, "micro_batch_size": 2,
+    "max_steps": {"alfworld": 10, "webshop": 8, "sokoban": 8, "sciworld": 10},
+    "verl": {"n_gpus_per_node": 1, "rollout_tp": 1, "micro_batch_per_gpu": 2, "agent_workers": 2},
+}
+
+
+def small_rl(section: dict | None = None):
+    """``load_rl_config`` of ``section`` over SMALL_RL (mappings merged one level deep, as the loader does)."""
+    from gentax.io import deep_merge
+    from gentax.train.config import load_rl_config
+
+    return load_rl_config(deep_merge(SMALL_RL, section or {}))
+
+
+
+def run_job(verb: str, spec: dict) -> int:
+    """``gentax VERB --job SPEC`` in this process: what a workflow rule runs (gentax.study.jobs)."""
+    from gentax.cli import main
+    from gentax.study.jobs import encode
+
+    return main([*verb.split(), "--job", encode(spec)])

@@ -209,40 +209,36 @@ def test_gentax_plan_lists_what_each_level_reads():
 
 
 def test_a_control_run_trains_at_its_level_through_the_workflow_job(tmp_path):
-    """rule rl_segment -> pipeline.rl_segment with a control level's run spec: the run folder gets
+    """rule rl_segment -> `gentax train rl --job` with a control level's run spec: the run folder gets
     the labelled spec and the engine plays the level's setting (here: episodes of one step)."""
     import json
-    import types
 
-    from gentax import pipeline
     from gentax.runspec import RunSpec
+    from gentax.study import jobs
     from gentax.train import runs
-    from rl_helpers import TINY_RL, make_tiny_model
-
-    class Params(dict):  # Snakemake's params: attribute access, .get, .items
-        __getattr__ = dict.__getitem__
+    from rl_helpers import TINY_RL, make_tiny_model, run_job, small_rl
 
     cfg = _paper(difficulty={"enabled": True, "init": "v1", "train_domain": "sokoban",
                              "levels": [{"name": "one_move", "max_steps": 1}, {"name": "three", "max_steps": 3}]})
     run = gplan.control_run(controls.control_levels(cfg)[0], seed=0, steps=1)
     run_dir = tmp_path / "runs" / run.path
-    smk = types.SimpleNamespace(
-        params=Params(init_model=str(make_tiny_model(tmp_path / "tiny")), run_dir=str(run_dir), run_spec=run.to_dict(),
-                      start=0, end=1, save_every=1, rl=TINY_RL, engine="local", rollout=None, preset="embedded"),
-        input=Params(), output=[str(run_dir / "segment_0_1.json")], log=[str(tmp_path / "job.log")], config={})
-    pipeline.rl_segment(smk)
-    assert RunSpec.from_dict(json.loads((run_dir / pipeline.RUN_SPEC_FILE).read_text())) == run
+    spec = jobs.rl_segment(cfg, run, start=0, end=1, save_every=1, init_model=str(make_tiny_model(tmp_path / "tiny")),
+                           run_folder=str(run_dir), manifest=str(run_dir / "segment_0_1.json"))
+    spec.update(engine="local", rl=small_rl(TINY_RL).to_dict())  # a tiny model's numbers, not the paper's
+    assert run_job("train rl", spec) == 0
+    assert RunSpec.from_dict(json.loads((run_dir / runs.RUN_SPEC_FILE).read_text())) == run
     assert json.loads((run_dir / runs.RUN_FILE).read_text())["variant"] == "difficulty-one_move"
     assert pd.read_csv(run_dir / runs.METRICS_FILE).iloc[0]["episode_length"] == 1.0  # the level's max_steps
+    assert json.loads((run_dir / "segment_0_1.json").read_text())["checkpoints"] == {"1": str(run_dir / "checkpoints" / "step_1")}
 
 
 def test_the_controls_properties_table_job_feeds_the_tables(tmp_path):
-    """rule controls_properties_table -> pipeline.controls_properties_table: one row per level from
-    its property log, which the controls' tables read (control_tables.load_levels)."""
+    """rule controls_properties_table -> `gentax controls-properties-table --job`: one row per level
+    from its property log, which the controls' tables read (control_tables.load_levels)."""
     import json
-    import types
 
-    from gentax import pipeline
+    from gentax.study import jobs
+    from rl_helpers import run_job
 
     cfg = gplan.load_config([gplan.REPO_ROOT / "config.yaml", gplan.REPO_ROOT / "config" / "embedded.yaml",
                              {"preset": "embedded"}])
@@ -252,9 +248,8 @@ def test_the_controls_properties_table_job_feeds_the_tables(tmp_path):
         logs[-1].write_text(json.dumps({"domain": "sokoban", "measures": {
             "richness": 400.0 + 100 * i, "complexity": 5.0, "success": 0.5, "tokens_per_obs": 150.0}}))
     out = tmp_path / "controls.csv"
-    pipeline.controls_properties_table(types.SimpleNamespace(
-        params=types.SimpleNamespace(levels=gplan.control_property_params(cfg)), input=[str(p) for p in logs],
-        output=[str(out)]))
+    assert run_job("controls-properties-table",
+                   jobs.controls_properties_table(gplan.control_property_params(cfg), logs, str(out))) == 0
     levels = control_tables.load_levels(str(out)).set_index("level")
     assert list(levels.index) == ["configured", "longer", "eps0", "eps80"]
     assert levels.at["eps80", "label"] == "aug" and levels.at["longer", "label"] == "difficulty-longer"
@@ -262,31 +257,27 @@ def test_the_controls_properties_table_job_feeds_the_tables(tmp_path):
 
 
 def test_a_richness_level_property_job_measures_its_augmented_states(tmp_path):
-    """rule control_properties -> pipeline.properties: the level's augmentation reaches
-    `gentax properties` (the expert plays; the states it reads carry the inserted text)."""
+    """rule control_properties -> `gentax properties --job`: the level's augmentation reaches the
+    property log (the expert plays; the states it reads carry the inserted text)."""
     import json
-    import types
 
-    from gentax import pipeline
-    from rl_helpers import make_tiny_model
-
-    class Params(dict):  # Snakemake's params: attribute access, .get, .items
-        __getattr__ = dict.__getitem__
+    from gentax.domains.tasks import task_manifest
+    from gentax.study import jobs
+    from rl_helpers import make_tiny_model, run_job
 
     cfg = _paper(richness={"enabled": True})
     level = next(lv for lv in controls.control_levels(cfg) if lv.label == "richness-eps240")
     tasks = tmp_path / "tasks.json"
-    tasks.write_text("{}")
+    tasks.write_text(json.dumps(task_manifest("sokoban", 2)))
     out = tmp_path / "richness-eps240" / "sokoban.json"
-    smk = types.SimpleNamespace(
-        params=Params(model=str(make_tiny_model(tmp_path / "tiny")), domain=level.domain, augmentation=level.augmentation,
-                      **{**gplan.rollout_settings(cfg, "properties"), "episodes": 2, "generator": "expert"}),
-        wildcards=types.SimpleNamespace(domain="sokoban"), input=Params(tasks=str(tasks)), output=[str(out)],
-        log=[str(tmp_path / "job.log")])
-    pipeline.properties(smk)
+    spec = jobs.properties(cfg, domain="sokoban", settings=level.domain, model=str(make_tiny_model(tmp_path / "tiny")),
+                           tasks_file=str(tasks), out_json=str(out), augmentation=level.augmentation)
+    spec.update(episodes=2, generator="expert")
+    assert run_job("properties", spec) == 0
     report = json.loads(out.read_text())
     assert report["augmentation"] == {"eps": 240, "p": 1.0, "kind": "distractor"}
     assert report["measures"]["augmented_fraction"] == 1.0 and report["env_options"] == {}
+    assert report["provenance"]["tasks"]["fingerprint"] == json.loads(tasks.read_text())["fingerprint"]
 
 
 def test_a_richness_sweep_needs_a_domain_with_augmentation_sources(monkeypatch):

@@ -114,11 +114,10 @@ def test_float32_models_autocast_and_gradients_keep_transformers_kernels():
 
 # ---- the local engine's log-prob passes ------------------------------------------------------------
 def test_logprob_passes_use_grouped_attention_within_the_memory_budget(tmp_path, monkeypatch):
-    from gentax.train.config import load_rl_config
     from gentax.train.local_engine import Policy
-    from rl_helpers import TINY_RL, make_tiny_model
+    from rl_helpers import TINY_RL, make_tiny_model, small_rl
 
-    policy = Policy(load_rl_config({**TINY_RL, "autocast": "bf16", "kl_coef": 0.0}, preset="embedded"),
+    policy = Policy(small_rl({**TINY_RL, "autocast": "bf16", "kl_coef": 0.0}),
                     make_tiny_model(tmp_path / "tiny"), None)
     model = policy.model
     seen = []
@@ -133,7 +132,7 @@ def test_logprob_passes_use_grouped_attention_within_the_memory_budget(tmp_path,
     assert model.config._attn_implementation == "sdpa"  # restored after each pass
     assert cpu_inference.stored_attention_bytes(model.config, 2, 6) == 2 * 2 * 4 * 36 * 8
 
-    plain = Policy(load_rl_config({**TINY_RL, "autocast": "none", "kl_coef": 0.0}, preset="embedded"),
+    plain = Policy(small_rl({**TINY_RL, "autocast": "none", "kl_coef": 0.0}),
                    tmp_path / "tiny", None)
     seen.clear()  # the same model class: its forward still records
     with torch.no_grad():

@@ -29,14 +29,14 @@ def test_the_override_wins_and_bad_settings_are_one_error():
     with pytest.raises(ConfigError, match="unknown dtype 'fp8'"):
         dtype.compute_dtype("fp8")
     # engines.dtype -> the local engine's autocast key, through the workflow's one mapping
-    from gentax.pipeline import rl_section
+    from gentax.study.jobs import rl_section
 
     section = dict(save_every=1)
     assert "autocast" not in rl_section({}, **section)  # auto: the engine decides on its machine
     assert rl_section({}, **section, dtype="float32")["autocast"] == "none"
     assert rl_section({}, **section, dtype="bfloat16")["autocast"] == "bf16"
     # ... and the SFT jobs' precision (LlamaFactory)
-    from gentax.pipeline import sft_train_section
+    from gentax.study.jobs import sft_train_section
 
     assert "precision" not in sft_train_section({"steps": 3})  # auto: gentax.train.sft decides on its machine
     assert sft_train_section({"steps": 3}, dtype="float32") == {"steps": 3, "precision": "fp32"}
@@ -57,17 +57,15 @@ def test_local_engine_autocast_follows_the_choice(monkeypatch):
 
 
 def test_the_choice_reaches_eval_settings_and_every_jobs_provenance():
-    import types
-
     from gentax import plan
-    from gentax.pipeline import _provenance
+    from gentax.provenance import job_record
 
     cfg = plan.load_config([plan.REPO_ROOT / "config.yaml"])
     assert plan.rollout_settings(cfg, "eval")["dtype"] == "auto"
-    record = _provenance(types.SimpleNamespace(params={"dtype": "float32", "seed": 0}))
+    record = job_record({"dtype": "float32", "seed": 0}, "float32")
     assert record["compute"]["dtype"] == "float32" and record["compute"]["setting"] == "float32"
     assert isinstance(record["compute"]["cpu_bf16_flags"], list)
-    assert _provenance(types.SimpleNamespace(params={}))["compute"]["dtype"] == dtype.compute_dtype("auto", "cpu")
+    assert job_record({}, None)["compute"]["dtype"] == dtype.compute_dtype("auto", "cpu")
 
 
 @pytest.mark.parametrize("setting", ["float32", "bfloat16"])
@@ -144,10 +142,10 @@ def test_bf16_logprobs_within_the_measured_bound_of_fp32(fp32_model, path):
     assert len(out.response_ids) >= 8
     logprobs = out.logprobs
     if path == "local engine update pass":  # fp32 master weights, bf16 autocast, grouped attention
-        from gentax.train.config import load_rl_config
+        from rl_helpers import small_rl
         from gentax.train.local_engine import Policy
 
-        policy = Policy(load_rl_config({"autocast": "bf16", "kl_coef": 0.0}, preset="embedded"), folder, None)
+        policy = Policy(small_rl({"autocast": "bf16", "kl_coef": 0.0}), folder, None)
         logp, _, _ = policy.logprobs(policy.model, [out.prompt_ids], [out.response_ids])
         logprobs = logp[0].tolist()
     diff = np.abs(np.array(logprobs) - np.array(_forced_fp32(fp32_model, out)))
@@ -159,12 +157,11 @@ def test_local_engine_rollouts_sample_a_bf16_copy_of_the_current_weights(tmp_pat
     import torch
 
     from gentax.rollout import cpu_inference
-    from gentax.train.config import load_rl_config
     from gentax.train.local_engine import Policy
-    from rl_helpers import TINY_RL, make_tiny_model
+    from rl_helpers import TINY_RL, make_tiny_model, small_rl
 
     model = make_tiny_model(tmp_path / "tiny")
-    policy = Policy(load_rl_config({**TINY_RL, "autocast": "bf16"}, preset="embedded"), model, None)
+    policy = Policy(small_rl({**TINY_RL, "autocast": "bf16"}), model, None)
     first = policy.generator().model
     assert first is not policy.model and first.dtype == torch.bfloat16 and policy.model.dtype == torch.float32
     assert first.get_output_embeddings().weight is first.get_input_embeddings().weight  # ties kept
@@ -178,5 +175,5 @@ def test_local_engine_rollouts_sample_a_bf16_copy_of_the_current_weights(tmp_pat
     assert second is first  # refreshed in place, not copied again
     for target, source in zip(second.parameters(), policy.model.parameters()):
         assert torch.equal(target, source.to(torch.bfloat16))
-    plain = Policy(load_rl_config({**TINY_RL, "autocast": "none"}, preset="embedded"), model, None)
+    plain = Policy(small_rl({**TINY_RL, "autocast": "none"}), model, None)
     assert plain.generator().model is plain.model

@@ -39,7 +39,7 @@ def tiny(tmp_path_factory):
 def train(run_dir, init, steps, domain="sokoban"):
     start, end = steps
     return train_rl("local", dict(TINY_RL), init=str(init), domain=domain, variant="default", seed=0,
-                    start=start, end=end, run_dir=str(run_dir), preset="embedded", progress=False)
+                    start=start, end=end, run_dir=str(run_dir), progress=False)
 
 
 @pytest.fixture(scope="module")

@@ -191,12 +191,12 @@ def test_filler_samples_keep_the_filler_in_the_context_and_out_of_the_loss(tiny)
     from gentax.rollout.collector import collect
     from gentax.rollout.generators import HFGenerator
     from gentax.runspec import from_rl_config
-    from gentax.train.config import load_rl_config
+    from rl_helpers import small_rl
     from gentax.train.local_engine import _collect_config, samples_from_rollouts
 
     tokenizer = AutoTokenizer.from_pretrained(tiny)
     gen = HFGenerator.from_model(AutoModelForCausalLM.from_pretrained(tiny), tokenizer)
-    cfg = load_rl_config(TINY_RL, "embedded")
+    cfg = small_rl(TINY_RL)
     spec = FillerSpec(tokens=12)
     run = from_rl_config(cfg, init=str(tiny), domain="sokoban", variant="filler", seed=0, steps=1)
     assert run.think == "filler"  # the variant registry's thinking mode (gentax.runspec)
@@ -220,12 +220,12 @@ def test_filler_run_takes_the_thinking_runs_mean_at_each_step(tiny, tmp_path):
     from gentax.train.cli import train_rl
 
     assert train_rl("local", TINY_RL, init=str(tiny), domain="sokoban", variant="default", seed=0, start=0, end=1,
-                    run_dir=str(tmp_path / "thinking"), preset="embedded", progress=False) == 0
+                    run_dir=str(tmp_path / "thinking"), progress=False) == 0
     assert runs.THINK_TOKENS_MEAN in pd.read_csv(tmp_path / "thinking" / runs.METRICS_FILE)  # what a filler run reads
     assert runs.think_reference(tmp_path / "thinking", 1)[0] >= 0
     reference = _thinking_run(tmp_path / "default", [9.4, 21.0])
     section = {**TINY_RL, "filler": {"source": "shuffle", "token": ".", "reference": str(reference)}}
-    where = dict(init=str(tiny), domain="sokoban", variant="filler", seed=0, start=0, end=2, preset="embedded",
+    where = dict(init=str(tiny), domain="sokoban", variant="filler", seed=0, start=0, end=2,
                  progress=False)
     assert train_rl("local", section, run_dir=str(tmp_path / "filler"), **where) == 0
     log = pd.read_csv(tmp_path / "filler" / runs.METRICS_FILE)
@@ -337,61 +337,35 @@ def test_filler_control_misconfigurations_name_the_key():
         gplan.validate(_paper(source="lorem"), memory=False)
 
 
-# ---- the workflow's jobs (rule -> gentax.pipeline -> gentax CLI) ---------------------------------
-class _Params(dict):
-    """Snakemake's params/input: attribute access, .get, .items."""
-
-    __getattr__ = dict.__getitem__
-
-
-def test_workflow_job_hands_the_filler_run_its_thinking_runs_folder(tmp_path, monkeypatch):
-    """rule rl_segment -> pipeline.rl_segment: the thinking run's segment manifest (a job input)
-    names the folder whose per-step means the filler run takes; the job's RL section carries it
-    (what `gentax train rl` then reads: test_filler_run_takes_the_thinking_runs_mean_at_each_step)."""
-    import json
-    import types
-
-    import yaml
-    from rl_helpers import TINY_RL
-
-    from gentax import pipeline
+# ---- the workflow's jobs (rule -> gentax.study.jobs spec -> `gentax VERB --job SPEC`) --------------
+def test_workflow_job_hands_the_filler_run_its_thinking_runs_folder():
+    """rule rl_segment -> gentax.study.jobs.rl_segment: a filler run's spec names the thinking run's
+    folder whose per-step means the filler run takes, in its RL section (what `gentax train rl`
+    then reads: test_filler_run_takes_the_thinking_runs_mean_at_each_step)."""
     from gentax import plan as gplan
-    from gentax import runspec
+    from gentax.study import jobs, paths
 
     cfg = gplan.load_config(["config.yaml", "config/embedded.yaml"])
-    thinking = tmp_path / "runs" / "v2" / "sokoban" / "default" / "seed0"
-    thinking.mkdir(parents=True)
-    (thinking / "segment_0_1.json").write_text(json.dumps({"run_dir": str(thinking)}))
-    run = runspec.build(cfg, "v2", "sokoban", "filler", 0, 1)
-    run_dir = tmp_path / "runs" / run.path
-    calls = []
-
-    def fake_gentax(args, log):  # stands in for the training subprocess: records it, saves step 1
-        calls.append([str(a) for a in args])
-        (run_dir / "checkpoints" / "step_1").mkdir(parents=True)
-        (run_dir / "checkpoints" / "step_1" / "config.json").write_text("{}")
-
-    monkeypatch.setattr(pipeline, "run_gentax", fake_gentax)
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "config.json").write_text("{}")
-    smk = types.SimpleNamespace(
-        params=_Params(init_model=str(model), run_dir=str(run_dir), run_spec=run.to_dict(), start=0, end=1,
-                       save_every=1, rl=TINY_RL, engine="local", rollout=None, preset="embedded",
-                       filler=gplan.filler_settings(cfg)),
-        input=_Params(thinking=str(thinking / "segment_0_1.json")), output=[str(run_dir / "segment_0_1.json")],
-        log=[str(tmp_path / "job.log")], config={})
-    pipeline.rl_segment(smk)
-    (args,) = calls
-    section = yaml.safe_load(open(args[args.index("--config") + 1]))["rl"]
-    assert section["filler"] == {"source": "repeat", "token": ".", "reference": str(thinking)}
-    assert json.loads(open(args[args.index("--run-spec") + 1]).read())["think"] == "filler"
+    run = gplan.find_run(cfg, "v2", "sokoban", "filler", 0)
+    thinking = gplan.filler_reference(cfg, run)
+    folder = paths.run_dir(cfg, thinking.init, thinking.train_domain, thinking.variant_label, thinking.seed)
+    spec = jobs.rl_segment(cfg, run, start=0, end=1, save_every=1, init_model="m", run_folder="r", manifest="r/m.json",
+                           filler_reference=folder)
+    assert spec["rl"]["filler"] == {"source": "repeat", "token": ".", "reference": "results/runs/v2/sokoban/default/seed0"}
+    assert spec["run_spec"]["think"] == "filler"
+    plain = jobs.rl_segment(cfg, thinking, start=0, end=1, save_every=1, init_model="m", run_folder="r", manifest="m")
+    assert plain["rl"]["filler"]["reference"] is None
 
 
-def test_eval_job_arguments_of_a_filler_evaluation():
-    from gentax import pipeline
+def test_eval_job_spec_of_a_filler_evaluation():
+    from gentax import plan as gplan
+    from gentax.study import jobs
 
-    matched = {"source": "shuffle", "token": ".", "eval_tokens": "matched"}
-    assert pipeline.filler_eval_args(matched, "x.json") == [
-        "--filler-reference", "x.json", "--filler-source", "shuffle", "--filler-token", "."]
-    assert pipeline.filler_eval_args({**matched, "eval_tokens": 12}, "x.json")[-2:] == ["--filler-tokens", 12]
+    cfg = gplan.load_config(["config.yaml", "config/embedded.yaml"])
+    cfg["controls"]["filler"]["source"] = "shuffle"
+    args = dict(domain="sokoban", model="m", think="filler", tasks_file="t.json", out_json="e.json")
+    assert jobs.eval_checkpoint(cfg, **args, filler_reference="x.json")["filler"] == {
+        "reference": "x.json", "source": "shuffle", "token": ".", "tokens": None}
+    cfg["controls"]["filler"]["eval_tokens"] = 12
+    assert jobs.eval_checkpoint(cfg, **args, filler_reference="x.json")["filler"]["tokens"] == 12
+    assert jobs.eval_checkpoint(cfg, **{**args, "think": "on"})["filler"] is None

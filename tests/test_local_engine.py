@@ -22,7 +22,7 @@ import yaml
 from gentax.errors import ConfigError
 from gentax.train import runs
 from gentax.train.cli import train_rl
-from rl_helpers import TINY_RL, make_tiny_model
+from rl_helpers import TINY_RL, make_tiny_model, small_rl
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,7 +35,7 @@ def tiny(tmp_path_factory):
 def train(run_dir, init, steps, section=None, domain="sokoban", variant="default", seed=0):
     start, end = steps
     return train_rl("local", {**TINY_RL, **(section or {})}, init=str(init), domain=domain, variant=variant, seed=seed,
-                    start=start, end=end, run_dir=str(run_dir), preset="embedded", progress=False)
+                    start=start, end=end, run_dir=str(run_dir), progress=False)
 
 
 def weights(folder):
@@ -160,11 +160,10 @@ def test_variants_change_what_the_agent_sees(tiny, tmp_path):
     """nothink drops the think instruction; aug inserts distractors (augmented steps logged)."""
     from gentax.rollout.collector import collect
     from gentax.rollout.generators import HFGenerator
-    from gentax.train.config import load_rl_config
     from gentax.runspec import from_rl_config
     from gentax.train.local_engine import _collect_config
 
-    cfg = load_rl_config({**TINY_RL, "augmentation": {"p": 1.0, "eps": {"sokoban": 80}}}, "embedded")
+    cfg = small_rl({**TINY_RL, "augmentation": {"p": 1.0, "eps": {"sokoban": 80}}})
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gen = HFGenerator.from_model(AutoModelForCausalLM.from_pretrained(tiny), AutoTokenizer.from_pretrained(tiny))
@@ -196,10 +195,9 @@ def test_entropy_coeff_and_penalty_placement_reach_the_local_update(tiny):
 
     import numpy as np
 
-    from gentax.train.config import load_rl_config
     from gentax.train.local_engine import Policy, Samples, samples_from_rollouts, update_policy
 
-    base = load_rl_config({**TINY_RL, "kl_coef": 0.0, "weight_decay": 0.0, "mini_batch_size": 2}, "embedded")
+    base = small_rl({**TINY_RL, "kl_coef": 0.0, "weight_decay": 0.0, "mini_batch_size": 2})
     samples = Samples(prompts=[[1, 2, 3], [4, 5]], responses=[[6, 7], [8]], advantages=np.zeros(2))
     stats = {}
     for coeff in (0.0, 0.5):

@@ -44,7 +44,7 @@ def test_a_mixture_run_trains_one_step_on_both_domains(tmp_path):
     run = tmp_path / "run"
     section = {**TINY_RL, "tasks_per_step": 2}
     assert train_rl("local", section, init=str(tiny), domain="webshop+sokoban", variant="default", seed=0, start=0,
-                    end=1, run_dir=str(run), preset="embedded", progress=False) == 0
+                    end=1, run_dir=str(run), progress=False) == 0
     row = pd.read_csv(run / runs.METRICS_FILE).iloc[0]
     # one task of each domain, each a GRPO group of 2 trajectories; both domains' steps are trained on
     assert row["trajectories"] == 4

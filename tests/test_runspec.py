@@ -99,39 +99,29 @@ def test_thinking_modes_map_to_the_collector_settings():
         runspec.VariantSpec("x", think="maybe", augment=False, description="")
 
 
-class _Params(dict):
-    """Snakemake's params/input: attribute access, .get, .items."""
-
-    __getattr__ = dict.__getitem__
-
-
 def test_the_workflow_job_writes_the_run_spec_and_trains_it(paper, tmp_path):
-    """rule rl_segment -> pipeline.rl_segment: the run spec param lands in the run folder as
-    run_spec.json and `gentax train rl --run-spec` trains exactly that run (here a mixture)."""
-    import types
-
+    """rule rl_segment -> `gentax train rl --job`: the job spec's run lands in the run folder as
+    run_spec.json and the engine trains exactly that run (here a mixture)."""
     import pandas as pd
 
-    from gentax import pipeline
+    from gentax.study import jobs
     from gentax.train import runs
-    from rl_helpers import TINY_RL, make_tiny_model
+    from rl_helpers import TINY_RL, make_tiny_model, run_job, small_rl
 
     tiny = make_tiny_model(tmp_path / "tiny")
     cfg = json.loads(json.dumps(paper))
     cfg["domains"]["webshop"]["max_steps"] = cfg["domains"]["sokoban"]["max_steps"] = 2  # short episodes
     run = runspec.build(cfg, "v2", "webshop+sokoban", "default", 4, 1)
     run_dir = tmp_path / "runs" / run.path
-    smk = types.SimpleNamespace(
-        params=_Params(init_model=str(tiny), run_dir=str(run_dir), run_spec=run.to_dict(), start=0, end=1, save_every=1,
-                       rl={**TINY_RL, "tasks_per_step": 2}, engine="local", rollout=None, preset="embedded"),
-        input=_Params(), output=[str(run_dir / "segment_0_1.json")], log=[str(tmp_path / "job.log")], config={})
-    pipeline.rl_segment(smk)
-    assert RunSpec.from_dict(json.loads((run_dir / pipeline.RUN_SPEC_FILE).read_text())) == run
+    spec = jobs.rl_segment(cfg, run, start=0, end=1, save_every=1, init_model=str(tiny), run_folder=str(run_dir),
+                           manifest=str(run_dir / "segment_0_1.json"))
+    spec.update(engine="local", rl=small_rl({**TINY_RL, "tasks_per_step": 2}).to_dict())
+    assert run_job("train rl", spec) == 0
+    assert RunSpec.from_dict(json.loads((run_dir / runs.RUN_SPEC_FILE).read_text())) == run
     identity = json.loads((run_dir / runs.RUN_FILE).read_text())
     assert identity["domain"] == "webshop+sokoban" and identity["seed"] == 4 and identity["run_spec"] == run.to_dict()
     row = pd.read_csv(run_dir / runs.METRICS_FILE).iloc[0]
     assert {"id_success/webshop", "id_success/sokoban"} <= set(row.index)
-    assert "--run-spec" in (tmp_path / "job.log").read_text()
 
 
 def test_gentax_eval_takes_a_thinking_mode(capsys):

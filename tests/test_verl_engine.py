@@ -27,7 +27,7 @@ from gentax.errors import ConfigError  # noqa: E402
 from gentax.runspec import from_rl_config  # noqa: E402
 from gentax.train import grpo, runs, verl_engine  # noqa: E402
 from gentax.train.config import load_rl_config  # noqa: E402
-from rl_helpers import make_tiny_model  # noqa: E402
+from rl_helpers import make_tiny_model, small_rl  # noqa: E402
 
 def _run(cfg, domain: str, variant: str, seed: int):
     """A run spec named like ``gentax train rl --domain --variant --seed`` (the RL section's defaults)."""
@@ -80,7 +80,7 @@ def test_composed_config_passes_verl_validation_and_dataclasses(printed_config, 
     from verl.utils.config import omega_conf_to_dataclass
     from verl.workers.config import FSDPActorConfig, RolloutConfig
 
-    cfg = load_rl_config({"advantage_normalisation": "cross_step"}, "embedded")
+    cfg = small_rl({"advantage_normalisation": "cross_step"})
     config = verl_engine.build_config(cfg, model_path="/m", run=_run(cfg, "sokoban", "nothink", 0),
                                       run_dir=tmp_path, end_step=3)
     OmegaConf.resolve(config)  # every interpolation resolves
@@ -105,7 +105,7 @@ def test_task_rows_load_in_verls_dataset(tmp_path):
 
     from gentax.rollout.embedded_model import embedded_model_path
 
-    cfg = load_rl_config({"tasks_per_step": 3, "val_tasks": 2}, "embedded")
+    cfg = small_rl({"tasks_per_step": 3, "val_tasks": 2})
     train, val = verl_engine.write_task_files(tmp_path, cfg, _run(cfg, "sokoban", "default", 7))
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
     data_cfg = OmegaConf.create({"prompt_key": "prompt", "max_prompt_length": 512, "return_raw_chat": True,
@@ -141,7 +141,7 @@ def agent_setup(tmp_path_factory):
     from gentax.rollout.embedded_model import embedded_model_path
 
     run_dir = tmp_path_factory.mktemp("agent")
-    cfg = load_rl_config({"max_steps": {"sokoban": 3}, "max_new_tokens": 64}, "embedded")
+    cfg = small_rl({"max_steps": {"sokoban": 3}, "max_new_tokens": 64})
     config = verl_engine.build_config(cfg, model_path=str(embedded_model_path()), run=_run(cfg, "sokoban", "default", 3),
                                       run_dir=run_dir, end_step=5)
     return config, AutoTokenizer.from_pretrained(embedded_model_path())
@@ -275,7 +275,7 @@ def test_entropy_coeff_and_penalty_placement_reach_verl(tmp_path):
     """The two RL options as verl receives them, and the trainer's advantages in any row order."""
     from gentax.train.verl_agent import step_sample_advantages
 
-    cfg = load_rl_config({"entropy_coeff": 0.001, "invalid_penalty_placement": "in_return"}, "embedded")
+    cfg = small_rl({"entropy_coeff": 0.001, "invalid_penalty_placement": "in_return"})
     config = verl_engine.build_config(cfg, model_path="/m", run=_run(cfg, "sokoban", "default", 0),
                                       run_dir=tmp_path, end_step=2, write_data=False)
     assert config.actor_rollout_ref.actor.entropy_coeff == 0.001
@@ -340,22 +340,22 @@ def test_export_checkpoint_with_verls_model_merger(tmp_path):
 
 def test_rollout_backend_is_one_checked_setting():
     """verl.rollout (workflow: engines.rollout) reaches verl's rollout.name; a bad value is one error."""
-    cfg = load_rl_config({"verl": {"rollout": "hf", "rollout_tp": 1, "attn_implementation": "sdpa"}}, "embedded")
+    cfg = small_rl({"verl": {"rollout": "hf", "rollout_tp": 1, "attn_implementation": "sdpa"}})
     overrides = verl_engine.verl_overrides(cfg, model_path="/m", run=_run(cfg, "sokoban", "default", 0),
                                            run_dir="/tmp/r", end_step=1, train_file="t", val_file="v")
     assert "actor_rollout_ref.rollout.name=hf" in overrides
     assert "actor_rollout_ref.model.use_remove_padding=false" in overrides
     assert "+actor_rollout_ref.model.override_config.attn_implementation=sdpa" in overrides
     assert "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES=gentax.train.verl_plugin" in overrides
-    from gentax.pipeline import rl_section
+    from gentax.study.jobs import rl_section
 
     job = rl_section({"lr": 1.0e-6}, save_every=15, rollout="hf")  # the workflow's engines.rollout, in the job's RL section
     assert job["verl"] == {"rollout": "hf"}
-    assert load_rl_config({**job, "verl": {"rollout": "hf", "rollout_tp": 1}}, "paper").verl["rollout"] == "hf"
+    assert load_rl_config({**job, "verl": {"rollout": "hf", "rollout_tp": 1}}).verl["rollout"] == "hf"
     with pytest.raises(ConfigError, match="verl.rollout valid: vllm, hf"):
-        load_rl_config({"verl": {"rollout": "sglang"}}, "paper")
+        load_rl_config({"verl": {"rollout": "sglang"}})
     with pytest.raises(ConfigError, match="rollout_tp must be 1"):
-        load_rl_config({"verl": {"rollout": "hf"}}, "paper")  # the paper's tensor parallel 2
+        load_rl_config({"verl": {"rollout": "hf"}})  # the paper's tensor parallel 2
 
 
 @pytest.mark.parametrize("split", ["train", "eval"])
@@ -366,8 +366,8 @@ def test_both_engines_build_the_same_collector_settings_from_a_run_spec(tmp_path
     from gentax.train.local_engine import _collect_config
     from gentax.train.verl_agent import episode_config
 
-    cfg = load_rl_config({"augmentation": {"p": 0.5, "eps": {"webshop": 40, "sokoban": 80}},
-                          "max_steps": {"webshop": 7}, "env_workers": 0}, "embedded")
+    cfg = small_rl({"augmentation": {"p": 0.5, "eps": {"webshop": 40, "sokoban": 80}},
+                          "max_steps": {"webshop": 7}, "env_workers": 0})
     run = _run(cfg, "webshop+sokoban", "aug", 3)
     config = verl_engine.build_config(cfg, model_path="/m", run=run, run_dir=tmp_path, end_step=2, write_data=False)
     for domain in ("webshop", "sokoban"):
@@ -386,7 +386,7 @@ def test_a_mixture_run_composes_and_its_rows_carry_their_domain(tmp_path):
     ``val_tasks`` held-out tasks of each member, each row naming its domain and data source."""
     from gentax.train.verl_agent import episode_task, validation_metrics
 
-    cfg = load_rl_config({"tasks_per_step": 3, "val_tasks": 2, "val_every": 1}, "embedded")
+    cfg = small_rl({"tasks_per_step": 3, "val_tasks": 2, "val_every": 1})
     run = _run(cfg, "webshop*2+sokoban", "default", 5)
     config = verl_engine.build_config(cfg, model_path="/m", run=run, run_dir=tmp_path, end_step=2)
     assert config.gentax.run.train == [["webshop", 2], ["sokoban", 1]] and config.gentax.tasks_per_step == 3

@@ -1,7 +1,10 @@
-"""``gentax tables``: every table, statistic and figure from a success summary.
+"""``gentax tables``: every table, statistic and figure from a success summary; and the workflow's
+bookkeeping verbs, each run on a job spec (``gentax.study.jobs``).
 
     gentax tables --summary S --properties P --out DIR [--window 105,120,135,150]
                   [--bootstrap N] [--seed S] [--no-figures] [...]
+    gentax summarize --job SPEC          gentax table --job SPEC        gentax figure --job SPEC
+    gentax properties-table --job SPEC   gentax controls-properties-table --job SPEC
 
 Everything is built in a temporary folder and then moved to DIR (nothing half-written); DIR
 must be absent, empty or an earlier output of this command. See ``docs/tables.md``.
@@ -10,9 +13,13 @@ must be absent, empty or an earlier output of this command. See ``docs/tables.md
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from pathlib import Path
 
+from gentax import jobspec
 from gentax.errors import GentaxError
+from gentax.io import atomic_path, write_json
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -74,6 +81,79 @@ def register(subparsers) -> None:
     parser.add_argument("--error-mark-pct", type=float, default=5.0,
                         help="mark Table 2 cells whose episodes ended with an env error more often than this (percent; default 5)")
     parser.set_defaults(func=run)
+    _register_jobs(subparsers)
+
+
+def _register_jobs(subparsers) -> None:
+    """The workflow's bookkeeping steps, one verb each, run on a job spec (gentax.study.jobs)."""
+    for verb, func, what in (
+            ("summarize", _summarize, "one run's (or initial policy's) evaluations as long-format success rows"),
+            ("table", _artifact, "one table of the study from the run summaries it reads"),
+            ("figure", _artifact, "one figure of the study from the run summaries it reads"),
+            ("properties-table", _properties_table, "one row per domain from the property logs"),
+            ("controls-properties-table", _controls_properties_table,
+             "one row per level of the controls from its property log")):
+        p = subparsers.add_parser(verb, help=what, description=what + " (a workflow job: --job SPEC).")
+        p.add_argument("--job", metavar="SPEC", required=True, help=jobspec.HELP)
+        p.set_defaults(func=func, verb=verb)
+
+
+def _summarize(args) -> int:
+    from gentax.analysis.summary import summarize_evals
+
+    s = jobspec.take(jobspec.load(args.job), ("inputs", "keys", "out"), verb=args.verb)
+    frame = summarize_evals(s["inputs"], s["keys"])
+    with atomic_path(s["out"]) as tmp:
+        frame.to_csv(tmp, index=False)
+    print(f"wrote {s['out']}: {len(frame)} rows")
+    return 0
+
+
+def _artifact(args) -> int:
+    """A table or figure and its provenance record (its inputs' hashes)."""
+    from gentax import provenance
+    from gentax.analysis.tables import build_one
+
+    s = jobspec.take(jobspec.load(args.job), ("name", "summaries", "properties", "controls", "outputs", "provenance",
+                                              "window", "seed", "error_mark_pct"), verb=args.verb)
+    build_one(s["name"], list(s["summaries"]), s["properties"], s["outputs"], controls=s["controls"],
+              window=tuple(s["window"]), seed=int(s["seed"]), error_mark_pct=float(s["error_mark_pct"]))
+    inputs = [*s["summaries"], *[f for f in (s["properties"], s["controls"]) if f]]
+    write_json(s["provenance"], provenance.job_record(s, None, inputs=inputs))
+    print(f"wrote {', '.join(s['outputs'].values())}")
+    return 0
+
+
+def _properties_table(args) -> int:
+    import pandas as pd
+
+    s = jobspec.take(jobspec.load(args.job), ("inputs", "out"), verb=args.verb)
+    rows = []
+    for path in s["inputs"]:
+        data = json.loads(Path(path).read_text())
+        rows.append({"domain": data["domain"], **data["measures"]})
+    with atomic_path(s["out"]) as tmp:
+        pd.DataFrame(rows).sort_values("domain").to_csv(tmp, index=False)
+    print(f"wrote {s['out']}: {len(rows)} domains")
+    return 0
+
+
+def _controls_properties_table(args) -> int:
+    import pandas as pd
+
+    from gentax.controls import ControlLevel, property_row
+
+    s = jobspec.take(jobspec.load(args.job), ("levels", "inputs", "out"), verb=args.verb)
+    rows = []
+    for level, path in zip(s["levels"], s["inputs"]):
+        level = dict(level)
+        run_label = level.pop("run_label")
+        data = json.loads(Path(path).read_text())
+        rows.append(property_row(ControlLevel(**level), run_label, data["measures"]))
+    with atomic_path(s["out"]) as tmp:
+        pd.DataFrame(rows).to_csv(tmp, index=False)
+    print(f"wrote {s['out']}: {len(rows)} levels")
+    return 0
 
 
 def run(args) -> int:

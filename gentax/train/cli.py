@@ -1,6 +1,7 @@
 """``gentax train rl`` (GRPO, engines local|verl) and ``gentax train export`` (verl -> HF folders).
 
-    gentax train rl --engine local|verl --config CONFIG.yaml [--preset paper|embedded]
+    gentax train rl --job SPEC                       (a workflow job: gentax.study.jobs.rl_segment)
+    gentax train rl --engine local|verl --config CONFIG.yaml
                     --init MODEL (--run-spec RUN_SPEC.json | --domain D [--variant V] [--seed S])
                     [--steps A:B] --out RUN_DIR [--print-config]
 
@@ -9,8 +10,8 @@ thinking, augmentation, the domains' settings): ``--run-spec`` reads one (the wo
 it into the run folder), or ``--domain/--variant/--seed`` name one whose domains' settings and
 augmentation budget come from the RL section (engine defaults). ``--domain`` may be a mixture
 ``a+b`` or ``a*3+b``; ``--variant`` is a name of gentax.runspec.VARIANTS.
-``--config`` holds the RL section (gentax/train/rl_defaults.yaml documents every key), at the
-top level or under ``rl:``; keys it leaves out come from ``--preset``. Beside ``rl:``, an optional
+``--config`` holds the RL section, at the top level or under ``rl:``; keys it leaves out come from
+config.yaml's ``rl:`` block and gentax/train/rl_defaults.yaml (which documents every other key). Beside ``rl:``, an optional
 ``tracking:`` section says where metrics go besides metrics.csv (gentax.train.tracking; default:
 TensorBoard event files in RUN_DIR/tensorboard). ``--steps A:B`` trains
 steps A+1..B: 0:150 starts from ``--init``; 150:300 continues the same RUN_DIR from its step-150
@@ -24,11 +25,14 @@ from __future__ import annotations
 
 import argparse
 import functools
+from pathlib import Path
 from typing import Any
 
+from gentax import jobspec
 from gentax.errors import ConfigError
 from gentax.runspec import RunSpec, variant_names
 from gentax.train import runs
+from gentax.train.config import RLConfig
 
 ENGINES = ("local", "verl")
 
@@ -39,16 +43,16 @@ def register(subparsers) -> None:
 
     rl = sub.add_parser("rl", help="train (or resume / extend) one GRPO run", description=__doc__,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    jobspec.add_argument(rl)
     rl.add_argument("--engine", choices=ENGINES, default="local")
     rl.add_argument("--config", help="YAML with the RL section (top level or under rl:)")
-    rl.add_argument("--preset", choices=("paper", "embedded"), default="paper", help="defaults under --config")
-    rl.add_argument("--init", required=True, help="initial policy: an HF model folder")
+    rl.add_argument("--init", help="initial policy: an HF model folder (required without --job)")
     rl.add_argument("--run-spec", help="the run: a run spec JSON file (gentax.runspec.RunSpec.to_dict)")
     rl.add_argument("--domain", help="without --run-spec: the training domain (or mixture a+b)")
     rl.add_argument("--variant", choices=variant_names(), default=None, help="without --run-spec (default: default)")
     rl.add_argument("--seed", type=int, default=None, help="without --run-spec (default 0)")
     rl.add_argument("--steps", default=None, help="A:B, train steps A+1..B (default 0:<run spec or config steps>)")
-    rl.add_argument("--out", required=True, help="the run folder (checkpoints, metrics.csv, run.json)")
+    rl.add_argument("--out", help="the run folder (checkpoints, metrics.csv, run.json; required without --job)")
     rl.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     rl.add_argument("--no-progress", action="store_true", help="no progress bar")
     rl.set_defaults(func=_run_rl)
@@ -58,20 +62,22 @@ def register(subparsers) -> None:
     export.set_defaults(func=_run_export)
 
 
-def train_rl(engine: str, section: dict[str, Any] | None, *, init: str, start: int, end: int, run_dir: str,
+def train_rl(engine: str, section: dict[str, Any] | RLConfig | None, *, init: str, start: int, end: int, run_dir: str,
              run: RunSpec | None = None, domain: str | None = None, variant: str = "default", seed: int = 0,
-             preset: str = "paper", print_config: bool = False, progress: bool = True,
+             print_config: bool = False, progress: bool = True,
              tracking: dict[str, Any] | None = None) -> int:
     """Library entry (the workflow calls this): one run segment ``start:end`` with ``engine``.
 
-    The run is ``run`` (a ``RunSpec``), or the one ``domain``/``variant``/``seed`` name with the RL
-    section's domain settings and augmentation budget (``runspec.from_rl_config``)."""
+    ``section`` is an RL section merged over the defaults (``load_rl_config``), or an ``RLConfig`` used as it
+    is (a job spec's, resolved by the workflow). The run is ``run`` (a ``RunSpec``), or the one
+    ``domain``/``variant``/``seed`` name with the RL section's domain settings and augmentation
+    budget (``runspec.from_rl_config``)."""
     from gentax.runspec import from_rl_config
     from gentax.train.config import load_rl_config
 
     if engine not in ENGINES:
         raise ConfigError(f"unknown RL engine {engine!r}; valid: {', '.join(ENGINES)}")
-    cfg = load_rl_config(section, preset)
+    cfg = section if isinstance(section, RLConfig) else load_rl_config(section)
     if run is None:
         if domain is None:
             raise ConfigError("name the run: a run spec (--run-spec) or a training domain (--domain)")
@@ -113,12 +119,46 @@ def _report_removed(paths) -> None:
         print(f"gentax: removed {path} (left by an interrupted write)")
 
 
+#: what a ``train rl`` job spec holds (gentax.study.jobs.rl_segment)
+_JOB_KEYS = ("engine", "init", "out", "start", "end", "rl", "run_spec", "tracking", "manifest", "tasks", "dtype")
+
+
+def run_job(spec: dict[str, Any]) -> int:
+    """One training segment of the workflow: the run spec into the run folder (``runs.RUN_SPEC_FILE``),
+    steps start+1..end, then the segment's manifest (its HF checkpoints and provenance), written last."""
+    from gentax import io as gio
+    from gentax import provenance
+    from gentax.errors import GentaxError
+    from gentax.train.config import rl_config
+
+    s = jobspec.take(spec, _JOB_KEYS, verb="train rl")
+    run, cfg, run_dir = RunSpec.from_dict(s["run_spec"]), rl_config(s["rl"]), Path(s["out"])
+    gio.write_json(run_dir / runs.RUN_SPEC_FILE, run.to_dict())
+    code = train_rl(s["engine"], cfg, init=s["init"], run=run, start=s["start"], end=s["end"], run_dir=str(run_dir),
+                    progress=False, tracking=s["tracking"])
+    if code != 0:
+        return code
+    saved = [step for step in range(s["start"] + 1, s["end"] + 1) if step % cfg.save_every == 0 or step == s["end"]]
+    checkpoints = {str(step): str(run_dir / "checkpoints" / f"step_{step}") for step in saved}
+    missing = [path for path in checkpoints.values() if not (Path(path) / "config.json").is_file()]
+    if missing:
+        raise GentaxError(f"training finished but these HF checkpoints are missing: {', '.join(missing)}")
+    record = provenance.job_record(spec, s["dtype"], model=s["init"], tasks=s["tasks"])
+    gio.write_json(s["manifest"], {"run_dir": str(run_dir), "start": s["start"], "end": s["end"],
+                                   "checkpoints": checkpoints, "provenance": record})
+    return 0
+
+
 def _run_rl(args) -> int:
     from gentax.errors import GentaxError
     from gentax.io import read_yaml
     from gentax.train.config import load_rl_config, parse_steps, read_rl_section
     from gentax.train.tracking import read_section
 
+    if args.job:
+        return run_job(jobspec.load(args.job))
+    if not args.init or not args.out:
+        raise ConfigError("gentax train rl: give --init and --out (or --job SPEC)")
     section = read_rl_section(args.config) if args.config else {}
     run = None
     if args.run_spec:
@@ -133,11 +173,11 @@ def _run_rl(args) -> int:
             raise ConfigError(f"{args.run_spec}: {exc}") from None
     elif args.domain is None:
         raise ConfigError("name the run: --run-spec FILE, or --domain D [--variant V] [--seed S]")
-    steps = args.steps or f"0:{run.steps if run else load_rl_config(section, args.preset).steps}"
+    steps = args.steps or f"0:{run.steps if run else load_rl_config(section).steps}"
     start, end = parse_steps(steps)
     return train_rl(args.engine, section, init=args.init, run=run, domain=args.domain,
                     variant=args.variant or "default", seed=args.seed if args.seed is not None else 0,
-                    start=start, end=end, run_dir=args.out, preset=args.preset, print_config=args.print_config,
+                    start=start, end=end, run_dir=args.out, print_config=args.print_config,
                     progress=not args.no_progress, tracking=read_section(args.config) if args.config else None)
 
 

@@ -1,9 +1,10 @@
 """The RL configuration: one dataclass, one loader.
 
-``load_rl_config(section, preset="paper") -> RLConfig`` takes the RL section as a plain dict
-(what config.yaml's ``rl:`` block maps to; see ``rl_defaults.yaml`` beside this file for every
-key, its meaning and the two presets) and returns a validated, frozen ``RLConfig``. Keys the
-section leaves out come from the preset; an unknown key or a bad value is a ``ConfigError``
+``load_rl_config(section) -> RLConfig`` takes an RL section as a plain dict and returns a
+validated, frozen ``RLConfig``; keys the section leaves out come from ``defaults()``: config.yaml's
+``rl:`` block (the study's recipe) over ``rl_defaults.yaml`` beside this file (every other key,
+its meaning and source). ``rl_config(resolved)`` takes a section that names every key (a job
+spec's, resolved by the workflow) as it is. An unknown key or a bad value is a ``ConfigError``
 naming it. Both engines read only ``RLConfig``.
 """
 
@@ -19,7 +20,7 @@ from gentax.io import deep_merge, read_yaml
 from gentax.train.grpo import PENALTY_PLACEMENTS
 
 DEFAULTS_FILE = Path(__file__).with_name("rl_defaults.yaml")
-PRESETS = ("paper", "embedded")
+STUDY_CONFIG = Path(__file__).resolve().parents[2] / "config.yaml"  # the study's RL recipe (its rl: block)
 ADVANTAGE_NORMALISATIONS = ("trajectory", "cross_step")
 ROLLOUT_BACKENDS = ("vllm", "hf")  # verl's rollout.name (hf: gentax/train/verl_hf_rollout.py)
 ATTN_IMPLEMENTATIONS = ("flash_attention_2", "sdpa", "eager")
@@ -71,36 +72,45 @@ class RLConfig:
 
 
 @lru_cache(maxsize=None)
-def _presets() -> dict[str, dict[str, Any]]:
-    """rl_defaults.yaml with the per-domain defaults filled in from the domain specs."""
+def defaults() -> dict[str, Any]:
+    """Every RL key's default: rl_defaults.yaml (engine keys), config.yaml's ``rl:`` block over it
+    (the study's recipe: its one home), the per-domain defaults from the domain specs."""
     from gentax.domains.spec import specs
 
-    presets = read_yaml(DEFAULTS_FILE)
+    out = deep_merge(read_yaml(DEFAULTS_FILE), read_yaml(STUDY_CONFIG).get("rl") or {})
     declared = specs()
-    eps = {d: s.aug_eps for d, s in declared.items()}
-    presets["paper"].setdefault("max_steps", {d: s.max_steps for d, s in declared.items()})
-    presets["paper"]["augmentation"].setdefault("eps", eps)
-    presets["embedded"].setdefault("max_steps", {d: s.embedded_max_steps for d, s in declared.items()})
-    presets["embedded"]["augmentation"].setdefault("eps", eps)
-    return presets
+    out.setdefault("max_steps", {d: s.max_steps for d, s in declared.items()})
+    out["augmentation"].setdefault("eps", {d: s.aug_eps for d, s in declared.items()})
+    return out
 
 
-def load_rl_config(section: Mapping[str, Any] | None = None, preset: str = "paper") -> RLConfig:
-    """Validated ``RLConfig`` from ``section`` over the ``preset``'s defaults (see module doc)."""
-    presets = _presets()
-    if preset not in PRESETS:
-        raise ConfigError(f"unknown RL preset {preset!r}; valid: {', '.join(PRESETS)}")
-    merged = deep_merge(presets["paper"], presets[preset] if preset != "paper" else {})
+def load_rl_config(section: Mapping[str, Any] | None = None) -> RLConfig:
+    """Validated ``RLConfig`` from ``section`` over ``defaults()`` (see module doc)."""
+    base = defaults()
     section = dict(section or {})
     unknown = sorted(set(section) - {f.name for f in dataclasses.fields(RLConfig)})
     if unknown:
         raise ConfigError(f"unknown RL config key(s): {', '.join(unknown)} (see {DEFAULTS_FILE.name})")
-    merged = deep_merge(merged, section)
+    merged = deep_merge(base, section)
     if "verl" in section and isinstance(section["verl"], Mapping):
-        unknown = sorted(set(section["verl"]) - set(presets["paper"]["verl"]))
+        unknown = sorted(set(section["verl"]) - set(base["verl"]))
         if unknown:
             raise ConfigError(f"unknown RL config key(s): verl.{', verl.'.join(unknown)}")
     cfg = RLConfig(**merged)
+    _validate(cfg)
+    return cfg
+
+
+def rl_config(resolved: Mapping[str, Any]) -> RLConfig:
+    """A resolved RL section as it is (every key given; what a job spec holds), validated: no
+    defaults are merged in, so what the workflow resolved is what the engine runs."""
+    fields = [f.name for f in dataclasses.fields(RLConfig)]
+    missing = [k for k in fields if k not in resolved]
+    unknown = sorted(set(resolved) - set(fields))
+    if missing or unknown:
+        raise ConfigError("resolved RL section: " + "; ".join(p for p in (
+            missing and f"missing key(s) {', '.join(missing)}", unknown and f"unknown key(s) {', '.join(unknown)}") if p))
+    cfg = RLConfig(**dict(resolved))
     _validate(cfg)
     return cfg
 

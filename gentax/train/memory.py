@@ -180,7 +180,7 @@ def sft_estimate(cfg: dict, arch: Architecture) -> JobMemory | None:
     sft = load_sft_config(sft_section(cfg["inits"]["v2"]["sft"]), preset="v2")
     if sft.lora_rank or sft.freeze_layers:
         return None
-    rl = load_rl_config(cfg["rl"], preset=cfg.get("preset", "paper"))
+    rl = load_rl_config(cfg["rl"])
     cluster = cfg["cluster"]
     gpus = int(cluster["gpus_per_node"])
     ds = deepspeed_settings(sft.deepspeed)

@@ -41,6 +41,7 @@ from gentax.io import atomic_path, write_json
 CHECKPOINTS = "checkpoints"
 STATE_DIR = "gentax_state"
 RUN_FILE = "run.json"
+RUN_SPEC_FILE = "run_spec.json"  # the run spec its segments were trained with (written by each segment job)
 METRICS_FILE = "metrics.csv"
 LOCK_FILE = ".gentax.lock"
 THINK_SAMPLES = "think_samples"

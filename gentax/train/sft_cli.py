@@ -1,5 +1,6 @@
 """``gentax sft``: build the SFT dataset and fine-tune with LlamaFactory.
 
+    gentax sft build-data --job SPEC | gentax sft train --job SPEC     (workflow jobs: gentax.study.jobs)
     gentax sft build-data --config CONFIG [--preset v2|embedded-base] [--v1 V1_DIR] --out DATA_DIR [--seed N]
     gentax sft train      --config CONFIG [--preset v2|embedded-base] --data DATA_DIR --init MODEL_DIR --out OUT_DIR
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 
+from gentax import jobspec
 from gentax.train.sft_config import PRESETS
 
 
@@ -25,22 +27,51 @@ def register(subparsers) -> None:
     sub = sft.add_subparsers(dest="sft_command", required=True, metavar="SUBCOMMAND")
 
     build = sub.add_parser("build-data", help="collect state-action pairs and write a LlamaFactory dataset")
-    build.add_argument("--config", required=True, help="YAML with the SFT section (see gentax/train/sft_defaults.yaml)")
+    jobspec.add_argument(build)
+    build.add_argument("--config", help="YAML with the SFT section (see gentax/train/sft_defaults.yaml)")
     build.add_argument("--preset", choices=PRESETS, default="v2")
     build.add_argument("--v1", default=None, help="HF folder of the model whose trajectories enter the mix (V1)")
-    build.add_argument("--out", required=True, help="dataset folder to write")
+    build.add_argument("--out", help="dataset folder to write")
     build.add_argument("--seed", type=int, default=None, help="overrides the config's seed")
     build.add_argument("--quiet", action="store_true", help="no progress bars")
     build.set_defaults(func=run_build_data)
 
     train = sub.add_parser("train", help="llamafactory-cli train on a dataset folder; writes an HF folder")
-    train.add_argument("--config", required=True, help="YAML with the SFT section (see gentax/train/sft_defaults.yaml)")
+    jobspec.add_argument(train)
+    train.add_argument("--config", help="YAML with the SFT section (see gentax/train/sft_defaults.yaml)")
     train.add_argument("--preset", choices=PRESETS, default="v2")
-    train.add_argument("--data", required=True, help="dataset folder from `gentax sft build-data`")
-    train.add_argument("--init", required=True, help="HF folder of the model to fine-tune (V1 / the embedded model)")
-    train.add_argument("--out", required=True, help="HF folder to write")
+    train.add_argument("--data", help="dataset folder from `gentax sft build-data`")
+    train.add_argument("--init", help="HF folder of the model to fine-tune (V1 / the embedded model)")
+    train.add_argument("--out", help="HF folder to write")
     train.add_argument("--seed", type=int, default=None, help="overrides the config's seed")
     train.set_defaults(func=run_train)
+
+
+_DATA_JOB = ("preset", "sft", "domains", "v1", "out", "dtype")  # gentax.study.jobs.sft_data
+_TRAIN_JOB = ("preset", "sft", "data", "init", "out", "tracking", "dtype")  # gentax.study.jobs.sft_train
+
+
+def _job(text: str, keys, verb: str):
+    """(spec, SFTConfig) of a job spec: its resolved SFT section taken as it is."""
+    from gentax.train.sft_config import sft_config
+
+    spec = jobspec.take(jobspec.load(text), keys, verb=verb)
+    return spec, sft_config(spec["sft"], spec["preset"])
+
+
+def _required(args, verb: str, *names: str) -> None:
+    from gentax.errors import GentaxError
+
+    missing = [f"--{n}" for n in ("config", *names) if getattr(args, n) is None]
+    if missing:
+        raise GentaxError(f"gentax sft {verb}: give {', '.join(missing)} (or --job SPEC)")
+
+
+def _provenance_beside(out, spec: dict, model) -> None:
+    from gentax import io as gio
+    from gentax import provenance
+
+    gio.write_json(provenance.beside(out), provenance.job_record(spec, spec["dtype"], model=model))
 
 
 def _load(args):
@@ -59,13 +90,21 @@ def run_build_data(args) -> int:
     from gentax.train.sft_data import build_sft_data
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    cfg, domains = _load(args)
-    manifest = build_sft_data(cfg, args.out, v1_model=args.v1, domains=domains, progress=not args.quiet)
+    if args.job:
+        spec, cfg = _job(args.job, _DATA_JOB, "build-data")
+        out, v1, domains, progress = spec["out"], spec["v1"], spec["domains"], False
+    else:
+        _required(args, "build-data", "out")
+        spec, (cfg, domains) = None, _load(args)
+        out, v1, progress = args.out, args.v1, not args.quiet
+    manifest = build_sft_data(cfg, out, v1_model=v1, domains=domains, progress=progress)
+    if spec is not None:
+        _provenance_beside(out, spec, v1)
     summary = {
         domain: {key: info[key] for key in ("count", "source", "episodes", "episode_success", "usable_pairs")}
         for domain, info in manifest["domains"].items()
     }
-    print(json.dumps({"out": args.out, "examples": manifest["examples"], "domains": summary}, indent=2))
+    print(json.dumps({"out": str(out), "examples": manifest["examples"], "domains": summary}, indent=2))
     return 0
 
 
@@ -74,8 +113,16 @@ def run_train(args) -> int:
 
     from gentax.train.tracking import read_section
 
-    cfg, _ = _load(args)
-    out = train_sft(cfg, args.data, args.init, args.out, tracking=read_section(args.config))
+    if args.job:
+        spec, cfg = _job(args.job, _TRAIN_JOB, "train")
+        data, init, out, tracking = spec["data"], spec["init"], spec["out"], spec["tracking"]
+    else:
+        _required(args, "train", "data", "init", "out")
+        spec, (cfg, _) = None, _load(args)
+        data, init, out, tracking = args.data, args.init, args.out, read_section(args.config)
+    out = train_sft(cfg, data, init, out, tracking=tracking)
+    if spec is not None:
+        _provenance_beside(out, spec, init)
     summary = json.loads((out / "gentax_sft.json").read_text())
     print(json.dumps({key: summary[key] for key in ("init_model", "steps", "first_loss", "final_loss")}
                      | {"out": str(out)}, indent=2))

