@@ -42,7 +42,7 @@ def _decimals(text: str) -> int | None:
 
 
 def register(subparsers) -> None:
-    from gentax.analysis.summary import DEFAULT_WINDOW
+    from gentax.analysis.summary import DEFAULT_WINDOW  # function-local: defers pandas until a command runs
 
     parser = subparsers.add_parser(
         "tables", help="write the study's tables, statistics and figures from a success summary",
@@ -77,7 +77,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from gentax.analysis.tables import build_all
+    from gentax.analysis.tables import build_all  # function-local: defers pandas until a command runs
 
     if args.bootstrap < 0:
         raise GentaxError(f"--bootstrap must be >= 0, got {args.bootstrap}")

@@ -18,7 +18,7 @@ from gentax.domains.base import (  # noqa: F401  (re-exported protocol)
     Observation,
     Task,
 )
-from gentax.domains.spec import DomainSpec, names, specs  # noqa: F401  (the registry; gentax.domains.spec.spec looks one up)
+from gentax.domains.spec import DomainSpec, names, spec, specs  # noqa: F401  (the registry)
 
 def __getattr__(name: str):
     # derived from the domain specs (gentax.domains.spec), built on first use
@@ -30,8 +30,6 @@ def __getattr__(name: str):
 
 
 def domain_class(name: str) -> type[DomainEnv]:
-    from gentax.domains.spec import spec
-
     return spec(name).env_class()
 
 

@@ -96,6 +96,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Sequence
 
+import gentax
 from gentax.domains.augment import allowed, article
 from gentax.domains.base import DomainEnv, InvalidAction, Observation, Task
 from gentax.domains.spec import Augmentation, DomainSpec, action_key
@@ -402,8 +403,6 @@ class _WorkerClient:
 
     def __init__(self, heap_mb: int, timeout_s: float, deterministic: bool = True):
         import shutil
-
-        import gentax
 
         if shutil.which("java") is None:
             raise GentaxError("sciworld needs a Java runtime (17) on PATH: apt-get install openjdk-17-jre-headless "

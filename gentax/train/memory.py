@@ -50,7 +50,7 @@ from functools import lru_cache
 from typing import Any
 
 from gentax.errors import ConfigError
-from gentax.plan import repo_path
+from gentax.io import repo_path
 
 GIB = 1024**3
 BF16 = 2
@@ -173,9 +173,8 @@ def _budget(cluster: dict) -> float:
 
 def sft_estimate(cfg: dict, arch: Architecture) -> JobMemory | None:
     """The V2 SFT job (LlamaFactory), or None when it is not full fine-tuning (see the module doc)."""
-    from gentax.plan import sft_section
     from gentax.train.config import load_rl_config
-    from gentax.train.sft_config import load_sft_config
+    from gentax.train.sft_config import load_sft_config, sft_section
 
     sft = load_sft_config(sft_section(cfg["inits"]["v2"]["sft"]), preset="v2")
     if sft.lora_rank or sft.freeze_layers:

@@ -57,7 +57,7 @@ import yaml
 
 from gentax import io as gio
 from gentax.errors import GentaxError
-from gentax.plan import repo_path
+from gentax.io import repo_path
 from gentax.train.sft_config import SFTConfig
 from gentax.train.sft_data import DATASET_NAME, read_examples
 

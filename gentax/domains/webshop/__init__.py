@@ -21,7 +21,7 @@ from gentax.domains.spec import Augmentation, DomainSpec, action_key
 def __getattr__(name: str):
     # lazy, so ``python -m gentax.domains.webshop.catalog`` does not import the env first
     if name == "WebshopEnv":
-        from gentax.domains.webshop.env import WebshopEnv
+        from gentax.domains.webshop.env import WebshopEnv  # function-local: see the comment above
 
         return WebshopEnv
     raise AttributeError(name)
