@@ -1,4 +1,4 @@
-"""The controls the paper lacked (issue 18): what the config's ``controls`` block plans.
+"""The controls the paper lacked: what the config's ``controls`` block plans.
 
 Two sweeps separate the paper's two confounded explanations of the generalization tax:
 
@@ -8,7 +8,7 @@ Two sweeps separate the paper's two confounded explanations of the generalizatio
 - ``controls.richness``: the same domain at its configured difficulty with augmentation budgets
   ``eps`` (0 included: no text inserted), each trajectory augmented with probability ``p``.
 
-``controls.filler`` belongs to the filler-thinking arm (issue 18, part 3) and is not read here.
+``controls.filler`` belongs to the filler-thinking arm (``gentax.plan.filler_settings``) and is not read here.
 
 Contract::
 

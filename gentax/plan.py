@@ -437,7 +437,7 @@ def plan(cfg: dict) -> dict[str, Any]:
             "checkpoint_evals": evals,
             "base_evals": sum(len(eval_domains(cfg, i)) for i in cfg["inits"]),
         },
-        # each level of the controls (issue 18): the runs it reads and its property log
+        # each level of the controls: the runs it reads and its property log
         "controls": [{"control": p["control"], "level": p["level"], "setting": ControlLevel(**{
             k: v for k, v in p.items() if k != "run_label"}).setting(), "runs": p["run_label"],
             "own_runs": p["run_label"] == f"{p['control']}-{p['level']}", "property_log": path}

@@ -83,7 +83,7 @@ def _plan(args) -> int:
     for run in result["runs"]:
         print(f"  {run['init']:<3} {run['train_domain']:<9} {run['variant']:<8} seed {run['seed']}  {run['steps']} steps")
     if result["controls"]:
-        print("controls (issue 18): each level, the runs it reads, its property log")
+        print("controls: each level, the runs it reads, its property log")
     for c in result["controls"]:
         reads = "its own runs" if c["own_runs"] else f"the grid's {c['runs']} runs"
         print(f"  {c['control']:<10} {c['level']:<10} {c['setting']}: {reads}; {c['property_log']}")
