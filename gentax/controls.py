@@ -38,7 +38,7 @@ import json
 from typing import Any, NamedTuple
 
 from gentax.domains import domain_class
-from gentax.domains.spec import spec
+from gentax.domains import spec as domain_spec
 from gentax.errors import ConfigError, GentaxError
 
 DIFFICULTY = "difficulty"
@@ -123,7 +123,7 @@ def check_controls(cfg: dict) -> None:
     block = enabled(cfg, RICHNESS)
     if block and any(block["eps"]):
         try:
-            spec(block["train_domain"]).augmentation_or_error()
+            domain_spec.spec(block["train_domain"]).augmentation_or_error()
         except GentaxError as exc:
             raise ConfigError(f"config key controls.richness.train_domain: {exc}") from None
     for level in control_levels(cfg):
