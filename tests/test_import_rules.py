@@ -35,7 +35,8 @@ GOING = {"gentax.pipeline"}
 #: modules of the study package (docs/contracts.md "Layers")
 KNOWN_CYCLES = [{"gentax.plan", "gentax.train.memory", "gentax.settings"}]
 #: packages whose function-local gentax imports are all justified by a comment
-LOCAL_IMPORTS_CHECKED = ("gentax.domains", "gentax.agent", "gentax.analysis", "gentax.controls", "gentax.plan")
+LOCAL_IMPORTS_CHECKED = ("gentax.domains", "gentax.agent", "gentax.analysis", "gentax.controls", "gentax.plan",
+                         "gentax.settings", "gentax.train.memory", "gentax.train.sft")
 
 
 def _modules() -> dict[str, Path]:
