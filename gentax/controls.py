@@ -1,4 +1,4 @@
-"""The controls the paper lacked (issue 18): what the config's ``controls`` block plans.
+"""The controls the paper lacked: what the config's ``controls`` block plans.
 
 Two sweeps separate the paper's two confounded explanations of the generalization tax:
 
@@ -8,7 +8,7 @@ Two sweeps separate the paper's two confounded explanations of the generalizatio
 - ``controls.richness``: the same domain at its configured difficulty with augmentation budgets
   ``eps`` (0 included: no text inserted), each trajectory augmented with probability ``p``.
 
-``controls.filler`` belongs to the filler-thinking arm (issue 18, part 3) and is not read here.
+``controls.filler`` belongs to the filler-thinking arm (``gentax.plan.filler_settings``) and is not read here.
 
 Contract::
 
@@ -37,7 +37,9 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
-from gentax.errors import ConfigError
+from gentax.domains import domain_class
+from gentax.domains import spec as domain_spec
+from gentax.errors import ConfigError, GentaxError
 
 DIFFICULTY = "difficulty"
 RICHNESS = "richness"
@@ -99,12 +101,15 @@ def control_levels(cfg: dict) -> list[ControlLevel]:
     return out
 
 
+def not_evaluated(cfg: dict, key: str, init: str, domain: str) -> ConfigError:
+    """The error for a training domain the init is not evaluated on (``inits.<init>.domains``)."""
+    return ConfigError(f"{key}: {domain} is not an evaluated domain of {init} "
+                       f"(inits.{init}.domains: {', '.join(cfg['inits'][init]['domains'])})")
+
+
 def check_controls(cfg: dict) -> None:
     """Cross-field rules of the enabled sweeps: the training domain is an evaluated domain of
     the init, and every difficulty level's knobs pass the domain's own ``check_options``."""
-    from gentax.domains import domain_class
-    from gentax.errors import GentaxError
-
     for kind in KINDS:
         block = enabled(cfg, kind)
         if not block:
@@ -114,15 +119,11 @@ def check_controls(cfg: dict) -> None:
         if len(set(names)) < len(names):
             raise ConfigError(f"{key}.levels: a level name is given twice ({', '.join(names)})")
         if block["train_domain"] not in cfg["inits"][block["init"]]["domains"]:
-            from gentax.plan import not_evaluated
-
             raise not_evaluated(cfg, f"{key}.train_domain", block["init"], block["train_domain"])
     block = enabled(cfg, RICHNESS)
     if block and any(block["eps"]):
-        from gentax.domains.spec import spec
-
         try:
-            spec(block["train_domain"]).augmentation_or_error()
+            domain_spec.spec(block["train_domain"]).augmentation_or_error()
         except GentaxError as exc:
             raise ConfigError(f"config key controls.richness.train_domain: {exc}") from None
     for level in control_levels(cfg):

@@ -11,6 +11,9 @@ completeness first, so a kill can never leave an old marker beside new files.
 
 ``exclusive(path, what)`` is a lock file that says who holds it (host, pid, since when); the
 kernel drops the lock when its holder dies, so a lock left by a dead process is taken over.
+
+Config files: ``read_yaml`` is their one reader; ``repo_path`` resolves a path they give
+(relative ones from ``REPO_ROOT``, the repository's root, config.yaml's folder).
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from gentax.errors import GentaxError
+from gentax.errors import ConfigError, GentaxError
 
 TEMP_SUFFIX = ".tmp"
+REPO_ROOT = Path(__file__).resolve().parents[1]  # config.yaml's folder
 
 
 @contextlib.contextmanager
@@ -55,11 +59,15 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def repo_path(path: str | os.PathLike) -> Path:
+    """A path in a config file: absolute as given; relative ones from the repository root."""
+    path = Path(path)
+    return path if path.is_absolute() else REPO_ROOT / path
+
+
 def read_yaml(path: str | os.PathLike) -> dict:
     """The one YAML reader of config files: a mapping, or ConfigError naming the file."""
     import yaml
-
-    from gentax.errors import ConfigError
 
     path = Path(path)
     if not path.is_file():

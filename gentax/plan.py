@@ -21,9 +21,11 @@ One place for "what the study consists of", used by the Snakefile's input functi
   with ``eval.all_checkpoints``.
 - ``jobs(cfg, names)`` = the jobs the workflow runs to build the tables/figures ``names`` (default:
   all), by rule, each with its work units (training steps or episodes): what ``gentax plan --cost``
-  prices. ``TABLE_VARIANTS`` / ``FIGURE_VARIANTS`` say which runs each table/figure reads; the
-  Snakefile's input functions (rules/common.smk) use the same constants, and
-  tests/test_cost.py checks ``jobs`` against Snakemake's own dry-run.
+  prices. What each table/figure is and reads is its entry in the registry
+  (``gentax.analysis.artifacts``): ``table_names``, ``figure_names``, ``artifact_variants``,
+  ``artifact_runs``, ``artifact_reads`` / ``artifact_inputs`` and ``jobs`` derive from it, and the
+  Snakefile's input functions (rules/common.smk) call them; tests/test_cost.py checks ``jobs``
+  against Snakemake's own dry-run.
 """
 
 from __future__ import annotations
@@ -36,53 +38,44 @@ from types import MappingProxyType
 from typing import Any, Iterable
 
 from gentax import runspec
-from gentax.controls import ControlLevel, check_controls, control_levels, enabled, property_path
-from gentax.errors import ConfigError, yaml_number_hint
-from gentax.io import deep_merge, read_yaml
+from gentax.analysis import artifacts
+from gentax.controls import (PROPERTIES_TABLE, ControlLevel, check_controls, control_levels, enabled, not_evaluated,
+                             property_path)
+from gentax.domains import domain_class
+from gentax.domains.spec import is_mixture, mixture_weights, names
+from gentax.errors import ConfigError, GentaxError, yaml_number_hint
+from gentax.io import REPO_ROOT, deep_merge, read_yaml, repo_path  # noqa: F401  (REPO_ROOT, repo_path: read as gplan.*)
 from gentax.runspec import RunSpec
+from gentax.train.sft_config import load_sft_config, sft_section  # noqa: F401  (sft_section: read as gplan.sft_section)
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
-REPO_ROOT = Path(__file__).resolve().parents[1]  # config.yaml's folder
 VARIANTS = runspec.variant_names()  # what each means: gentax/runspec.py
 
-# Which run variants each table/figure reads (base rows of every init always come along).
-TABLE_VARIANTS = {
-    "table2_success": ["default"],
-    "table3_ranking": ["default"],
-    "table4_extended": ["default"],
-    "table5_augmentation": ["default", "aug"],
-    "table6_relative_change": ["default"],
-    "table7_thinking": ["default", "nothink", "filler"],  # filler: runs only with controls.filler
-    "table8_rank_detail": ["default"],
-    "success_ci": ["default", "aug", "nothink", "filler"],   # beyond the paper: bootstrap CIs
-    "rank_stability": ["default"],                 # beyond the paper: share of resamples ranked best
+
+
+def __getattr__(name: str):
+    """The per-artifact lists the Snakefile's input functions read, derived from the registry
+    (``gentax.analysis.artifacts``) on each use."""
+    if name in _DERIVED_LISTS:
+        return _DERIVED_LISTS[name]()
+    raise AttributeError(name)
+
+
+def _variants_of(kind: str) -> dict[str, list[str]]:
+    return {n: list(artifacts.get(n).variants) for n in artifacts.names(kind, planned="always")}
+
+
+_DERIVED_LISTS = {
+    "TABLE_VARIANTS": lambda: _variants_of("table"),  # the always-planned tables: the variants each reads
+    "FIGURE_VARIANTS": lambda: _variants_of("figure"),
+    "TABLES_WITH_PROPERTIES": lambda: {a.name for a in artifacts.ARTIFACTS if a.properties},
+    "WITH_EXTENDED": lambda: {a.name for a in artifacts.ARTIFACTS if a.extended},
+    "MIXTURE_ARTIFACTS": lambda: artifacts.names(planned="mixtures"),
+    "CONTROL_NAMES": lambda: artifacts.names(planned="controls"),
 }
-FIGURE_VARIANTS = {
-    "ood_vs_properties": ["default"],
-    "delta_ood_augmentation": ["default", "aug"],
-    "delta_ood_thinking": ["default", "nothink", "filler"],
-    "training_curves": ["default", "aug", "nothink", "filler"],
-}
-#: Beyond the paper: the table and figure of the mixture runs (``grid.mixtures``), planned only when enabled.
-MIXTURE_TABLE = "mixture_ood"
-MIXTURE_FIGURE = "mixture_delta_ood"
-MIXTURE_ARTIFACTS = (MIXTURE_TABLE, MIXTURE_FIGURE)
-#: Beyond the paper (issue 18): the controls' tables and figure (``controls``), planned only when a
-#: sweep is enabled; they read the control runs, the base rows and the controls' properties table.
-CONTROL_TABLES = ("controls_sweep", "controls_regression")
-CONTROL_FIGURE = "controls_delta_ood"
-CONTROL_NAMES = (*CONTROL_TABLES, CONTROL_FIGURE)
-TABLES_WITH_PROPERTIES = {"table3_ranking", "ood_vs_properties"}
-WITH_EXTENDED = {"table4_extended", "training_curves"}  # the others never wait for extended training
 
 
 Run = RunSpec  # a planned run (gentax.runspec)
-
-
-def repo_path(path: str | Path) -> Path:
-    """A path in a config file: absolute as given; relative ones from the repository root."""
-    path = Path(path)
-    return path if path.is_absolute() else REPO_ROOT / path
 
 
 @functools.lru_cache(maxsize=1)
@@ -95,8 +88,6 @@ def _validator():
 def schema() -> dict:
     """``config_schema.yaml`` with its domain lists filled in from the domain registry
     (``gentax.domains.spec``): the domain-name enum and the required ``domains`` sections."""
-    from gentax.domains.spec import names
-
     out = read_yaml(SCHEMA_PATH)
     domains = list(names())
     out["$defs"]["domain_name"] = {"enum": domains}
@@ -151,6 +142,8 @@ def validate(cfg: dict, *, memory: bool = True) -> None:
         raise ConfigError(f"config key {key}: {err.message}{yaml_number_hint(err.instance)}")
     _check_cross_fields(cfg)
     if memory and cfg.get("cluster", {}).get("memory_check"):
+        # function-local: gentax.train.memory reads gentax.settings, which reads this module (the one
+        # import cycle left; docs/contracts.md "Layers" says how the study package's split ends it)
         from gentax.train.memory import check_memory
 
         check_memory(cfg)  # every GPU training job fits its GPUs (DeepSpeed's estimators + activations)
@@ -196,9 +189,6 @@ def _check_mixtures(cfg: dict) -> None:
     """Every mixture of ``grid.mixtures``: two or more known domains (checked also while the block is
     off); when it is on, each an evaluated domain of the init, with an augmentation budget when the
     variant is aug (a block that is off plans nothing, so another config's inits need not match it)."""
-    from gentax.domains.spec import mixture_weights
-    from gentax.errors import GentaxError
-
     block = cfg["grid"].get("mixtures") or {}
     for i, exp in enumerate(block.get("experiments", [])):
         allowed = cfg["inits"][exp["init"]]["domains"]
@@ -241,12 +231,6 @@ def _check_filler(cfg: dict) -> None:
                               f"{cfg['engines']['rl']!r}; set engines.rl: local or plan no filler runs)")
 
 
-def not_evaluated(cfg: dict, key: str, init: str, domain: str) -> ConfigError:
-    """The error for a training domain the init is not evaluated on (``inits.<init>.domains``)."""
-    return ConfigError(f"{key}: {domain} is not an evaluated domain of {init} "
-                       f"(inits.{init}.domains: {', '.join(cfg['inits'][init]['domains'])})")
-
-
 def _needs_eps(variant: str, domain: str) -> bool:
     """A run of ``variant`` on ``domain`` reads the config's augmentation budget of ``domain``."""
     v = runspec.variant(variant)
@@ -255,9 +239,6 @@ def _needs_eps(variant: str, domain: str) -> bool:
 
 def _check_domain_options(cfg: dict) -> None:
     """Every domain's knobs, checked by the domain's own declarations (``DomainEnv.check_options``)."""
-    from gentax.domains import domain_class
-    from gentax.errors import GentaxError
-
     for name, section in cfg["domains"].items():
         try:
             domain_class(name).check_options(dict(section.get("options") or {}))
@@ -265,25 +246,14 @@ def _check_domain_options(cfg: dict) -> None:
             raise ConfigError(f"config key domains.{name}.options: {exc}") from None
 
 
-def sft_section(sft: dict) -> dict:
-    """An SFT section as the SFT engine sees it: a mix weight of 0 drops that domain (config files
-    merge key by key, so an override cannot delete a key of config.yaml's mix)."""
-    if "mix" not in sft:
-        return dict(sft)
-    return {**sft, "mix": {d: w for d, w in sft["mix"].items() if w > 0}}
-
-
 def sft_domains(sft: dict, preset: str = "v2") -> list[str]:
     """The domains an SFT section's data comes from (its mix after the preset's defaults)."""
-    from gentax.train.sft_config import load_sft_config
-
     return load_sft_config(sft_section(sft), preset=preset).active_domains()
 
 
 def _check_engine_sections(cfg: dict) -> None:
     """The RL and SFT sections are validated by the engines' own loaders (one place for their keys)."""
-    from gentax.train.config import load_rl_config
-    from gentax.train.sft_config import load_sft_config
+    from gentax.train.config import load_rl_config  # function-local: defers numpy (gentax.train.grpo)
 
     checks = [("rl", lambda: load_rl_config(cfg["rl"])),
               ("inits.v2.sft", lambda: load_sft_config(sft_section(cfg["inits"]["v2"]["sft"]), preset="v2"))]
@@ -336,8 +306,6 @@ def runs(cfg: dict) -> list[RunSpec]:
 def _plan_key(cfg: dict) -> str:
     """What the planned runs depend on, as the cache key of ``_planned``."""
     import json
-
-    from gentax.domains.spec import names
 
     return json.dumps([{k: cfg.get(k, {}) for k in ("grid", "domains", "augmentation", "controls")},
                        repr(runspec.VARIANTS), names()], sort_keys=True, default=str)
@@ -469,7 +437,7 @@ def plan(cfg: dict) -> dict[str, Any]:
             "checkpoint_evals": evals,
             "base_evals": sum(len(eval_domains(cfg, i)) for i in cfg["inits"]),
         },
-        # each level of the controls (issue 18): the runs it reads and its property log
+        # each level of the controls: the runs it reads and its property log
         "controls": [{"control": p["control"], "level": p["level"], "setting": ControlLevel(**{
             k: v for k, v in p.items() if k != "run_label"}).setting(), "runs": p["run_label"],
             "own_runs": p["run_label"] == f"{p['control']}-{p['level']}", "property_log": path}
@@ -484,14 +452,26 @@ def base_variants(cfg: dict, init: str) -> list[str]:
     return [v for v in runspec.variant_names() if v in wanted]
 
 
+def _planned_conditions(cfg: dict) -> set[str]:
+    """Which registry ``planned`` conditions hold for ``cfg``."""
+    return {"always"} | ({"mixtures"} if mixture_experiments(cfg) else set()) | (
+        {"controls"} if control_levels(cfg) else set())
+
+
+def artifact_names(cfg: dict, kind: str | None = None) -> list[str]:
+    """The tables and/or figures the workflow builds for ``cfg``, in registry order: every
+    ``always`` entry, the mixture ones when ``grid.mixtures`` is enabled and the controls' when a
+    ``controls`` sweep is (``gentax.analysis.artifacts``)."""
+    holds = _planned_conditions(cfg)
+    return [a.name for a in artifacts.ARTIFACTS if (kind is None or a.kind == kind) and a.planned in holds]
+
+
 def table_names(cfg: dict) -> list[str]:
-    """The tables the workflow builds: the paper's (and ours), plus the mixture table and the
-    controls' tables when enabled."""
-    return [*TABLE_VARIANTS, *([MIXTURE_TABLE] if mixture_experiments(cfg) else []),
-            *(CONTROL_TABLES if control_levels(cfg) else ())]
+    """The tables the workflow builds (``artifact_names``)."""
+    return artifact_names(cfg, "table")
 
 
-# ---- controls (issue 18; gentax.controls) ----------------------------------------------------------
+# ---- controls (gentax.controls) ----------------------------------------------------------
 def control_property_paths(cfg: dict) -> list[str]:
     """Each level's property log (relative to the results folder), in level order."""
     return [property_path(cfg, level) for level in control_levels(cfg)]
@@ -548,21 +528,26 @@ def control_level(cfg: dict, label: str) -> ControlLevel:
 
 
 def figure_names(cfg: dict) -> list[str]:
-    """The figures the workflow builds: the paper's, plus the mixture figure and the controls' when enabled."""
-    return [*FIGURE_VARIANTS, *([MIXTURE_FIGURE] if mixture_experiments(cfg) else []),
-            *([CONTROL_FIGURE] if control_levels(cfg) else [])]
+    """The figures the workflow builds (``artifact_names``)."""
+    return artifact_names(cfg, "figure")
+
+
+def _artifact(name: str) -> artifacts.Artifact:
+    if name not in artifacts.names():
+        raise ConfigError(f"unknown table or figure {name!r}; known: {', '.join(artifacts.names())}")
+    return artifacts.get(name)
 
 
 def artifact_runs(cfg: dict, name: str) -> list[Run]:
-    """The runs a table or figure reads: those of its variants on one domain; the mixture table and
-    figure read the mixture runs and their members' single-domain runs of the same init and variant."""
-    from gentax.domains.spec import is_mixture, mixture_weights
-
-    if name in MIXTURE_ARTIFACTS:
+    """The runs a table or figure reads: those of its variants on one domain; an artifact planned
+    with the mixtures reads the mixture runs and their members' single-domain runs of the same
+    init and variant; one planned with the controls the runs its levels read."""
+    planned = _artifact(name).planned
+    if planned == "mixtures":
         mixed = [r for r in runs(cfg) if is_mixture(r.train_domain)]
         members = {(r.init, d, r.variant_label) for r in mixed for d in mixture_weights(r.train_domain)}
         return mixed + [r for r in runs(cfg) if (r.init, r.train_domain, r.variant_label) in members]
-    if name in CONTROL_NAMES:
+    if planned == "controls":
         wanted = {(lv.init, lv.train_domain, level_run_label(cfg, lv)) for lv in control_levels(cfg)}
         return [r for r in runs(cfg) if (r.init, r.train_domain, r.variant_label) in wanted]
     variants = artifact_variants(name)
@@ -570,16 +555,51 @@ def artifact_runs(cfg: dict, name: str) -> list[Run]:
 
 
 def artifact_variants(name: str, cfg: dict | None = None) -> list[str]:
-    """The run variants a table or figure reads; ConfigError for an unknown name."""
-    if name in MIXTURE_ARTIFACTS:
+    """The run variants a table or figure reads; ConfigError for an unknown name. For the
+    mixtures' and the controls' artifacts they come from ``cfg`` (without it: the default)."""
+    artifact = _artifact(name)
+    if artifact.planned == "mixtures":
         return sorted({e["variant"] for e in mixture_experiments(cfg)}) if cfg is not None else ["default"]
-    if name in CONTROL_NAMES:  # the base rows their ΔID and ΔOOD compare with
+    if artifact.planned == "controls":  # the base rows their ΔID and ΔOOD compare with
         return sorted({runspec.base_variant(lv.variant) for lv in control_levels(cfg)}) if cfg is not None else ["default"]
-    variants = TABLE_VARIANTS.get(name) or FIGURE_VARIANTS.get(name)
-    if variants is None:
-        known = ", ".join([*TABLE_VARIANTS, *FIGURE_VARIANTS, *MIXTURE_ARTIFACTS, *CONTROL_NAMES])
-        raise ConfigError(f"unknown table or figure {name!r}; known: {known}")
-    return variants
+    return list(artifact.variants)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reads:
+    """What one table or figure reads: run summaries (run, part), base rows (init, variant), and
+    whether it reads the properties table and the controls' properties table."""
+    runs: tuple[tuple[Run, str], ...]
+    bases: tuple[tuple[str, str], ...]
+    properties: bool
+    controls: bool
+
+
+def artifact_reads(cfg: dict, name: str) -> Reads:
+    """The inputs of table/figure ``name`` from its registry entry: its runs' main summaries (and
+    extended ones where the entry reads them and the run has extended checkpoints), the base rows
+    of its variants (always the default's), and the properties tables it reads."""
+    artifact, variants = _artifact(name), artifact_variants(name, cfg)
+    parts = [(run, "main") for run in artifact_runs(cfg, name)]
+    if artifact.extended:
+        parts += [(run, "extended") for run, _ in list(parts) if eval_steps(cfg, run, "extended")]
+    bases = [(init, v) for init in ("v1", "v2") for v in base_variants(cfg, init) if v in variants or v == "default"]
+    return Reads(tuple(parts), tuple(bases), artifact.properties, artifact.controls)
+
+
+def artifact_inputs(cfg: dict, name: str, results: str) -> dict[str, Any]:
+    """The input files of the rule that builds table/figure ``name`` under the results folder
+    ``results`` (``artifact_reads`` as paths): ``summaries``, and ``properties`` / ``controls``
+    when it reads them."""
+    reads = artifact_reads(cfg, name)
+    inputs: dict[str, Any] = {"summaries": sorted(
+        {f"{results}/summary/{part}/{run.path}.csv" for run, part in reads.runs}
+        | {f"{results}/summary/base/{init}/{v}.csv" for init, v in reads.bases})}
+    if reads.properties:
+        inputs["properties"] = f"{results}/properties/properties.csv"
+    if reads.controls:
+        inputs["controls"] = f"{results}/{PROPERTIES_TABLE}"
+    return inputs
 
 
 def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
@@ -587,7 +607,10 @@ def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
 
     ``{rule: [units of each job]}`` where units are training steps (``rl_v1``, ``rl_segment``,
     ``sft_v2``, ``embedded_base``), episodes (``eval_checkpoint``, ``properties``, ``sft_data``: the
-    V1 episodes it rolls out) or 0 (bookkeeping jobs). Mirrors the rules' input functions.
+    V1 episodes it rolls out) or 0 (bookkeeping jobs). What each table/figure reads comes from its
+    registry entry (``artifact_reads``, the same function as the rules' ``artifact_inputs``); from
+    there it follows the rules' input functions (run summary -> checkpoint evaluations -> training
+    segments; SFT and V1 below V2), which tests/test_cost.py checks against Snakemake's dry-run.
     """
     names = list(names) if names is not None else [*table_names(cfg), *figure_names(cfg)]
     out: dict[str, list[int]] = defaultdict(list)
@@ -595,16 +618,13 @@ def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
     bases: set[tuple[str, str]] = set()
     with_properties = with_controls = False
     for name in names:
-        variants = artifact_variants(name, cfg)
-        out["figure" if name in FIGURE_VARIANTS or name in (MIXTURE_FIGURE, CONTROL_FIGURE) else "table"].append(0)
-        for run in artifact_runs(cfg, name):
-            wanted = parts.setdefault(run, set())
-            wanted.add("main")
-            if name in WITH_EXTENDED and eval_steps(cfg, run, "extended"):
-                wanted.add("extended")
-        bases |= {(init, v) for init in ("v1", "v2") for v in base_variants(cfg, init) if v in variants or v == "default"}
-        with_properties |= name in TABLES_WITH_PROPERTIES
-        with_controls |= name in CONTROL_NAMES
+        reads = artifact_reads(cfg, name)  # the registry entry's inputs, as the rule's input function reads them
+        out[_artifact(name).kind].append(0)
+        for run, part in reads.runs:
+            parts.setdefault(run, set()).add(part)
+        bases |= set(reads.bases)
+        with_properties |= reads.properties
+        with_controls |= reads.controls
     task_domains: set[str] = set()
     for run, wanted in parts.items():
         steps = [s for part in sorted(wanted) for s in eval_steps(cfg, run, part)]
@@ -631,8 +651,6 @@ def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
         task_domains.add(Path(log).stem)
     if logs:
         inits.add(cfg["properties"]["init"])
-    from gentax.train.sft_config import load_sft_config
-
     if "v2" in inits:
         inits.add("v1")
         sft = load_sft_config(sft_section(cfg["inits"]["v2"]["sft"]), preset="v2")

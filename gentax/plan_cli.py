@@ -43,6 +43,32 @@ def register(sub) -> None:
     t.add_argument("--out")
     t.set_defaults(func=_tasks)
 
+    c = sub.add_parser("controls-properties-table", help="one row per level of the controls from its property log",
+                       description="One row per level of the controls from its property log (a workflow job).")
+    c.add_argument("--job", metavar="SPEC", required=True, help=jobspec.HELP)
+    c.set_defaults(func=_controls_properties_table, verb="controls-properties-table")
+
+
+def _controls_properties_table(args) -> int:
+    """The controls' properties table; its job spec (gentax.study.jobs.controls_properties_table)
+    holds the levels, their property logs and the output."""
+    import pandas as pd  # function-local: `gentax --help` stays fast
+
+    from gentax import io as gio
+    from gentax.controls import ControlLevel, property_row
+
+    s = jobspec.take(jobspec.load(args.job), ("levels", "inputs", "out"), verb=args.verb)
+    rows = []
+    for level, path in zip(s["levels"], s["inputs"]):
+        level = dict(level)
+        run_label = level.pop("run_label")
+        data = json.loads(Path(path).read_text())
+        rows.append(property_row(ControlLevel(**level), run_label, data["measures"]))
+    with gio.atomic_path(s["out"]) as tmp:
+        pd.DataFrame(rows).to_csv(tmp, index=False)
+    print(f"wrote {s['out']}: {len(rows)} levels")
+    return 0
+
 
 def _tasks(args) -> int:
     """A task manifest; a job spec (gentax.study.jobs.tasks) holds domain, episodes, split,
@@ -96,7 +122,7 @@ def _plan(args) -> int:
     for run in result["runs"]:
         print(f"  {run['init']:<3} {run['train_domain']:<9} {run['variant']:<8} seed {run['seed']}  {run['steps']} steps")
     if result["controls"]:
-        print("controls (issue 18): each level, the runs it reads, its property log")
+        print("controls: each level, the runs it reads, its property log")
     for c in result["controls"]:
         reads = "its own runs" if c["own_runs"] else f"the grid's {c['runs']} runs"
         print(f"  {c['control']:<10} {c['level']:<10} {c['setting']}: {reads}; {c['property_log']}")

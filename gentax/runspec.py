@@ -23,7 +23,7 @@ init, training domains with weights (``train``; one domain = weight 1), variant,
 steps, thinking mode, augmentation (None, or {kind, p, eps: {domain: eps}} for the training
 domains) and the training domains' settings after the variant's overrides (``domains``: {domain:
 {max_steps, options}}); a run that is no grid run of its variant, a level of a control sweep
-(issue 18, built by ``gentax.plan.control_run``), also has a ``label`` that names it in paths and
+(built by ``gentax.plan.control_run``), also has a ``label`` that names it in paths and
 tables instead of the variant (``variant_label``); a grid run's spec has no ``label`` key. The workflow writes it into the run folder (``run_spec.json``) and hands
 it to ``gentax train rl --run-spec``; the engines read it as it is.
 
@@ -41,16 +41,14 @@ import json
 import re
 from typing import Any, Mapping
 
+from gentax.agent.prompts import MODES
 from gentax.errors import GentaxError
 
 #: thinking mode -> the collector's settings for it (``gentax.rollout.collector.CollectConfig`` fields)
-THINK_MODES: dict[str, dict[str, Any]] = {
-    "on": {"think": True},    # the paper's prompt: reason in <think>...</think>, then <action>
-    "off": {"think": False},  # Table 7: the thinking instruction is dropped
-    # beyond the paper (issue 18): the "on" prompt, but the think block is forced neutral filler of
-    # the thinking run's mean think tokens (gentax.agent.filler; the engine adds the FillerSpec)
-    "filler": {"think": "filler"},
-}
+#: the agent's think modes (gentax.agent.prompts.MODES, which says what each does to the prompt) as
+#: collector settings: "on" the paper's prompt (think=True), "off" Table 7's (think=False), "filler"
+#: beyond the paper (the engine adds the FillerSpec, gentax.agent.filler)
+THINK_MODES: dict[str, dict[str, Any]] = {mode: {"think": {"on": True, "off": False}.get(mode, mode)} for mode in MODES}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +132,7 @@ class RunSpec:
     think: str
     augmentation: Mapping[str, Any] | None
     domains: Mapping[str, Mapping[str, Any]]
-    #: a run that is no grid run of its variant: a level of a control sweep (issue 18,
+    #: a run that is no grid run of its variant: a level of a control sweep (
     #: ``gentax.controls``: ``difficulty-short``, ``richness-eps80``) whose settings override the
     #: variant's; its name in paths and tables instead of the variant's. Empty for a grid run.
     label: str = ""

@@ -32,6 +32,9 @@ import yaml
 
 from gentax import plan as gplan
 from gentax.io import read_yaml
+from gentax.study.jobs import rl_section
+from gentax.train.sft import llamafactory_args
+from gentax.train.sft_config import load_sft_config
 
 SOURCES_FILE = Path(__file__).with_name("settings_sources.yaml")
 KINDS = ("study", "rl", "sft", "sft_data", "eval", "properties", "domains")
@@ -60,8 +63,7 @@ def shown_run(cfg: dict) -> gplan.Run:
 
 def rl_settings(cfg: dict) -> dict[str, Any]:
     """The first grid run's RL settings as its engine receives them."""
-    from gentax.study.jobs import rl_section
-    from gentax.train.config import load_rl_config
+    from gentax.train.config import load_rl_config  # function-local: defers numpy (gentax.train.grpo)
 
     run = shown_run(cfg)
     section = rl_section(cfg["rl"], save_every=cfg["rl"]["save_every"], dtype=cfg["engines"].get("dtype", "auto"))
@@ -70,7 +72,7 @@ def rl_settings(cfg: dict) -> dict[str, Any]:
         return {**rl.to_dict(), "run_spec": run.to_dict()}
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from gentax.train.verl_engine import verl_overrides
+    from gentax.train.verl_engine import verl_overrides  # function-local: defers numpy, like load_rl_config
 
     overrides = verl_overrides(rl, model_path=f"<Ckpt {run.init}>", run=run, run_dir="RUN_DIR", end_step=run.steps,
                                train_file="train.parquet", val_file="val.parquet")
@@ -79,9 +81,6 @@ def rl_settings(cfg: dict) -> dict[str, Any]:
 
 def sft_settings(cfg: dict) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the LlamaFactory arguments, the data settings) of the V2 SFT."""
-    from gentax.train.sft import llamafactory_args
-    from gentax.train.sft_config import load_sft_config
-
     sft = load_sft_config(gplan.sft_section(cfg["inits"]["v2"]["sft"]), preset="v2")
     gpus = int(cfg.get("cluster", {}).get("gpus_per_node", 1))
     args = llamafactory_args(sft, Path("SFT_DATA"), Path("<Ckpt v1>"), Path("OUT"), 0, gpus)
@@ -153,7 +152,7 @@ def render(cfg: dict) -> str:
                 tag = f"  [changed] the paper preset has {_show(paper[kind].get(name))}"
             lines.append(f"  {name:<{width}}  {_show(value)}{tag}")
     if cfg.get("cluster", {}).get("memory_check"):
-        from gentax.train.memory import job_estimates
+        from gentax.train.memory import job_estimates  # function-local: the cycle docs/contracts.md "Layers" names
 
         lines += ["", f"== Memory per GPU ({cfg['cluster']['gpu_memory_gib']} GiB, margin "
                       f"{cfg['cluster']['memory_margin']:.0%}; DeepSpeed's estimators + activations)"]

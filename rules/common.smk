@@ -17,11 +17,6 @@ wildcard_constraints:
     start=r"\d+",
     end=r"\d+",
 
-# Which run variants each table/figure reads: one place, gentax.plan (`gentax plan --cost` prices the same jobs).
-TABLE_VARIANTS = gplan.TABLE_VARIANTS
-FIGURE_VARIANTS = gplan.FIGURE_VARIANTS
-TABLES_WITH_PROPERTIES = gplan.TABLES_WITH_PROPERTIES
-WITH_EXTENDED = gplan.WITH_EXTENDED
 # The chain that makes the initial policies (embedded base -> V1 -> SFT data -> V2) is the critical
 # path: when one of its jobs is ready it goes before the evals and RL runs of V1 that could fill the cores.
 CHAIN_PRIORITY = 10
@@ -122,26 +117,9 @@ def base_variants(init):
     return gplan.base_variants(config, init)
 
 
-def summaries_for(name):
-    """The run summaries a table/figure reads (gentax.plan.artifact_runs), and the base rows."""
-    variants = gplan.artifact_variants(name, config)
-    runs = gplan.artifact_runs(config, name)
-    files = [f"{R}/summary/main/{r.path}.csv" for r in runs]
-    if name in WITH_EXTENDED:
-        files += [f"{R}/summary/extended/{r.path}.csv" for r in runs if gplan.eval_steps(config, r, "extended")]
-    files += [f"{R}/summary/base/{init}/{v}.csv" for init in ("v1", "v2")
-              for v in base_variants(init) if v in variants or v == "default"]
-    return sorted(set(files))
-
-
 def table_inputs(wc):
-    name = wc.name
-    inputs = {"summaries": summaries_for(name)}
-    if name in TABLES_WITH_PROPERTIES:
-        inputs["properties"] = f"{R}/properties/properties.csv"
-    if name in gplan.CONTROL_NAMES:
-        inputs["controls"] = f"{R}/{gcontrols.PROPERTIES_TABLE}"
-    return inputs
+    """What a table/figure reads: the artifact registry's entry (gentax.analysis.artifacts), as paths."""
+    return gplan.artifact_inputs(config, wc.name, R)
 
 
 def all_tables():

@@ -1,5 +1,5 @@
-# Tables and figures. Each reads only the run summaries of the variants it needs (common.smk
-# TABLE_VARIANTS / FIGURE_VARIANTS), so e.g. table5 reruns when an augmentation setting changes
+# Tables and figures. Each reads only the run summaries of the variants its registry entry names
+# (gentax.analysis.artifacts), so e.g. table5 reruns when an augmentation setting changes
 # and table2 does not. Outputs are marked for `snakemake --report`, with their provenance record
 # (gentax.provenance, written beside each) as the report's columns; one subcategory per table/figure
 # (Snakemake's report treats a label with two values among a category's results as an on/off toggle,

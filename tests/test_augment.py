@@ -10,21 +10,21 @@ from agent_observations import REAL_REQUIRED, SLOW, expert_episode, is_real, obs
 from gentax.agent.parse import format_response, parse_response
 from gentax.agent.prompts import build_messages
 from gentax.domains import make
+from gentax.domains.alfworld import ALFWORLD_TYPES
 from gentax.domains.augment import (
-    ALFWORLD_TYPES,
     CHARS_PER_TOKEN,
     DOMAINS,
     DONOR_CHARS_PER_TOKEN,
     KINDS,
     MONITOR_SHOWS,
     NOMINAL_TOKENS,
-    SCIWORLD_THINGS,
     Augmented,
     TrajectoryAugmenter,
     augment,
     observation_bank,
     strip_inserted,
 )
+from gentax.domains.sciworld import SCIWORLD_THINGS
 from gentax.errors import GentaxError
 
 EPS = (0, 5, 10, 12, 30, 40, 80, 200, 300)

@@ -1,4 +1,4 @@
-"""The controls of issue 18 (difficulty sweep, richness sweep): config block, tables, figure."""
+"""The controls (difficulty sweep, richness sweep): config block, tables, figure."""
 
 from __future__ import annotations
 

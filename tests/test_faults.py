@@ -1,4 +1,4 @@
-"""Faults lose nothing and hide nothing (issue 15): kills around a checkpoint save and during an
+"""Faults lose nothing and hide nothing: kills around a checkpoint save and during an
 eval write, temporaries left by killed writes, two trainers on one run folder.
 
 A kill is simulated in-process by raising ``Killed`` (a BaseException, so no ``except Exception``

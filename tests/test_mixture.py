@@ -1,4 +1,4 @@
-"""Training on a mixture of domains (issue 14, part 4): the run name, how a step's tasks are split
+"""Training on a mixture of domains: the run name, how a step's tasks are split
 over the domains, and one local-engine step on a tiny model that trains on both domains."""
 
 from __future__ import annotations

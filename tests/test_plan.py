@@ -100,7 +100,7 @@ def test_cross_field_errors_name_the_key(paper):
     ({"min_solution_length": 9, "max_solution_length": 4}, "max_solution_length 4 < min_solution_length 9"),
 ])
 def test_domain_knobs_are_checked_at_plan_time(paper, options, needle):
-    """Failure 4 of issue 15: a bad knob passed validation and failed only when a job ran."""
+    """A bad knob once passed validation and failed only when a job ran."""
     with pytest.raises(ConfigError) as err:
         gplan.validate(_broken(paper, ("domains", "sokoban", "options"), options))
     assert needle in str(err.value)

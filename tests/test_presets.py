@@ -1,4 +1,4 @@
-"""One config source (issue 14): config.yaml, the preset's overlay, then the user's overrides.
+"""One config source: config.yaml, the preset's overlay, then the user's overrides.
 
 `snakemake --configfile mine.yaml` keeps the embedded preset (it used to switch silently to the
 paper study), and an override of a value config/embedded.yaml sets takes effect (it used to be

@@ -52,7 +52,7 @@ def test_properties_writes_measures(tmp_path, capsys):
 
 
 def test_properties_of_augmented_states_measure_the_richer_text(tmp_path):
-    # a richness level of the controls (issue 18): the property log sees the states its runs train on
+    # a richness level of the controls: the property log sees the states its runs train on
     plain, rich = tmp_path / "plain.parquet", tmp_path / "rich.parquet"
     common = ["properties", "--generator", "expert", "--domain", "sokoban", "--episodes", "2", "--t-max", "50", "--quiet"]
     assert main([*common, "--out", str(plain)]) == 0

@@ -178,7 +178,7 @@ def test_killed_jvm_or_worker_ends_the_episode_with_an_error_then_a_fresh_worker
     os.kill(old[victim], signal.SIGKILL)
     obs, reward, done, info = env.step(env.expert_action())
     assert done and reward == 0.0 and not info["won"] and "sciworld" in info["error"], info
-    assert "\n" not in info["error"] and len(info["error"]) <= 200  # one short reason (issue 15)
+    assert "\n" not in info["error"] and len(info["error"]) <= 200  # one short reason
     assert capfd.readouterr().err.count("Traceback") <= 1  # the traceback in the log once, not per py4j call
     assert env.worker_info is None
     with pytest.raises(RuntimeError):

@@ -55,7 +55,7 @@ PAPER_STATES = {
     ("domains", "sokoban.max_steps"): 15,
     ("domains", "sciworld.max_steps"): 50,
 }
-# The open choices issue #20 named, with the value and source the paper preset gives them
+# The open choices of the paper preset, with the value and source the paper preset gives them
 OPEN_CHOICES = {
     ("rl", "actor_rollout_ref.actor.entropy_coeff"): (0.0, "verl"),
     ("rl", "gentax.invalid_penalty_placement"): ("after_normalisation", "ours"),
@@ -135,7 +135,7 @@ def test_cli_prints_settings_sources_and_memory(tmp_path, capsys):
 
 
 def test_embedded_preset_settings_are_unchanged(paper):
-    """The embedded preset's jobs receive what they did before issue #20 (CPU: no DeepSpeed, no entropy)."""
+    """The embedded preset's jobs receive what they did before the settings audit (CPU: no DeepSpeed, no entropy)."""
     embedded = gplan.load_config([REPO / "config.yaml", REPO / "config" / "embedded.yaml"])
     s = gsettings.effective_settings(embedded)
     assert s["rl"]["entropy_coeff"] == 0.0 and s["rl"]["invalid_penalty_placement"] == "after_normalisation"

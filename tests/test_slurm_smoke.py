@@ -9,7 +9,7 @@ Afterwards the stale-rerun behaviour is checked on the finished results: nothing
 one eval file reruns only its downstream; changing one augmentation eps reruns only the jobs
 that read it.
 
-Preemption (issue 15): two copies of the finished workflow extend one run (a second segment,
+Preemption: two copies of the finished workflow extend one run (a second segment,
 1 -> EXTENDED_STEPS); in one copy the segment's SLURM job is `scancel`ed mid-training, as a
 preemption would; Snakemake's retry resubmits it, it resumes from its last checkpoint, and every
 step, table and final weight equals the uninterrupted copy's.

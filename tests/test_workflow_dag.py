@@ -49,7 +49,7 @@ def test_embedded_default_plan_builds_the_embedded_model():
     # tables 2-8 + bootstrap CIs + rank stability + mixture_ood + the controls' sweep and regression;
     # the paper's 4 figures + the mixture's + the controls'
     assert c["table"] == 9 + 1 + 2 and c["figure"] == 4 + 1 + 1
-    # the controls (issue 18): one run of its own (V1 Sokoban with longer solutions), evaluated on V1's
+    # the controls: one run of its own (V1 Sokoban with longer solutions), evaluated on V1's
     # 3 domains; the other levels read the grid's V1 Sokoban default and aug runs; two property logs
     assert c["control_properties"] == 2 and c["controls_properties_table"] == 1
     assert "results/runs/v1/sokoban/difficulty-longer/seed0/segment_0_2.json" in text
@@ -93,7 +93,7 @@ def test_paper_preset_that_does_not_fit_its_gpus_stops_the_plan(tmp_path):
 
 
 def test_a_bad_domain_knob_stops_the_slurm_dry_run(tmp_path):
-    """Failure 4 of issue 15: the dry-run passed and the job failed after queueing."""
+    """The dry-run once passed and the job failed after queueing."""
     bad = tmp_path / "bad.yaml"
     bad.write_text("domains: {sokoban: {max_steps: 15, options: {room_sise: 5}}}\n")
     proc = subprocess.run([*SNAKEMAKE, "-n", "--profile", "profiles/slurm", "--configfile", "config.yaml", str(bad)],

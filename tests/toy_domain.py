@@ -9,9 +9,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from gentax.agent.parse import exact_action
 from gentax.domains.base import DomainEnv, Observation, Task
-from gentax.domains.spec import Augmentation, DomainSpec
+from gentax.domains.spec import Augmentation, DomainSpec, exact_action
 from gentax.errors import GentaxError
 
 

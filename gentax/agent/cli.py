@@ -15,11 +15,11 @@ import argparse
 import json
 import sys
 
+from gentax.domains import DOMAINS, make
+from gentax.domains.augment import KINDS, TrajectoryAugmenter
+
 
 def register(subparsers) -> None:
-    from gentax.domains import DOMAINS
-    from gentax.domains.augment import KINDS
-
     augment = subparsers.add_parser("augment", help="State Information Augmentation tools")
     sub = augment.add_subparsers(dest="augment_command", required=True, metavar="SUBCOMMAND")
     preview = sub.add_parser("preview", help="show one real observation before and after augmentation")
@@ -33,9 +33,6 @@ def register(subparsers) -> None:
 
 
 def _preview(args: argparse.Namespace) -> int:
-    from gentax.domains import make
-    from gentax.domains.augment import TrajectoryAugmenter
-
     augmenter = TrajectoryAugmenter(args.domain, args.eps, 1.0, args.kind, seed=args.seed)
     with make(args.domain, split=args.split, seed=args.seed) as env:
         obs = env.reset(env.task(args.seed))

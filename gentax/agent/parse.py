@@ -27,28 +27,22 @@ the order they are checked (the first failing one is the reason):
 Normalisation before the admissibility check: whitespace is collapsed and trimmed; one pair of
 surrounding quotes (the prompt lists actions in quotes) and a trailing period are dropped.
 
-- ALFWorld, Sokoban: case-insensitive exact match against ``admissible``; the env's own
-  spelling is returned.
-- SciWorld: lower-cased; valid when it equals an admissible action, or fills an admissible
-  TEMPLATE (placeholders ``OBJ``, ``LOC``, ``OBJ1``…, or ``<...>`` match any text). The
-  list may be huge; the whole list given is checked, not just what the prompt showed.
-- WebShop: ``search[query]`` is valid whenever the page has a search bar (an admissible
-  ``search[...]`` entry); the query text is free. ``click[x]`` is valid when ``x`` equals an
-  admissible ``click[...]`` target ignoring case and whitespace; the env's spelling is returned.
-
-With an empty ``admissible`` the admissibility check is skipped (the env decides).
-Which rule a domain uses is its spec's ``action_syntax`` (``gentax.domains.spec``): ``exact_action``,
-``template_action``, ``webshop_action`` here, or a domain's own function; an unknown domain is a
-``GentaxError``.
+The admissibility rule is the domain's spec's ``action_syntax`` (``gentax.domains.spec``):
+``exact_action`` there (ALFWorld, Sokoban: a case-insensitive exact match, the env's spelling
+returned), ``template_action`` in ``gentax.domains.sciworld`` (OBJ/LOC templates),
+``webshop_action`` in ``gentax.domains.webshop`` (free ``search[...]`` queries, ``click[...]``
+on a shown target), or a domain's own function; an unknown domain is a ``GentaxError``. With an
+empty ``admissible`` the admissibility check is skipped (the env decides).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 from typing import Sequence
 
+from gentax.agent.prompts import mode_of
+from gentax.domains.spec import spec
 
 REASONS = (
     "no_action_tag",
@@ -64,8 +58,6 @@ _THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.IGNORECASE | re.DOTALL)
 _ACTION_BLOCK = re.compile(r"<action>(.*?)</action>", re.IGNORECASE | re.DOTALL)
 _OPEN_THINK = re.compile(r"<think>", re.IGNORECASE)
 _OPEN_ACTION = re.compile(r"<action>", re.IGNORECASE)
-_WEBSHOP_COMMAND = re.compile(r"(search|click)\s*\[(.*)\]", re.IGNORECASE | re.DOTALL)
-_PLACEHOLDER = re.compile(r"\b(?:OBJ|LOC)\d*\b|<[^<>]+>")
 _QUOTES = "'\"`"
 
 
@@ -85,9 +77,6 @@ def parse_response(
     text: str, *, domain: str, admissible: Sequence[str] = (), think: bool | str = True
 ) -> Parsed:
     """Parse ``text`` (see the module docstring for the rules and reason codes)."""
-    from gentax.agent.prompts import mode_of
-    from gentax.domains.spec import spec
-
     think = mode_of(think) == "on"  # filler: the think block is not part of the generated text
 
     action_syntax = spec(domain).action_syntax  # an unknown domain is one GentaxError
@@ -138,66 +127,10 @@ def format_response(action: str, think_text: str | None) -> str:
     return f"<think>{think_text}</think>\n<action>{action}</action>"
 
 
-# ---- action syntaxes (a domain's spec names one of these, or its own) -------------------------------------------------------------
+# ---- normalisation before the domain's action syntax ------------------------------------------
 def _strip_decoration(command: str) -> str:
     if len(command) >= 2 and command[0] == command[-1] and command[0] in _QUOTES:
         command = command[1:-1].strip()
     if command.endswith(".") and not command.endswith(".."):
         command = command[:-1].rstrip()
     return command
-
-
-def _key(text: str) -> str:
-    return " ".join(text.split()).lower()
-
-
-def exact_action(command: str, admissible: Sequence[str]) -> tuple[str | None, str | None]:
-    if not admissible:
-        return command.lower(), None
-    table = {_key(a): a for a in admissible}
-    found = table.get(command.lower())
-    return (found, None) if found is not None else (None, "not_admissible")
-
-
-def template_action(command: str, admissible: Sequence[str]) -> tuple[str | None, str | None]:
-    action = command.lower()
-    if not admissible:
-        return action, None
-    if action in {_key(a) for a in admissible}:
-        return action, None
-    if any(pattern.fullmatch(action) for pattern in _templates(tuple(admissible))):
-        return action, None
-    return None, "not_admissible"
-
-
-@functools.lru_cache(maxsize=64)
-def _templates(admissible: tuple[str, ...]) -> list[re.Pattern]:
-    patterns = []
-    for entry in admissible:
-        parts = _PLACEHOLDER.split(" ".join(entry.split()))
-        if len(parts) == 1:
-            continue  # a concrete action, not a template
-        literal = [re.escape(part.lower()) for part in parts]
-        patterns.append(re.compile("(.+?)".join(literal)))
-    return patterns
-
-
-def webshop_action(command: str, admissible: Sequence[str]) -> tuple[str | None, str | None]:
-    match = _WEBSHOP_COMMAND.fullmatch(command)
-    if not match:
-        return None, "not_admissible"
-    verb, argument = match.group(1).lower(), " ".join(match.group(2).split())
-    if not argument:
-        return None, "empty"
-    if verb == "search":
-        has_search = not admissible or any(a.strip().lower().startswith("search[") for a in admissible)
-        return (f"search[{argument}]", None) if has_search else (None, "not_admissible")
-    if not admissible:
-        return f"click[{argument}]", None
-    targets = {}
-    for entry in admissible:
-        clickable = _WEBSHOP_COMMAND.fullmatch(entry.strip())
-        if clickable and clickable.group(1).lower() == "click":
-            targets[_key(clickable.group(2))] = entry
-    found = targets.get(argument.lower())
-    return (found, None) if found is not None else (None, "not_admissible")

@@ -42,17 +42,14 @@ import re
 from typing import Sequence
 
 from gentax.domains.base import Observation
+from gentax.domains.spec import spec, specs
 from gentax.errors import GentaxError
 
-_TEMPLATE_PLACEHOLDER = re.compile(r"\b(?:OBJ|LOC)\d*\b")
 _GOAL_PREFIX = re.compile(r"^\s*your task is to:?\s*", re.IGNORECASE)
-
 
 
 def __getattr__(name: str):
     if name == "MAX_ADMISSIBLE_SHOWN":  # derived from the domain specs (gentax.domains.spec)
-        from gentax.domains.spec import specs
-
         return {d: s.max_admissible_shown for d, s in specs().items()}
     raise AttributeError(name)
 
@@ -67,11 +64,6 @@ def mode_of(think: bool | str) -> str:
     if think not in MODES:
         raise GentaxError(f"unknown think mode {think!r}; valid: {', '.join(MODES)}")
     return think
-
-
-def has_templates(obs: Observation) -> bool:
-    """Whether the admissible list holds OBJ/LOC templates (SciWorld shows its rule line then)."""
-    return any(map(_TEMPLATE_PLACEHOLDER.search, obs.admissible))
 
 
 DOMAIN_DEFAULT = object()  # sentinel: use the domain spec's max_admissible_shown
@@ -100,8 +92,6 @@ def build_messages(
     max_admissible: int | None | object = DOMAIN_DEFAULT,
 ) -> list[dict[str, str]]:
     """The chat messages for one step (see the module docstring for the layout)."""
-    from gentax.domains.spec import spec
-
     declared = spec(domain)  # an unknown domain is one GentaxError
     if history_length < 0:
         raise GentaxError(f"history_length must be >= 0, got {history_length}")

@@ -6,5 +6,6 @@ Inputs and every definition: ``docs/tables.md``. Entry points:
 - ``gentax.analysis.tables.build_all``: write every table, statistic and figure to a folder
   (atomically); ``gentax tables`` is its command line (``gentax.analysis.cli``);
 - ``gentax.analysis.tables.build_one``: one table or figure to given paths (workflow rules);
-- ``gentax.analysis.tables.compute_tables``: everything in memory.
+- ``gentax.analysis.tables.compute_tables``: everything in memory;
+- ``gentax.analysis.artifacts``: the registry of the tables and figures (one entry each).
 """

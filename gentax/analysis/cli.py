@@ -49,7 +49,7 @@ def _decimals(text: str) -> int | None:
 
 
 def register(subparsers) -> None:
-    from gentax.analysis.summary import DEFAULT_WINDOW
+    from gentax.analysis.summary import DEFAULT_WINDOW  # function-local: defers pandas until a command runs
 
     parser = subparsers.add_parser(
         "tables", help="write the study's tables, statistics and figures from a success summary",
@@ -90,16 +90,14 @@ def _register_jobs(subparsers) -> None:
             ("summarize", _summarize, "one run's (or initial policy's) evaluations as long-format success rows"),
             ("table", _artifact, "one table of the study from the run summaries it reads"),
             ("figure", _artifact, "one figure of the study from the run summaries it reads"),
-            ("properties-table", _properties_table, "one row per domain from the property logs"),
-            ("controls-properties-table", _controls_properties_table,
-             "one row per level of the controls from its property log")):
+            ("properties-table", _properties_table, "one row per domain from the property logs")):
         p = subparsers.add_parser(verb, help=what, description=what + " (a workflow job: --job SPEC).")
         p.add_argument("--job", metavar="SPEC", required=True, help=jobspec.HELP)
         p.set_defaults(func=func, verb=verb)
 
 
 def _summarize(args) -> int:
-    from gentax.analysis.summary import summarize_evals
+    from gentax.analysis.summary import summarize_evals  # function-local: defers pandas
 
     s = jobspec.take(jobspec.load(args.job), ("inputs", "keys", "out"), verb=args.verb)
     frame = summarize_evals(s["inputs"], s["keys"])
@@ -111,8 +109,8 @@ def _summarize(args) -> int:
 
 def _artifact(args) -> int:
     """A table or figure and its provenance record (its inputs' hashes)."""
-    from gentax import provenance
-    from gentax.analysis.tables import build_one
+    from gentax import provenance  # function-local: reads package metadata only when a job runs
+    from gentax.analysis.tables import build_one  # function-local: defers pandas and matplotlib
 
     s = jobspec.take(jobspec.load(args.job), ("name", "summaries", "properties", "controls", "outputs", "provenance",
                                               "window", "seed", "error_mark_pct"), verb=args.verb)
@@ -125,7 +123,7 @@ def _artifact(args) -> int:
 
 
 def _properties_table(args) -> int:
-    import pandas as pd
+    import pandas as pd  # function-local: `gentax --help` stays fast
 
     s = jobspec.take(jobspec.load(args.job), ("inputs", "out"), verb=args.verb)
     rows = []
@@ -138,26 +136,8 @@ def _properties_table(args) -> int:
     return 0
 
 
-def _controls_properties_table(args) -> int:
-    import pandas as pd
-
-    from gentax.controls import ControlLevel, property_row
-
-    s = jobspec.take(jobspec.load(args.job), ("levels", "inputs", "out"), verb=args.verb)
-    rows = []
-    for level, path in zip(s["levels"], s["inputs"]):
-        level = dict(level)
-        run_label = level.pop("run_label")
-        data = json.loads(Path(path).read_text())
-        rows.append(property_row(ControlLevel(**level), run_label, data["measures"]))
-    with atomic_path(s["out"]) as tmp:
-        pd.DataFrame(rows).to_csv(tmp, index=False)
-    print(f"wrote {s['out']}: {len(rows)} levels")
-    return 0
-
-
 def run(args) -> int:
-    from gentax.analysis.tables import build_all
+    from gentax.analysis.tables import build_all  # function-local: defers pandas until a command runs
 
     if args.bootstrap < 0:
         raise GentaxError(f"--bootstrap must be >= 0, got {args.bootstrap}")

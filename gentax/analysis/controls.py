@@ -1,4 +1,4 @@
-"""The controls' tables (issue 18; beyond the paper): difficulty vs state richness.
+"""The controls' tables (beyond the paper): difficulty vs state richness.
 
 Inputs: the success summary (the control runs' rows and the base rows) and the controls'
 properties table (``gentax.controls.property_row``, one row per level of a sweep):
@@ -40,6 +40,8 @@ import numpy as np
 import pandas as pd
 
 from gentax.analysis import stats
+from gentax.analysis.formatting import MISSING, Table, number, signed
+from gentax.analysis.formulas import delta_ood
 from gentax.analysis.summary import BASE, CELL_KEY, _read_tables, domains_of, seed_values
 from gentax.errors import GentaxError
 
@@ -92,7 +94,6 @@ def _ood_domains(init: str, train: str) -> list[str]:
 
 def _seed_deltas(per_seed: pd.DataFrame, base: dict[str, float], init, train, label) -> dict[int, float]:
     """{seed: ΔOOD of that seed's run} for the seeds evaluated on every OOD domain."""
-    from gentax.analysis.tables import delta_ood
 
     cell = per_seed[(per_seed["init"] == init) & (per_seed["train_domain"] == train) & (per_seed["variant"] == label)]
     out = {}
@@ -106,7 +107,6 @@ def _seed_deltas(per_seed: pd.DataFrame, base: dict[str, float], init, train, la
 
 def level_results(rows: pd.DataFrame, values, levels: pd.DataFrame, draws: stats.BootstrapDraws | None):
     """Per level: its ΔOOD, interval and runs; and the regression's points (one per run)."""
-    from gentax.analysis.tables import delta_ood
 
     per_seed = seed_values(rows) if len(rows) else pd.DataFrame(columns=[*CELL_KEY, "seed", "success"])
     records, points = [], {}
@@ -215,18 +215,17 @@ def _spread_note(sweep: pd.DataFrame, control: str, held: str, column: str) -> l
 
 def _sweep_display(sweep: pd.DataFrame) -> pd.DataFrame:
     """The Markdown/LaTeX view: one line per level, the interval beside its ΔOOD."""
-    from gentax.analysis.tables import MISSING, _number, _signed
 
     def with_interval(r) -> str:
         if math.isnan(r.delta_ood_ci_low):
-            return _signed(r.delta_ood_pct)
-        return f"{_signed(r.delta_ood_pct)} [{_signed(r.delta_ood_ci_low)}, {_signed(r.delta_ood_ci_high)}]"
+            return signed(r.delta_ood_pct)
+        return f"{signed(r.delta_ood_pct)} [{signed(r.delta_ood_ci_low)}, {signed(r.delta_ood_ci_high)}]"
 
     rows = [{"control": r.control, "level": r.level, "setting": r.setting, "init": r.init.upper(),
              "train_domain": r.train_domain, "richness (chars / tokens)":
-                 f"{_number(r.richness_chars, 0)} / {_number(r.richness_tokens, 0)}",
-             "complexity": _number(r.complexity), "base success %": _number(r.base_success_pct),
-             "seeds": MISSING if math.isnan(r.n_seeds) else f"{r.n_seeds:.0f}", "ΔID": _signed(r.delta_id),
+                 f"{number(r.richness_chars, 0)} / {number(r.richness_tokens, 0)}",
+             "complexity": number(r.complexity), "base success %": number(r.base_success_pct),
+             "seeds": MISSING if math.isnan(r.n_seeds) else f"{r.n_seeds:.0f}", "ΔID": signed(r.delta_id),
              "ΔOOD % [95% CI]": with_interval(r), "note": r.note} for r in sweep.itertuples()]
     return pd.DataFrame(rows, columns=["control", "level", "setting", "init", "train_domain", "richness (chars / tokens)",
                                        "complexity", "base success %", "seeds", "ΔID", "ΔOOD % [95% CI]", "note"])
@@ -234,8 +233,7 @@ def _sweep_display(sweep: pd.DataFrame) -> pd.DataFrame:
 
 def controls_tables(rows: pd.DataFrame, values, levels: pd.DataFrame | None,
                     draws: stats.BootstrapDraws | None, n_boot: int, seed: int) -> list[Any]:
-    """The two tables (``gentax.analysis.tables.Table``); empty ones without levels."""
-    from gentax.analysis.tables import Table
+    """The two tables (``gentax.analysis.formatting.Table``); empty ones without levels."""
 
     if levels is None or levels.empty:
         sweep, points = pd.DataFrame(columns=SWEEP_COLUMNS), {}

@@ -1,6 +1,8 @@
 """Figures of the analysis (matplotlib, Agg canvas, PNG and SVG; no pyplot global state).
 
-``FIGURE_NAMES`` (the workflow builds each on its own with ``tables.build_one``):
+The figures of the registry (``gentax.analysis.artifacts``; ``FIGURE_NAMES`` is derived from
+it), each drawn by its builder here, ``(analysis, name) -> Figure``; the workflow builds each on
+its own with ``tables.build_one``:
 
 - ``ood_vs_properties``: two panels, each training domain's mean OOD success (mean over its
   OOD eval domains; default variant and window) against the domain's richness and against its
@@ -12,7 +14,7 @@
   and mean OOD success (dashed; mean over seeds, then over the OOD domains evaluated at that
   step) against the training step, for every run with rows at two or more steps; the default
   window shaded;
-- ``controls_delta_ood`` (only with the controls' properties, issue 18): two panels, ΔOOD of
+- ``controls_delta_ood`` (only with the controls' properties): two panels, ΔOOD of
   each difficulty level against its measured planning complexity and of each richness level
   against its measured richness (characters), with the 95% seed intervals of ``controls_sweep``
   as error bars; an undefined ΔOOD is listed as "n/a" under the panel, not drawn;
@@ -36,17 +38,26 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from gentax.analysis import artifacts
+from gentax.analysis.controls import SWEEP_TABLE
 from gentax.analysis.summary import BASE, DEFAULT_VARIANT, INITS, domains_of
 from gentax.domains import DOMAINS
+from gentax.errors import GentaxError
 from gentax.io import atomic_path
-
-FIGURE_NAMES = ("ood_vs_properties", "delta_ood_augmentation", "delta_ood_thinking", "training_curves",
-                "mixture_delta_ood", "controls_delta_ood")
-MIXTURE_FIGURE = "mixture_delta_ood"  # drawn by write_all only when the analysis has mixture runs
-CONTROLS_FIGURE = "controls_delta_ood"  # drawn by write_all only with the controls' properties
 _FORMATS = {"png": {"Software": None}, "svg": {"Date": None}}
 _MARKERS = {"v1": "o", "v2": "s"}
 _INIT_COLOURS = {"v1": "tab:blue", "v2": "tab:orange"}
+
+
+def __getattr__(name: str):
+    if name == "FIGURE_NAMES":  # derived from the registry (gentax.analysis.artifacts)
+        return artifacts.names("figure")
+    raise AttributeError(name)
+
+
+def _drawn_table(analysis, name: str):
+    """The table a figure draws, as its registry builder makes it (empty when the inputs give none)."""
+    return artifacts.builder(name)(analysis, name)
 
 
 def _new_figure(width: float, height: float, **margins) -> Figure:
@@ -70,7 +81,7 @@ def _no_data(ax, text: str = "no data") -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="grey")
 
 
-def ood_vs_properties(analysis) -> Figure:
+def ood_vs_properties(analysis, name: str = "ood_vs_properties") -> Figure:
     fig = _new_figure(10.0, 4.0, left=0.07, wspace=0.25)
     properties, values = analysis.properties, analysis.values
     for ax, prop in zip(fig.subplots(1, 2), ("richness", "complexity")):
@@ -127,7 +138,20 @@ def delta_ood_bars(table, title: str) -> Figure:
     return fig
 
 
-def mixture_delta_ood(table) -> Figure:
+def delta_ood_augmentation(analysis, name: str = "delta_ood_augmentation") -> Figure:
+    return delta_ood_bars(analysis.tables["table5_augmentation"], "ΔOOD of state augmentation")
+
+
+def delta_ood_thinking(analysis, name: str = "delta_ood_thinking") -> Figure:
+    return delta_ood_bars(analysis.tables["table7_thinking"], "ΔOOD of thinking off (and of filler thinking)")
+
+
+def mixture_delta_ood(analysis, name: str = "mixture_delta_ood") -> Figure:
+    """The ``mixture_ood`` table's bars (``mixture_bars``)."""
+    return mixture_bars(_drawn_table(analysis, "mixture_ood"))
+
+
+def mixture_bars(table) -> Figure:
     """One group of bars per mixture (init, mixture, variant): the mixture run first (hatched),
     then each member's own run; error bars = the 95% bootstrap interval where there is one."""
     data = table.data
@@ -167,7 +191,7 @@ def mixture_delta_ood(table) -> Figure:
     return fig
 
 
-def training_curves(analysis) -> Figure:
+def training_curves(analysis, name: str = "training_curves") -> Figure:
     summary, window = analysis.summary, analysis.settings.window
     trained = summary[summary["train_domain"] != BASE]
     variants = sorted(trained["variant"].unique(), key=lambda v: (v != DEFAULT_VARIANT, v))
@@ -212,12 +236,8 @@ def training_curves(analysis) -> Figure:
     return fig
 
 
-def controls_delta_ood(analysis) -> Figure:
-    from gentax.analysis.controls import SWEEP_TABLE, controls_tables
-
-    table = analysis.tables.get(SWEEP_TABLE) or {t.name: t for t in controls_tables(
-        analysis.summary.iloc[0:0], analysis.values, None, None, 0, 0)}[SWEEP_TABLE]
-    data = table.data
+def controls_delta_ood(analysis, name: str = "controls_delta_ood") -> Figure:
+    data = _drawn_table(analysis, SWEEP_TABLE).data
     fig = _new_figure(10.0, 4.2, left=0.08, wspace=0.25, bottom=0.2)
     panels = (("difficulty", "complexity", "measured planning complexity (mean steps, failures = T_max)",
                "difficulty sweep: ΔOOD vs planning complexity"),
@@ -248,30 +268,25 @@ def controls_delta_ood(analysis) -> Figure:
 
 
 def build_figure(name: str, analysis) -> Figure:
-    if name == "ood_vs_properties":
-        return ood_vs_properties(analysis)
-    if name == "delta_ood_augmentation":
-        return delta_ood_bars(analysis.tables["table5_augmentation"], "ΔOOD of state augmentation")
-    if name == "delta_ood_thinking":
-        return delta_ood_bars(analysis.tables["table7_thinking"], "ΔOOD of thinking off (and of filler thinking)")
-    if name == "training_curves":
-        return training_curves(analysis)
-    if name == MIXTURE_FIGURE:
-        from gentax.analysis.tables import mixture_ood
+    """The registered figure ``name`` drawn from ``analysis``."""
+    if artifacts.get(name).kind != "figure":
+        raise GentaxError(f"{name!r} is a table, not a figure")
+    return artifacts.builder(name)(analysis, name)
 
-        return mixture_delta_ood(analysis.tables.get("mixture_ood") or mixture_ood(analysis.values, set()))
-    if name == CONTROLS_FIGURE:
-        return controls_delta_ood(analysis)
-    raise KeyError(name)
+
+#: when ``write_all`` draws a figure planned only with the mixtures or the controls
+_DRAWN_WHEN = {"always": lambda analysis: True,
+               "mixtures": lambda analysis: "mixture_ood" in analysis.tables,
+               "controls": lambda analysis: analysis.controls is not None}
 
 
 def write_all(analysis, folder: Path) -> list[Path]:
-    """Draw every figure into ``folder`` as ``<name>.png`` and ``<name>.svg`` (the mixture figure
-    only when the analysis has mixture runs, like its table)."""
+    """Draw every registered figure into ``folder`` as ``<name>.png`` and ``<name>.svg`` (the
+    mixture figure only when the analysis has mixture runs, like its table; the controls' only
+    with the controls' properties)."""
     paths = []
-    for name in FIGURE_NAMES:
-        if (name == MIXTURE_FIGURE and "mixture_ood" not in analysis.tables) or \
-                (name == CONTROLS_FIGURE and analysis.controls is None):
+    for name in artifacts.names("figure"):
+        if not _DRAWN_WHEN[artifacts.get(name).planned](analysis):
             continue
         fig = build_figure(name, analysis)
         paths += [save(fig, folder / f"{name}.{ext}") for ext in _FORMATS]

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from gentax.domains import DOMAINS
+from gentax.domains.spec import MIX_SEP, mixture_weights
 from gentax.errors import GentaxError
 
 INITS = ("v1", "v2")
@@ -72,8 +73,6 @@ def domains_of(init: str) -> tuple[str, ...]:
 
 def _known_train_domain(name: str) -> bool:
     """A domain, ``base``, or a mixture of domains (``gentax.domains.spec.mixture_weights``)."""
-    from gentax.domains.spec import MIX_SEP, mixture_weights
-
     if name in DOMAINS or name == BASE:
         return True
     try:
@@ -334,10 +333,7 @@ def summarize_evals(paths, keys) -> "pd.DataFrame":
     import json
     from pathlib import Path
 
-    import pandas as pd
-
-    from gentax.errors import GentaxError
-    from gentax.rollout.evaluation import output_files, task_outcomes
+    from gentax.rollout.evaluation import output_files, task_outcomes  # function-local: defers the rollout stack
 
     rows = []
     for path in paths:

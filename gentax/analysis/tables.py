@@ -31,7 +31,12 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from gentax.analysis import ranking, stats
+from gentax.analysis import artifacts, ranking, stats
+from gentax.analysis import controls as control_tables
+from gentax.analysis.formatting import MISSING, Table
+from gentax.analysis.formatting import number as _number
+from gentax.analysis.formatting import signed as _signed
+from gentax.analysis.formulas import delta_ood, relative_change
 from gentax.analysis.summary import (
     BASE,
     CELL_KEY,
@@ -47,17 +52,21 @@ from gentax.analysis.summary import (
     window_rows,
 )
 from gentax.domains import DOMAINS
+from gentax.domains.spec import MIX_SEP, mixture_weights
 from gentax.errors import GentaxError
 from gentax.io import atomic_path, write_text
 
-TABLE_NAMES = ("table2_success", "table3_ranking", "table4_extended", "table5_augmentation",
-               "table6_relative_change", "table7_thinking", "table8_rank_detail", "success_ci",
-               "rank_stability", "mixture_ood", "controls_sweep", "controls_regression")
+
+def __getattr__(name: str):
+    if name == "TABLE_NAMES":  # derived from the registry (gentax.analysis.artifacts)
+        return artifacts.names("table")
+    raise AttributeError(name)
+
+
 #: Training domains the paper augments (Table 5); others appear when the summary has them.
 AUGMENTED_DOMAINS = ("alfworld", "webshop", "sokoban")
 DELTA_ID_BASES = ("matching", "default")
 MANIFEST = "manifest.json"
-MISSING = "—"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,18 +99,6 @@ class Settings:
             raise GentaxError(f"bootstrap count must be >= 0, got {self.n_boot}")
         if not 0 <= self.error_mark_pct <= 100:
             raise GentaxError(f"error_mark_pct must be in [0, 100], got {self.error_mark_pct}")
-
-
-@dataclasses.dataclass
-class Table:
-    """One table: ``data`` is what the CSV holds (numbers; NaN = missing), ``display`` the
-    strings shown in Markdown/LaTeX (None: formatted from ``data``)."""
-
-    name: str
-    title: str
-    data: pd.DataFrame
-    display: pd.DataFrame | None = None
-    notes: list[str] = dataclasses.field(default_factory=list)
 
 
 class Values:
@@ -177,28 +174,7 @@ class Values:
 # ---------------------------------------------------------------- formulas
 
 
-def delta_ood(without: dict[str, float], with_: dict[str, float]) -> tuple[float, str]:
-    """100 × Σ_e (G_with(e) − G_without(e)) / Σ_e G_without(e) over the OOD domains e.
-
-    Returns (value, note); the value is NaN (with the reason in the note) when a run is
-    missing or the denominator is zero.
-    """
-    missing = sorted(e for e in without if math.isnan(without[e]) or math.isnan(with_.get(e, math.nan)))
-    if missing:
-        return math.nan, f"ΔOOD undefined: missing OOD success on {', '.join(missing)}"
-    denominator = sum(without.values())
-    if denominator == 0:
-        return math.nan, "ΔOOD undefined: OOD successes without the intervention sum to 0"
-    return 100.0 * sum(with_[e] - without[e] for e in without) / denominator, ""
-
-
-def relative_change(after: float, before: float) -> tuple[float, str]:
-    """(after − before) / before × 100; NaN with a note when ``before`` is 0."""
-    if math.isnan(after) or math.isnan(before):
-        return math.nan, ""
-    if before == 0:
-        return math.nan, "undefined: initial success is 0"
-    return (after - before) / before * 100.0, ""
+# delta_ood, relative_change: gentax.analysis.formulas (imported above)
 
 
 # ---------------------------------------------------------------- tables
@@ -524,16 +500,6 @@ def table4_extended(summary: pd.DataFrame, values: Values,
 # ---------------------------------------------------------------- formatting
 
 
-def _number(value, decimals: int = 1) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return MISSING
-    return f"{value:.{decimals}f}"
-
-
-def _signed(value) -> str:
-    return MISSING if value is None or math.isnan(value) else f"{value:+.1f}"
-
-
 def _pm(mean, std) -> str:
     if math.isnan(mean):
         return MISSING
@@ -647,8 +613,6 @@ def mixture_ood(values: Values, variants_present: set[tuple], draws: stats.Boots
     ``ood_std_pct``: the seed standard deviation of the run's mean OOD success.
     ``delta_ood_ci_low_pct`` / ``_high_pct``: its 95% bootstrap interval (``stats.delta_ood_interval``:
     seeds, and episodes where counts exist, of the run and of the initial policy); NaN without draws."""
-    from gentax.domains.spec import MIX_SEP, mixture_weights
-
     records = []
     for init, train, variant in sorted(k for k in variants_present if MIX_SEP in k[1]):
         members = list(mixture_weights(train))
@@ -679,8 +643,6 @@ def compute_tables(summary, properties=None, settings: Settings | None = None, c
     """Validate the inputs and compute every table and statistic (nothing is written).
     ``controls``: the controls' properties table (``gentax.analysis.controls``); with it the
     controls' tables are computed too."""
-    from gentax.analysis import controls as control_tables
-
     settings = settings or Settings()
     summary = load_summary(summary)
     properties = load_properties(properties) if properties is not None else None
@@ -727,54 +689,52 @@ def compute_tables(summary, properties=None, settings: Settings | None = None, c
                     summary, properties, notes, levels)
 
 
-#: Outputs that need bootstrap draws; the others are built with ``n_boot=0`` by ``build_one``.
-_NEEDS_BOOTSTRAP = {"table2_success", "table4_extended", "success_ci", "rank_stability", "mixture_ood", "mixture_delta_ood",
-                    "controls_sweep", "controls_regression", "controls_delta_ood"}
-
-
-def build_one(name: str, summary, properties, outputs, controls=None, **options) -> Analysis:
-    """Build one table or figure and write it to the given paths (each atomically).
-
-    ``name``: a table (``table2_success`` ... ``rank_stability``; ``outputs`` maps ``csv``,
-    ``md``, ``tex`` to paths) or a figure of ``figures.FIGURE_NAMES`` (``outputs`` maps
-    ``png``, ``svg``). ``summary`` may be a list of per-run files; ``options`` are ``Settings``
-    fields (``window``, ``n_boot``, ``seed``, ...); ``controls`` the controls' properties table
-    (the controls' tables and figure need it). This is what a workflow rule calls.
-    """
-    from gentax.analysis import figures  # matplotlib only for figures
-
-    outputs = dict(outputs)
-    if name in TABLE_NAMES:
-        wanted = TABLE_FORMATS
-    elif name in figures.FIGURE_NAMES:
-        wanted = ("png", "svg")
-    else:
-        raise GentaxError(f"unknown table or figure {name!r}; valid: {', '.join(TABLE_NAMES + figures.FIGURE_NAMES)}")
-    missing = [ext for ext in wanted if ext not in outputs]
-    if missing:
-        raise GentaxError(f"{name}: no output path for {', '.join(missing)}")
-    if name not in _NEEDS_BOOTSTRAP:
-        options["n_boot"] = 0
-    analysis = compute_tables(summary, properties, Settings(**options), controls)
-    if name in TABLE_NAMES:
-        table = analysis.tables.get(name) or _empty_table(name, analysis)
-        for ext, text in render(table).items():
-            write_text(outputs[ext], text)
-    else:
-        fig = figures.build_figure(name, analysis)
-        for ext in wanted:
-            figures.save(fig, outputs[ext])
-    return analysis
-
-
-def _empty_table(name: str, analysis: Analysis) -> Table:
-    """A table its inputs do not give rise to (no mixture runs, no controls' table), empty."""
-    from gentax.analysis import controls as control_tables
-
+def computed_table(analysis: Analysis, name: str) -> Table:
+    """The builder of the tables ``compute_tables`` makes together (``gentax.analysis.artifacts``):
+    the named one, or that table empty when its inputs do not give rise to it (no mixture runs,
+    no controls' table)."""
+    if name in analysis.tables:
+        return analysis.tables[name]
     if name in control_tables.TABLES:
         tables = control_tables.controls_tables(analysis.summary.iloc[0:0], analysis.values, None, None, 0, 0)
         return {t.name: t for t in tables}[name]
-    return mixture_ood(analysis.values, set())
+    if name == "mixture_ood":
+        return mixture_ood(analysis.values, set())
+    raise GentaxError(f"compute_tables makes no table {name!r}")
+
+
+_OUTPUTS = {"table": TABLE_FORMATS, "figure": ("png", "svg")}
+
+
+def build_one(name: str, summary, properties, outputs, controls=None, **options) -> Analysis:
+    """Build one table or figure of the registry (``gentax.analysis.artifacts``) and write it to
+    the given paths (each atomically).
+
+    ``outputs`` maps ``csv``, ``md``, ``tex`` (a table) or ``png``, ``svg`` (a figure) to paths.
+    ``summary`` may be a list of per-run files; ``options`` are ``Settings`` fields (``window``,
+    ``n_boot``, ``seed``, ...), ``n_boot`` forced to 0 for an entry that needs no bootstrap;
+    ``controls`` the controls' properties table (the controls' tables and figure need it). This
+    is what a workflow rule calls.
+    """
+    artifact = artifacts.get(name)  # an unknown name is one GentaxError
+    outputs = dict(outputs)
+    wanted = _OUTPUTS[artifact.kind]
+    missing = [ext for ext in wanted if ext not in outputs]
+    if missing:
+        raise GentaxError(f"{name}: no output path for {', '.join(missing)}")
+    if not artifact.bootstrap:
+        options["n_boot"] = 0
+    analysis = compute_tables(summary, properties, Settings(**options), controls)
+    built = artifacts.builder(name)(analysis, name)
+    if artifact.kind == "table":
+        for ext, text in render(built).items():
+            write_text(outputs[ext], text)
+    else:
+        from gentax.analysis import figures  # defers matplotlib to the figure jobs
+
+        for ext in wanted:
+            figures.save(built, outputs[ext])
+    return analysis
 
 
 def _is_replaceable(out_dir: Path) -> bool:
@@ -822,7 +782,7 @@ def build_all(
         for table in analysis.tables.values():
             written += write_table(table, tmp)
         if figures:
-            from gentax.analysis import figures as figure_module  # matplotlib only when asked
+            from gentax.analysis import figures as figure_module  # defers matplotlib until figures are asked for
 
             written += figure_module.write_all(analysis, tmp / "figures")
         notes = ["# Notes", ""] + [f"- {n}" for n in analysis.notes or ["none"]]

@@ -18,7 +18,9 @@ from gentax.domains.base import (  # noqa: F401  (re-exported protocol)
     Observation,
     Task,
 )
-from gentax.domains.spec import DomainSpec, names, specs  # noqa: F401  (the registry; gentax.domains.spec.spec looks one up)
+import gentax.domains.spec as _registry  # not "from ... import spec": gentax.domains.spec stays the submodule
+from gentax.domains.spec import DomainSpec, names, specs  # noqa: F401  (the registry)
+
 
 def __getattr__(name: str):
     # derived from the domain specs (gentax.domains.spec), built on first use
@@ -30,9 +32,7 @@ def __getattr__(name: str):
 
 
 def domain_class(name: str) -> type[DomainEnv]:
-    from gentax.domains.spec import spec
-
-    return spec(name).env_class()
+    return _registry.spec(name).env_class()
 
 
 def make(name: str, split: str = "train", seed: int = 0, **options) -> DomainEnv:

@@ -10,23 +10,12 @@ env keeps stepping on its original state, so transitions and rewards are those o
 episode (STUDY.md "Interventions"). ``Augmented.inserted`` lists every inserted snippet exactly
 as it appears in ``text``; ``strip_inserted`` removes them again and gives back the original.
 
-Budget: ``eps`` is a token budget. Each distractor has a nominal size in tokens
-(``NOMINAL_TOKENS``) and ``floor(eps / size)`` of them are inserted:
-
-=========  ======  =========================================================================
-domain     tokens  distractor
-=========  ======  =========================================================================
-alfworld   12      "Near the entrance, there is a guitar 3 that is covered in dust." —
-                   28 object types x 19 descriptions (x 10 places) as in the paper; inserted
-                   at sentence boundaries before the "Your task is to:" statement
-sokoban    10      "(7, 2) shows a Broken crate (beyond the wall; unreachable)" at distinct
-                   coordinates outside the room's bounding box (so never a real cell); lines
-webshop    10      "[AD] 30% off — shop cozy cardigans today!" (any page); "Warning: out of
-                   stock wool hoodie (cannot be selected)" after a price in result lists;
-                   "Extra feature: ..." trivia on item pages; ``[SEP]`` segments
-sciworld   12      "Also here: a dusty poster of the periodic table (out of reach)." — lab
-                   objects ScienceWorld does not have; lines
-=========  ======  =========================================================================
+Budget: ``eps`` is a token budget. Each distractor has a nominal size in tokens (the spec's
+``Augmentation.nominal_tokens``, ``NOMINAL_TOKENS``) and ``floor(eps / size)`` of them are
+inserted. Each domain's distractors, goal reader and insertion layout are declared in its own
+module (``gentax.domains.alfworld``, ``.webshop``, ``.sokoban``, ``.sciworld``) on its spec; this
+module holds what they share: the kinds, the budget, the goal-word filter (``allowed``), the
+layouts (``Layout``, ``sentence_layout``, ``line_layout``) and the insertion itself.
 
 Kinds (the two last are control arms the paper lacked):
 
@@ -49,16 +38,14 @@ same positions with the same lengths (before shuffling), so the arms differ only
 
 Safety rules (why a distractor never changes the task):
 - distractors are never admissible/clickable: admissible actions come from the env's real
-  state, which augmentation never touches; the vocabularies use objects the domain does not
-  have (ALFWorld: no ALFWorld object or receptacle type; SciWorld: no ScienceWorld object;
-  Sokoban: coordinates outside the room; WebShop: "[AD]", "out of stock ... cannot be
-  selected" and "Extra feature:" texts that no button carries);
+  state, which augmentation never touches; each domain's vocabulary uses objects the domain
+  does not have (its module says how);
 - no distractor (or cross-domain sample) shares a content word with the goal: the goal is
-  ``goal=`` when given, else read from the observation (ALFWorld "Your task is to: ...",
-  WebShop "Instruction: [SEP] ..."). Candidates sharing a word (plural-insensitive, words of
-  3+ letters minus a few stopwords) are dropped;
-- insertions go only at boundaries (after a sentence, at a line end, between ``[SEP]``
-  segments but never right after a label such as "Instruction:"), never inside a sentence.
+  ``goal=`` when given, else read from the observation by the spec's ``goal_in``. Candidates
+  sharing a word (plural-insensitive, words of 3+ letters minus a few stopwords) are dropped
+  (``allowed``);
+- insertions go only at the layout's boundaries (after a sentence, at a line end, or where the
+  domain's layout says), never inside a sentence.
 """
 
 from __future__ import annotations
@@ -71,6 +58,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
+from gentax.domains.spec import Augmentation, spec, specs
 from gentax.errors import GentaxError
 
 KINDS = ("distractor", "cross_domain", "fixed_boilerplate", "shuffled")
@@ -83,8 +71,8 @@ FIXED_TEXT = "This is fixed filler text that carries no information about the ta
 #: Per-domain tables, derived from each domain's spec (``gentax.domains.spec.Augmentation``):
 #: DOMAINS (the domains with augmentation sources), NOMINAL_TOKENS, DONOR_CHARS_PER_TOKEN (characters
 #: per token of a domain's observations, measured with the SmolLM2 tokenizer, benchmarks/agent_sizes.py),
-#: SEPARATORS (how a domain's text is joined to a snippet; webshop falls back to lines when its
-#: observation has no ``[SEP]``) and MONITOR_SHOWS.
+#: SEPARATORS (how a domain's text is joined to a snippet; a domain's ``layout`` may use another
+#: for a given text: WebShop pages without ``[SEP]`` take lines) and MONITOR_SHOWS.
 _DERIVED = {
     "NOMINAL_TOKENS": "nominal_tokens",
     "DONOR_CHARS_PER_TOKEN": "donor_chars_per_token",
@@ -93,9 +81,7 @@ _DERIVED = {
 }
 
 
-def _sources() -> dict:
-    from gentax.domains.spec import specs
-
+def _sources() -> dict[str, Augmentation]:
     return {d: s.augmentation for d, s in specs().items() if s.augmentation is not None}
 
 
@@ -107,9 +93,7 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-def _source(domain: str):
-    from gentax.domains.spec import spec
-
+def _source(domain: str) -> Augmentation:
     return spec(domain).augmentation_or_error()
 
 
@@ -119,80 +103,11 @@ class Augmented:
     inserted: list[str]
 
 
-# ---- vocabularies -------------------------------------------------------------------------
-# ALFWorld: 28 object types outside ALFWorld's object/receptacle vocabulary x 19 descriptions.
-ALFWORLD_TYPES = (
-    "umbrella", "guitar", "backpack", "scarf", "globe", "chess set", "yoga mat", "toy train",
-    "picture frame", "bird cage", "rubber duck", "piggy bank", "hourglass", "thermos",
-    "harmonica", "skateboard", "suitcase", "sewing kit", "flashlight", "paperweight",
-    "wind chime", "tape measure", "birdhouse", "sun hat", "trophy", "lunchbox", "stapler",
-    "calculator",
-)  # fmt: skip
-ALFWORLD_DESCRIPTIONS = (
-    "is covered in dust", "looks brand new", "has a small crack on one side",
-    "is slightly tilted", "has a faded sticker on it", "seems to be missing a part",
-    "is painted a pale blue", "smells faintly of cedar", "has a chipped corner",
-    "is wrapped in brown paper", "looks a bit worn out", "still has a price tag attached",
-    "is partly hidden in shadow", "has scratches along its edge", "sits at an odd angle",
-    "feels cold to the touch", "has a name written on it", "was clearly used long ago",
-    "is decorated with tiny stars",
-)  # fmt: skip
-ALFWORLD_PLACES = (
-    "Near the entrance", "In a corner of the room", "Next to the door", "On the floor",
-    "Against the far wall", "By the doorway", "Under the ceiling light", "Close to the wall",
-    "In the middle of the floor", "Beside the radiator",
-)  # fmt: skip
-
-SOKOBAN_THINGS = (
-    "Broken crate", "Cracked tile", "Rusty pipe", "Pile of rubble", "Faded marking",
-    "Empty barrel", "Loose brick", "Puddle of water", "Old lantern", "Dusty sack",
-)  # fmt: skip
-
-WEBSHOP_ADJECTIVES = (
-    "cozy", "stylish", "durable", "lightweight", "classic", "premium", "vintage", "handmade",
-)  # fmt: skip
-WEBSHOP_PRODUCTS = (  # (plural for ads, singular for fake listings)
-    ("cardigans", "cardigan"), ("hoodies", "hoodie"), ("sneakers", "sneaker"),
-    ("desk lamps", "desk lamp"), ("backpacks", "backpack"), ("coffee mugs", "coffee mug"),
-    ("headphones", "headphone set"), ("blankets", "blanket"), ("sunglasses", "pair of sunglasses"),
-    ("scented candles", "scented candle"), ("wall clocks", "wall clock"), ("umbrellas", "umbrella"),
-)  # fmt: skip
-WEBSHOP_AD_TEMPLATES = (
-    "[AD] {pct}% off — shop {adj} {products} today!",
-    "[AD] Free shipping on {adj} {products} this week!",
-    "[AD] Members save {pct}% on {adj} {products}!",
-)
-WEBSHOP_FEATURES = (
-    "Extra feature: the listing photo was taken on a {day}",
-    "Extra feature: the shipping box has a small {color} logo",
-    "Extra feature: a {color} thank-you card is included",
-    "Extra feature: the manual is printed on recycled paper",
-    "Extra feature: the barcode label sits on the {side} side of the box",
-)
-WEBSHOP_FILLERS = {
-    "day": ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday"),
-    "color": ("teal", "maroon", "lavender", "mustard", "olive"),
-    "side": ("left", "right", "bottom"),
-}
-
-SCIWORLD_THINGS = (
-    "poster of the periodic table", "framed lab safety certificate", "brass microscope model",
-    "stack of graph paper", "broken centrifuge", "spectrometer with a dead screen",
-    "pair of cracked safety goggles", "box of latex gloves", "old lab coat on a hook",
-    "plastic model of a DNA helix", "chalkboard covered in formulas", "empty pipette rack",
-    "stack of old lab notebooks", "magnetic stirrer without a power cord", "rolled-up star chart",
-    "cork board with expired notices",
-)  # fmt: skip
-SCIWORLD_ADJECTIVES = ("dusty", "faded", "worn", "tidy", "slightly bent", "forgotten")
-
 _STOPWORDS = frozenset(
     "the and for with that this from into onto your you are was were will can has have its "
     "put some one two any all not but out off too very more most less than then them they "
     "need want would like looking find buy price lower dollars".split()
 )
-ALFWORLD_TASK_MARKER = "Your task is to:"
-_COORD = re.compile(r"\((\d+),\s*(\d+)\)")
-_ASIN = re.compile(r"^[A-Z0-9]{10}$")
 
 
 # ---- public API ---------------------------------------------------------------------------
@@ -205,7 +120,7 @@ def augment(
     if count == 0:
         return Augmented(observation, [])
     keywords = _keywords(goal + " " + _goal_in(domain, observation))
-    layout = _layout(domain, observation)
+    layout = layout_of(domain, observation)
     if kind == "cross_domain":
         placed = _cross_domain(domain, observation, eps, rng, keywords, layout)
     else:
@@ -219,7 +134,7 @@ def augment(
 
 def strip_inserted(domain: str, text: str, inserted: list[str]) -> str:
     """Undo ``augment``: remove every inserted snippet (with its separator) from ``text``."""
-    separator = _separator(domain, text)
+    separator = layout_of(domain, text).separator
     for snippet in inserted:
         piece = separator + snippet
         if piece not in text:
@@ -261,34 +176,40 @@ class TrajectoryAugmenter:
 
 # ---- insertion layout ---------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
-class _Layout:
+class Layout:
+    """Where ``separator + snippet`` may be inserted into one observation text."""
+
     separator: str
-    boundaries: list[int]  # positions where "separator + snippet" may be inserted
-    after_price: list[int]  # webshop: boundaries right after a price segment (result lists)
-    results_page: bool = False
-    item_page: bool = False
+    boundaries: list[int]
 
 
-def _separator(domain: str, text: str) -> str:
-    if domain == "webshop" and "[SEP]" not in text:
-        return "\n"
-    return _source(domain).separator
+def layout_of(domain: str, text: str) -> Layout:
+    """The domain's layout of ``text``: its spec's ``layout``, else by its separator (a line
+    separator: line ends; any other: sentence ends)."""
+    source = _source(domain)
+    if source.layout is not None:
+        return source.layout(text)
+    if source.separator == "\n":
+        return line_layout(text)
+    return sentence_layout(text, source.separator)
 
 
-def _layout(domain: str, text: str) -> _Layout:
-    separator = _separator(domain, text)
-    if separator == " ":
-        ends = _sentence_ends(text)
-        task = text.find(ALFWORLD_TASK_MARKER)  # keep the task statement free of distractors
-        before_task = [p for p in ends if task < 0 or p < task]
-        return _Layout(separator, before_task or ends, [])
-    if separator == "\n":
-        return _Layout(separator, _line_ends(text), [])
-    return _webshop_layout(text, separator)
+def sentence_layout(text: str, separator: str = " ", *, before: str | None = None) -> Layout:
+    """After '.', '!' or '?' when the next non-space character starts a sentence (or ends);
+    with ``before``, only ahead of that marker's first occurrence (when any boundary is)."""
+    ends = _sentence_ends(text)
+    if before is not None:
+        marker = text.find(before)
+        ends = [p for p in ends if marker < 0 or p < marker] or ends
+    return Layout(separator, ends)
+
+
+def line_layout(text: str) -> Layout:
+    """At every line end (and the text's end when it has no final newline)."""
+    return Layout("\n", _line_ends(text))
 
 
 def _sentence_ends(text: str) -> list[int]:
-    """After '.', '!' or '?' when the next non-space character starts a sentence (or ends)."""
     ends = []
     for match in re.finditer(r"[.!?](?=\s|$)", text):
         rest = text[match.end() :].lstrip()
@@ -302,23 +223,6 @@ def _line_ends(text: str) -> list[int]:
     if not text.endswith("\n"):
         ends.append(len(text))
     return ends
-
-
-def _webshop_layout(text: str, separator: str) -> _Layout:
-    segments = text.split(separator)
-    boundaries, after_price, position = [], [], 0
-    for index, segment in enumerate(segments):
-        position += len(segment)
-        label = segment.strip().endswith(":")
-        if not label:
-            boundaries.append(position)
-            if segment.strip().startswith("$"):
-                after_price.append(position)
-        position += len(separator) if index < len(segments) - 1 else 0
-    stripped = [s.strip() for s in segments]
-    results = any(_ASIN.match(s) for s in stripped) or "Next >" in stripped
-    item = any(s.lower() == "buy now" for s in stripped)
-    return _Layout(separator, boundaries or [len(text)], after_price, results, item)
 
 
 def _insert(text: str, placed: list[tuple[int, str]], separator: str) -> Augmented:
@@ -339,16 +243,6 @@ def _goal_in(domain: str, text: str) -> str:
     return read(text) if read is not None else ""
 
 
-def alfworld_goal(text: str) -> str:
-    match = re.search(re.escape(ALFWORLD_TASK_MARKER) + r"\s*(.+)", text)
-    return match.group(1) if match else ""
-
-
-def webshop_goal(text: str) -> str:
-    match = re.search(r"Instruction:\s*(?:\[SEP\])?\s*(.+?)(?:\[SEP\]|\n|$)", text)
-    return match.group(1) if match else ""
-
-
 def _stem(word: str) -> str:
     return word[:-1] if word.endswith("s") and len(word) > 3 else word
 
@@ -358,94 +252,15 @@ def _keywords(text: str) -> frozenset[str]:
     return frozenset(_stem(w) for w in words if len(w) >= 3 and w not in _STOPWORDS)
 
 
-def _allowed(candidates, keywords: frozenset[str], words_of: Callable = str) -> list:
+def allowed(candidates, keywords: frozenset[str], words_of: Callable = str) -> list:
     """Candidates sharing no content word with the goal (all of them if none would be left)."""
     kept = [c for c in candidates if not (_keywords(words_of(c)) & keywords)]
     return kept or list(candidates)
 
 
-# ---- per-domain distractors ---------------------------------------------------------------
-def _article(noun: str) -> str:
+def article(noun: str) -> str:
+    """The indefinite article of ``noun`` (distractor sentences)."""
     return "an" if noun[0].lower() in "aeiou" else "a"
-
-
-def alfworld_distractors(text, count, rng, keywords, layout):
-    types = _allowed(ALFWORLD_TYPES, keywords)
-    descriptions = _allowed(ALFWORLD_DESCRIPTIONS, keywords)
-    placed = []
-    for _ in range(count):
-        kind = rng.choice(types)
-        sentence = (
-            f"{rng.choice(ALFWORLD_PLACES)}, there is {_article(kind)} {kind} {rng.randint(1, 9)} "
-            f"that {rng.choice(descriptions)}."
-        )
-        placed.append((rng.choice(layout.boundaries), sentence))
-    return placed
-
-
-def _room_cells(text: str) -> set[tuple[int, int]]:
-    return {(int(r), int(c)) for r, c in _COORD.findall(text)}
-
-
-def sokoban_distractor_cells(text: str, count: int, rng: random.Random) -> list[tuple[int, int]]:
-    """``count`` distinct cells outside the bounding box of every coordinate in ``text``."""
-    cells = _room_cells(text)
-    rows = max((r for r, _ in cells), default=-1) + 1
-    cols = max((c for _, c in cells), default=-1) + 1
-    margin = 2
-    while True:
-        outside = [
-            (r, c) for r in range(rows + margin) for c in range(cols + margin) if r >= rows or c >= cols
-        ]
-        if len(outside) >= count:
-            return rng.sample(outside, count)
-        margin *= 2
-
-
-def sokoban_distractors(text, count, rng, keywords, layout):
-    placed = []
-    for r, c in sokoban_distractor_cells(text, count, rng):
-        thing = rng.choice(SOKOBAN_THINGS)
-        line = f"({r}, {c}) shows {_article(thing)} {thing} (beyond the wall; unreachable)"
-        placed.append((rng.choice(layout.boundaries), line))
-    return placed
-
-
-def webshop_distractors(text, count, rng, keywords, layout):
-    products = _allowed(WEBSHOP_PRODUCTS, keywords, lambda p: " ".join(p))
-    adjectives = _allowed(WEBSHOP_ADJECTIVES, keywords)
-    fillers = {k: _allowed(v, keywords) for k, v in WEBSHOP_FILLERS.items()}
-    features = _allowed(WEBSHOP_FEATURES, keywords, lambda f: re.sub(r"\{\w+\}", "", f))
-    kinds = ["ad"] + (["listing"] if layout.results_page else []) + (["feature"] if layout.item_page else [])
-    placed = []
-    for _ in range(count):
-        kind = rng.choice(kinds)
-        plural, singular = rng.choice(products)
-        if kind == "ad":
-            snippet = rng.choice(WEBSHOP_AD_TEMPLATES).format(
-                pct=rng.choice((10, 15, 20, 25, 30, 40, 50)), adj=rng.choice(adjectives), products=plural
-            )
-            where = layout.boundaries
-        elif kind == "listing":
-            snippet = f"Warning: out of stock {rng.choice(adjectives)} {singular} (cannot be selected)"
-            where = layout.after_price or layout.boundaries
-        else:
-            template = rng.choice(features)
-            snippet = template.format(**{k: rng.choice(v) for k, v in fillers.items()})
-            where = layout.boundaries
-        placed.append((rng.choice(where), snippet))
-    return placed
-
-
-def sciworld_distractors(text, count, rng, keywords, layout):
-    things = _allowed(SCIWORLD_THINGS, keywords)
-    placed = []
-    for _ in range(count):
-        thing = f"{rng.choice(SCIWORLD_ADJECTIVES)} {rng.choice(things)}"
-        placed.append((rng.choice(layout.boundaries), f"Also here: {_article(thing)} {thing} (out of reach)."))
-    return placed
-
-
 
 
 # ---- other kinds --------------------------------------------------------------------------
@@ -483,7 +298,7 @@ def _cross_domain(domain, text, eps, rng, keywords, layout):
         room = budget - (len(layout.separator) + len(prefix)) / CHARS_PER_TOKEN
         if room < MIN_MONITOR_TOKENS:
             break
-        sample = rng.choice(_allowed(bank[donor], keywords))
+        sample = rng.choice(allowed(bank[donor], keywords))
         shown = _excerpt(" ".join(sample.split()), int(room * sources[donor].donor_chars_per_token), rng)
         placed.append((rng.choice(layout.boundaries), prefix + shown))
         budget = room - len(shown) / sources[donor].donor_chars_per_token
@@ -503,8 +318,6 @@ def _excerpt(text: str, limit: int, rng: random.Random) -> str:
 
 
 def _check(domain: str, kind: str, eps: int) -> None:
-    from gentax.domains.spec import spec
-
     declared = spec(domain)  # an unknown domain is one GentaxError
     if eps:
         declared.augmentation_or_error()  # and so is a budget for a domain without augmentation sources

@@ -16,7 +16,10 @@ import argparse
 import json
 import time
 
+from gentax.domains import make
+from gentax.domains.pool import EnvPool
 from gentax.errors import GentaxError
+from gentax.io import write_json
 
 
 def register(subparsers) -> None:
@@ -51,9 +54,6 @@ def parse_options(pairs: list[str]) -> dict:
 def check_domain(domain: str, episodes: int, split: str = "eval", seed: int = 0, *, num_workers: int = 0,
                  max_steps: int | None = None, **options) -> dict:
     """Play the expert on ``episodes`` tasks; the report ``gentax domains check`` prints."""
-    from gentax.domains import make
-    from gentax.domains.pool import EnvPool
-
     if episodes < 1:
         raise GentaxError(f"--episodes must be >= 1, got {episodes}")
     started = time.perf_counter()
@@ -102,8 +102,6 @@ def check_domain(domain: str, episodes: int, split: str = "eval", seed: int = 0,
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from gentax.io import write_json
-
     report = check_domain(
         args.domain, args.episodes, args.split, args.seed, num_workers=args.num_workers,
         max_steps=args.max_steps, **parse_options(args.option),

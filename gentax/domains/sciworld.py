@@ -87,19 +87,19 @@ import logging
 import multiprocessing
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-from gentax.agent.parse import template_action
-from gentax.agent.prompts import has_templates
-from gentax.domains.augment import sciworld_distractors
+import gentax
+from gentax.domains.augment import allowed, article
 from gentax.domains.base import DomainEnv, InvalidAction, Observation, Task
-from gentax.domains.spec import Augmentation, DomainSpec
+from gentax.domains.spec import Augmentation, DomainSpec, action_key
 from gentax.errors import GentaxError, short_reason
 from gentax.io import write_json
 
@@ -403,8 +403,6 @@ class _WorkerClient:
 
     def __init__(self, heap_mb: int, timeout_s: float, deterministic: bool = True):
         import shutil
-
-        import gentax
 
         if shutil.which("java") is None:
             raise GentaxError("sciworld needs a Java runtime (17) on PATH: apt-get install openjdk-17-jre-headless "
@@ -745,6 +743,64 @@ def main(argv: list[str] | None = None) -> int:
     survey(args.out, per_split={"train": args.train, "dev": args.dev, "test": args.test}, max_steps=args.max_steps,
            tasks=args.tasks.split(",") if args.tasks else None, log=lambda m: print(m, flush=True))
     return 0
+
+
+# ---- the agent's view: action syntax, rule line, augmentation sources -------------------------
+_PLACEHOLDER = re.compile(r"\b(?:OBJ|LOC)\d*\b|<[^<>]+>")
+_TEMPLATE_PLACEHOLDER = re.compile(r"\b(?:OBJ|LOC)\d*\b")
+
+
+def template_action(command: str, admissible: Sequence[str]) -> tuple[str | None, str | None]:
+    """Lower-cased; valid when it equals an admissible action, or fills an admissible TEMPLATE
+    (placeholders ``OBJ``, ``LOC``, ``OBJ1``…, or ``<...>`` match any text). The list may be
+    huge; the whole list given is checked, not just what the prompt showed."""
+    action = command.lower()
+    if not admissible:
+        return action, None
+    if action in {action_key(a) for a in admissible}:
+        return action, None
+    if any(pattern.fullmatch(action) for pattern in _templates(tuple(admissible))):
+        return action, None
+    return None, "not_admissible"
+
+
+@functools.lru_cache(maxsize=64)
+def _templates(admissible: tuple[str, ...]) -> list[re.Pattern]:
+    patterns = []
+    for entry in admissible:
+        parts = _PLACEHOLDER.split(" ".join(entry.split()))
+        if len(parts) == 1:
+            continue  # a concrete action, not a template
+        literal = [re.escape(part.lower()) for part in parts]
+        patterns.append(re.compile("(.+?)".join(literal)))
+    return patterns
+
+
+def has_templates(obs: Observation) -> bool:
+    """Whether the admissible list holds OBJ/LOC templates (the prompt shows the rule line then)."""
+    return any(map(_TEMPLATE_PLACEHOLDER.search, obs.admissible))
+
+
+#: 12-token lines "Also here: a dusty poster of the periodic table (out of reach)." naming lab
+#: objects ScienceWorld does not have
+SCIWORLD_THINGS = (
+    "poster of the periodic table", "framed lab safety certificate", "brass microscope model",
+    "stack of graph paper", "broken centrifuge", "spectrometer with a dead screen",
+    "pair of cracked safety goggles", "box of latex gloves", "old lab coat on a hook",
+    "plastic model of a DNA helix", "chalkboard covered in formulas", "empty pipette rack",
+    "stack of old lab notebooks", "magnetic stirrer without a power cord", "rolled-up star chart",
+    "cork board with expired notices",
+)  # fmt: skip
+SCIWORLD_ADJECTIVES = ("dusty", "faded", "worn", "tidy", "slightly bent", "forgotten")
+
+
+def sciworld_distractors(text, count, rng, keywords, layout):
+    things = allowed(SCIWORLD_THINGS, keywords)
+    placed = []
+    for _ in range(count):
+        thing = f"{rng.choice(SCIWORLD_ADJECTIVES)} {rng.choice(things)}"
+        placed.append((rng.choice(layout.boundaries), f"Also here: {article(thing)} {thing} (out of reach)."))
+    return placed
 
 
 #: everything domain-specific about ScienceWorld (gentax.domains.spec)

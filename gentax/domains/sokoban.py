@@ -35,16 +35,16 @@ import collections
 import importlib
 import importlib.util
 import random
+import re
 import sys
 import types
 from typing import Any
 
 import numpy as np
 
-from gentax.agent.parse import exact_action
-from gentax.domains.augment import sokoban_distractors
+from gentax.domains.augment import article
 from gentax.domains.base import DomainEnv, InvalidAction, Observation, Task
-from gentax.domains.spec import Augmentation, DomainSpec
+from gentax.domains.spec import Augmentation, DomainSpec, exact_action
 from gentax.errors import GentaxError
 
 MOVES: dict[str, tuple[int, int]] = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
@@ -303,6 +303,43 @@ def _int_option(options: dict[str, Any], key: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise GentaxError(f"sokoban option {key} must be an int in {low}..{high}, got {value!r}")
     return value
+
+
+# ---- augmentation sources: 10-token lines "(7, 2) shows a Broken crate (beyond the wall;
+# unreachable)" at distinct coordinates outside the room's bounding box, so never a real cell ----
+SOKOBAN_THINGS = (
+    "Broken crate", "Cracked tile", "Rusty pipe", "Pile of rubble", "Faded marking",
+    "Empty barrel", "Loose brick", "Puddle of water", "Old lantern", "Dusty sack",
+)  # fmt: skip
+_COORD = re.compile(r"\((\d+),\s*(\d+)\)")
+
+
+def _room_cells(text: str) -> set[tuple[int, int]]:
+    return {(int(r), int(c)) for r, c in _COORD.findall(text)}
+
+
+def sokoban_distractor_cells(text: str, count: int, rng: random.Random) -> list[tuple[int, int]]:
+    """``count`` distinct cells outside the bounding box of every coordinate in ``text``."""
+    cells = _room_cells(text)
+    rows = max((r for r, _ in cells), default=-1) + 1
+    cols = max((c for _, c in cells), default=-1) + 1
+    margin = 2
+    while True:
+        outside = [
+            (r, c) for r in range(rows + margin) for c in range(cols + margin) if r >= rows or c >= cols
+        ]
+        if len(outside) >= count:
+            return rng.sample(outside, count)
+        margin *= 2
+
+
+def sokoban_distractors(text, count, rng, keywords, layout):
+    placed = []
+    for r, c in sokoban_distractor_cells(text, count, rng):
+        thing = rng.choice(SOKOBAN_THINGS)
+        line = f"({r}, {c}) shows {article(thing)} {thing} (beyond the wall; unreachable)"
+        placed.append((rng.choice(layout.boundaries), line))
+    return placed
 
 
 #: everything domain-specific about Sokoban (gentax.domains.spec); the goal text states the move rules

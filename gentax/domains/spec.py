@@ -24,9 +24,12 @@ The spec holds:
 - ``intro`` and ``rule`` of the step prompt (``rule_when`` decides per observation whether the
   rule line is shown; ``None`` = whenever it is non-empty) and ``max_admissible_shown``;
 - ``action_syntax``: ``(command, admissible) -> (action | None, reason | None)``, the parser's
-  per-domain normaliser (``gentax.agent.parse``);
-- ``augmentation``: the State Information Augmentation sources (``Augmentation``), or None when
-  the domain has none (then only ``eps = 0`` or augmentation off is allowed for it);
+  per-domain normaliser (``gentax.agent.parse`` applies it): ``exact_action`` here (a
+  case-insensitive exact match, ALFWorld's and Sokoban's), or the domain's own function in its
+  module (WebShop's ``webshop_action``, SciWorld's ``template_action``);
+- ``augmentation``: the State Information Augmentation sources (``Augmentation``: distractors,
+  goal reader, insertion layout, all in the domain's module), or None when the domain has none
+  (then only ``eps = 0`` or augmentation off is allowed for it);
 - ``embedded_max_steps``: the step limit of the embedded RL preset; ``aug_eps``: the default
   augmentation budget of the RL engine defaults;
 - ``warm_start``: whether the embedded base model's SFT warm start has expert demos of it;
@@ -54,6 +57,22 @@ ENV_VAR = "GENTAX_DOMAINS"
 ActionSyntax = Callable[[str, Sequence[str]], "tuple[str | None, str | None]"]
 
 
+def action_key(text: str) -> str:
+    """How actions are compared: whitespace collapsed, lower case."""
+    return " ".join(text.split()).lower()
+
+
+def exact_action(command: str, admissible: Sequence[str]) -> tuple[str | None, str | None]:
+    """The action syntax of domains with a closed action list: ``command`` (already normalised
+    by the parser) matches an admissible action ignoring case and whitespace; the env's own
+    spelling is returned. With no admissible list the env decides (lower-cased command)."""
+    if not admissible:
+        return command.lower(), None
+    table = {action_key(a): a for a in admissible}
+    found = table.get(command.lower())
+    return (found, None) if found is not None else (None, "not_admissible")
+
+
 @dataclasses.dataclass(frozen=True)
 class Augmentation:
     """A domain's augmentation sources (``gentax.domains.augment`` documents each field's use)."""
@@ -66,6 +85,8 @@ class Augmentation:
     distractors: Callable[..., list]
     #: the goal read from an observation text ("" when the observation does not state it)
     goal_in: Callable[[str], str] | None = None
+    #: text -> gentax.domains.augment.Layout (where snippets may go); None: the separator's default
+    layout: Callable[[str], Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

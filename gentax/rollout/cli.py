@@ -126,8 +126,7 @@ def _model_embedded(args: argparse.Namespace) -> int:
 
 def _study_defaults() -> dict:
     """The study settings a command line leaves out: config.yaml's (the paper's study)."""
-    from gentax.io import read_yaml
-    from gentax.plan import REPO_ROOT
+    from gentax.io import REPO_ROOT, read_yaml  # function-local: read only when a command line leaves a setting out
 
     cfg = read_yaml(REPO_ROOT / "config.yaml")
     ev = cfg["eval"]

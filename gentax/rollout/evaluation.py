@@ -19,7 +19,7 @@ about the policy: ``success_rate`` leaves it out by default and counts it as a f
 all episodes), ``scored_episodes`` (the episodes behind ``success_rate``; null rate when 0) and
 ``error_reasons`` (one short line per distinct reason, with its count).
 ``measure_properties`` collects with ``max_steps = t_max`` and no augmentation (unless it is given
-one: a richness level of the controls, issue 18, measures the states its runs train on), and its
+one: a richness level of the controls measures the states its runs train on), and its
 JSON holds ``measures`` (``gentax.agent.properties.property_measures``) and ``summary``.
 """
 

@@ -70,21 +70,13 @@ def rl_section(rl: Mapping[str, Any], *, save_every: int, rollout: str | None = 
     return section
 
 
-def sft_section(sft: Mapping[str, Any]) -> dict:
-    """An SFT block as the SFT engine sees it: a mix weight of 0 drops that domain (config files
-    merge key by key, so an override cannot delete a key of config.yaml's mix)."""
-    sft = _plain(sft)
-    if "mix" not in sft:
-        return dict(sft)
-    return {**sft, "mix": {d: w for d, w in sft["mix"].items() if w > 0}}
-
-
 def sft_train_section(sft: Mapping[str, Any], *, dtype: str = "auto") -> dict:
     """An SFT block as ``gentax sft train`` receives it, with ``engines.dtype`` (when not ``auto``)
     as its precision, as ``rl_section`` does for the RL engines."""
     from gentax.dtype import sft_precision
+    from gentax.train.sft_config import sft_section
 
-    section = sft_section(sft)
+    section = sft_section(_plain(sft))
     if dtype != "auto":
         section["precision"] = sft_precision(dtype)
     return section
@@ -132,7 +124,9 @@ def rl_segment(cfg: dict, run, *, start: int, end: int, save_every: int, init_mo
 
 
 def _sft_data_section(cfg: dict, sft: Mapping[str, Any], *, with_generator: bool) -> dict[str, Any]:
-    section = {**sft_section(sft), "history_length": int(cfg["rl"]["history_length"]),
+    from gentax.train.sft_config import sft_section
+
+    section = {**sft_section(_plain(sft)), "history_length": int(cfg["rl"]["history_length"]),
                "max_new_tokens": int(cfg["rl"]["max_new_tokens"]), "temperature": float(cfg["rl"]["temperature"])}
     if with_generator:
         section["generator"] = cfg["engines"]["generator"]
@@ -231,6 +225,6 @@ def controls_properties_table(levels: Iterable[Mapping[str, Any]], inputs: Itera
     return {"levels": _plain(list(levels)), "inputs": [str(p) for p in inputs], "out": out}
 
 
-__all__ = ["encode", "domain_settings", "rl_section", "sft_section", "sft_train_section", "resolved_rl", "tasks",
+__all__ = ["encode", "domain_settings", "rl_section", "sft_train_section", "resolved_rl", "tasks",
            "embedded_model", "rl_segment", "sft_data", "sft_train", "eval_checkpoint", "properties", "summary",
            "artifact", "properties_table", "controls_properties_table", "paths"]

@@ -50,7 +50,8 @@ from functools import lru_cache
 from typing import Any
 
 from gentax.errors import ConfigError
-from gentax.plan import repo_path
+from gentax.io import repo_path
+from gentax.train.sft_config import load_sft_config, sft_section
 
 GIB = 1024**3
 BF16 = 2
@@ -173,9 +174,7 @@ def _budget(cluster: dict) -> float:
 
 def sft_estimate(cfg: dict, arch: Architecture) -> JobMemory | None:
     """The V2 SFT job (LlamaFactory), or None when it is not full fine-tuning (see the module doc)."""
-    from gentax.plan import sft_section
-    from gentax.train.config import load_rl_config
-    from gentax.train.sft_config import load_sft_config
+    from gentax.train.config import load_rl_config  # function-local: defers numpy (gentax.train.grpo)
 
     sft = load_sft_config(sft_section(cfg["inits"]["v2"]["sft"]), preset="v2")
     if sft.lora_rank or sft.freeze_layers:
@@ -198,7 +197,7 @@ def sft_estimate(cfg: dict, arch: Architecture) -> JobMemory | None:
 
 def rl_estimates(cfg: dict, arch: Architecture) -> list[JobMemory]:
     """The verl actor update and the rollout phase of an RL run (its settings as verl receives them)."""
-    from gentax.settings import rl_settings
+    from gentax.settings import rl_settings  # function-local: the cycle docs/contracts.md "Layers" names
 
     v = rl_settings(cfg)
     actor, model = "actor_rollout_ref.actor.", "actor_rollout_ref.model."

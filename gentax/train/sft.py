@@ -57,7 +57,8 @@ import yaml
 
 from gentax import io as gio
 from gentax.errors import GentaxError
-from gentax.plan import repo_path
+from gentax.io import repo_path
+from gentax.train import tracking as gtracking
 from gentax.train.sft_config import SFTConfig
 from gentax.train.sft_data import DATASET_NAME, read_examples
 
@@ -191,7 +192,6 @@ def train_sft(cfg: SFTConfig, data_dir: str | Path, init_model: str | Path, out_
                           "cutoff_len (or null: fit the longest) so no prompt is truncated")
     cutoff_len = cfg.cutoff_len or longest
     stream = stream or sys.stdout
-    from gentax.train import tracking as gtracking
 
     track = gtracking.load_section(tracking)
 

@@ -93,6 +93,14 @@ def _presets() -> dict[str, dict[str, Any]]:
     return presets
 
 
+def sft_section(sft: dict) -> dict:
+    """A workflow config's SFT section as this engine sees it: a mix weight of 0 drops that domain
+    (config files merge key by key, so an override cannot delete a key of config.yaml's mix)."""
+    if "mix" not in sft:
+        return dict(sft)
+    return {**sft, "mix": {d: w for d, w in sft["mix"].items() if w > 0}}
+
+
 def load_sft_config(section: Mapping[str, Any] | None = None, preset: str = "v2") -> SFTConfig:
     """Validated ``SFTConfig`` from ``section`` over the ``preset``'s defaults (see module doc)."""
     if preset not in PRESETS:

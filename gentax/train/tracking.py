@@ -20,7 +20,7 @@ verl engine sets verl's ``trainer.logger`` (``verl_logger``) and its TensorBoard
 ``metric_names`` (TensorBoard alone: torch's ``SummaryWriter`` directly, as verl's Tracking uses
 it, sparing the job verl's import): verl's own key where verl computes that quantity (the verl engine's mapping,
 ``verl_shared.VERL_METRICS``), else ``gentax/<column>``. ``documented_names()`` lists the names both
-engines log at every step (docs/training.md §7). SFT reports through LlamaFactory's (the HF
+engines log at every step (docs/training.md §8). SFT reports through LlamaFactory's (the HF
 Trainer's) own ``report_to`` (``sft_report_args``).
 """
 

@@ -78,6 +78,7 @@ class WebshopEnv(DomainEnv):
         opts = self.options
         size, per_page = opts["catalog_size"], opts["results_per_page"]
         if opts["backend"] == "official":
+            # function-local: the official backend needs the optional web_agent_site package
             from gentax.domains.webshop.official import OfficialEngine, official_server
 
             self.catalog = None

@@ -1,0 +1,120 @@
+"""The one registry of the study's tables and figures: each is one ``Artifact`` entry.
+
+Contract (docs/contracts.md "Plan")::
+
+    ARTIFACTS: tuple[Artifact, ...]      # in the order the workflow lists them
+    get(name) -> Artifact                # an unknown name is one GentaxError listing the known ones
+    names(kind=None, planned=None) -> tuple[str, ...]
+    builder(name) -> callable            # (analysis, name) -> tables.Table | matplotlib Figure
+
+Everything else derives from it: what the plan builds and what each output reads
+(``gentax.plan``: ``table_names``, ``figure_names``, ``artifact_variants``, ``artifact_runs``,
+``artifact_inputs``, ``jobs`` and so the cost preview), the table and figure names and the
+dispatch of ``gentax.analysis.build.build_one``. Adding a table is one entry here plus its builder.
+
+An entry says:
+
+- ``kind``: ``table`` (written as CSV, Markdown, LaTeX) or ``figure`` (PNG, SVG);
+- ``variants``: the run variants it reads (the base rows of every init come along); an artifact
+  planned with the mixtures or the controls reads their runs instead (``gentax.plan.artifact_runs``);
+- ``properties`` / ``controls`` / ``extended``: whether it reads the properties table (Table 3),
+  the controls' properties table, or the extended runs' summaries (the others never wait for
+  extended training);
+- ``bootstrap``: whether it needs the bootstrap draws (the others are built with ``n_boot=0``);
+- ``planned``: ``always``, ``mixtures`` (when ``grid.mixtures`` is enabled) or ``controls`` (when
+  a ``controls`` sweep is enabled);
+- ``build``: ``"module:function"``, imported on first use (so planning never imports pandas or
+  matplotlib), called as ``function(analysis, name)`` with the ``gentax.analysis.tables.Analysis``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Callable
+
+from gentax.errors import GentaxError
+
+KINDS = ("table", "figure")
+PLANNED = ("always", "mixtures", "controls")
+COMPUTED = "gentax.analysis.tables:computed_table"  # a table ``compute_tables`` makes with the others
+
+
+@dataclasses.dataclass(frozen=True)
+class Artifact:
+    name: str
+    kind: str
+    build: str
+    variants: tuple[str, ...] = ("default",)
+    properties: bool = False
+    controls: bool = False
+    extended: bool = False
+    bootstrap: bool = False
+    planned: str = "always"
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise GentaxError(f"artifact {self.name!r}: kind must be one of {KINDS}, got {self.kind!r}")
+        if self.planned not in PLANNED:
+            raise GentaxError(f"artifact {self.name!r}: planned must be one of {PLANNED}, got {self.planned!r}")
+        if ":" not in self.build:
+            raise GentaxError(f"artifact {self.name!r}: build must be 'module:function', got {self.build!r}")
+
+
+def _table(name, **kw) -> Artifact:
+    return Artifact(name, "table", COMPUTED, **kw)
+
+
+def _figure(name, function, **kw) -> Artifact:
+    return Artifact(name, "figure", f"gentax.analysis.figures:{function}", **kw)
+
+
+ARTIFACTS: tuple[Artifact, ...] = (
+    _table("table2_success", bootstrap=True),
+    _table("table3_ranking", properties=True),
+    _table("table4_extended", extended=True, bootstrap=True),
+    _table("table5_augmentation", variants=("default", "aug")),
+    _table("table6_relative_change"),
+    _table("table7_thinking", variants=("default", "nothink", "filler")),  # filler: runs only with controls.filler
+    _table("table8_rank_detail"),
+    _table("success_ci", variants=("default", "aug", "nothink", "filler"), bootstrap=True),  # beyond the paper
+    _table("rank_stability", bootstrap=True),  # beyond the paper: share of resamples ranked best
+    _table("mixture_ood", bootstrap=True, planned="mixtures"),  # beyond the paper: grid.mixtures
+    _table("controls_sweep", controls=True, bootstrap=True, planned="controls"),  # beyond the paper: controls
+    _table("controls_regression", controls=True, bootstrap=True, planned="controls"),
+    _figure("ood_vs_properties", "ood_vs_properties", properties=True),
+    _figure("delta_ood_augmentation", "delta_ood_augmentation", variants=("default", "aug")),
+    _figure("delta_ood_thinking", "delta_ood_thinking", variants=("default", "nothink", "filler")),
+    _figure("training_curves", "training_curves", variants=("default", "aug", "nothink", "filler"), extended=True),
+    _figure("mixture_delta_ood", "mixture_delta_ood", bootstrap=True, planned="mixtures"),
+    _figure("controls_delta_ood", "controls_delta_ood", controls=True, bootstrap=True, planned="controls"),
+)
+
+
+def _by_name() -> dict[str, Artifact]:
+    # read at call time, so a test (or a study extension) that replaces ARTIFACTS is seen everywhere
+    found: dict[str, Artifact] = {}
+    for artifact in ARTIFACTS:
+        if artifact.name in found:
+            raise GentaxError(f"artifact {artifact.name!r} is registered twice")
+        found[artifact.name] = artifact
+    return found
+
+
+def get(name: str) -> Artifact:
+    registered = _by_name()
+    if name not in registered:
+        raise GentaxError(f"unknown table or figure {name!r}; known: {', '.join(registered)}")
+    return registered[name]
+
+
+def names(kind: str | None = None, planned: str | None = None) -> tuple[str, ...]:
+    """The registered names, in registry order, of one ``kind`` and/or one ``planned`` condition."""
+    return tuple(a.name for a in _by_name().values()
+                 if (kind is None or a.kind == kind) and (planned is None or a.planned == planned))
+
+
+def builder(name: str) -> Callable:
+    """The entry's build function, imported now."""
+    module, function = get(name).build.split(":")
+    return getattr(importlib.import_module(module), function)
