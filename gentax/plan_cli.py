@@ -1,5 +1,6 @@
 """``gentax plan``: print the study's plan (the grid of RL runs and what they imply), or with
-``--settings`` every job kind's effective settings and their sources (``gentax.settings``)."""
+``--settings`` every job kind's effective settings and their sources (``gentax.settings``), or with
+``--power`` what each table can resolve (``gentax.analysis.power``)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ def register(sub) -> None:
                         "LlamaFactory receives them, evaluation, property logs) with their sources, and the memory check")
     p.add_argument("--cost", action="store_true",
                    help="estimate GPU-hours per job kind and in total (time figures: config `cost`)")
+    p.add_argument("--power", action="store_true",
+                   help="print the smallest ΔID and ΔOOD each table can resolve at 80%% power and eval.test_level "
+                        "(exact test + Holm over the table's cells), from assumed or measured base success")
     p.add_argument("--profile", default=None,
                    help="Snakemake profile whose resources (GPUs, runtime) price the jobs "
                         "(default: profiles/slurm for the paper preset, profiles/default for embedded)")
@@ -73,6 +77,12 @@ def _plan(args) -> int:
         return 0
     if args.cost:
         return _cost(cfg, args)
+    if args.power:
+        from gentax.analysis import power
+
+        result = power.preview(cfg)
+        print(json.dumps(result, indent=2, default=str) if args.json else power.render(result), end="\n" if args.json else "")
+        return 0
     result = gplan.plan(cfg)
     if args.json:
         print(json.dumps(result, indent=2))

@@ -150,12 +150,13 @@ def test_bad_task_outcomes_are_named(text, problem):
 def won_lost_case(wins: int, losses: int, tasks: int = 16, init: str = "v1", train: str = "sokoban",
                   seeds=(0,)) -> list[dict]:
     """The run wins tasks [0, wins + 4), the base [wins, wins + 4) and the last ``losses`` tasks:
-    ``wins`` tasks won by the run alone, ``losses`` by the base alone, 4 by both."""
+    ``wins`` tasks won by the run alone, ``losses`` by the base alone, 4 by both; one checkpoint
+    (window (150,)), so each side has one evaluation per task (the embedded study's shape)."""
     base_won = set(range(wins, wins + 4)) | set(range(tasks - losses, tasks))
     run_won = set(range(0, wins + 4))
     rows = base(init, {train: len(base_won) / tasks}, **outcomes(base_won, tasks))
-    rows += run(init, train, {train: len(run_won) / tasks}, seeds=seeds, **outcomes(run_won, tasks))
-    return rows
+    rows += run(init, train, {train: len(run_won) / tasks}, seeds=seeds, steps=(150,), **outcomes(run_won, tasks))
+    return window_rows(load_summary(pd.DataFrame(rows)), (150,))[0]
 
 
 def test_sign_test_is_exact_mcnemar():
@@ -167,14 +168,14 @@ def test_sign_test_is_exact_mcnemar():
 
 
 def test_delta_id_test_counts_discordant_tasks_5_of_16_is_not_resolved_6_is():
-    five = windowed(won_lost_case(5, 0))
+    five = won_lost_case(5, 0)
     test = stats.delta_id_test(five, SOKOBAN_RUN, SOKOBAN_BASE)
     assert (test.wins, test.losses, test.tasks) == (5, 0, 16) and test.p_value == pytest.approx(0.0625)
     assert stats.resolve([test.p_value], 0.05)[1] == [False]
-    six = stats.delta_id_test(windowed(won_lost_case(6, 0)), SOKOBAN_RUN, SOKOBAN_BASE)
+    six = stats.delta_id_test(won_lost_case(6, 0), SOKOBAN_RUN, SOKOBAN_BASE)
     assert six.p_value == pytest.approx(0.03125) and stats.resolve([six.p_value], 0.05)[1] == [True]
     # losses count against: 6 won, 1 lost is p = 0.125
-    mixed = stats.delta_id_test(windowed(won_lost_case(6, 1)), SOKOBAN_RUN, SOKOBAN_BASE)
+    mixed = stats.delta_id_test(won_lost_case(6, 1), SOKOBAN_RUN, SOKOBAN_BASE)
     assert (mixed.wins, mixed.losses) == (6, 1) and mixed.p_value == pytest.approx(0.125)
     # no task outcomes: no test
     assert stats.delta_id_test(delta_id_case(with_outcomes=False), SOKOBAN_RUN, SOKOBAN_BASE) is None
@@ -208,3 +209,21 @@ def test_delta_ood_interval_counts_undefined_draws():
                                   {"c": 14.0}, delta_ood)
     assert (ci.low, ci.high, ci.undefined, ci.draws) == (50.0, 50.0, 3, 10)
     assert "undefined in 3 of 10 bootstrap draws" in ci.note()
+
+
+def test_more_run_evaluations_than_base_ones_use_the_permutation_test():
+    """16 tasks the base fails once each, the run (12 evaluations per task) wins one of 12 on each:
+    the run's mean (1/12) beats the base's 0 on all 16 tasks, which the sign test would call
+    p = 3e-5, though that is what equal rates (1/13) give. Under exchange of each task's 13
+    evaluations, k ~ Binomial(16, 1/13) tasks put their success on the base's slot and
+    T = (16 - k) / 12 - k; |T| >= 16/12 for k = 0 or k >= 3."""
+    from scipy.stats import binom
+
+    base_values, run_values = np.zeros((1, 16)), np.zeros((12, 16))
+    run_values[0] = 1.0
+    test = stats.paired_test([(base_values, run_values)])
+    assert (test.wins, test.losses) == (16, 0)
+    expected = binom.pmf(0, 16, 1 / 13) + binom.sf(2, 16, 1 / 13)
+    assert test.p_value == pytest.approx(expected) and test.p_value > 0.3
+    # equal evaluation counts: the sign test (symmetric under the null)
+    assert stats.paired_test([(np.zeros((1, 6)), np.ones((1, 6)))]).p_value == pytest.approx(0.03125)

@@ -48,9 +48,9 @@ def test_table2_window_means_std_and_delta_id(analysis):
 def test_table2_delta_id_intervals_paired_over_tasks():
     """With task outcomes, a run's ΔID carries a paired interval (value, CSV columns, display, note)."""
     rows = base("v1", {"sokoban": 0.5}, task_outcomes=" ".join(f"{t}:{int(t < 8)}" for t in range(16)))
-    rows += run("v1", "sokoban", {"sokoban": 0.75}, seeds=(0,),
+    rows += run("v1", "sokoban", {"sokoban": 0.75}, seeds=(0,), steps=(150,),
                 task_outcomes=" ".join(f"{t}:{int(t < 12)}" for t in range(16)))
-    t = compute_tables(pd.DataFrame(rows), None, Settings(n_boot=4000)).tables["table2_success"]
+    t = compute_tables(pd.DataFrame(rows), None, Settings(n_boot=4000, window=(150,))).tables["table2_success"]
     cell = row(t, init="v1", train_domain="sokoban", eval_domain="sokoban")
     assert cell.delta_id == pytest.approx(25.0) and cell.delta_id_ci == "paired tasks"
     assert (cell.delta_id_ci_low_pct, cell.delta_id_ci_high_pct) == (6.25, 50.0)  # see test_analysis_stats
@@ -330,29 +330,32 @@ def _won(won: int, tasks: int = 16, offset: int = 0) -> str:
     return " ".join(f"{t}:{int(offset <= t < offset + won)}" for t in range(tasks))
 
 
+ONE_CHECKPOINT = Settings(n_boot=200, window=(150,))
+
+
 def test_table2_resolves_after_holm_over_its_tested_delta_ids():
-    """6 tasks won, none lost (p = 0.031) resolves alone; beside a second tested cell with the same
+    """One checkpoint, one seed (one evaluation per task and side): 6 tasks won, none lost (p = 0.031) resolves alone; beside a second tested cell with the same
     p, Holm doubles the smaller p to 0.0625 and neither is resolved; 5/0 (p = 0.0625) never is."""
     rows = base("v1", {"sokoban": 0.0, "alfworld": 0.0}, task_outcomes=_won(0), episodes=16)
-    six = run("v1", "sokoban", {"sokoban": 6 / 16}, seeds=(0,), task_outcomes=_won(6), episodes=16)
-    alone = compute_tables(pd.DataFrame(rows + six), None, Settings(n_boot=200)).tables["table2_success"]
+    six = run("v1", "sokoban", {"sokoban": 6 / 16}, seeds=(0,), steps=(150,), task_outcomes=_won(6), episodes=16)
+    alone = compute_tables(pd.DataFrame(rows + six), None, ONE_CHECKPOINT).tables["table2_success"]
     cell = row(alone, init="v1", train_domain="sokoban", eval_domain="sokoban")
     assert cell.delta_id_p == pytest.approx(0.03125) and cell.delta_id_resolved == "yes"
     assert alone.display.iloc[[i for i, r in alone.display.iterrows() if r.train_domain == "sokoban"
                                and r.init == "V1"][0]]["sokoban"].endswith(f"p 0.031 {tables.RESOLVED_MARK})")
-    other = run("v1", "alfworld", {"alfworld": 6 / 16}, seeds=(0,), task_outcomes=_won(6), episodes=16)
-    both = compute_tables(pd.DataFrame(rows + six + other), None, Settings(n_boot=200)).tables["table2_success"]
+    other = run("v1", "alfworld", {"alfworld": 6 / 16}, seeds=(0,), steps=(150,), task_outcomes=_won(6), episodes=16)
+    both = compute_tables(pd.DataFrame(rows + six + other), None, ONE_CHECKPOINT).tables["table2_success"]
     for train in ("sokoban", "alfworld"):
         cell = row(both, init="v1", train_domain=train, eval_domain=train)
         assert cell.delta_id_p == pytest.approx(0.03125) and cell.delta_id_p_holm == pytest.approx(0.0625)
         assert cell.delta_id_resolved == "no"
     assert any("over the 2 cell(s) this table tests" in n for n in both.notes)
-    five = run("v1", "sokoban", {"sokoban": 5 / 16}, seeds=(0,), task_outcomes=_won(5), episodes=16)
-    t = compute_tables(pd.DataFrame(rows + five), None, Settings(n_boot=200)).tables["table2_success"]
+    five = run("v1", "sokoban", {"sokoban": 5 / 16}, seeds=(0,), steps=(150,), task_outcomes=_won(5), episodes=16)
+    t = compute_tables(pd.DataFrame(rows + five), None, ONE_CHECKPOINT).tables["table2_success"]
     cell = row(t, init="v1", train_domain="sokoban", eval_domain="sokoban")
     assert cell.delta_id_p == pytest.approx(0.0625) and cell.delta_id_resolved == "no"
     # a stricter level is a setting: 6/0 at 0.01 is not resolved
-    strict = compute_tables(pd.DataFrame(rows + six), None, Settings(n_boot=0, test_level=0.01))
+    strict = compute_tables(pd.DataFrame(rows + six), None, Settings(n_boot=0, window=(150,), test_level=0.01))
     assert row(strict.tables["table2_success"], init="v1", train_domain="sokoban",
                eval_domain="sokoban").delta_id_resolved == "no"
 

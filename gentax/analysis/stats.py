@@ -50,7 +50,7 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest
+from scipy.stats import binomtest, hypergeom
 
 from gentax.analysis import ranking
 from gentax.analysis.summary import CELL_KEY, RUN_KEY, TASK_OUTCOMES, parse_task_outcomes
@@ -257,44 +257,93 @@ def _cell_rows(rows: pd.DataFrame, cell: tuple) -> pd.DataFrame:
     return rows[(rows[key] == pd.Series(cell, index=key)).all(axis=1)]
 
 
-def task_means(rows: pd.DataFrame, cells: Sequence[tuple]) -> tuple[list[int], list[np.ndarray]] | None:
-    """Per cell, its success per task (mean over the cell's rows: seeds and window checkpoints),
-    over the tasks every row of every cell shares; None when a row lacks task outcomes, a cell
-    has no rows or no task is shared."""
+def task_values(rows: pd.DataFrame, cells: Sequence[tuple]) -> list[np.ndarray] | None:
+    """Per cell, its success per (row, task): a row = one evaluation (seed, checkpoint), over the
+    tasks every row of every cell shares; None when a row lacks task outcomes, a cell has no rows
+    or no task is shared."""
     parts = [_cell_rows(rows, c) for c in cells]
     if any(p.empty for p in parts):
         return None
     matrix = _task_matrix(pd.concat(parts))
     if matrix is None:
         return None
-    tasks, values = matrix
+    values = matrix[1]
     bounds = np.cumsum([0] + [len(p) for p in parts])
-    return tasks, [values[a:b].mean(axis=0) for a, b in zip(bounds[:-1], bounds[1:])]
+    return [values[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def paired_test(differences: np.ndarray) -> PairedTest:
-    """``sign_test`` on per-task differences (positive = a win)."""
-    wins, losses = int(np.sum(differences > 0)), int(np.sum(differences < 0))
-    return PairedTest(wins, losses, int(differences.size), sign_test(wins, losses))
+#: permutation draws where task values are fractions (several episodes of a task in one evaluation)
+_PERMUTATION_DRAWS = 20000
+
+
+def _permutation_p(pairs: Sequence[tuple[np.ndarray, np.ndarray]], seed: int = 0) -> float:
+    """Two-sided p of T = Σ_tasks (mean of the after evaluations − mean of the before ones) under
+    the null that a task's evaluations are exchangeable between the sides: every assignment of a
+    task's values to the before side's slots is equally likely, independently per task (E T = 0).
+    Exact where every value is 0 or 1 (one episode per task and evaluation): a task's before-side
+    sum is hypergeometric and T lives on a lattice, so the tasks' laws convolve exactly; else
+    estimated from ``_PERMUTATION_DRAWS`` seeded draws."""
+    observed = sum(float(after.mean(axis=0).sum() - before.mean(axis=0).sum()) for before, after in pairs)
+    binary = all(np.isin(m, (0.0, 1.0)).all() for pair in pairs for m in pair)
+    if not binary:
+        rng = np.random.default_rng(seed)
+        total = np.zeros(_PERMUTATION_DRAWS)
+        for before, after in pairs:
+            joint, nb = np.concatenate([before, after]), before.shape[0]
+            for task in range(joint.shape[1]):
+                shuffled = rng.permuted(np.tile(joint[:, task], (_PERMUTATION_DRAWS, 1)), axis=1)
+                total += shuffled[:, nb:].mean(axis=1) - shuffled[:, :nb].mean(axis=1)
+        return float(np.mean(np.abs(total) >= abs(observed) - 1e-9))
+    # T x L is an integer for L = the product of every side's evaluation count (lcm would do)
+    scale = math.lcm(*(m.shape[0] for pair in pairs for m in pair))
+    law, offset = np.ones(1), 0  # law[i] = P(T x scale = i + offset)
+    for before, after in pairs:
+        nb, na = before.shape[0], after.shape[0]
+        for s in np.concatenate([before, after]).sum(axis=0).astype(int):
+            if s in (0, nb + na):
+                continue  # every assignment gives 0
+            k = np.arange(max(0, s - na), min(nb, s) + 1)  # the before side's successes
+            weights = hypergeom.pmf(k, nb + na, s, nb)
+            lattice = ((s - k) * (scale // na) - k * (scale // nb)).astype(int)
+            step = np.zeros(lattice.max() - lattice.min() + 1)
+            np.add.at(step, lattice - lattice.min(), weights)
+            law, offset = np.convolve(law, step), offset + int(lattice.min())
+    support = np.arange(law.size) + offset
+    return float(min(1.0, law[np.abs(support) >= round(abs(observed) * scale) - 1e-9].sum()))
+
+
+def paired_test(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> PairedTest:
+    """The exact paired test of (before, after) evaluation matrices (rows = evaluations, columns =
+    tasks; one pair per domain, tasks pooled). Wins / losses: tasks where the after side's mean is
+    above / below the before side's. When both sides have as many evaluations per task, the
+    difference is symmetric under the null and p is ``sign_test`` (McNemar's exact test at one
+    evaluation each); otherwise (a run's seeds x checkpoints against one base evaluation, where the
+    sign test would be biased) p is the within-task permutation test ``_permutation_p``, which at
+    one evaluation per side is the same test."""
+    differences = np.concatenate([after.mean(axis=0) - before.mean(axis=0) for before, after in pairs])
+    wins, losses = int(np.sum(differences > 1e-12)), int(np.sum(differences < -1e-12))
+    balanced = all(before.shape[0] == after.shape[0] for before, after in pairs)
+    p = sign_test(wins, losses) if balanced else _permutation_p(pairs)
+    return PairedTest(wins, losses, int(differences.size), p)
 
 
 def delta_id_test(rows: pd.DataFrame, run: tuple, base: tuple) -> PairedTest | None:
     """The exact paired test of a ΔID over the tasks the run's cell and the base cell share
-    (module doc); None without task outcomes."""
-    means = task_means(rows, [run, base])
-    return None if means is None else paired_test(means[1][0] - means[1][1])
+    (``paired_test``, before = the base); None without task outcomes."""
+    values = task_values(rows, [base, run])
+    return None if values is None else paired_test([tuple(values)])
 
 
 def delta_ood_test(rows: pd.DataFrame, pairs: Sequence[tuple[tuple, tuple]]) -> PairedTest | None:
-    """The exact paired test of a ΔOOD: ``pairs`` = (without cell, with cell) per OOD domain; the
-    per-task differences of every domain pooled; None when a domain lacks task outcomes."""
-    differences = []
+    """The exact paired test of a ΔOOD: ``pairs`` = (without cell, with cell) per OOD domain, the
+    domains' tasks pooled (``paired_test``); None when a domain lacks task outcomes."""
+    matrices = []
     for without, with_ in pairs:
-        means = task_means(rows, [with_, without])
-        if means is None:
+        values = task_values(rows, [without, with_])
+        if values is None:
             return None
-        differences.append(means[1][0] - means[1][1])
-    return paired_test(np.concatenate(differences)) if differences else None
+        matrices.append(tuple(values))
+    return paired_test(matrices) if matrices else None
 
 
 def per_seed_delta_id(rows: pd.DataFrame, run: tuple, base: tuple) -> dict[int, float]:
