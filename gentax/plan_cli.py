@@ -22,6 +22,9 @@ def register(sub) -> None:
     p.add_argument("--settings", action="store_true",
                    help="print the effective settings of every job kind (RL as verl receives them, SFT as "
                         "LlamaFactory receives them, evaluation, property logs) with their sources, and the memory check")
+    p.add_argument("--verl", action="store_true",
+                   help="with --settings: print the whole verl config the first run composes (verl's ppo_trainer "
+                        "with gentax's overrides), as YAML")
     p.add_argument("--cost", action="store_true",
                    help="estimate GPU-hours per job kind and in total (time figures: config `cost`)")
     p.add_argument("--power", action="store_true",
@@ -69,6 +72,11 @@ def _plan(args) -> int:
     for layer in rest + [{"preset": args.preset} if args.preset else {}]:
         overrides = deep_merge(overrides, layer)
     cfg = gplan.load_config(gplan.with_preset(base, overrides, default="paper"))
+    if args.settings and args.verl:
+        from gentax import settings
+
+        print(settings.verl_config(cfg), end="")
+        return 0
     if args.settings:
         from gentax import settings
 

@@ -411,6 +411,11 @@ def sokoban_distractors(text, count, rng, keywords, layout):
     return placed
 
 
+#: how ``webshop_distractors`` picks each distractor's kind (printed by ``gentax plan --settings``)
+WEBSHOP_DISTRACTOR_KINDS = ("one of the kinds the page allows, drawn uniformly per distractor: an ad line (every page), "
+                            "an unselectable listing (results pages), an extra feature (item pages)")
+
+
 def webshop_distractors(text, count, rng, keywords, layout):
     products = _allowed(WEBSHOP_PRODUCTS, keywords, lambda p: " ".join(p))
     adjectives = _allowed(WEBSHOP_ADJECTIVES, keywords)
