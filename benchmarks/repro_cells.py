@@ -117,7 +117,8 @@ def compare(observed: list[dict]) -> list[str]:
                  f"({len(first['task_outcomes'])} tasks)")
     for column in first["metrics"].columns:
         columns = [o["metrics"][column].to_numpy() for o in observed]
-        if all(np.array_equal(c, columns[0]) for c in columns):
+        numeric = all(c.dtype.kind in "fiub" for c in columns)
+        if all(np.array_equal(c, columns[0], equal_nan=numeric) for c in columns):  # NaN = NaN (undefined in both)
             continue
         try:
             spread = max(float(np.nanmax(np.abs(c.astype(float) - columns[0].astype(float)))) for c in columns)
@@ -144,13 +145,15 @@ def main(argv=None) -> int:
     parser.add_argument("--sequential", action="store_true", help="one repeat after the other (default: together)")
     parser.add_argument("--out", default=None, help="where the repeats go (default: a temporary folder)")
     parser.add_argument("--record", default=None, help="also write the report here, headed by commit, date, machine")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: report on the repeats already in --out (an earlier run's folders)")
     args = parser.parse_args(argv)
     args.model = args.model or str(embedded_model_path())
     out = Path(args.out or tempfile.mkdtemp(prefix="repro_cells_"))
     started = time.perf_counter()
     folders = [out / f"repeat{i}" for i in range(args.repeats)]
     running = []
-    for folder in folders:
+    for folder in ([] if args.report_only else folders):
         folder.mkdir(parents=True, exist_ok=True)
         running.append(_run_cell(_cell_commands(args, folder), folder, args.threads))
         if args.sequential:
@@ -169,7 +172,7 @@ def main(argv=None) -> int:
              f"cell: {args.domain}, {args.steps} RL step(s) of the embedded local engine from {args.model}, then an "
              f"eval of step {args.steps} on {args.episodes} tasks; {args.repeats} repeats, seed 0, "
              f"OMP_NUM_THREADS={args.threads}, {'one after the other' if args.sequential else 'at the same time'}; "
-             f"{seconds:.0f} s wall"]
+             + ("a report on an earlier run's folders" if args.report_only else f"{seconds:.0f} s wall")]
     for i, o in enumerate(observed):
         lines.append(f"repeat {i}: success {o['success_rate']}, weights {o['weights']}, responses {o['responses']}, "
                      f"{o['turns']} turns; metrics {o['metrics'].to_dict('records')}")
