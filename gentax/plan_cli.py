@@ -1,5 +1,6 @@
 """``gentax plan``: print the study's plan (the grid of RL runs and what they imply), or with
-``--settings`` every job kind's effective settings and their sources (``gentax.settings``)."""
+``--settings`` every job kind's effective settings and their sources (``gentax.settings``), or with
+``--power`` what each table can resolve (``gentax.study.power``)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,14 @@ def register(sub) -> None:
     p.add_argument("--settings", action="store_true",
                    help="print the effective settings of every job kind (RL as verl receives them, SFT as "
                         "LlamaFactory receives them, evaluation, property logs) with their sources, and the memory check")
+    p.add_argument("--verl", action="store_true",
+                   help="with --settings: print the whole verl config the first run composes (verl's ppo_trainer "
+                        "with gentax's overrides), as YAML")
     p.add_argument("--cost", action="store_true",
                    help="estimate GPU-hours per job kind and in total (time figures: config `cost`)")
+    p.add_argument("--power", action="store_true",
+                   help="print the smallest ΔID and ΔOOD each table can resolve at 80%% power and eval.test_level "
+                        "(exact test + Holm over the table's cells), from assumed or measured base success")
     p.add_argument("--profile", default=None,
                    help="Snakemake profile whose resources (GPUs, runtime) price the jobs "
                         "(default: profiles/slurm for the paper preset, profiles/default for embedded)")
@@ -104,6 +111,11 @@ def _plan(args) -> int:
     for layer in rest + [{"preset": args.preset} if args.preset else {}]:
         overrides = deep_merge(overrides, layer)
     cfg = gplan.load_config(gplan.with_preset(base, overrides, default="paper"))
+    if args.settings and args.verl:
+        from gentax import settings
+
+        print(settings.verl_config(cfg), end="")
+        return 0
     if args.settings:
         from gentax import settings
 
@@ -112,6 +124,12 @@ def _plan(args) -> int:
         return 0
     if args.cost:
         return _cost(cfg, args)
+    if args.power:
+        from gentax.study import power
+
+        result = power.preview(cfg)
+        print(json.dumps(result, indent=2, default=str) if args.json else power.render(result), end="\n" if args.json else "")
+        return 0
     result = gplan.plan(cfg)
     if args.json:
         print(json.dumps(result, indent=2))

@@ -14,7 +14,13 @@ One place to audit a preset against the paper. Contract:
 - ``eval`` / ``properties``: what the workflow hands ``gentax eval`` / ``gentax properties``
   (``plan.rollout_settings``, the rules' own params);
 - ``domains``: every domain's episode step limit;
-- ``study``: the initial policies, the grid and the interventions' settings.
+- ``study``: the initial policies, the grid and the interventions' settings (with each domain's
+  augmentation unit, ``DomainSpec.augmentation``);
+- ``runs``: every planned RL run (grid and controls): its run spec's steps, thinking mode,
+  augmentation and domain settings, so no run's settings hide behind the first's.
+
+``verl_config(cfg)`` is the verl config the shown run composes (``verl_engine.compose_verl_config``
+on the same overrides), as YAML: ``gentax plan --settings --verl``.
 
 ``SOURCES`` (``settings_sources.yaml``) gives ``[source, note]`` per printed name;
 ``render(cfg)`` is the text: one line per setting, ``[source] note`` beside the sourced ones (or
@@ -37,9 +43,10 @@ from gentax.train.sft import llamafactory_args
 from gentax.train.sft_config import load_sft_config
 
 SOURCES_FILE = Path(__file__).with_name("settings_sources.yaml")
-KINDS = ("study", "rl", "sft", "sft_data", "eval", "properties", "domains")
+KINDS = ("study", "runs", "rl", "sft", "sft_data", "eval", "properties", "domains")
 HEADINGS = {
     "study": "The study: initial policies, grid, interventions",
+    "runs": "Every RL run: what its run spec sets (the settings that differ between runs; the rest as below)",
     "rl": "RL ({engine} engine): {run}, as {receiver} receives it",
     "sft": "SFT of Ckpt V2: the llamafactory-cli train arguments on {gpus} device(s)",
     "sft_data": "SFT data (gentax sft build-data)",
@@ -61,22 +68,67 @@ def shown_run(cfg: dict) -> gplan.Run:
     return runs[0] if runs else gplan.v1_run(cfg)
 
 
-def rl_settings(cfg: dict) -> dict[str, Any]:
-    """The first grid run's RL settings as its engine receives them."""
+def _rl_config(cfg: dict):
     from gentax.train.config import load_rl_config  # function-local: defers numpy (gentax.train.grpo)
 
-    run = shown_run(cfg)
     section = rl_section(cfg["rl"], save_every=cfg["rl"]["save_every"], dtype=cfg["engines"].get("dtype", "auto"))
-    rl = load_rl_config(section)
-    if cfg["engines"]["rl"] != "verl":
-        return {**rl.to_dict(), "run_spec": run.to_dict()}
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    return load_rl_config(section)
 
+
+def _verl_overrides(cfg: dict) -> list[str]:
+    """The Hydra overrides the verl engine hands verl for the shown run."""
     from gentax.train.verl_engine import verl_overrides  # function-local: defers numpy, like load_rl_config
 
-    overrides = verl_overrides(rl, model_path=f"<Ckpt {run.init}>", run=run, run_dir="RUN_DIR", end_step=run.steps,
-                               train_file="train.parquet", val_file="val.parquet")
-    return {o.key_or_group: o.value() for o in OverridesParser.create().parse_overrides(overrides)}
+    run = shown_run(cfg)
+    return verl_overrides(_rl_config(cfg), model_path=f"<Ckpt {run.init}>", run=run, run_dir="RUN_DIR",
+                          end_step=run.steps, train_file="train.parquet", val_file="val.parquet")
+
+
+def rl_settings(cfg: dict) -> dict[str, Any]:
+    """The first grid run's RL settings as its engine receives them."""
+    if cfg["engines"]["rl"] != "verl":
+        return {**_rl_config(cfg).to_dict(), "run_spec": shown_run(cfg).to_dict()}
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # function-local: hydra is verl's
+
+    return {o.key_or_group: o.value() for o in OverridesParser.create().parse_overrides(_verl_overrides(cfg))}
+
+
+def verl_config(cfg: dict) -> str:
+    """The whole verl config the shown run composes (verl's ``ppo_trainer`` with our overrides), YAML."""
+    from omegaconf import OmegaConf
+
+    from gentax.train.verl_engine import compose_verl_config  # function-local: defers verl and hydra
+
+    run = shown_run(cfg)
+    config = compose_verl_config(_verl_overrides(cfg))
+    return (f"# verl config composed for run {run.path} ({run.steps} steps): verl's ppo_trainer + gentax's overrides\n"
+            + OmegaConf.to_yaml(config))
+
+
+def runs_settings(cfg: dict) -> dict[str, Any]:
+    """Every planned run -> what its run spec sets beyond the shared RL settings."""
+    return {run.path: {"steps": run.steps, "think": run.think, "augmentation": _plain(run.augmentation),
+                       "domains": _plain(run.domains)} for run in gplan.runs(cfg)}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def augmentation_units() -> dict[str, Any]:
+    """Each domain's augmentation unit: tokens per inserted distractor (``DomainSpec.augmentation``),
+    and how WebShop picks a distractor's kind (``augment.webshop_distractors``)."""
+    from gentax.domains.spec import specs  # function-local, with the next: reads the domain registry when printed
+    from gentax.domains.webshop import DISTRACTOR_KINDS as WEBSHOP_DISTRACTOR_KINDS  # (the WebShop module, likewise)
+
+    out = {f"augmentation.{name}.tokens_per_distractor": spec.augmentation.nominal_tokens
+           for name, spec in specs().items() if spec.augmentation is not None}
+    out["augmentation.webshop.distractor_kinds"] = WEBSHOP_DISTRACTOR_KINDS
+    return out
 
 
 def sft_settings(cfg: dict) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -89,7 +141,7 @@ def sft_settings(cfg: dict) -> tuple[dict[str, Any], dict[str, Any]]:
     data = {"pairs": sft.pairs, "mix": sft.mix, "sources": {d: sft.sources[d] for d in sft.active_domains()},
             "v1_episodes_per_domain": sft.v1_episodes_per_domain, "temperature": cfg["rl"]["temperature"],
             "history_length": cfg["rl"]["history_length"], "max_new_tokens": cfg["rl"]["max_new_tokens"],
-            "epochs_over_mix": round(sft.steps * sft.batch_size / sft.pairs, 3)}
+            "epochs_over_mix": round(sft.steps * sft.batch_size / sft.pairs, 3), "expert_think": sft.expert_think}
     return args, data
 
 
@@ -113,11 +165,13 @@ def effective_settings(cfg: dict) -> dict[str, dict[str, Any]]:
         "augmentation.kind": aug["kind"],
         "augmentation.v1": aug["v1"],
         "augmentation.v2": aug["v2"],
+        **augmentation_units(),
         "cluster.gpus_per_node": cfg.get("cluster", {}).get("gpus_per_node"),
         "cluster.gpu_memory_gib": cfg.get("cluster", {}).get("gpu_memory_gib"),
     }
     return {
         "study": study,
+        "runs": runs_settings(cfg),
         "rl": rl_settings(cfg),
         "sft": sft,
         "sft_data": sft_data,

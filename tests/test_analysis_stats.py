@@ -142,3 +142,88 @@ def test_bad_task_outcomes_are_named(text, problem):
     rows = base("v1", {"sokoban": 0.5}, task_outcomes=text)
     with pytest.raises(GentaxError, match=f"task_outcomes of row 1 .*{problem}|task_outcomes of row 1 {problem}"):
         load_summary(pd.DataFrame(rows))
+
+
+# ---------------------------------------------------------------- exact paired tests
+
+
+def won_lost_case(wins: int, losses: int, tasks: int = 16, init: str = "v1", train: str = "sokoban",
+                  seeds=(0,)) -> list[dict]:
+    """The run wins tasks [0, wins + 4), the base [wins, wins + 4) and the last ``losses`` tasks:
+    ``wins`` tasks won by the run alone, ``losses`` by the base alone, 4 by both; one checkpoint
+    (window (150,)), so each side has one evaluation per task (the embedded study's shape)."""
+    base_won = set(range(wins, wins + 4)) | set(range(tasks - losses, tasks))
+    run_won = set(range(0, wins + 4))
+    rows = base(init, {train: len(base_won) / tasks}, **outcomes(base_won, tasks))
+    rows += run(init, train, {train: len(run_won) / tasks}, seeds=seeds, steps=(150,), **outcomes(run_won, tasks))
+    return window_rows(load_summary(pd.DataFrame(rows)), (150,))[0]
+
+
+def test_sign_test_is_exact_mcnemar():
+    assert stats.sign_test(5, 0) == pytest.approx(0.0625)  # 2 x (1/2)^5
+    assert stats.sign_test(6, 0) == pytest.approx(0.03125)
+    assert stats.sign_test(4, 0) == pytest.approx(0.125)
+    assert stats.sign_test(3, 3) == 1.0 and stats.sign_test(0, 0) == 1.0  # no discordant task: no evidence
+    assert stats.sign_test(0, 6) == stats.sign_test(6, 0)
+
+
+def test_delta_id_test_counts_discordant_tasks_5_of_16_is_not_resolved_6_is():
+    five = won_lost_case(5, 0)
+    test = stats.delta_id_test(five, SOKOBAN_RUN, SOKOBAN_BASE)
+    assert (test.wins, test.losses, test.tasks) == (5, 0, 16) and test.p_value == pytest.approx(0.0625)
+    assert stats.resolve([test.p_value], 0.05)[1] == [False]
+    six = stats.delta_id_test(won_lost_case(6, 0), SOKOBAN_RUN, SOKOBAN_BASE)
+    assert six.p_value == pytest.approx(0.03125) and stats.resolve([six.p_value], 0.05)[1] == [True]
+    # losses count against: 6 won, 1 lost is p = 0.125
+    mixed = stats.delta_id_test(won_lost_case(6, 1), SOKOBAN_RUN, SOKOBAN_BASE)
+    assert (mixed.wins, mixed.losses) == (6, 1) and mixed.p_value == pytest.approx(0.125)
+    # no task outcomes: no test
+    assert stats.delta_id_test(delta_id_case(with_outcomes=False), SOKOBAN_RUN, SOKOBAN_BASE) is None
+
+
+def test_holm_adjusts_over_the_cells_a_table_tests():
+    # alone, p = 0.03 resolves; beside two other tested cells it needs 0.05 / 3
+    assert stats.resolve([0.03], 0.05)[1] == [True]
+    adjusted, resolved = stats.resolve([0.03, 0.2, 0.5, float("nan")], 0.05)
+    np.testing.assert_allclose(adjusted[:3], [0.09, 0.4, 0.5])
+    assert np.isnan(adjusted[3]) and resolved == [False, False, False, None]
+    # step-down: the smallest at m = 3, the next at 2 (running maximum), the largest as is
+    np.testing.assert_allclose(stats.holm([0.01, 0.02, 0.04]), [0.03, 0.04, 0.04])
+    assert stats.resolve([0.01, 0.02, 0.04], 0.05)[1] == [True, True, True]
+
+
+def test_per_seed_delta_ids():
+    rows = base("v1", {"sokoban": 0.5}, **outcomes(set(range(8))))
+    rows += run("v1", "sokoban", {"sokoban": 0.5}, seeds=(0,), **outcomes(set(range(8))))
+    rows += run("v1", "sokoban", {"sokoban": 0.75}, seeds=(1,), **outcomes(set(range(12))))
+    assert stats.per_seed_delta_id(windowed(rows), SOKOBAN_RUN, SOKOBAN_BASE) == {0: 0.0, 1: 25.0}
+
+
+def test_delta_ood_interval_counts_undefined_draws():
+    from gentax.analysis.tables import delta_ood
+
+    draws = stats.BootstrapDraws(n_boot=10)
+    draws.seeds[("v2", "a", "default", "c")] = np.full(10, 30.0)
+    draws.seeds[("v2", "base", "default", "c")] = np.array([0.0] * 3 + [20.0] * 7)  # 3 draws: base sum 0
+    ci = stats.delta_ood_interval(draws, {"c": ("v2", "a", "default", "c")}, {"c": ("v2", "base", "default", "c")},
+                                  {"c": 14.0}, delta_ood)
+    assert (ci.low, ci.high, ci.undefined, ci.draws) == (50.0, 50.0, 3, 10)
+    assert "undefined in 3 of 10 bootstrap draws" in ci.note()
+
+
+def test_more_run_evaluations_than_base_ones_use_the_permutation_test():
+    """16 tasks the base fails once each, the run (12 evaluations per task) wins one of 12 on each:
+    the run's mean (1/12) beats the base's 0 on all 16 tasks, which the sign test would call
+    p = 3e-5, though that is what equal rates (1/13) give. Under exchange of each task's 13
+    evaluations, k ~ Binomial(16, 1/13) tasks put their success on the base's slot and
+    T = (16 - k) / 12 - k; |T| >= 16/12 for k = 0 or k >= 3."""
+    from scipy.stats import binom
+
+    base_values, run_values = np.zeros((1, 16)), np.zeros((12, 16))
+    run_values[0] = 1.0
+    test = stats.paired_test([(base_values, run_values)])
+    assert (test.wins, test.losses) == (16, 0)
+    expected = binom.pmf(0, 16, 1 / 13) + binom.sf(2, 16, 1 / 13)
+    assert test.p_value == pytest.approx(expected) and test.p_value > 0.3
+    # equal evaluation counts: the sign test (symmetric under the null)
+    assert stats.paired_test([(np.zeros((1, 6)), np.ones((1, 6)))]).p_value == pytest.approx(0.03125)

@@ -218,3 +218,15 @@ def test_entropy_from_logits():
     torch.testing.assert_close(grpo.entropy_from_logits(uniform), torch.full((2, 3), float(np.log(8))))
     peaked = torch.tensor([[100.0, 0, 0]])
     assert grpo.entropy_from_logits(peaked).item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_config_refuses_in_return_penalty_with_cross_step_normalisation():
+    """The combination divides the penalty by the std of mixed step scores: a ConfigError naming why."""
+    from gentax.errors import ConfigError
+    from gentax.train.config import load_rl_config
+
+    with pytest.raises(ConfigError, match="in_return cannot go with advantage_normalisation cross_step"):
+        load_rl_config({"advantage_normalisation": "cross_step", "invalid_penalty_placement": "in_return"}, "embedded")
+    # each alone is accepted
+    assert load_rl_config({"advantage_normalisation": "cross_step"}, "embedded").invalid_penalty_placement == "after_normalisation"
+    assert load_rl_config({"invalid_penalty_placement": "in_return"}, "embedded").advantage_normalisation == "trajectory"

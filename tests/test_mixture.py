@@ -128,10 +128,10 @@ def test_the_mixture_interval_follows_the_seeds():
     draws.seeds[("v2", "a", "default", "c")] = rng.choice([10.0, 50.0], size=200)
     base = {"c": 20.0}
     keys = {"c": ("v2", "base", "default", "c")}  # no draws: the base mean is held fixed
-    assert stats.delta_ood_interval(draws, {"c": ("v2", "a+b", "default", "c")}, keys, base, delta_ood) == (50.0, 50.0)
-    low, high = stats.delta_ood_interval(draws, {"c": ("v2", "a", "default", "c")}, keys, base, delta_ood)
-    assert (low, high) == (-50.0, 150.0)
-    assert all(np.isnan(stats.delta_ood_interval(draws, {"c": ("v2", "x", "default", "c")}, keys, base, delta_ood)))
+    assert stats.delta_ood_interval(draws, {"c": ("v2", "a+b", "default", "c")}, keys, base, delta_ood)[:2] == (50.0, 50.0)
+    low, high, undefined, _ = stats.delta_ood_interval(draws, {"c": ("v2", "a", "default", "c")}, keys, base, delta_ood)
+    assert (low, high, undefined) == (-50.0, 150.0, 0)
+    assert all(np.isnan(stats.delta_ood_interval(draws, {"c": ("v2", "x", "default", "c")}, keys, base, delta_ood)[:2]))
 
 
 def test_the_workflow_hands_a_mixture_run_every_member_settings():

@@ -141,3 +141,22 @@ def test_embedded_preset_settings_are_unchanged(paper):
     assert s["rl"]["entropy_coeff"] == 0.0 and s["rl"]["invalid_penalty_placement"] == "after_normalisation"
     assert "deepspeed" not in s["sft"] and s["sft"]["per_device_train_batch_size"] * s["sft"]["gradient_accumulation_steps"] == 4
     assert s["eval"]["top_p"] == 1.0 and s["properties"]["temperature"] == embedded["eval"]["temperature"]
+
+
+def test_every_run_the_silent_choices_and_the_composed_verl_config_are_printed(paper, paper_settings, capsys):
+    from gentax.cli import main
+
+    runs = paper_settings["runs"]
+    assert len(runs) == len(gplan.runs(paper)) == 60  # every grid run, not only the first
+    aug_run = next(path for path, spec in runs.items() if spec["augmentation"])
+    assert runs[aug_run]["augmentation"]["eps"] and "think" in runs[aug_run]
+    sources = gsettings.sources()
+    assert paper_settings["sft_data"]["expert_think"] == "The next step towards the goal is: {action}."
+    assert sources["sft_data"]["expert_think"][0] == "ours"
+    assert paper_settings["study"]["augmentation.webshop.tokens_per_distractor"] == 10
+    assert sources["study"]["augmentation.webshop.tokens_per_distractor"][0] == "ours"
+    assert "uniformly" in paper_settings["study"]["augmentation.webshop.distractor_kinds"]
+    assert main(["plan", "--settings", "--verl"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# verl config composed for run ")
+    assert re.search(r"^\s+ppo_mini_batch_size: ", out, re.M) and re.search(r"^\s+kl_loss_coef: 0\.01$", out, re.M)

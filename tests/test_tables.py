@@ -48,15 +48,19 @@ def test_table2_window_means_std_and_delta_id(analysis):
 def test_table2_delta_id_intervals_paired_over_tasks():
     """With task outcomes, a run's ΔID carries a paired interval (value, CSV columns, display, note)."""
     rows = base("v1", {"sokoban": 0.5}, task_outcomes=" ".join(f"{t}:{int(t < 8)}" for t in range(16)))
-    rows += run("v1", "sokoban", {"sokoban": 0.75}, seeds=(0,),
+    rows += run("v1", "sokoban", {"sokoban": 0.75}, seeds=(0,), steps=(150,),
                 task_outcomes=" ".join(f"{t}:{int(t < 12)}" for t in range(16)))
-    t = compute_tables(pd.DataFrame(rows), None, Settings(n_boot=4000)).tables["table2_success"]
+    t = compute_tables(pd.DataFrame(rows), None, Settings(n_boot=4000, window=(150,))).tables["table2_success"]
     cell = row(t, init="v1", train_domain="sokoban", eval_domain="sokoban")
     assert cell.delta_id == pytest.approx(25.0) and cell.delta_id_ci == "paired tasks"
     assert (cell.delta_id_ci_low_pct, cell.delta_id_ci_high_pct) == (6.25, 50.0)  # see test_analysis_stats
     shown = t.display[(t.display.init == "V1") & (t.display.train_domain == "sokoban")].iloc[0]["sokoban"]
-    assert shown == "75.0 (ΔID +25.0 [+6.2, +50.0])"
+    # the interval excludes 0, but 4 tasks won and none lost is p = 0.125 by the exact test: not resolved
+    assert shown == "75.0 (ΔID +25.0 [+6.2, +50.0]; 4/0, p 0.12)"
+    assert (cell.delta_id_wins, cell.delta_id_losses, cell.delta_id_p) == (4, 0, 0.125)
+    assert cell.delta_id_resolved == "no"
     assert any("paired tasks" in note for note in t.notes)
+    assert any("over the 1 cell(s) this table tests" in note for note in t.notes)
     off = row(t, init="v1", train_domain="sokoban", eval_domain="webshop")
     assert math.isnan(off.delta_id_ci_low_pct) and off.delta_id_ci == ""
 
@@ -151,12 +155,26 @@ def test_table6_relative_change(analysis):
     r = row(t, train_domain="alfworld", eval_domain="webshop")
     assert r.rel_change_v1_pct == pytest.approx((28 - 30) / 30 * 100)
     assert r.rel_change_v2_pct == pytest.approx((40 - 30) / 30 * 100)
-    assert r.in_v2_sft_mix and not r.is_id
-    assert not row(t, train_domain="webshop", eval_domain="sokoban").in_v2_sft_mix
-    assert row(t, train_domain="sokoban", eval_domain="sciworld").in_v2_sft_mix
+    assert not r.is_id
     sci = row(t, train_domain="sciworld", eval_domain="webshop")
     assert math.isnan(sci.rel_change_v1_pct) and sci.rel_change_v2_pct == pytest.approx(0.0)
     assert len(t.data) == 16
+    # no SFT mix given: the column is empty (never guessed) and the note says why
+    assert t.data["in_v2_sft_mix"].isna().all() and "mix was not given" in t.notes[0]
+
+
+def test_table6_sft_mix_column_reads_the_configured_mix():
+    """in_v2_sft_mix = the eval domain has weight > 0 in inits.v2.sft.mix (summary.sft_mix_domains)."""
+    from gentax.analysis.summary import sft_mix_domains
+
+    assert sft_mix_domains({"sciworld": 19, "alfworld": 3, "webshop": 1}) == ("alfworld", "webshop", "sciworld")
+    mix = sft_mix_domains({"sciworld": 19, "alfworld": 0, "sokoban": 2})  # weight 0: not in the mix
+    t = compute_tables(hand_summary(), None, Settings(n_boot=0, sft_mix=mix)).tables["table6_relative_change"]
+    shown = {e: bool(row(t, train_domain="webshop", eval_domain=e).in_v2_sft_mix) for e in
+             ("alfworld", "webshop", "sokoban", "sciworld")}
+    assert shown == {"alfworld": False, "webshop": False, "sokoban": True, "sciworld": True}
+    with pytest.raises(GentaxError, match="unknown domain"):
+        sft_mix_domains({"chess": 1})
 
 
 def zero_case() -> pd.DataFrame:
@@ -306,3 +324,65 @@ def test_filler_rows_reach_the_thinking_figure(tmp_path):
     assert "V2 sokoban (filler)" in labels and "V2 sokoban (nothink)" in labels
     hatches = {label: bar.get_hatch() for label, bar in zip(labels, fig.axes[0].patches)}
     assert hatches["V2 sokoban (filler)"] != hatches["V2 sokoban (nothink)"]  # told apart by their hatching
+
+
+def _won(won: int, tasks: int = 16, offset: int = 0) -> str:
+    return " ".join(f"{t}:{int(offset <= t < offset + won)}" for t in range(tasks))
+
+
+ONE_CHECKPOINT = Settings(n_boot=200, window=(150,))
+
+
+def test_table2_resolves_after_holm_over_its_tested_delta_ids():
+    """One checkpoint, one seed (one evaluation per task and side): 6 tasks won, none lost (p = 0.031) resolves alone; beside a second tested cell with the same
+    p, Holm doubles the smaller p to 0.0625 and neither is resolved; 5/0 (p = 0.0625) never is."""
+    rows = base("v1", {"sokoban": 0.0, "alfworld": 0.0}, task_outcomes=_won(0), episodes=16)
+    six = run("v1", "sokoban", {"sokoban": 6 / 16}, seeds=(0,), steps=(150,), task_outcomes=_won(6), episodes=16)
+    alone = compute_tables(pd.DataFrame(rows + six), None, ONE_CHECKPOINT).tables["table2_success"]
+    cell = row(alone, init="v1", train_domain="sokoban", eval_domain="sokoban")
+    assert cell.delta_id_p == pytest.approx(0.03125) and cell.delta_id_resolved == "yes"
+    assert alone.display.iloc[[i for i, r in alone.display.iterrows() if r.train_domain == "sokoban"
+                               and r.init == "V1"][0]]["sokoban"].endswith(f"p 0.031 {tables.RESOLVED_MARK})")
+    other = run("v1", "alfworld", {"alfworld": 6 / 16}, seeds=(0,), steps=(150,), task_outcomes=_won(6), episodes=16)
+    both = compute_tables(pd.DataFrame(rows + six + other), None, ONE_CHECKPOINT).tables["table2_success"]
+    for train in ("sokoban", "alfworld"):
+        cell = row(both, init="v1", train_domain=train, eval_domain=train)
+        assert cell.delta_id_p == pytest.approx(0.03125) and cell.delta_id_p_holm == pytest.approx(0.0625)
+        assert cell.delta_id_resolved == "no"
+    assert any("over the 2 cell(s) this table tests" in n for n in both.notes)
+    five = run("v1", "sokoban", {"sokoban": 5 / 16}, seeds=(0,), steps=(150,), task_outcomes=_won(5), episodes=16)
+    t = compute_tables(pd.DataFrame(rows + five), None, ONE_CHECKPOINT).tables["table2_success"]
+    cell = row(t, init="v1", train_domain="sokoban", eval_domain="sokoban")
+    assert cell.delta_id_p == pytest.approx(0.0625) and cell.delta_id_resolved == "no"
+    # a stricter level is a setting: 6/0 at 0.01 is not resolved
+    strict = compute_tables(pd.DataFrame(rows + six), None, Settings(n_boot=0, window=(150,), test_level=0.01))
+    assert row(strict.tables["table2_success"], init="v1", train_domain="sokoban",
+               eval_domain="sokoban").delta_id_resolved == "no"
+
+
+def test_table2_with_seeds_shows_per_seed_values_and_needs_the_seed_interval():
+    """Two seeds, one +37.5 (6/0 alone) and one +0: pooled over seeds the tasks still read 6/0, but
+    the interval that resamples seeds reaches 0, so the cell is not resolved."""
+    rows = base("v1", {"sokoban": 0.0}, task_outcomes=_won(0), episodes=16)
+    rows += run("v1", "sokoban", {"sokoban": 6 / 16}, seeds=(0,), task_outcomes=_won(6), episodes=16)
+    rows += run("v1", "sokoban", {"sokoban": 0.0}, seeds=(1,), task_outcomes=_won(0), episodes=16)
+    t = compute_tables(pd.DataFrame(rows), None, Settings(n_boot=1000)).tables["table2_success"]
+    cell = row(t, init="v1", train_domain="sokoban", eval_domain="sokoban")
+    assert cell.delta_id_per_seed == "0:+37.5 1:+0.0"
+    assert (cell.delta_id_wins, cell.delta_id_losses) == (6, 0) and cell.delta_id_ci_low_pct == 0.0
+    assert cell.delta_id_resolved == "no"
+
+
+def test_delta_ood_notes_count_undefined_bootstrap_draws():
+    """The mixture's ΔOOD divides by the initial policy's OOD success; where an episode draw of it
+    is 0 on every OOD domain, that draw's ΔOOD is undefined and the row's note says how many."""
+    outcomes = {"task_outcomes": _won(1), "episodes": 16}
+    rows = base("v2", {"alfworld": 0.5, "webshop": 0.5}, task_outcomes=_won(8), episodes=16)
+    rows += base("v2", {"sokoban": 1 / 16, "sciworld": 1 / 16}, **outcomes)
+    rows += run("v2", "alfworld+webshop", {"sokoban": 1 / 16, "sciworld": 1 / 16}, seeds=(0, 1), **outcomes)
+    t = compute_tables(pd.DataFrame(rows), None, Settings(n_boot=400)).tables["mixture_ood"]
+    mixture = t.data[t.data["run"] == "alfworld+webshop"].iloc[0]
+    # P(0 of 16 wins at 1/16) = 0.356 per domain, both domains 0.127: about 51 of 400 draws
+    count = int(mixture.note.split("undefined in ")[1].split(" of 400")[0])
+    assert 25 <= count <= 80
+    assert (mixture.delta_ood_wins, mixture.delta_ood_losses, mixture.delta_ood_p) == (0, 0, 1.0)

@@ -80,6 +80,12 @@ def register(subparsers) -> None:
                              "present ('matching', default) or always the default base row")
     parser.add_argument("--error-mark-pct", type=float, default=5.0,
                         help="mark Table 2 cells whose episodes ended with an env error more often than this (percent; default 5)")
+    parser.add_argument("--test-level", type=float, default=None,
+                        help="level of the exact paired tests: a cell is resolved when its Holm-adjusted p is below it "
+                             "(default: the repository config's eval.test_level)")
+    parser.add_argument("--sft-mix", type=_name_list, default=None,
+                        help="domains in V2's SFT mix, Table 6's in_v2_sft_mix (comma-separated; default: the "
+                             "repository config's inits.v2.sft.mix, weights > 0)")
     parser.set_defaults(func=run)
     _register_jobs(subparsers)
 
@@ -113,9 +119,10 @@ def _artifact(args) -> int:
     from gentax.analysis.tables import build_one  # function-local: defers pandas and matplotlib
 
     s = jobspec.take(jobspec.load(args.job), ("name", "summaries", "properties", "controls", "outputs", "provenance",
-                                              "window", "seed", "error_mark_pct"), verb=args.verb)
+                                              "window", "seed", "error_mark_pct", "test_level", "sft_mix"), verb=args.verb)
     build_one(s["name"], list(s["summaries"]), s["properties"], s["outputs"], controls=s["controls"],
-              window=tuple(s["window"]), seed=int(s["seed"]), error_mark_pct=float(s["error_mark_pct"]))
+              window=tuple(s["window"]), seed=int(s["seed"]), error_mark_pct=float(s["error_mark_pct"]),
+              test_level=float(s["test_level"]), sft_mix=tuple(s["sft_mix"]))
     inputs = [*s["summaries"], *[f for f in (s["properties"], s["controls"]) if f]]
     write_json(s["provenance"], provenance.job_record(s, None, inputs=inputs))
     print(f"wrote {', '.join(s['outputs'].values())}")
@@ -136,12 +143,22 @@ def _properties_table(args) -> int:
     return 0
 
 
+def _config_defaults() -> tuple[float, tuple[str, ...]]:
+    """eval.test_level and the V2 SFT mix's domains of the repository's config.yaml."""
+    from gentax.analysis.summary import sft_mix_domains  # function-local: defers pandas
+    from gentax.io import REPO_ROOT, read_yaml  # function-local: read only when a command line leaves them out
+
+    cfg = read_yaml(REPO_ROOT / "config.yaml")
+    return float(cfg["eval"]["test_level"]), sft_mix_domains(cfg["inits"]["v2"]["sft"]["mix"])
+
+
 def run(args) -> int:
     from gentax.analysis.tables import build_all  # function-local: defers pandas until a command runs
 
     if args.bootstrap < 0:
         raise GentaxError(f"--bootstrap must be >= 0, got {args.bootstrap}")
     started = time.perf_counter()
+    test_level, sft_mix = _config_defaults()
     analysis = build_all(
         args.summary, args.properties, args.out, window=args.window, n_boot=args.bootstrap,
         seed=args.seed, figures=not args.no_figures, rank_decimals=args.rank_decimals,
@@ -149,6 +166,8 @@ def run(args) -> int:
         nothink_variant=args.nothink_variant.strip().lower(), filler_variant=args.filler_variant.strip().lower(),
         delta_id_base=args.delta_id_base,
         error_mark_pct=args.error_mark_pct, controls=args.controls,
+        test_level=test_level if args.test_level is None else args.test_level,
+        sft_mix=sft_mix if args.sft_mix is None else args.sft_mix,
     )
     print(f"wrote {len(analysis.tables)} tables to {args.out} "
           f"from {len(analysis.summary)} summary rows in {time.perf_counter() - started:.1f} s")

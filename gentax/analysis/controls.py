@@ -125,8 +125,9 @@ def level_results(rows: pd.DataFrame, values, levels: pd.DataFrame, draws: stats
                 note = "no bootstrap draws (bootstrap off)"
             else:  # the same interval as mixture_ood's (stats.delta_ood_interval)
                 base_keys = {e: (init, BASE, values.base_variant(init, e, level.variant), e) for e in ood}
-                low, high = stats.delta_ood_interval(draws, {e: (init, train, label, e) for e in ood}, base_keys,
-                                                     base, delta_ood)
+                ci = stats.delta_ood_interval(draws, {e: (init, train, label, e) for e in ood}, base_keys,
+                                              base, delta_ood)
+                low, high, note = ci.low, ci.high, ci.note()
         id_success = values.mean(init, train, label, train)
         records.append({
             "control": level.control, "level": level.level, "setting": level.setting, "init": init,

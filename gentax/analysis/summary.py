@@ -53,8 +53,6 @@ DEFAULT_VARIANT = "default"
 DEFAULT_WINDOW = (105, 120, 135, 150)
 #: Domains absent from an initial policy's grid (STUDY.md: base success ~0 on SciWorld).
 EXCLUDED_DOMAINS = {"v1": ("sciworld",), "v2": ()}
-#: Domains whose data is in V2's SFT warm-up mix (Sokoban deliberately is not).
-V2_SFT_MIX = ("sciworld", "alfworld", "webshop")
 
 RUN_KEY = ("init", "train_domain", "variant")
 CELL_KEY = RUN_KEY + ("eval_domain",)
@@ -64,6 +62,15 @@ OPTIONAL_FRACTIONS = ("invalid_rate", "error_rate")
 PROPERTY_COLUMNS = ("domain", "richness", "complexity")
 TASK_OUTCOMES = "task_outcomes"
 _MAX_LISTED_ROWS = 5
+
+
+def sft_mix_domains(mix: dict[str, float]) -> tuple[str, ...]:
+    """The domains of an SFT mix (config ``inits.v2.sft.mix``: domain -> weight) that carry data:
+    weight > 0, in the study's domain order (what Table 6's ``in_v2_sft_mix`` reads)."""
+    unknown = sorted(set(mix) - set(DOMAINS))
+    if unknown:
+        raise GentaxError(f"SFT mix names unknown domain(s) {', '.join(unknown)}; valid: {', '.join(DOMAINS)}")
+    return tuple(d for d in DOMAINS if float(mix.get(d, 0)) > 0)
 
 
 def domains_of(init: str) -> tuple[str, ...]:

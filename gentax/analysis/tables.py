@@ -43,7 +43,6 @@ from gentax.analysis.summary import (
     DEFAULT_VARIANT,
     DEFAULT_WINDOW,
     INITS,
-    V2_SFT_MIX,
     cell_means,
     domains_of,
     drop_excluded,
@@ -87,6 +86,11 @@ class Settings:
     delta_id_base: str = "matching"
     #: Table 2 marks a cell whose episodes ended with an env error more often than this (percent)
     error_mark_pct: float = 5.0
+    #: the exact paired tests' level: a cell is resolved when its Holm-adjusted p is below it
+    test_level: float = stats.TEST_LEVEL
+    #: the domains with weight > 0 in V2's SFT mix (config ``inits.v2.sft.mix``; ``summary.sft_mix_domains``);
+    #: None: unknown, Table 6's ``in_v2_sft_mix`` column is left empty with a note
+    sft_mix: tuple[str, ...] | None = None
 
     def __post_init__(self):
         window = tuple(sorted(set(int(s) for s in self.window)))
@@ -99,6 +103,13 @@ class Settings:
             raise GentaxError(f"bootstrap count must be >= 0, got {self.n_boot}")
         if not 0 <= self.error_mark_pct <= 100:
             raise GentaxError(f"error_mark_pct must be in [0, 100], got {self.error_mark_pct}")
+        if not 0 < self.test_level < 1:
+            raise GentaxError(f"test_level must be in (0, 1), got {self.test_level}")
+        if self.sft_mix is not None:
+            unknown = sorted(set(self.sft_mix) - set(DOMAINS))
+            if unknown:
+                raise GentaxError(f"sft_mix names unknown domain(s) {', '.join(unknown)}; valid: {', '.join(DOMAINS)}")
+            object.__setattr__(self, "sft_mix", tuple(self.sft_mix))
 
 
 class Values:
@@ -106,6 +117,7 @@ class Values:
 
     def __init__(self, rows: pd.DataFrame, settings: Settings):
         self.settings = settings
+        self.rows = rows  # windowed: the exact tests and the per-seed values read the tasks and seeds
         self.success = cell_means(rows, "success")
         self.invalid = cell_means(rows, "invalid_rate") if "invalid_rate" in rows.columns else None
         self.errors = cell_means(rows, "error_rate") if "error_rate" in rows.columns else None
@@ -158,6 +170,20 @@ class Values:
         base = (init, BASE, self.base_variant(init, train, variant), train)
         return stats.delta_id_interval(rows, (init, train, variant, train), base, s.n_boot, s.seed, draws)
 
+    def delta_id_evidence(self, init, train, variant=DEFAULT_VARIANT,
+                          draws: stats.BootstrapDraws | None = None) -> dict:
+        """Everything printed beside a ΔID: its interval and method (``delta_id_interval`` on this
+        window's rows), the exact paired test over tasks (``stats.delta_id_test``: wins, losses, p)
+        and, with more than one seed, the per-seed ΔIDs (``stats.per_seed_delta_id``)."""
+        base = (init, BASE, self.base_variant(init, train, variant), train)
+        cell = (init, train, variant, train)
+        low, high, method = self.delta_id_interval(self.rows, init, train, variant, draws)
+        test = stats.delta_id_test(self.rows, cell, base)
+        per_seed = stats.per_seed_delta_id(self.rows, cell, base)
+        return {"delta_id_ci_low_pct": low, "delta_id_ci_high_pct": high, "delta_id_ci": method,
+                **_test_columns("delta_id", test),
+                "delta_id_per_seed": " ".join(f"{s}:{v:+.1f}" for s, v in per_seed.items()) if len(per_seed) > 1 else ""}
+
     def ood(self, init, train, variant=DEFAULT_VARIANT) -> dict[str, float]:
         return {e: self.mean(init, train, variant, e) for e in domains_of(init) if e != train}
 
@@ -209,17 +235,78 @@ def error_notes(values: Values) -> list[str]:
 _LISTED_CELLS = 8
 
 
-def delta_id_intervals(rows: pd.DataFrame, values: Values, draws: stats.BootstrapDraws | None,
-                       variant: str = DEFAULT_VARIANT) -> dict[tuple[str, str], tuple[float, float, str]]:
-    """(init, training domain) -> the 95% interval of its ΔID and its method (``Values.delta_id_interval``)."""
-    return {(init, train): values.delta_id_interval(rows, init, train, variant, draws)
+def _test_columns(prefix: str, test: stats.PairedTest | None) -> dict:
+    """``<prefix>_wins`` / ``_losses`` / ``_p`` of an exact paired test (NaN when untested)."""
+    if test is None:
+        return {f"{prefix}_wins": math.nan, f"{prefix}_losses": math.nan, f"{prefix}_p": math.nan}
+    return {f"{prefix}_wins": test.wins, f"{prefix}_losses": test.losses, f"{prefix}_p": test.p_value}
+
+
+def mark_resolved(records: list[dict], prefix: str, level: float, interval: tuple[str, str] | None = None) -> int:
+    """Holm over the records' ``<prefix>_p`` (the cells one table tests): set ``<prefix>_p_holm``
+    and ``<prefix>_resolved`` (adjusted p < ``level``; where the record has more than one seed
+    and an ``interval`` (low, high columns), that interval, which resamples seeds, must exclude 0
+    too; empty for an untested cell). Returns how many cells were tested."""
+    def seeds_agree(r: dict) -> bool:
+        if interval is None or not r.get("n_seeds", 1) > 1 or math.isnan(r.get(interval[0], math.nan)):
+            return True
+        return r[interval[0]] > 0 or r[interval[1]] < 0
+
+    adjusted, resolved = stats.resolve([r.get(f"{prefix}_p", math.nan) for r in records], level,
+                                       [seeds_agree(r) for r in records])
+    for r, a, ok in zip(records, adjusted, resolved):
+        r[f"{prefix}_p_holm"] = a
+        r[f"{prefix}_resolved"] = "" if ok is None else ("yes" if ok else "no")
+    return int(sum(ok is not None for ok in resolved))
+
+
+RESOLVED_MARK = "✓"
+#: the columns an exact test adds, per prefix (``_test_columns`` + ``mark_resolved``)
+_TEST_COLUMNS = {prefix: tuple(f"{prefix}_{c}" for c in ("wins", "losses", "p", "p_holm", "resolved"))
+                 for prefix in ("delta_id", "delta_ood")}
+
+
+def _test_text(record: dict, prefix: str) -> str:
+    """``w/l, p P`` (and the resolved mark) of a record's exact test; "" when untested."""
+    p = record.get(f"{prefix}_p", math.nan)
+    if math.isnan(p):
+        return ""
+    mark = f" {RESOLVED_MARK}" if record.get(f"{prefix}_resolved") == "yes" else ""
+    return f"{record[f'{prefix}_wins']:.0f}/{record[f'{prefix}_losses']:.0f}, p {stats.format_p(p)}{mark}"
+
+
+def exact_test_notes(what: str, tested: int, level: float, several_seeds: bool) -> list[str]:
+    """The notes of a table's exact tests: what p is, what resolved means, how many cells."""
+    if not tested:
+        return []
+    notes = [f"{what} tests: exact two-sided sign test (McNemar) on the tasks where the two sides differ, "
+             f"shown as won/lost, p; {RESOLVED_MARK} = resolved: Holm-adjusted p < {level:g} over the {tested} "
+             f"cell(s) this table tests (docs/tables.md)"]
+    if several_seeds:
+        notes.append("with more than one seed a resolved cell's interval (resampling seeds, then tasks) must also "
+                     "exclude 0; the per-seed values are in the CSV")
+    else:
+        notes.append("one seed: the tests and intervals cover the tasks, not the variance between training runs")
+    return notes
+
+
+def delta_id_intervals(values: Values, draws: stats.BootstrapDraws | None,
+                       variant: str = DEFAULT_VARIANT) -> dict[tuple[str, str], dict]:
+    """(init, training domain) -> its ΔID's interval, method, exact test and per-seed values
+    (``Values.delta_id_evidence``)."""
+    return {(init, train): values.delta_id_evidence(init, train, variant, draws)
             for init, train in _domain_grid(include_base=False)}
 
 
+_NO_EVIDENCE = {"delta_id_ci_low_pct": math.nan, "delta_id_ci_high_pct": math.nan, "delta_id_ci": "",
+                **_test_columns("delta_id", None), "delta_id_per_seed": ""}
+
+
 def table2_success(values: Values, intervals: pd.DataFrame | None = None,
-                   id_intervals: dict[tuple[str, str], tuple[float, float, str]] | None = None) -> Table:
+                   id_intervals: dict[tuple[str, str], dict] | None = None) -> Table:
     """Success of every (init, training domain) on every eval domain; ΔID on the diagonal, with
-    its 95% interval (``delta_id_intervals``) where there are bootstrap draws."""
+    its 95% interval and exact paired test (``delta_id_intervals``); ``delta_id_resolved`` after
+    Holm over the table's tested ΔIDs (``mark_resolved``)."""
     records = []
     for init, train in _domain_grid(include_base=True):
         for eval_domain in domains_of(init):
@@ -232,32 +319,35 @@ def table2_success(values: Values, intervals: pd.DataFrame | None = None,
                 "delta_id": values.delta_id(init, train) if is_id else math.nan,
                 "error_pct": values.error_pct(init, train, DEFAULT_VARIANT, eval_domain),
             }
-            low, high, method = (id_intervals or {}).get((init, train), (math.nan, math.nan, "")) if is_id \
-                else (math.nan, math.nan, "")
-            record.update(delta_id_ci_low_pct=low, delta_id_ci_high_pct=high, delta_id_ci=method)
+            record.update((id_intervals or {}).get((init, train), _NO_EVIDENCE) if is_id else _NO_EVIDENCE)
             key = (init, train, DEFAULT_VARIANT, eval_domain)
             for column in _CI_COLUMNS:
                 record[column] = (float(intervals.at[key, column])
                                   if intervals is not None and key in intervals.index else math.nan)
             records.append(record)
+    level = values.settings.test_level
+    tested = mark_resolved(records, "delta_id", level, ("delta_id_ci_low_pct", "delta_id_ci_high_pct"))
     data = pd.DataFrame.from_records(records)
     display_rows = []
     for (init, train), group in data.groupby(["init", "train_domain"], sort=False):
         row = {"init": init.upper(), "train_domain": train}
-        for _, r in group.iterrows():
+        for r in group.to_dict("records"):
             text = _pm(r["success_pct"], r["std_pct"])
             if r["is_id"] and not math.isnan(r["delta_id"]):
                 ci = (f" [{_signed(r['delta_id_ci_low_pct'])}, {_signed(r['delta_id_ci_high_pct'])}]"
                       if not math.isnan(r["delta_id_ci_low_pct"]) else "")
-                text += f" (ΔID {_signed(r['delta_id'])}{ci})"
+                test = _test_text(r, "delta_id")
+                text += f" (ΔID {_signed(r['delta_id'])}{ci}{'; ' + test if test else ''})"
             if r["error_pct"] > values.settings.error_mark_pct:  # NaN (not recorded) compares False
                 text += f" {ERROR_MARK}"
             row[r["eval_domain"]] = text
         display_rows.append(row)
     display = pd.DataFrame(display_rows, columns=["init", "train_domain", *DOMAINS]).fillna(MISSING)
     methods = sorted(set(data["delta_id_ci"]) - {""})
-    notes = error_notes(values) + ([f"ΔID intervals [95%]: bootstrap, {' / '.join(methods)} (docs/tables.md)"]
-                                   if methods else [])
+    several = bool((data.loc[data["delta_id_per_seed"] != "", "n_seeds"] > 1).any())
+    notes = (error_notes(values) + ([f"ΔID intervals [95%]: bootstrap, {' / '.join(methods)} (docs/tables.md)"]
+                                    if methods else [])
+             + exact_test_notes("ΔID", tested, level, several))
     return Table("table2_success", "Table 2: success (%) on every eval domain, mean ± std over seeds; "
                  "ΔID on the diagonal", data, display, notes)
 
@@ -342,7 +432,9 @@ def _intervention_table(
     labels: tuple[str, str], without_variant: str,
 ) -> Table:
     """Rows (init, train_domain, with_variant): ΔID and OOD success without → with the
-    intervention, ΔOOD by formula, and invalid-action rates when the summary has them."""
+    intervention, ΔOOD by formula with its exact paired test over the OOD tasks
+    (``stats.delta_ood_test``; resolved after Holm over the table's rows), and invalid-action
+    rates when the summary has them."""
     without_label, with_label = labels
     records, display_rows = [], []
     has_invalid = values.invalid is not None
@@ -356,6 +448,10 @@ def _intervention_table(
             f"delta_id_{with_label}": values.delta_id(init, train, with_variant),
             **_ood_columns({without_label: ood_without, with_label: ood_with}),
             "delta_ood_pct": change,
+            "n_seeds": min(values.cell(init, train, v, e)["n_seeds"] for v in (without_variant, with_variant)
+                           for e in ood_without) if ood_without else math.nan,
+            **_test_columns("delta_ood", None if math.isnan(change) else stats.delta_ood_test(
+                values.rows, [((init, train, without_variant, e), (init, train, with_variant, e)) for e in ood_without])),
         }
         if has_invalid:
             for label, variant in ((without_label, without_variant), (with_label, with_variant)):
@@ -364,12 +460,19 @@ def _intervention_table(
                 record[f"invalid_ood_{label}_pct"] = float(np.mean(ood_invalid)) if ood_invalid else math.nan
         record["note"] = note
         records.append(record)
+    tested = mark_resolved(records, "delta_ood", values.settings.test_level)
+    for record in records:
+        init, train, with_variant = record["init"], record["train_domain"], record["variant"]
+        ood_without = values.ood(init, train, without_variant)
+        ood_with = values.ood(init, train, with_variant)
+        change, note = record["delta_ood_pct"], record["note"]
+        test = _test_text(record, "delta_ood")
         display = {"init": init.upper(), "train_domain": train, "variant": with_variant,
                    "ΔID": _arrow(record[f"delta_id_{without_label}"], record[f"delta_id_{with_label}"], True)}
         for domain in DOMAINS:
             display[f"OOD {domain}"] = (_arrow(ood_without[domain], ood_with[domain])
                                         if domain in ood_without else "")
-        display["ΔOOD %"] = _signed(change)
+        display["ΔOOD %"] = _signed(change) + (f" ({test})" if test else "")
         if has_invalid:
             for scope in ("id", "ood"):
                 display[f"invalid {scope.upper()} %"] = _arrow(record[f"invalid_{scope}_{without_label}_pct"],
@@ -379,6 +482,8 @@ def _intervention_table(
     data = pd.DataFrame.from_records(records)
     notes = [f"{without_label} → {with_label}; ΔOOD = 100 × Σ_e (G_{with_label}(e) − G_{without_label}(e)) "
              f"/ Σ_e G_{without_label}(e) over the OOD domains e (undefined when that sum is 0)"]
+    notes += exact_test_notes(f"ΔOOD ({with_label} vs {without_label} run, the OOD domains' tasks pooled)", tested,
+                              values.settings.test_level, any(r["n_seeds"] > 1 for r in records))
     return Table(name, title, data, pd.DataFrame(display_rows) if display_rows else data.copy(), notes)
 
 
@@ -415,16 +520,18 @@ def table7_thinking(values: Values, variants_present: set[tuple[str, str, str]] 
     notes = table.notes + [f"filler rows (variant {s.filler_variant}): the think block holds neutral filler of the "
                            "thinking run's mean think-token count instead of reasoning; ΔOOD of think → filler "
                            "beside think → nothink tells thinking content from thinking length (docs/STUDY.md)"]
+    notes += filler.notes[1:]  # the filler rows' exact tests: a family of their own (their own Holm)
     return Table("table7_thinking", title + " and filler thinking", data, display.fillna(""), notes)
 
 
 def table6_relative_change(values: Values) -> Table:
     """Relative change of success after RL vs the initial policy, V1 and V2 side by side."""
+    mix = values.settings.sft_mix
     records = []
     for train in DOMAINS:
         for eval_domain in DOMAINS:
             record = {"train_domain": train, "eval_domain": eval_domain, "is_id": train == eval_domain,
-                      "in_v2_sft_mix": eval_domain in V2_SFT_MIX}
+                      "in_v2_sft_mix": math.nan if mix is None else eval_domain in mix}
             notes = []
             for init in INITS:
                 in_grid = train in domains_of(init) and eval_domain in domains_of(init)
@@ -439,20 +546,21 @@ def table6_relative_change(values: Values) -> Table:
     return Table("table6_relative_change", "Table 6: relative change (%) of success after RL, V1 vs V2",
                  pd.DataFrame.from_records(records), None,
                  ["relative change = (success after RL − success of the initial policy) / success of the "
-                  "initial policy × 100; in_v2_sft_mix refers to the eval domain"])
+                  "initial policy × 100; in_v2_sft_mix refers to the eval domain"
+                  + (f" (V2's SFT mix, weight > 0: {', '.join(mix)})" if mix is not None else
+                     ": empty, the V2 SFT mix was not given (config inits.v2.sft.mix; Settings.sft_mix)")])
 
 
 def _last_checkpoints(run_rows: pd.DataFrame, count: int) -> tuple[int, ...]:
     return tuple(sorted(run_rows["step"].unique())[-count:])
 
 
-def table4_extended(summary: pd.DataFrame, values: Values,
-                    default_rows: pd.DataFrame | None = None) -> tuple[Table, pd.DataFrame]:
+def table4_extended(summary: pd.DataFrame, values: Values) -> tuple[Table, pd.DataFrame]:
     """Runs longer than the default window: ΔID, OOD success and ranking score at the default
     window and at the run's own last checkpoints (as many as the window has). At the late
     window the run competes with the other training domains' default-window values. Each ΔID
-    has its 95% interval paired over tasks where the rows have task outcomes
-    (``Values.delta_id_interval``; ``default_rows``: the default window's rows).
+    has its 95% interval paired over tasks and its exact paired test where the rows have task
+    outcomes (``Values.delta_id_evidence``), resolved after Holm over the table's rows.
 
     Also returns the late-window rows (for the bootstrap statistics)."""
     s = values.settings
@@ -467,17 +575,16 @@ def table4_extended(summary: pd.DataFrame, values: Values,
         with_base = pd.concat([rows, summary[summary["train_domain"] == BASE]])
         late = Values(with_base, s)
         late_rows.append(rows.assign(variant=f"{DEFAULT_VARIANT}@{late_window[-1]}"))
-        for label, source, id_rows in (("default", values, default_rows), ("last", late, with_base)):
+        for label, source in (("default", values), ("last", late)):
             window = s.window if label == "default" else late_window
-            low, high, method = (source.delta_id_interval(id_rows, init, train)
-                                 if id_rows is not None else (math.nan, math.nan, ""))
             grid = values.success_grid(init)
             for eval_domain in domains_of(init):
                 grid[(train, eval_domain)] = source.mean(init, train, DEFAULT_VARIANT, eval_domain)
             scores, ranks = values.ranking(init, grid=grid)
             record = {"init": init, "train_domain": train, "window": label,
                       "steps": ",".join(map(str, window)), "delta_id": source.delta_id(init, train),
-                      "delta_id_ci_low_pct": low, "delta_id_ci_high_pct": high, "delta_id_ci": method}
+                      "n_seeds": source.cell(init, train, DEFAULT_VARIANT, train)["n_seeds"],
+                      **source.delta_id_evidence(init, train)}
             ood = source.ood(init, train)
             for domain in DOMAINS:
                 record[f"ood_{domain}_pct"] = ood.get(domain, math.nan)
@@ -485,12 +592,14 @@ def table4_extended(summary: pd.DataFrame, values: Values,
                 record[f"rank_{domain}"] = ranks.get((train, domain), math.nan)
             record["ranking_score"] = scores.get(train, math.nan)
             records.append(record)
-    columns = (["init", "train_domain", "window", "steps", "delta_id", "delta_id_ci_low_pct", "delta_id_ci_high_pct",
-                "delta_id_ci"] + [f"ood_{d}_pct" for d in DOMAINS]
-               + [f"rank_{d}" for d in DOMAINS] + ["ranking_score"])
+    tested = mark_resolved(records, "delta_id", s.test_level, ("delta_id_ci_low_pct", "delta_id_ci_high_pct"))
+    columns = (["init", "train_domain", "window", "steps", "n_seeds", "delta_id", "delta_id_ci_low_pct",
+                "delta_id_ci_high_pct", "delta_id_ci", *_TEST_COLUMNS["delta_id"], "delta_id_per_seed"]
+               + [f"ood_{d}_pct" for d in DOMAINS] + [f"rank_{d}" for d in DOMAINS] + ["ranking_score"])
     if not long_runs:
         notes.append(f"no default-variant run has checkpoints beyond step {max(s.window)}")
     notes.append("at the late window the run is ranked against the other training domains' default-window values")
+    notes += exact_test_notes("ΔID", tested, s.test_level, any(r["n_seeds"] > 1 for r in records))
     table = Table("table4_extended", "Table 4: longer training, default window vs the run's last checkpoints",
                   pd.DataFrame.from_records(records, columns=columns), None, notes)
     late = pd.concat(late_rows) if late_rows else summary.iloc[0:0]
@@ -622,21 +731,30 @@ def mixture_ood(values: Values, variants_present: set[tuple], draws: stats.Boots
         for run in [train, *members]:
             cells = [values.cell(init, run, variant, e) for e in ood_domains]
             change, note = delta_ood(base, {e: c["mean_pct"] for e, c in zip(ood_domains, cells)})
-            low, high = (stats.delta_ood_interval(draws, {e: (init, run, variant, e) for e in ood_domains}, base_keys,
-                                                  base, delta_ood) if draws is not None else (math.nan, math.nan))
+            ci = (stats.delta_ood_interval(draws, {e: (init, run, variant, e) for e in ood_domains}, base_keys,
+                                           base, delta_ood) if draws is not None else None)
+            low, high = (ci.low, ci.high) if ci is not None else (math.nan, math.nan)
+            note = "; ".join(n for n in (note, ci.note() if ci is not None else "") if n)
+            test = None if math.isnan(change) else stats.delta_ood_test(
+                values.rows, [(base_keys[e], (init, run, variant, e)) for e in ood_domains])
             records.append({
                 "init": init, "mixture": train, "variant": variant, "run": run,
                 "ood_domains": " ".join(ood_domains),
                 "ood_success_pct": float(np.mean([c["mean_pct"] for c in cells])) if cells else math.nan,
                 "ood_std_pct": float(np.mean([c["std_pct"] for c in cells])) if cells else math.nan,
                 "n_seeds": min((c["n_seeds"] for c in cells), default=math.nan),
-                "delta_ood_pct": change, "delta_ood_ci_low_pct": low, "delta_ood_ci_high_pct": high, "note": note,
+                "delta_ood_pct": change, "delta_ood_ci_low_pct": low, "delta_ood_ci_high_pct": high,
+                **_test_columns("delta_ood", test), "note": note,
             })
+    tested = mark_resolved(records, "delta_ood", values.settings.test_level,
+                           ("delta_ood_ci_low_pct", "delta_ood_ci_high_pct"))
     columns = ["init", "mixture", "variant", "run", "ood_domains", "ood_success_pct", "ood_std_pct", "n_seeds",
-               "delta_ood_pct", "delta_ood_ci_low_pct", "delta_ood_ci_high_pct", "note"]
+               "delta_ood_pct", "delta_ood_ci_low_pct", "delta_ood_ci_high_pct", *_TEST_COLUMNS["delta_ood"], "note"]
     return Table("mixture_ood", "Training on a mixture of domains: ΔOOD (percent) of each mixture run and of "
                  "its members' single-domain runs, over the domains outside the mixture, with 95% bootstrap "
-                 "intervals", pd.DataFrame.from_records(records, columns=columns))
+                 "intervals", pd.DataFrame.from_records(records, columns=columns), None,
+                 exact_test_notes("ΔOOD (run vs initial policy, the OOD domains' tasks pooled)", tested,
+                                  values.settings.test_level, any(r["n_seeds"] > 1 for r in records)))
 
 
 def compute_tables(summary, properties=None, settings: Settings | None = None, controls=None) -> Analysis:
@@ -652,7 +770,7 @@ def compute_tables(summary, properties=None, settings: Settings | None = None, c
     notes += window_notes
     values = Values(rows, settings)
     notes += error_notes(values)
-    table4, late_rows = table4_extended(summary, values, rows)
+    table4, late_rows = table4_extended(summary, values)
     draws = stats.bootstrap(pd.concat([rows, late_rows]), settings.n_boot, settings.seed)
     intervals = stats.success_intervals(draws)
     means = pd.concat([values.success, cell_means(late_rows)]) if not late_rows.empty else values.success
@@ -661,7 +779,7 @@ def compute_tables(summary, properties=None, settings: Settings | None = None, c
                                      settings.tie_points, settings.rank_decimals)
     variants_present = {tuple(k) for k in summary[list(CELL_KEY[:3])].drop_duplicates().itertuples(index=False)}
     tables = [
-        table2_success(values, intervals, delta_id_intervals(rows, values, draws)),
+        table2_success(values, intervals, delta_id_intervals(values, draws)),
         table3_ranking(values, properties),
         table4,
         table5_augmentation(values, variants_present),

@@ -207,12 +207,15 @@ def summary(inputs: Iterable[str], keys: Mapping[str, Any], out: str) -> dict[st
 def artifact(cfg: dict, name: str, *, summaries: Iterable[str], properties_file: str | None,
              controls_file: str | None, outputs: Mapping[str, str], provenance: str) -> dict[str, Any]:
     """``gentax table`` / ``gentax figure``: one table or figure from the run summaries it reads."""
+    from gentax.analysis.summary import sft_mix_domains
     from gentax.plan import window
 
     return {"name": name, "summaries": [str(p) for p in summaries], "properties": properties_file,
             "controls": controls_file, "outputs": _plain(outputs), "provenance": provenance,
             "window": window(cfg, cfg["grid"]["steps"]), "seed": int(cfg["seed"]),
-            "error_mark_pct": float(cfg["eval"].get("error_mark_pct", 5))}
+            "error_mark_pct": float(cfg["eval"].get("error_mark_pct", 5)),
+            "test_level": float(cfg["eval"]["test_level"]),
+            "sft_mix": list(sft_mix_domains(cfg["inits"]["v2"]["sft"]["mix"]))}
 
 
 def properties_table(inputs: Iterable[str], out: str) -> dict[str, Any]:

@@ -141,6 +141,12 @@ def _validate(cfg: RLConfig) -> None:
          f"valid: {', '.join(ADVANTAGE_NORMALISATIONS)}")
     need(cfg.invalid_penalty_placement in PENALTY_PLACEMENTS, "invalid_penalty_placement",
          f"valid: {', '.join(PENALTY_PLACEMENTS)}")
+    # cross_step normalises each step sample by the std of its group's step scores, which with the
+    # penalty inside are outcomes and penalties mixed: the penalty's size then depends on the group
+    need(not (cfg.invalid_penalty_placement == "in_return" and cfg.advantage_normalisation == "cross_step"),
+         "invalid_penalty_placement", "in_return cannot go with advantage_normalisation cross_step: the -penalty "
+         "would be divided by the std of the group's mixed step scores (outcomes and penalties), so its weight "
+         "depends on the group (-2.04 in a 2-trajectory case); use after_normalisation, or in_return with trajectory")
     need(cfg.lora_save in ("merged", "adapter"), "lora_save", "valid: merged, adapter")
     need(cfg.dtype in ("float32", "bfloat16"), "dtype", "valid: float32, bfloat16")
     need(cfg.autocast in ("auto", "bf16", "none"), "autocast", "valid: auto, bf16, none")

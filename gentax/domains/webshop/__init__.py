@@ -121,6 +121,11 @@ def webshop_goal(text: str) -> str:
     return match.group(1) if match else ""
 
 
+#: how ``webshop_distractors`` picks each distractor's kind (printed by ``gentax plan --settings``)
+DISTRACTOR_KINDS = ("one of the kinds the page allows, drawn uniformly per distractor: an ad line (every page), "
+                    "an unselectable listing (results pages), an extra feature (item pages)")
+
+
 def webshop_distractors(text, count, rng, keywords, layout):
     products = allowed(WEBSHOP_PRODUCTS, keywords, lambda p: " ".join(p))
     adjectives = allowed(WEBSHOP_ADJECTIVES, keywords)

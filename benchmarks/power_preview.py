@@ -1,0 +1,44 @@
+"""Print `gentax plan --power` for both presets, headed by commit, date and machine: the record
+benchmarks/records/power_<preset>.txt (`python benchmarks/power_preview.py --write`).
+
+Usage: python benchmarks/power_preview.py [--write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+PRESETS = ("embedded", "paper")
+
+
+def main(argv=None) -> int:
+    from gentax import plan as gplan
+    from gentax import provenance
+    from gentax.study import power
+    from gentax.io import read_yaml, write_text
+    from gentax.plan_cli import DEFAULT_CONFIG
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="write benchmarks/records/power_<preset>.txt")
+    args = parser.parse_args(argv)
+    code, machine = provenance.code_version(), provenance.machine()
+    header = (f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {code['commit']}"
+              f"{' (dirty)' if code['dirty'] else ''}, {machine['cpu']}, {machine['cores']} cores; "
+              "python benchmarks/power_preview.py --write\n")
+    for preset in PRESETS:
+        cfg = gplan.load_config(gplan.with_preset(read_yaml(DEFAULT_CONFIG), {"preset": preset}, default="paper"))
+        text = header + power.render(power.preview(cfg))
+        print(text)
+        if args.write:
+            write_text(REPO / "benchmarks" / "records" / f"power_{preset}.txt", text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
