@@ -7,7 +7,7 @@ too, for a GPU without bf16); anything but ``auto`` is returned as it is. ``auto
 
 - CPU: ``bfloat16`` when /proc/cpuinfo lists a native bf16 instruction (``avx512_bf16``:
   AVX-512 BF16 dot products; ``amx_bf16``: AMX tiles), where a bf16 matrix product runs ~2x an
-  fp32 one (the roofline table of README "What the embedded study costs"); ``float32`` elsewhere
+  fp32 one (benchmarks/records/roofline_*.tsv); ``float32`` elsewhere
   (AVX2-only CPUs emulate bf16 and run it slower than fp32);
 - CUDA: ``bfloat16`` when the GPU supports it (Ampere and newer), else ``float32``.
 

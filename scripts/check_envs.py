@@ -9,7 +9,7 @@ manylinux x86_64, ``--python-version`` / ``--python-platform``) rather than for 
 without installing anything and without downloading wheels (it reads their metadata). It reads
 PyPI only, with a fresh cache each run (so it sees the registry as it is now): ``--no-config``,
 none of this machine's pip config, local wheel folders or constraint files. uv replaced pip's
-``install --dry-run``: the same check took pip ~200 s on CI, uv a few seconds (README). The envs
+``install --dry-run``: the same check took pip ~200 s on CI, uv a few seconds. The envs
 run in parallel.
 
 Checked: one set of versions satisfies every pip pin of an env at once; relative paths (the

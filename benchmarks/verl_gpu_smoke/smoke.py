@@ -1,6 +1,6 @@
 """The verl engine end to end on 1-2 GPUs, with gentax's ``hf`` rollout backend (no vLLM needed).
 
-Two halves (README "The verl engine on a GPU machine"):
+Two halves (docs/training.md §5.3):
 
     # on a CPU machine with the project's venv: the carried bundle (wheels, demonstrations, tokenizer)
     python benchmarks/verl_gpu_smoke/smoke.py prepare
