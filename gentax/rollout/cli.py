@@ -79,7 +79,8 @@ def _rollout_arguments(parser: argparse.ArgumentParser, temperature: float) -> N
     parser.add_argument("--num-workers", type=int, default=0, help="env worker processes (0: in-process)")
     parser.add_argument("--batch-size", type=int, default=None, help="trajectories in flight at once (default: all)")
     parser.add_argument("--max-steps", type=int, default=None, help="step limit (default: the domain's)")
-    parser.add_argument("--max-batch-size", type=int, default=16, help="hf generator: prompts per forward pass")
+    parser.add_argument("--max-batch-size", type=int, default=None,
+                        help="hf generator: prompts per forward pass (default: 16 on a CPU, 256 on a GPU)")
     parser.add_argument("--device", default=None, help="hf generator: cpu | cuda (default: cuda when available)")
     parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
                         help="model generators' compute dtype (auto: gentax.dtype picks bf16 where the machine has it)")

@@ -28,6 +28,7 @@ from typing import Any
 
 from gentax.errors import ConfigError
 from gentax.runspec import RunSpec, variant_names
+from gentax.train.config import PRESETS
 from gentax.train import runs
 
 ENGINES = ("local", "verl")
@@ -41,7 +42,7 @@ def register(subparsers) -> None:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     rl.add_argument("--engine", choices=ENGINES, default="local")
     rl.add_argument("--config", help="YAML with the RL section (top level or under rl:)")
-    rl.add_argument("--preset", choices=("paper", "embedded"), default="paper", help="defaults under --config")
+    rl.add_argument("--preset", choices=PRESETS, default="paper", help="defaults under --config")
     rl.add_argument("--init", required=True, help="initial policy: an HF model folder")
     rl.add_argument("--run-spec", help="the run: a run spec JSON file (gentax.runspec.RunSpec.to_dict)")
     rl.add_argument("--domain", help="without --run-spec: the training domain (or mixture a+b)")

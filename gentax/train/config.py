@@ -19,7 +19,7 @@ from gentax.io import deep_merge, read_yaml
 from gentax.train.grpo import PENALTY_PLACEMENTS
 
 DEFAULTS_FILE = Path(__file__).with_name("rl_defaults.yaml")
-PRESETS = ("paper", "embedded")
+PRESETS = ("paper", "embedded", "gpu1")
 ADVANTAGE_NORMALISATIONS = ("trajectory", "cross_step")
 ROLLOUT_BACKENDS = ("vllm", "hf")  # verl's rollout.name (hf: gentax/train/verl_hf_rollout.py)
 ATTN_IMPLEMENTATIONS = ("flash_attention_2", "sdpa", "eager")
