@@ -81,7 +81,7 @@ def test_an_unknown_preset_names_the_valid_ones():
 @pytest.mark.parametrize("scale", ["hour", "reference"])
 def test_the_dry_run_plans_every_job_on_the_shared_gpu(scale, tmp_path_factory):
     results = tmp_path_factory.mktemp(f"gpu1_{scale}")
-    args = ["--profile", str(PROFILE), "--config", "preset=gpu1", f"results={results}"]
+    args = ["--profile", str(PROFILE), "--workflow-profile", "none", "--config", "preset=gpu1", f"results={results}"]
     if scale == "reference":
         args += ["--configfile", str(REFERENCE)]
     counts = dry_run_counts(*args)
