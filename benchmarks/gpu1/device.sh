@@ -2,8 +2,9 @@
 # The workstation study on the lent GPU machine, in consecutive calls (each at most 10 minutes).
 # Run from the carried copy of this repository (the device's working tree):
 #   bash benchmarks/gpu1/device.sh PARTS SECONDS [snakemake args...]
-# carry/part.* holds this call's share of the bundle (benchmarks/gpu1/bundle.py's site + jre and the
-# embedded GGUF, one stream split in PARTS pieces): each call adds its piece to /tmp/gpu1dev; once all
+# carry/part.* or ../.gpu1p*/carry/part.* (folders carried beside the code) hold this call's share of the
+# bundle (benchmarks/gpu1/bundle.py's site + jre and the embedded GGUF, one tar stream split in PARTS
+# pieces; py4j's jar under carry/share/ where the bundle lacks it): each call adds its piece to /tmp/gpu1dev; once all
 # are there it unpacks them, copies the code to /tmp/gpu1dev/repo (where results/ and .snakemake/
 # outlive the call while the machine stays up) and runs Snakemake there for at most SECONDS, then
 # stops it (SIGINT: running jobs are marked incomplete and rerun by the next call). GPU load is
@@ -37,7 +38,7 @@ cd "$S/repo" && mkdir -p results
 nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -lms 500 >> results/gpu_samples.csv &
 sampler=$!
 start=$(date +%s)
-timeout -s INT -k 60 "$seconds" python3 -m snakemake --profile profiles/gpu1 --scheduler greedy --keep-going "$@" \
+timeout -s INT -k 60 "$seconds" python3 -m snakemake --profile profiles/gpu1 --workflow-profile none --scheduler greedy --keep-going "$@" \
   > "results/snakemake_$start.log" 2>&1
 echo "snakemake exit $? after $(( $(date +%s) - start )) s"
 kill "$sampler"
