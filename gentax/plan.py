@@ -92,6 +92,7 @@ def schema() -> dict:
     domains = list(names())
     out["$defs"]["domain_name"] = {"enum": domains}
     out["$defs"]["variant_name"] = {"enum": list(runspec.variant_names())}
+    out["properties"]["preset"]["enum"] = list(PRESET_OVERLAYS)
     section = out["properties"]["domains"]
     section["required"] = domains
     section["propertyNames"] = {"$ref": "#/$defs/domain_name"}
@@ -101,8 +102,9 @@ def schema() -> dict:
 #: The study presets: which overlay is laid over config.yaml (the paper's study) before the user's
 #: own overrides. This is the only meaning of "preset" in the workflow config; the engines' defaults
 #: files (gentax/train/rl_defaults.yaml, sft_defaults.yaml) have one section per study preset
-#: (rl: paper | embedded; sft: v2 | embedded-base, the two SFT stages of those studies).
-PRESET_OVERLAYS = {"paper": None, "embedded": REPO_ROOT / "config" / "embedded.yaml"}
+#: (rl: paper | embedded | gpu1; sft: v2 | embedded-base, the two SFT stages of those studies).
+PRESET_OVERLAYS = {"paper": None, "embedded": REPO_ROOT / "config" / "embedded.yaml",
+                   "gpu1": REPO_ROOT / "config" / "gpu1.yaml"}
 
 
 def with_preset(base: dict, overrides: dict, default: str = "embedded") -> dict:

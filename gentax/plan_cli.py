@@ -11,14 +11,15 @@ from gentax import jobspec
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO / "config.yaml"
-PROFILES = {"paper": REPO / "profiles" / "slurm", "embedded": REPO / "profiles" / "default"}
+PROFILES = {"paper": REPO / "profiles" / "slurm", "embedded": REPO / "profiles" / "default",
+            "gpu1": REPO / "profiles" / "gpu1"}
 
 
 def register(sub) -> None:
     p = sub.add_parser("plan", help="print the study's plan (RL runs, segments, evaluations)")
     p.add_argument("--config", action="append", default=None,
                    help="config file(s), merged in order (default: the repository's config.yaml)")
-    p.add_argument("--preset", choices=("paper", "embedded"), default=None,
+    p.add_argument("--preset", choices=tuple(PROFILES), default=None,
                    help="embedded: lay config/embedded.yaml over the config, as a plain `snakemake` does")
     p.add_argument("--json", action="store_true", help="print the plan (with --settings: the settings) as JSON")
     p.add_argument("--settings", action="store_true",

@@ -65,7 +65,7 @@ OPEN_CHOICES = {
     ("sft", "learning_rate"): (1e-5, "LlamaFactory"),
     ("sft", "global_batch_size"): (16, "LlamaFactory"),
     ("sft", "lr_scheduler_type"): ("cosine", "LlamaFactory"),
-    ("sft", "warmup_ratio"): (0.1, "LlamaFactory"),
+    ("sft", "warmup_steps"): (0.1, "LlamaFactory"),
     ("sft", "finetuning_type"): ("full", "LlamaFactory"),
     ("sft", "deepspeed"): (str(REPO / "config" / "deepspeed" / "zero3.json"), "LlamaFactory"),
     ("sft_data", "epochs_over_mix"): (0.497, "ours"),

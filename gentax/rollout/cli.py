@@ -36,7 +36,7 @@ from gentax.runspec import THINK_MODES
 
 
 #: engine internals of a rollout (no study setting): a job spec leaves them out, the command line may set them
-ENGINE_INTERNALS = {"group_size": 1, "num_workers": 0, "batch_size": None, "max_batch_size": 16, "device": None}
+ENGINE_INTERNALS = {"group_size": 1, "num_workers": 0, "batch_size": None, "max_batch_size": None, "device": None}
 #: what an ``eval`` / ``properties`` job spec holds (gentax.study.jobs.eval_checkpoint / properties)
 _JOB_KEYS = ("model", "domain", "split", "tasks", "episodes", "temperature", "top_p", "max_new_tokens",
              "history_length", "generator", "dtype", "seed", "max_steps", "options", "think", "errors_as_losses", "out")
@@ -98,7 +98,7 @@ def _rollout_arguments(parser: argparse.ArgumentParser) -> None:
                         help="trajectories in flight at once (default: all)")
     parser.add_argument("--max-steps", type=int, default=None, help="step limit (default: the domain's)")
     parser.add_argument("--max-batch-size", type=int, default=ENGINE_INTERNALS["max_batch_size"],
-                        help="hf generator: prompts per forward pass")
+                        help="hf generator: prompts per forward pass (default: 16 on a CPU, 256 on a GPU)")
     parser.add_argument("--device", default=ENGINE_INTERNALS["device"], help="hf generator: cpu | cuda (default: cuda when available)")
     parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
                         help="model generators' compute dtype (auto: gentax.dtype picks bf16 where the machine has it)")

@@ -202,10 +202,21 @@ def prefill_groups(lengths: Sequence[int], call_tokens: float) -> list[list[int]
     return groups[::-1]
 
 
+#: prompts per forward pass when none is given: on a CPU larger batches stop paying (the matrix
+#: products are already compute-bound at 16 rows); on a GPU a decode step of a small model costs about
+#: the same at 16 or 256 rows (launch- and weight-read-bound), so a whole eval or GRPO step goes at once
+DEFAULT_BATCH_SIZE = {"cpu": 16, "cuda": 256}
+
+
+def default_batch_size(device) -> int:
+    """The hf generator's micro-batch on ``device`` (a name or ``torch.device``) when none is given."""
+    return DEFAULT_BATCH_SIZE.get(getattr(device, "type", str(device).split(":")[0]), DEFAULT_BATCH_SIZE["cpu"])
+
+
 class HFGenerator:
     """Batched sampling with transformers on CPU or GPU (LEFT padding, KV cache).
 
-    ``HFGenerator(model_path, device=None, dtype="auto", max_batch_size=16)``; or
+    ``HFGenerator(model_path, device=None, dtype="auto", max_batch_size=None)``; or
     ``HFGenerator.from_model(model, tokenizer, autocast_dtype=None)`` to sample from a model
     object in memory (the local RL engine's policy: float32 weights, sampled under the same
     autocast as its training forward passes). ``device`` None picks CUDA when available; ``dtype``
@@ -213,13 +224,14 @@ class HFGenerator:
     (avx512_bf16 / amx_bf16) or a bf16 GPU, float32 elsewhere. ``compute_dtype`` (a string) says
     what the matrix products run in.
     Prompts are processed in micro-batches of ``max_batch_size`` (grouped by length to keep
-    padding small); rows that finish leave the micro-batch at once, so a few long answers do not
+    padding small; None: ``default_batch_size(device)``, 16 on a CPU, 256 on a GPU); rows that finish leave the micro-batch at once, so a few long answers do not
     keep paying for the finished ones.
     """
 
     needs_expert_action = False
 
-    def __init__(self, model_path: str, *, device: str | None = None, dtype: str = "auto", max_batch_size: int = 16):
+    def __init__(self, model_path: str, *, device: str | None = None, dtype: str = "auto",
+                 max_batch_size: int | None = None):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -230,7 +242,7 @@ class HFGenerator:
         tokenizer = AutoTokenizer.from_pretrained(model_path)
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, chosen),
                                                      attn_implementation=attention_implementation(chosen, device)).to(device)
-        self._setup(model, tokenizer, max_batch_size)
+        self._setup(model, tokenizer, max_batch_size or default_batch_size(device))
 
     @classmethod
     def from_model(cls, model, tokenizer, *, max_batch_size: int = 16, autocast_dtype=None) -> "HFGenerator":

@@ -203,9 +203,9 @@ class Policy:
         330 tokens + 40 new). With LoRA it samples the policy itself under the autocast."""
         import torch
 
-        from gentax.rollout.generators import HFGenerator
+        from gentax.rollout.generators import HFGenerator, default_batch_size
 
-        size = max(self.cfg.micro_batch_size, 16)
+        size = max(self.cfg.micro_batch_size, default_batch_size(self.device))
         if self.autocast_dtype is None or self.cfg.lora_rank:
             return HFGenerator.from_model(self.model, self.tokenizer, max_batch_size=size, autocast_dtype=self.autocast_dtype)
         if self._rollout_copy is None:

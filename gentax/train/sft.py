@@ -129,7 +129,8 @@ def llamafactory_args(cfg: SFTConfig, data_dir: Path, init_model: Path, output_d
         "learning_rate": float(cfg.lr),
         "max_steps": cfg.steps,
         "lr_scheduler_type": cfg.lr_scheduler,
-        "warmup_ratio": float(cfg.warmup_ratio),
+        # a float in [0, 1) is a ratio of the steps (transformers 5.x; its warmup_ratio was removed in 5.2)
+        "warmup_steps": float(cfg.warmup_ratio),
         "weight_decay": float(cfg.weight_decay),
         "max_grad_norm": float(cfg.max_grad_norm),
         "bf16": bf16,
