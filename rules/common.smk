@@ -43,8 +43,10 @@ def bench_path(name):
 
 
 def job_param(builder):
-    """A rule's `job` param: the spec ``builder(wildcards, input, output)`` returns, as JSON text."""
-    return lambda wildcards, input, output: gjobs.encode(builder(wildcards, input, output))
+    """A rule's `job` param: the spec ``builder(wildcards)`` returns, as JSON text. A function of the
+    wildcards alone (every path from gentax.study.paths): Snakemake's params rerun trigger leaves out
+    params derived from input or output files, and the spec must trigger reruns."""
+    return lambda wildcards: gjobs.encode(builder(wildcards))
 
 
 # ---- models -------------------------------------------------------------------------------------

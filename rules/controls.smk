@@ -9,9 +9,10 @@ use rule properties as control_properties with:
     output:
         f"{R}/properties/controls/{{label}}/{{domain}}.json",
     params:
-        job=job_param(lambda wc, input, output: gjobs.properties(
+        job=job_param(lambda wc: gjobs.properties(
             config, domain=wc.domain, settings=control_level(wc.label).domain,
-            model=init_model_path(config["properties"]["init"]), tasks_file=input.tasks, out_json=output[0],
+            model=init_model_path(config["properties"]["init"]), tasks_file=gpaths.tasks(config, wc.domain),
+            out_json=f"{R}/properties/controls/{wc.label}/{wc.domain}.json",
             augmentation=control_level(wc.label).augmentation)),
     log:
         log_path("properties/controls/{label}/{domain}"),
@@ -25,8 +26,9 @@ rule controls_properties_table:
     output:
         f"{R}/{gcontrols.PROPERTIES_TABLE}",
     params:
-        job=job_param(lambda wc, input, output: gjobs.controls_properties_table(
-            gplan.control_property_params(config), input, output[0])),
+        job=job_param(lambda wc: gjobs.controls_properties_table(
+            gplan.control_property_params(config), [f"{R}/{path}" for path in gplan.control_property_paths(config)],
+            f"{R}/{gcontrols.PROPERTIES_TABLE}")),
     log:
         log_path("properties/controls"),
     benchmark:

@@ -12,9 +12,11 @@ rule eval_checkpoint:
     output:
         summary=f"{R}/eval/{{init}}/{{train_domain,{TRAIN_OR_BASE}}}/{{variant}}/seed{{seed}}/step{{step}}/{{eval_domain}}.json",
     params:
-        job=job_param(lambda wc, input, output: gjobs.eval_checkpoint(
-            config, domain=wc.eval_domain, model=checkpoint_path(wc), think=think_param(wc), tasks_file=input.tasks,
-            out_json=output.summary, filler_reference=input.get("thinking"))),
+        job=job_param(lambda wc: gjobs.eval_checkpoint(
+            config, domain=wc.eval_domain, model=checkpoint_path(wc), think=think_param(wc),
+            tasks_file=gpaths.tasks(config, wc.eval_domain),
+            out_json=eval_file(wc.init, wc.train_domain, wc.variant, wc.seed, wc.step, wc.eval_domain),
+            filler_reference=filler_eval_input(wc).get("thinking"))),
     log:
         log_path("eval/{init}/{train_domain}/{variant}/seed{seed}/step{step}/{eval_domain}"),
     benchmark:
@@ -34,9 +36,10 @@ rule run_summary:
     output:
         f"{R}/summary/{{part,main|extended}}/{{init}}/{{train_domain}}/{{variant}}/seed{{seed}}.csv",
     params:
-        job=job_param(lambda wc, input, output: gjobs.summary(
-            input, {"init": wc.init, "train_domain": wc.train_domain, "variant": wc.variant, "seed": int(wc.seed)},
-            output[0])),
+        job=job_param(lambda wc: gjobs.summary(
+            run_summary_inputs(wc), {"init": wc.init, "train_domain": wc.train_domain, "variant": wc.variant,
+                                     "seed": int(wc.seed)},
+            f"{R}/summary/{wc.part}/{wc.init}/{wc.train_domain}/{wc.variant}/seed{wc.seed}.csv")),
     log:
         log_path("summary/{part}/{init}/{train_domain}/{variant}/seed{seed}"),
     benchmark:
@@ -56,8 +59,9 @@ rule base_summary:
     output:
         f"{R}/summary/base/{{init}}/{{variant}}.csv",
     params:
-        job=job_param(lambda wc, input, output: gjobs.summary(
-            input, {"init": wc.init, "train_domain": "base", "variant": wc.variant, "seed": 0}, output[0])),
+        job=job_param(lambda wc: gjobs.summary(
+            base_summary_inputs(wc), {"init": wc.init, "train_domain": "base", "variant": wc.variant, "seed": 0},
+            gpaths.base_summary(config, wc.init, wc.variant))),
     log:
         log_path("summary/base/{init}/{variant}"),
     benchmark:

@@ -9,9 +9,10 @@ rule rl_v1:
     output:
         f"{R}/init/v1/run/segment_0_{config['inits']['v1']['rl']['steps']}.json",
     params:
-        job=job_param(lambda wc, input, output: gjobs.rl_segment(
+        job=job_param(lambda wc: gjobs.rl_segment(
             config, gplan.v1_run(config), start=0, end=gpaths.v1_steps(config), save_every=gpaths.v1_steps(config),
-            init_model=gpaths.base_model(config), run_folder=v1_run_dir(), manifest=output[0], tasks_file=input.tasks)),
+            init_model=gpaths.base_model(config), run_folder=v1_run_dir(), manifest=init_model_input("v1"),
+            tasks_file=gpaths.tasks(config, config["inits"]["v1"]["rl"]["train_domain"]))),
     log:
         log_path("init/v1"),
     benchmark:
@@ -33,8 +34,8 @@ rule sft_data:
     output:
         directory(f"{R}/init/v2/sft_data"),
     params:
-        job=job_param(lambda wc, input, output: gjobs.sft_data(config, preset="v2", out=output[0],
-                                                               v1_model=init_model_path("v1"))),
+        job=job_param(lambda wc: gjobs.sft_data(config, preset="v2", out=gpaths.v2_sft_data(config),
+                                                v1_model=init_model_path("v1"))),
     log:
         log_path("init/v2_sft_data"),
     benchmark:
@@ -56,8 +57,8 @@ rule sft_v2:
     output:
         directory(f"{R}/init/v2/model"),
     params:
-        job=job_param(lambda wc, input, output: gjobs.sft_train(config, preset="v2", data=input.data,
-                                                                init_model=init_model_path("v1"), out=output[0])),
+        job=job_param(lambda wc: gjobs.sft_train(config, preset="v2", data=gpaths.v2_sft_data(config),
+                                                 init_model=init_model_path("v1"), out=gpaths.v2_model(config))),
     log:
         log_path("init/v2"),
     benchmark:

@@ -11,7 +11,7 @@ rule embedded_model:
     output:
         directory(f"{R}/model/embedded"),
     params:
-        job=job_param(lambda wc, input, output: gjobs.embedded_model(config, output[0])),
+        job=job_param(lambda wc: gjobs.embedded_model(config, gpaths.embedded_model(config))),
     log:
         log_path("model/embedded"),
     benchmark:
@@ -33,7 +33,8 @@ rule embedded_base_data:
     output:
         directory(f"{R}/model/embedded_base_data"),
     params:
-        job=job_param(lambda wc, input, output: gjobs.sft_data(config, preset="embedded-base", out=output[0], v1_model=None)),
+        job=job_param(lambda wc: gjobs.sft_data(config, preset="embedded-base", out=f"{R}/model/embedded_base_data",
+                                                v1_model=None)),
     log:
         log_path("model/embedded_base_data"),
     benchmark:
@@ -55,8 +56,8 @@ rule embedded_base:
     output:
         directory(f"{R}/model/embedded_base"),
     params:
-        job=job_param(lambda wc, input, output: gjobs.sft_train(config, preset="embedded-base", data=input.data,
-                                                                init_model=input.model, out=output[0])),
+        job=job_param(lambda wc: gjobs.sft_train(config, preset="embedded-base", data=f"{R}/model/embedded_base_data",
+                                                 init_model=gpaths.embedded_model(config), out=gpaths.embedded_base(config))),
     log:
         log_path("model/embedded_base"),
     benchmark:

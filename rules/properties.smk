@@ -9,9 +9,10 @@ rule properties:
     output:
         f"{R}/properties/{{domain}}.json",
     params:
-        job=job_param(lambda wc, input, output: gjobs.properties(
+        job=job_param(lambda wc: gjobs.properties(
             config, domain=wc.domain, settings=gjobs.domain_settings(config, wc.domain),
-            model=init_model_path(config["properties"]["init"]), tasks_file=input.tasks, out_json=output[0])),
+            model=init_model_path(config["properties"]["init"]), tasks_file=gpaths.tasks(config, wc.domain),
+            out_json=gpaths.properties(config, wc.domain))),
     log:
         log_path("properties/{domain}"),
     benchmark:
@@ -31,7 +32,9 @@ rule properties_table:
     output:
         f"{R}/properties/properties.csv",
     params:
-        job=job_param(lambda wc, input, output: gjobs.properties_table(input, output[0])),
+        job=job_param(lambda wc: gjobs.properties_table(
+            [gpaths.properties(config, d) for d in gplan.eval_domains(config, config["properties"]["init"])],
+            gpaths.properties_table(config))),
     log:
         log_path("properties/table"),
     benchmark:

@@ -9,9 +9,10 @@ rule rl_segment:
     output:
         f"{R}/runs/{{init}}/{{train_domain}}/{{variant}}/seed{{seed}}/segment_{{start}}_{{end}}.json",
     params:
-        job=job_param(lambda wc, input, output: gjobs.rl_segment(
+        job=job_param(lambda wc: gjobs.rl_segment(
             config, planned_run(wc), start=int(wc.start), end=int(wc.end), save_every=config["rl"]["save_every"],
-            init_model=init_model_path(wc.init), run_folder=run_dir(wc), manifest=output[0],
+            init_model=init_model_path(wc.init), run_folder=run_dir(wc),
+            manifest=gpaths.segment_manifest(run_dir(wc), int(wc.start), int(wc.end)),
             filler_reference=filler_reference_dir(wc))),
     log:
         log_path("runs/{init}/{train_domain}/{variant}/seed{seed}/segment_{start}_{end}"),

@@ -18,10 +18,9 @@ rule table:
     wildcard_constraints:
         name="|".join(gplan.table_names(config)),
     params:
-        job=job_param(lambda wc, input, output: gjobs.artifact(
-            config, wc.name, summaries=input.summaries, properties_file=input.get("properties"),
-            controls_file=input.get("controls"), outputs={"csv": output.csv, "md": output.md, "tex": output.tex},
-            provenance=output.provenance)),
+        job=job_param(lambda wc: gjobs.artifact(
+            config, wc.name, **table_inputs(wc), outputs={ext: gpaths.table(config, wc.name, ext) for ext in ("csv", "md", "tex")},
+            provenance=f"{R}/tables/{wc.name}{gprov.SUFFIX}")),
     log:
         log_path("tables/{name}"),
     benchmark:
@@ -46,10 +45,9 @@ rule figure:
     wildcard_constraints:
         name="|".join(gplan.figure_names(config)),
     params:
-        job=job_param(lambda wc, input, output: gjobs.artifact(
-            config, wc.name, summaries=input.summaries, properties_file=input.get("properties"),
-            controls_file=input.get("controls"), outputs={"png": output.png, "svg": output.svg},
-            provenance=output.provenance)),
+        job=job_param(lambda wc: gjobs.artifact(
+            config, wc.name, **table_inputs(wc), outputs={ext: gpaths.figure(config, wc.name, ext) for ext in ("png", "svg")},
+            provenance=f"{R}/figures/{wc.name}{gprov.SUFFIX}")),
     log:
         log_path("figures/{name}"),
     benchmark:

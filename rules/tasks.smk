@@ -7,7 +7,7 @@ rule tasks:
     output:
         f"{R}/tasks/{{domain}}.json",
     params:
-        job=job_param(lambda wc, input, output: gjobs.tasks(config, wc.domain, output[0])),
+        job=job_param(lambda wc: gjobs.tasks(config, wc.domain, gpaths.tasks(config, wc.domain))),
     log:
         log_path("tasks/{domain}"),
     benchmark:

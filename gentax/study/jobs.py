@@ -204,9 +204,11 @@ def summary(inputs: Iterable[str], keys: Mapping[str, Any], out: str) -> dict[st
     return {"inputs": [str(p) for p in inputs], "keys": _plain(keys), "out": out}
 
 
-def artifact(cfg: dict, name: str, *, summaries: Iterable[str], properties_file: str | None,
-             controls_file: str | None, outputs: Mapping[str, str], provenance: str) -> dict[str, Any]:
-    """``gentax table`` / ``gentax figure``: one table or figure from the run summaries it reads."""
+def artifact(cfg: dict, name: str, *, summaries: Iterable[str], outputs: Mapping[str, str], provenance: str,
+             properties: str | None = None, controls: str | None = None) -> dict[str, Any]:
+    """``gentax table`` / ``gentax figure``: one table or figure from the run summaries it reads (and
+    the properties / controls tables where its registry entry reads them: ``plan.artifact_inputs``)."""
+    properties_file, controls_file = properties, controls
     from gentax.analysis.summary import sft_mix_domains
     from gentax.plan import window
 
