@@ -1,7 +1,7 @@
 # gentax: the study "Paying Less Generalization Tax" as a Snakemake workflow.
-#   snakemake -n                                  # the plan (embedded default profile)
-#   snakemake                                     # the whole embedded study on this machine
-#   snakemake --profile profiles/slurm            # the paper's study on a SLURM cluster
+#   bash scripts/run.sh -n                        # the plan (profiles/embedded; sets up on first use)
+#   bash scripts/run.sh                           # the whole embedded study on this machine
+#   bash scripts/run.sh --profile profiles/slurm  # the paper's study on a SLURM cluster (that profile only)
 #   snakemake results/tables/table5_augmentation.csv   # one table and only what it needs
 # Rules hold no logic: rule -> workflow_scripts/ -> gentax. The grid expansion lives in
 # gentax/plan.py (shared with `gentax plan`).
@@ -12,6 +12,10 @@ import sys
 from snakemake.exceptions import WorkflowError
 
 sys.path.insert(0, workflow.basedir)  # this checkout's gentax (jobs: workflow_scripts/_gentax_path.py)
+# Every job (local or SLURM: sbatch exports this environment) runs this clone's `gentax` (bin/) and
+# imports this clone's package, whatever else the venv or the caller's PATH holds.
+os.environ["PATH"] = os.pathsep.join([os.path.join(workflow.basedir, "bin"), os.environ.get("PATH", "")])
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [workflow.basedir, os.environ.get("PYTHONPATH")] if p)
 
 import gentax.controls as gcontrols
 import gentax.domains as gdomains
@@ -26,26 +30,33 @@ configfile: "config.yaml"
 # Which study (gentax.plan.with_preset): `preset: paper` is config.yaml as it is (profiles/slurm sets
 # it); `embedded`, the default whenever no preset is given (a plain `snakemake`, also with your own
 # --configfile), lays config/embedded.yaml over config.yaml. Your --configfile files and --config
-# key=value pairs go over both, so they always win.
-OVERRIDES = workflow.config_settings.overwrite_config or {}
-STUDY = gplan.with_preset(config, OVERRIDES)
+# key=value pairs go over both, so they always win. Nested --config values (`eval={episodes: 4}`)
+# are read as in a config file (Snakemake leaves them text).
+try:
+    OVERRIDES = gplan.cli_overrides(workflow.config_settings.overwrite_config or {},
+                                    workflow.config_settings.config or {})
+    STUDY = gplan.with_preset(gio.read_yaml(os.path.join(workflow.basedir, "config.yaml")), OVERRIDES)
+    gplan.validate(STUDY, memory=workflow.is_main_process,  # a cluster job re-reads this file: checked once
+                   sources=gplan.config_sources(STUDY["preset"], workflow.config_settings.configfiles,
+                                                workflow.config_settings.config))
+except ConfigError as exc:  # one line, no traceback (a WorkflowError would print the Snakefile's frame)
+    print(f"gentax: error: {exc}", file=sys.stderr)
+    sys.exit(2)
 config.clear()
 config.update(STUDY)
 PRESET = config["preset"]
-
-try:
-    gplan.validate(config, memory=workflow.is_main_process)  # a cluster job re-reads this file: checked once
-except ConfigError as exc:
-    raise WorkflowError(str(exc)) from None
-
 R = config["results"]
 
 if workflow.is_main_process:  # the budget of what this profile would launch (not inside each SLURM job)
     import gentax.cost as gcost
 
     _res = workflow.resource_settings
-    print(gcost.summary_line(config, gcost.resources_from(_res.default_resources, _res.overwrite_resources)),
-          file=sys.stderr)
+    try:
+        print(gcost.summary_line(config, gcost.resources_from(_res.default_resources, _res.overwrite_resources)),
+              file=sys.stderr)
+    except ConfigError as exc:
+        print(f"gentax: error: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
 include: "rules/common.smk"

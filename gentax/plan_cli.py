@@ -8,13 +8,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO / "config.yaml"
-PROFILES = {"paper": REPO / "profiles" / "slurm", "embedded": REPO / "profiles" / "default"}
+PROFILES = {"paper": REPO / "profiles" / "slurm", "embedded": REPO / "profiles" / "embedded"}
 
 
 def register(sub) -> None:
     p = sub.add_parser("plan", help="print the study's plan (RL runs, segments, evaluations)")
-    p.add_argument("--config", action="append", default=None,
-                   help="config file(s), merged in order (default: the repository's config.yaml)")
+    p.add_argument("--config", action="append", default=[],
+                   help="config file(s) laid over the repository's config.yaml in order, as "
+                        "`snakemake --configfile` lays them")
     p.add_argument("--preset", choices=("paper", "embedded"), default=None,
                    help="embedded: lay config/embedded.yaml over the config, as a plain `snakemake` does")
     p.add_argument("--json", action="store_true", help="print the plan (with --settings: the settings) as JSON")
@@ -25,9 +26,9 @@ def register(sub) -> None:
                    help="estimate GPU-hours per job kind and in total (time figures: config `cost`)")
     p.add_argument("--profile", default=None,
                    help="Snakemake profile whose resources (GPUs, runtime) price the jobs "
-                        "(default: profiles/slurm for the paper preset, profiles/default for embedded)")
+                        "(default: profiles/slurm for the paper preset, profiles/embedded for embedded)")
     p.add_argument("--target", default=None,
-                   help="price only what one table/figure needs, e.g. results/tables/table5_augmentation.csv")
+                   help="with --cost: price only what one table/figure needs, e.g. results/tables/table5_augmentation.csv")
     p.set_defaults(func=_plan)
 
     t = sub.add_parser("tasks", help="write a domain's held-out eval task manifest (seeds + fingerprint)")
@@ -55,16 +56,20 @@ def _tasks(args) -> int:
 
 def _plan(args) -> int:
     from gentax import plan as gplan
-
+    from gentax.errors import ConfigError
     from gentax.io import deep_merge, read_yaml
 
-    # as the Snakefile: the first file is the base (config.yaml), the others are overrides, laid over
-    # the preset's overlay; the preset is --preset, else what the files set, else paper
-    base, *rest = [read_yaml(path) for path in (args.config or [DEFAULT_CONFIG])]
+    if args.target and not args.cost:
+        raise ConfigError("--target says which table or figure to price: give it with --cost")
+    if args.target:
+        gplan.artifact_variants(Path(args.target).stem)  # an unknown name stops here, before any work
+    # as the Snakefile: config.yaml is the base, the files are overrides (in order), laid over the
+    # preset's overlay; the preset is --preset, else what the files set, else paper
     overrides: dict = {}
-    for layer in rest + [{"preset": args.preset} if args.preset else {}]:
+    for layer in [read_yaml(path) for path in args.config] + [{"preset": args.preset} if args.preset else {}]:
         overrides = deep_merge(overrides, layer)
-    cfg = gplan.load_config(gplan.with_preset(base, overrides, default="paper"))
+    cfg = gplan.with_preset(read_yaml(DEFAULT_CONFIG), overrides, default="paper")
+    gplan.validate(cfg, sources=gplan.config_sources(cfg["preset"], args.config))
     if args.settings:
         from gentax import settings
 
@@ -83,7 +88,7 @@ def _plan(args) -> int:
     for run in result["runs"]:
         print(f"  {run['init']:<3} {run['train_domain']:<9} {run['variant']:<8} seed {run['seed']}  {run['steps']} steps")
     if result["controls"]:
-        print("controls (issue 18): each level, the runs it reads, its property log")
+        print("controls: each level, the runs it reads, its property log")
     for c in result["controls"]:
         reads = "its own runs" if c["own_runs"] else f"the grid's {c['runs']} runs"
         print(f"  {c['control']:<10} {c['level']:<10} {c['setting']}: {reads}; {c['property_log']}")
