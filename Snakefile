@@ -12,11 +12,8 @@ import sys
 from snakemake.exceptions import WorkflowError
 
 sys.path.insert(0, workflow.basedir)  # this checkout's gentax (jobs: workflow_scripts/_gentax_path.py)
-# Every job (local or SLURM: sbatch exports this environment) runs this clone's `gentax` (bin/) and
-# imports this clone's package, whatever else the venv or the caller's PATH holds.
-os.environ["PATH"] = os.pathsep.join([os.path.join(workflow.basedir, "bin"), os.environ.get("PATH", "")])
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [workflow.basedir, os.environ.get("PYTHONPATH")] if p)
 
+import gentax.clone as gclone
 import gentax.controls as gcontrols
 import gentax.domains as gdomains
 import gentax.io as gio
@@ -24,6 +21,8 @@ import gentax.plan as gplan
 import gentax.provenance as gprov
 import gentax.runspec as grunspec
 from gentax.errors import ConfigError
+
+gclone.use_this_clone(workflow.basedir)  # every job runs this clone's `gentax` (bin/) and package
 
 configfile: "config.yaml"
 

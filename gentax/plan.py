@@ -155,7 +155,7 @@ def config_sources(preset: str, configfiles: Iterable[str | Path] = (), cli: dic
     """Where each layer of the study config comes from, in merge order: config.yaml, the preset's
     overlay, the user's files, ``--config``: what ``validate`` names beside a bad key."""
     def label(path: Path) -> str:
-        return str(path.relative_to(REPO_ROOT)) if path.resolve().is_relative_to(REPO_ROOT) else str(path)
+        return str(path.resolve().relative_to(REPO_ROOT)) if path.resolve().is_relative_to(REPO_ROOT) else str(path)
 
     overlay = PRESET_OVERLAYS.get(preset)
     files = [REPO_ROOT / "config.yaml", *([overlay] if overlay else []), *map(Path, configfiles)]
