@@ -49,12 +49,23 @@ R = config["results"]
 if workflow.is_main_process:  # the budget of what this profile would launch (not inside each SLURM job)
     import gentax.cost as gcost
 
+    for _problem in gplan.unmet_inputs(config):  # a dry-run may be made away from the cluster: said only
+        print(f"gentax: note: {_problem} (a run stops before its first job)", file=sys.stderr)
+
     _res = workflow.resource_settings
     try:
         print(gcost.summary_line(config, gcost.resources_from(_res.default_resources, _res.overwrite_resources)),
               file=sys.stderr)
     except ConfigError as exc:
         print(f"gentax: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+onstart:  # a real run, before any job is started or queued: what every job needs is there
+    _unmet = gplan.unmet_inputs(config)
+    for _problem in _unmet:
+        print(f"gentax: error: {_problem}", file=sys.stderr)
+    if _unmet:
         sys.exit(2)
 
 

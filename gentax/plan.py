@@ -173,6 +173,26 @@ def check_configfiles(paths: Iterable[str | Path]) -> None:
         read_yaml(path)
 
 
+def unmet_inputs(cfg: dict) -> list[str]:
+    """What the jobs will need from this machine that is not there, one line each: the base model
+    (``model.base``, unless ``model.embedded``: a folder holding a config.json) and a writable
+    results folder. The Snakefile stops a run on any before its first job (``onstart``); a dry-run
+    and ``gentax plan`` only say them (a plan may be made away from the cluster)."""
+    import os
+
+    problems = []
+    if not cfg["model"]["embedded"]:
+        base = repo_path(cfg["model"]["base"])
+        if not (base / "config.json").is_file():
+            what = "holds no config.json (not a Hugging Face model folder)" if base.is_dir() else "not found"
+            problems.append(f"config key model.base: {base} {what}; every training and evaluation job loads it")
+    results = repo_path(cfg["results"])
+    existing = next(p for p in (results, *results.parents) if p.exists())
+    if not (existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)):
+        problems.append(f"config key results: {results} cannot be written ({existing} is not a writable folder)")
+    return problems
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """`` (did you mean X?)`` for the closest of ``choices`` to a misspelled ``word``, else ``""``."""
     import difflib

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,6 +71,8 @@ def _plan(args) -> int:
         overrides = deep_merge(overrides, layer)
     cfg = gplan.with_preset(read_yaml(DEFAULT_CONFIG), overrides, default="paper")
     gplan.validate(cfg, sources=gplan.config_sources(cfg["preset"], args.config))
+    for problem in gplan.unmet_inputs(cfg):  # a plan may be made away from the cluster: said, not refused
+        print(f"gentax: note: {problem} (a run stops before its first job)", file=sys.stderr)
     if args.settings:
         from gentax import settings
 

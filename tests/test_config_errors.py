@@ -105,3 +105,29 @@ def test_gentax_plan_config_layers_over_config_yaml(write):
     proc = run([*GENTAX_PLAN, "--config", str(seeds)])
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("20 RL runs")
+
+
+@pytest.mark.parametrize("override, message", [
+    ("model={base: /nonexistent/Llama, embedded: false}",
+     "config key model.base: /nonexistent/Llama not found; every training and evaluation job loads it"),
+    ("model={base: config, embedded: false}",
+     f"config key model.base: {REPO / 'config'} holds no config.json (not a Hugging Face model folder); "
+     "every training and evaluation job loads it"),
+], ids=["missing", "not-a-model"])
+def test_a_missing_base_model_stops_the_run_before_its_first_job(tmp_path, override, message):
+    target = tmp_path / "results" / "tasks" / "sokoban.json"
+    cfg = ["--config", f"results={tmp_path / 'results'}", override]
+    plan = run([*SNAKEMAKE, str(target), *cfg])  # a dry-run (maybe away from the cluster) only says it
+    assert plan.returncode == 0 and f"gentax: note: {message} (a run stops before its first job)" in plan.stderr
+    proc = run([sys.executable, "-m", "snakemake", str(target), "--cores", "1", *cfg])
+    assert the_error(proc) == f"gentax: error: {message}"
+    assert not target.exists()
+
+
+def test_a_results_folder_that_cannot_be_written_stops_the_run(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    proc = run([sys.executable, "-m", "snakemake", str(blocker / "results" / "tasks" / "sokoban.json"), "--cores", "1",
+                "--config", f"results={blocker / 'results'}"])
+    assert the_error(proc) == (f"gentax: error: config key results: {blocker / 'results'} cannot be written "
+                               f"({blocker} is not a writable folder)")
