@@ -56,6 +56,8 @@ if workflow.is_main_process:  # the budget of what this profile would launch (no
     try:
         print(gcost.summary_line(config, gcost.resources_from(_res.default_resources, _res.overwrite_resources)),
               file=sys.stderr)
+        print(f"gentax: each job's progress goes to its log (the `log:` line of its block): "
+              f"tail -f {R}/logs/<its log>", file=sys.stderr)
     except ConfigError as exc:
         print(f"gentax: error: {exc}", file=sys.stderr)
         sys.exit(2)
