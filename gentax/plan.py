@@ -8,7 +8,12 @@ One place for "what the study consists of", used by the Snakefile's input functi
   ``gentax/config_schema.yaml`` plus cross-field rules and every domain's knobs (the domain's own
   ``check_options``), and raises ``ConfigError`` naming the key; with ``cluster.memory_check`` it
   also sizes every GPU training job (``gentax.train.memory``): a preset whose SFT or RL actor does
-  not fit its GPUs is an error here, at plan time.
+  not fit its GPUs is an error here, at plan time. Every error is one line: an unknown key names
+  the file that set it (``config_sources``) and the closest valid key; ``with_preset`` and
+  ``cli_overrides`` build the study from config.yaml, the preset's overlay and the user's layers
+  (nested ``--config`` values typed as in a file); ``check_configfiles`` reads files the way
+  ``snakemake --configfile`` will; ``unmet_inputs`` lists what the jobs need from this machine
+  (the base model folder, a writable results folder).
 - ``runs(cfg)`` lists every RL run after V1 as a resolved ``gentax.runspec.RunSpec`` (``Run`` is
   the same class): init, training domains with weights (``train_domain`` is its path label),
   variant, seed, steps, thinking, augmentation and the training domains' settings; built here once
