@@ -4,11 +4,15 @@ job), and account and partition set where profiles/slurm documents them reach ev
 dropping its other default resources."""
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+from clones import PLAIN_ENV
 from snakemake_plans import dry_run_text
+
+from gentax.clone import snakemake_argv
 
 REPO = Path(__file__).resolve().parents[1]
 SLURM = REPO / "profiles" / "slurm" / "config.yaml"
@@ -59,3 +63,20 @@ def test_each_job_kind_gets_the_profiles_resources_with_account_and_partition(si
             assert set(profile["default-resources"]) <= set(resources), rule
             assert {key: resources[key] for key in site} == site, rule
             assert {key: resources.get(key) for key in per_rule} == per_rule, rule
+
+
+def test_run_sh_applies_the_embedded_profile_only_without_a_profile():
+    assert snakemake_argv(["-n"]) == ["--profile", "profiles/embedded", "-n"]
+    assert snakemake_argv(["-n", "--profile", "profiles/slurm"]) == ["-n", "--profile", "profiles/slurm"]
+    assert snakemake_argv(["--profile=profiles/slurm"]) == ["--profile=profiles/slurm"]
+
+
+def test_a_config_on_the_command_line_keeps_the_profiles_preset():
+    """Snakemake replaces a profile's `config:` with the command line's: run.sh keeps it underneath."""
+    assert snakemake_argv(["--profile", str(SLURM.parent), "--config", "seed=1"]) == [
+        "--profile", str(SLURM.parent), "--config", "preset=paper", "seed=1"]
+    proc = subprocess.run(["bash", "scripts/run.sh", "results/tables/table2_success.csv", "-n", "--profile",
+                           "profiles/slurm", "--config", "seed=1"], cwd=REPO, env=PLAIN_ENV, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "gentax budget estimate (whole study, preset paper)" in proc.stderr
