@@ -1,9 +1,9 @@
 # gentax: the study "Paying Less Generalization Tax" as a Snakemake workflow.
-#   snakemake -n                                  # the plan (embedded default profile)
-#   snakemake                                     # the whole embedded study on this machine
-#   snakemake --profile profiles/slurm            # the paper's study on a SLURM cluster
+#   bash scripts/run.sh -n                        # the plan (profiles/embedded; sets up on first use)
+#   bash scripts/run.sh                           # the whole embedded study on this machine
+#   bash scripts/run.sh --profile profiles/slurm  # the paper's study on a SLURM cluster (that profile only)
 #   snakemake results/tables/table5_augmentation.csv   # one table and only what it needs
-# Rules hold no logic: each runs ONE visible command, `python -m gentax <verb> --job SPEC`, on the spec
+# Rules hold no logic: each runs ONE visible command, `gentax <verb> --job SPEC`, on the spec
 # gentax.study.jobs resolves for it (`snakemake -n -p` prints it; the line reruns the job by hand).
 # The grid expansion lives in gentax/plan.py (shared with `gentax plan`), every path in gentax/study/paths.py.
 import os
@@ -14,6 +14,7 @@ from snakemake.exceptions import WorkflowError
 
 sys.path.insert(0, workflow.basedir)  # this checkout's gentax (each job's command: rules/common.smk GENTAX)
 
+import gentax.clone as gclone
 import gentax.controls as gcontrols
 import gentax.domains as gdomains
 import gentax.io as gio
@@ -24,31 +25,53 @@ import gentax.study.jobs as gjobs
 import gentax.study.paths as gpaths
 from gentax.errors import ConfigError
 
+gclone.use_this_clone(workflow.basedir)  # every job runs this clone's `gentax` (bin/) and package
+
 configfile: "config.yaml"
 
 # Which study (gentax.plan.with_preset): `preset: paper` is config.yaml as it is (profiles/slurm sets
 # it); `embedded`, the default whenever no preset is given (a plain `snakemake`, also with your own
 # --configfile), lays config/embedded.yaml over config.yaml. Your --configfile files and --config
-# key=value pairs go over both, so they always win.
-OVERRIDES = workflow.config_settings.overwrite_config or {}
-STUDY = gplan.with_preset(config, OVERRIDES)
+# key=value pairs go over both, so they always win. Nested --config values (`eval={episodes: 4}`)
+# are read as in a config file (Snakemake leaves them text).
+try:
+    OVERRIDES = gplan.cli_overrides(workflow.config_settings.overwrite_config or {},
+                                    workflow.config_settings.config or {})
+    STUDY = gplan.with_preset(gio.read_yaml(os.path.join(workflow.basedir, "config.yaml")), OVERRIDES)
+    gplan.validate(STUDY, memory=workflow.is_main_process,  # a cluster job re-reads this file: checked once
+                   sources=gplan.config_sources(STUDY["preset"], workflow.config_settings.configfiles,
+                                                workflow.config_settings.config))
+except ConfigError as exc:  # one line, no traceback (a WorkflowError would print the Snakefile's frame)
+    print(f"gentax: error: {exc}", file=sys.stderr)
+    sys.exit(2)
 config.clear()
 config.update(STUDY)
 PRESET = config["preset"]
-
-try:
-    gplan.validate(config, memory=workflow.is_main_process)  # a cluster job re-reads this file: checked once
-except ConfigError as exc:
-    raise WorkflowError(str(exc)) from None
-
 R = config["results"]
 
 if workflow.is_main_process:  # the budget of what this profile would launch (not inside each SLURM job)
     import gentax.cost as gcost
 
+    for _problem in gplan.unmet_inputs(config):  # a dry-run may be made away from the cluster: said only
+        print(f"gentax: note: {_problem} (a run stops before its first job)", file=sys.stderr)
+
     _res = workflow.resource_settings
-    print(gcost.summary_line(config, gcost.resources_from(_res.default_resources, _res.overwrite_resources)),
-          file=sys.stderr)
+    try:
+        print(gcost.summary_line(config, gcost.resources_from(_res.default_resources, _res.overwrite_resources)),
+              file=sys.stderr)
+        print(f"gentax: each job's progress goes to its log (the `log:` line of its block): "
+              f"tail -f {R}/logs/<its log>", file=sys.stderr)
+    except ConfigError as exc:
+        print(f"gentax: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+onstart:  # a real run, before any job is started or queued: what every job needs is there
+    _unmet = gplan.unmet_inputs(config)
+    for _problem in _unmet:
+        print(f"gentax: error: {_problem}", file=sys.stderr)
+    if _unmet:
+        sys.exit(2)
 
 
 include: "rules/common.smk"

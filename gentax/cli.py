@@ -26,8 +26,25 @@ COMMAND_MODULES = [
 ]
 
 
+class _Version(argparse.Action):
+    """``--version``: gentax's version and the commit of the checkout it runs from (a clone runs its own)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="print the version, the checkout and its commit; exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from gentax.provenance import PACKAGE_ROOT, code_version
+
+        code = code_version()
+        commit = f"commit {code['commit'][:12]}{' + local changes' if code['dirty'] else ''}" if code["commit"] \
+            else "not a git checkout"
+        print(f"gentax {code['version']} from {PACKAGE_ROOT} ({commit})")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gentax", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)

@@ -7,12 +7,15 @@ Snakefile declares; tests/test_cost.py checks them against Snakemake's dry-run) 
   seconds per SFT step, seconds per rollout episode (evaluation, property and SFT-data jobs) and
   a start-up time per timed job (model load, vLLM start), and
 - the GPUs each rule gets from a Snakemake profile (``profile_resources``: its
-  ``default-resources`` and ``set-resources``, resource ``gpu``).
+  ``default-resources`` and ``set-resources``), read from any of the SLURM plugin's ways to ask for
+  them: ``gpu: 8``, ``gres: "gpu:8"`` (or ``"gpu:a100:8"``), ``gpus_per_task: 8`` (times
+  ``tasks``); a value it cannot read, or two that disagree, is a ConfigError naming the rule.
 
 Hours of a job = start-up + units x figure; GPU-hours = hours x the job's GPUs. Bookkeeping jobs
 (task splits, summaries, tables, figures) take no GPU and are counted, not timed. A job whose
 estimate exceeds the ``runtime`` the profile gives its rule is flagged: SLURM would kill it.
 ``gentax plan --cost`` prints ``report(...)``; the Snakefile prints ``summary_line(...)`` in a dry-run.
+A study whose jobs get no GPU (the embedded one) is priced in CPU job-hours.
 """
 
 from __future__ import annotations
@@ -89,13 +92,44 @@ def _number(value: Any, what: str) -> float:
         raise ConfigError(f"{what}: {value!r} is not a number") from None
 
 
+def _gres_gpus(gres: Any, rule: str) -> float:
+    """The GPUs of a SLURM ``gres`` string: ``gpu``, ``gpu:8``, ``gpu:a100:8``, comma-separated
+    with other resources (``gpu:2,nvme:1``); 0 when it names no GPU."""
+    total = 0.0
+    for item in str(gres).split(","):
+        name, *rest = item.strip().split(":")
+        if name != "gpu":
+            continue
+        count = rest[-1] if rest and rest[-1].isdigit() else None
+        if rest and count is None and len(rest) > 1:
+            raise ConfigError(f"resources of {rule}: gres {gres!r}: cannot read the GPU count (write gpu:N or gpu:TYPE:N)")
+        total += float(count) if count is not None else 1.0
+    return total
+
+
+def _gpus(merged: dict[str, Any], rule: str) -> float:
+    """GPUs per job from ``gpu``, ``gres`` or ``gpus_per_task`` x ``tasks``; they must agree."""
+    ways = {}
+    if merged.get("gpu") not in (None, ""):
+        ways["gpu"] = _number(merged["gpu"], f"resources of {rule}: gpu")
+    if merged.get("gres") not in (None, ""):
+        ways["gres"] = _gres_gpus(merged["gres"], rule)
+    if merged.get("gpus_per_task") not in (None, ""):
+        tasks = _number(merged.get("tasks", 1) or 1, f"resources of {rule}: tasks")
+        ways["gpus_per_task"] = _number(merged["gpus_per_task"], f"resources of {rule}: gpus_per_task") * tasks
+    if len(set(ways.values())) > 1:
+        said = ", ".join(f"{key} -> {value:g}" for key, value in ways.items())
+        raise ConfigError(f"resources of {rule}: the GPU requests disagree ({said}); give one")
+    return next(iter(ways.values()), 0.0)
+
+
 def resources_from(default: Any, per_rule: dict[str, Any] | None) -> dict[str, dict[str, float]]:
     """``{rule: {"gpu": n, "runtime": minutes or absent}}`` from default and per-rule resources."""
     base = _resource_map(default)
     out = {}
     for rule in {*TIMED, *(per_rule or {})}:
         merged = {**base, **_resource_map((per_rule or {}).get(rule))}
-        entry = {"gpu": _number(merged.get("gpu", 0) or 0, f"resources of {rule}: gpu")}
+        entry = {"gpu": _gpus(merged, rule)}
         if merged.get("runtime") not in (None, ""):
             entry["runtime"] = _number(merged["runtime"], f"resources of {rule}: runtime")
         out[rule] = entry
@@ -106,6 +140,8 @@ def profile_resources(profile: str | Path) -> dict[str, dict[str, float]]:
     """The resources a Snakemake profile folder (its config.yaml) gives each rule."""
     path = Path(profile)
     path = path / "config.yaml" if path.is_dir() else path
+    if not path.is_file():
+        raise ConfigError(f"Snakemake profile not found: {profile} (a profile is a folder with a config.yaml)")
     data = gio.read_yaml(path)
     return resources_from(data.get("default-resources"), data.get("set-resources"))
 
@@ -139,6 +175,13 @@ def totals(costs: list[RuleCost]) -> dict[str, float]:
             "job_hours": sum(c.hours for c in costs)}
 
 
+def _hours(total: dict[str, float]) -> str:
+    """The headline figure: GPU-hours, or CPU job-hours when no job gets a GPU."""
+    if total["gpu_hours"] == 0:
+        return f"{_num(total['job_hours'])} CPU job-hours (no job gets a GPU)"
+    return f"{_num(total['gpu_hours'])} GPU-hours ({_num(total['job_hours'])} job-hours)"
+
+
 def _num(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
 
@@ -158,8 +201,7 @@ def report(cfg: dict, costs: list[RuleCost], *, where: str, target: str | None =
     if cpu:
         lines += textwrap.wrap("CPU-only bookkeeping jobs (not timed): " + ", ".join(cpu), width=100,
                                subsequent_indent="  ")
-    lines.append(f"total: {total['jobs']:,} jobs, {_num(total['gpu_hours'])} GPU-hours "
-                 f"({_num(total['job_hours'])} job-hours)")
+    lines.append(f"total: {total['jobs']:,} jobs, {_hours(total)}")
     for c in costs:
         if c.over_limit:
             lines.append(f"WARNING: one {c.rule} job is estimated at {c.longest_hours:.1f} h, over the "
@@ -176,5 +218,4 @@ def summary_line(cfg: dict, resources: dict[str, dict[str, float]]) -> str:
     """One line for the dry-run's output: the whole study's estimate."""
     total = totals(estimate(cfg, resources))
     return (f"gentax budget estimate (whole study, preset {cfg.get('preset', 'paper')}): {total['jobs']:,} jobs, "
-            f"{_num(total['gpu_hours'])} GPU-hours, {_num(total['job_hours'])} job-hours; "
-            "per job kind and per target: gentax plan --cost")
+            f"{_hours(total)}; per job kind and per target: gentax plan --cost")

@@ -9,15 +9,20 @@ class ConfigError(GentaxError):
     """A configuration value is missing or invalid."""
 
 
-def yaml_number_hint(value: object) -> str:
-    """For a config value that is text but reads as a number: why, and how to write it. YAML 1.1
-    (PyYAML, Snakemake) takes ``1e-5`` as a string: a float needs a dot (``1.0e-5``)."""
+def yaml_number_hint(value: object, *, integer: bool = False) -> str:
+    """For a config value that is text but reads as a number: why, and how to write it. A quoted
+    number is text; for an ``integer`` key the hint is the integer itself. YAML 1.1 (PyYAML,
+    Snakemake) takes ``1e-5`` as a string: a float needs a dot (``1.0e-5``)."""
     if not isinstance(value, str):
         return ""
     try:
         number = float(value)
     except ValueError:
         return ""
+    if integer:
+        if not number.is_integer():
+            return f" ({value} is not a whole number)"
+        return f" (YAML reads {value!r} as text, not a number: write {int(number)}, without quotes)"
     mantissa, _, exponent = value.strip().lower().partition("e")
     if exponent and exponent[0] not in "+-":
         exponent = "+" + exponent  # YAML 1.1 floats need the exponent's sign too

@@ -8,7 +8,12 @@ One place for "what the study consists of", used by the Snakefile's input functi
   ``gentax/config_schema.yaml`` plus cross-field rules and every domain's knobs (the domain's own
   ``check_options``), and raises ``ConfigError`` naming the key; with ``cluster.memory_check`` it
   also sizes every GPU training job (``gentax.train.memory``): a preset whose SFT or RL actor does
-  not fit its GPUs is an error here, at plan time.
+  not fit its GPUs is an error here, at plan time. Every error is one line: an unknown key names
+  the file that set it (``config_sources``) and the closest valid key; ``with_preset`` and
+  ``cli_overrides`` build the study from config.yaml, the preset's overlay and the user's layers
+  (nested ``--config`` values typed as in a file); ``check_configfiles`` reads files the way
+  ``snakemake --configfile`` will; ``unmet_inputs`` lists what the jobs need from this machine
+  (the base model folder, a writable results folder).
 - ``runs(cfg)`` lists every RL run after V1 as a resolved ``gentax.runspec.RunSpec`` (``Run`` is
   the same class): init, training domains with weights (``train_domain`` is its path label),
   variant, seed, steps, thinking, augmentation and the training domains' settings; built here once
@@ -114,11 +119,101 @@ def with_preset(base: dict, overrides: dict, default: str = "embedded") -> dict:
     Snakemake profile or a file sets it), else ``default`` (a plain ``snakemake``: embedded)."""
     preset = overrides.get("preset") or default
     if preset not in PRESET_OVERLAYS:
-        raise ConfigError(f"config key preset: unknown preset {preset!r}; valid: {', '.join(PRESET_OVERLAYS)}")
+        raise ConfigError(f"config key preset: unknown preset {preset!r}{did_you_mean(str(preset), PRESET_OVERLAYS)}; "
+                          f"valid: {', '.join(PRESET_OVERLAYS)}")
     overlay = PRESET_OVERLAYS[preset]
     cfg = deep_merge(deep_merge(base, read_yaml(overlay) if overlay else {}), overrides)
     cfg["preset"] = preset
     return cfg
+
+
+def cli_overrides(overrides: dict, cli: dict) -> dict:
+    """``overrides`` (Snakemake's merged --configfile files and --config pairs) with every nested
+    ``--config`` value read as YAML, as a config file reads it: Snakemake types a top-level
+    ``key=value`` (int, float, bool) but leaves each leaf of ``key={a: 4}`` text."""
+    import yaml
+
+    def typed(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: typed(v) for key, v in value.items()}
+        if isinstance(value, list):
+            return [typed(v) for v in value]
+        if isinstance(value, str) and value.strip():
+            try:
+                return yaml.safe_load(value)
+            except yaml.YAMLError:
+                return value
+        return value
+
+    nested = {key: typed(value) for key, value in cli.items() if isinstance(value, (dict, list))}
+    return deep_merge(overrides, nested)
+
+
+def config_sources(preset: str, configfiles: Iterable[str | Path] = (), cli: dict | None = None) -> list[tuple[str, dict]]:
+    """Where each layer of the study config comes from, in merge order: config.yaml, the preset's
+    overlay, the user's files, ``--config``: what ``validate`` names beside a bad key."""
+    def label(path: Path) -> str:
+        return str(path.resolve().relative_to(REPO_ROOT)) if path.resolve().is_relative_to(REPO_ROOT) else str(path)
+
+    overlay = PRESET_OVERLAYS.get(preset)
+    files = [REPO_ROOT / "config.yaml", *([overlay] if overlay else []), *map(Path, configfiles)]
+    out = [(label(path), read_yaml(path)) for path in files]
+    return out + ([("--config", dict(cli))] if cli else [])
+
+
+def check_configfiles(paths: Iterable[str | Path]) -> None:
+    """Each file given to ``snakemake --configfile`` read as Snakemake will read it, so that one it
+    cannot read is named (Snakemake's own message names no file): ConfigError for a missing file,
+    a YAML error, an empty file or one whose top level is not a mapping."""
+    for path in map(Path, paths):
+        if path.is_file() and not path.read_text().strip():
+            raise ConfigError(f"{path}: empty; a config file is a mapping of keys (e.g. `eval: {{episodes: 4}}`)")
+        read_yaml(path)
+
+
+def unmet_inputs(cfg: dict) -> list[str]:
+    """What the jobs will need from this machine that is not there, one line each: the base model
+    (``model.base``, unless ``model.embedded``: a folder holding a config.json) and a writable
+    results folder. The Snakefile stops a run on any before its first job (``onstart``); a dry-run
+    and ``gentax plan`` only say them (a plan may be made away from the cluster)."""
+    import os
+
+    problems = []
+    if not cfg["model"]["embedded"]:
+        base = repo_path(cfg["model"]["base"])
+        if not (base / "config.json").is_file():
+            what = "holds no config.json (not a Hugging Face model folder)" if base.is_dir() else "not found"
+            problems.append(f"config key model.base: {base} {what}; every training and evaluation job loads it")
+    results = repo_path(cfg["results"])
+    existing = next(p for p in (results, *results.parents) if p.exists())
+    if not (existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)):
+        problems.append(f"config key results: {results} cannot be written ({existing} is not a writable folder)")
+    return problems
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean X?)`` for the closest of ``choices`` to a misspelled ``word``, else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _set_in(sources: list[tuple[str, dict]], path: list) -> str | None:
+    """The last source (file or --config) that sets the key at ``path``: the one that wins."""
+    found = None
+    for name, data in sources:
+        node: Any = data
+        for part in path:
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+                node = node[part]
+            else:
+                break
+        else:
+            found = name
+    return found
 
 
 def load_config(sources: str | Path | dict | Iterable[str | Path | dict]) -> dict:
@@ -126,22 +221,23 @@ def load_config(sources: str | Path | dict | Iterable[str | Path | dict]) -> dic
     if isinstance(sources, (str, Path, dict)):
         sources = [sources]
     cfg: dict = {}
-    for src in sources:
-        cfg = deep_merge(cfg, src if isinstance(src, dict) else read_yaml(src))
-    validate(cfg)
+    named: list[tuple[str, dict]] = []
+    for i, src in enumerate(sources):
+        data = src if isinstance(src, dict) else read_yaml(src)
+        named.append((f"layer {i}" if isinstance(src, dict) else str(src), data))
+        cfg = deep_merge(cfg, data)
+    validate(cfg, sources=named)
     return cfg
 
 
-def validate(cfg: dict, *, memory: bool = True) -> None:
+def validate(cfg: dict, *, memory: bool = True, sources: list[tuple[str, dict]] | None = None) -> None:
     """Schema + cross-field rules; ``memory=False`` skips the GPU memory check (a cluster job
-    re-reading the Snakefile: the main process has checked)."""
-    import jsonschema
-
+    re-reading the Snakefile: the main process has checked). ``sources`` (``config_sources``):
+    the layers ``cfg`` was merged from, so a bad key's error names the file that set it."""
     errors = sorted(_validator().iter_errors(cfg), key=lambda e: (len(e.path), list(map(str, e.path))))
     if errors:
-        err = jsonschema.exceptions.best_match(errors)
-        key = ".".join(str(p) for p in err.absolute_path) or "(top level)"
-        raise ConfigError(f"config key {key}: {err.message}{yaml_number_hint(err.instance)}")
+        raise _schema_error(errors, sources or [])
+    _check_domain_options(cfg, sources or [])  # before the controls, whose levels lay their knobs over these
     _check_cross_fields(cfg)
     if memory and cfg.get("cluster", {}).get("memory_check"):
         # function-local: gentax.train.memory reads gentax.settings, which reads this module (the one
@@ -149,6 +245,28 @@ def validate(cfg: dict, *, memory: bool = True) -> None:
         from gentax.train.memory import check_memory
 
         check_memory(cfg)  # every GPU training job fits its GPUs (DeepSpeed's estimators + activations)
+
+
+def _schema_error(errors: list, sources: list[tuple[str, dict]]) -> ConfigError:
+    """One line for the schema's best-matching error: the key, what is wrong, a did-you-mean for an
+    unknown key, the number hint for text that reads as a number, and the file that set it."""
+    import jsonschema
+
+    err = jsonschema.exceptions.best_match(errors)
+    path = list(err.absolute_path)
+    message = err.message
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        known = err.schema.get("properties", {})
+        unknown = [key for key in err.instance if key not in known]
+        if unknown:
+            path.append(unknown[0])
+            message = f"unknown key{did_you_mean(str(unknown[0]), known)}; valid: {', '.join(known)}"
+    elif err.validator == "type":
+        wanted = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
+        message += yaml_number_hint(err.instance, integer="integer" in wanted and "number" not in wanted)
+    key = ".".join(str(p) for p in path) or "(top level)"
+    where = _set_in(sources, path) if path else None
+    return ConfigError(f"config key {key}: {message}" + (f" (set in {where})" if where else ""))
 
 
 def _check_cross_fields(cfg: dict) -> None:
@@ -183,7 +301,6 @@ def _check_cross_fields(cfg: dict) -> None:
             raise ConfigError(f"{key}.steps: must exceed grid.steps ({steps}) and be a multiple of rl.save_every ({save_every})")
     if cfg["model"]["embedded"] and "embedded_base" not in cfg:
         raise ConfigError("config key embedded_base: required when model.embedded is true")
-    _check_domain_options(cfg)
     _check_engine_sections(cfg)
 
 
@@ -239,13 +356,20 @@ def _needs_eps(variant: str, domain: str) -> bool:
     return v.augment and domain not in v.aug_eps
 
 
-def _check_domain_options(cfg: dict) -> None:
-    """Every domain's knobs, checked by the domain's own declarations (``DomainEnv.check_options``)."""
+def _check_domain_options(cfg: dict, sources: list[tuple[str, dict]]) -> None:
+    """Every domain's knobs, checked by the domain's own declarations (``DomainEnv.check_options``),
+    reported under the key the user wrote (and the file that set it)."""
     for name, section in cfg["domains"].items():
+        options = dict(section.get("options") or {})
+        cls = domain_class(name)
         try:
-            domain_class(name).check_options(dict(section.get("options") or {}))
+            cls.check_options(options)
         except GentaxError as exc:
-            raise ConfigError(f"config key domains.{name}.options: {exc}") from None
+            unknown = [key for key in options if key not in cls.default_options]
+            path = ["domains", name, "options", *unknown[:1]]
+            hint = did_you_mean(unknown[0], cls.default_options) if unknown else ""
+            where = _set_in(sources, path)
+            raise ConfigError(f"config key {'.'.join(path)}: {exc}{hint}" + (f" (set in {where})" if where else "")) from None
 
 
 def sft_domains(sft: dict, preset: str = "v2") -> list[str]:

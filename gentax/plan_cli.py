@@ -5,20 +5,22 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from gentax import jobspec
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO / "config.yaml"
-PROFILES = {"paper": REPO / "profiles" / "slurm", "embedded": REPO / "profiles" / "default",
+PROFILES = {"paper": REPO / "profiles" / "slurm", "embedded": REPO / "profiles" / "embedded",
             "gpu1": REPO / "profiles" / "gpu1"}
 
 
 def register(sub) -> None:
     p = sub.add_parser("plan", help="print the study's plan (RL runs, segments, evaluations)")
-    p.add_argument("--config", action="append", default=None,
-                   help="config file(s), merged in order (default: the repository's config.yaml)")
+    p.add_argument("--config", action="append", default=[],
+                   help="config file(s) laid over the repository's config.yaml in order, as "
+                        "`snakemake --configfile` lays them")
     p.add_argument("--preset", choices=tuple(PROFILES), default=None,
                    help="embedded: lay config/embedded.yaml over the config, as a plain `snakemake` does")
     p.add_argument("--json", action="store_true", help="print the plan (with --settings: the settings) as JSON")
@@ -35,9 +37,9 @@ def register(sub) -> None:
                         "(exact test + Holm over the table's cells), from assumed or measured base success")
     p.add_argument("--profile", default=None,
                    help="Snakemake profile whose resources (GPUs, runtime) price the jobs "
-                        "(default: profiles/slurm for the paper preset, profiles/default for embedded)")
+                        "(default: profiles/slurm for the paper preset, profiles/embedded for embedded)")
     p.add_argument("--target", default=None,
-                   help="price only what one table/figure needs, e.g. results/tables/table5_augmentation.csv")
+                   help="with --cost: price only what one table/figure needs, e.g. results/tables/table5_augmentation.csv")
     p.set_defaults(func=_plan)
 
     t = sub.add_parser("tasks", help="write a domain's held-out eval task manifest (seeds + fingerprint)")
@@ -102,16 +104,22 @@ def _tasks(args) -> int:
 
 def _plan(args) -> int:
     from gentax import plan as gplan
-
+    from gentax.errors import ConfigError
     from gentax.io import deep_merge, read_yaml
 
-    # as the Snakefile: the first file is the base (config.yaml), the others are overrides, laid over
-    # the preset's overlay; the preset is --preset, else what the files set, else paper
-    base, *rest = [read_yaml(path) for path in (args.config or [DEFAULT_CONFIG])]
+    if args.target and not args.cost:
+        raise ConfigError("--target says which table or figure to price: give it with --cost")
+    if args.target:
+        gplan.artifact_variants(Path(args.target).stem)  # an unknown name stops here, before any work
+    # as the Snakefile: config.yaml is the base, the files are overrides (in order), laid over the
+    # preset's overlay; the preset is --preset, else what the files set, else paper
     overrides: dict = {}
-    for layer in rest + [{"preset": args.preset} if args.preset else {}]:
+    for layer in [read_yaml(path) for path in args.config] + [{"preset": args.preset} if args.preset else {}]:
         overrides = deep_merge(overrides, layer)
-    cfg = gplan.load_config(gplan.with_preset(base, overrides, default="paper"))
+    cfg = gplan.with_preset(read_yaml(DEFAULT_CONFIG), overrides, default="paper")
+    gplan.validate(cfg, sources=gplan.config_sources(cfg["preset"], args.config))
+    for problem in gplan.unmet_inputs(cfg):  # a plan may be made away from the cluster: said, not refused
+        print(f"gentax: note: {problem} (a run stops before its first job)", file=sys.stderr)
     if args.settings and args.verl:
         from gentax import settings
 

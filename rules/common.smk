@@ -29,9 +29,9 @@ def provenance_labels(wildcards, output):
 
 # Every path comes from gentax.study.paths; every job's settings from gentax.study.jobs (one `job`
 # param per rule: the spec its one command receives, so a job reruns exactly when that changes).
-# `python -m gentax` in the workflow folder runs this checkout's gentax (the folder is first on sys.path);
-# run from another working directory (--directory), the command names the checkout.
-GENTAX = "python -m gentax" if os.path.samefile(os.getcwd(), workflow.basedir) else f"PYTHONPATH={workflow.basedir} python -m gentax"
+# This clone's bin/gentax (first on every job's PATH: gentax.clone, called by the Snakefile); by hand:
+# `bash scripts/run.sh gentax ...` or bin/gentax.
+GENTAX = "gentax"
 
 
 def log_path(name):

@@ -2,7 +2,7 @@
 
     python scripts/dump_job_settings.py OUT.json[.gz] [SNAKEMAKE ARGS ...]      # write a dump
     python scripts/dump_job_settings.py --check DUMP.json[.gz]                  # compare with one
-    python scripts/dump_job_settings.py tests/golden/jobs_embedded.json.gz
+    python scripts/dump_job_settings.py tests/golden/jobs_embedded.json.gz --profile profiles/embedded
     python scripts/dump_job_settings.py tests/golden/jobs_paper.json.gz --profile profiles/slurm
 
 ``--check`` rebuilds the dump with the Snakemake arguments recorded in DUMP and prints every job

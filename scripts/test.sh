@@ -1,13 +1,9 @@
 #!/usr/bin/env bash
-# The test command (README "Test"): installs what is missing (idempotent), then runs the unit and
-# integration tests, `snakemake --lint`, and the SLURM smoke test against a throwaway local
-# SLURM cluster that the tests start themselves (scripts/slurm-local.sh).
+# The test command (README, first lines): sets up on first use (scripts/setup.sh: idempotent),
+# then runs the unit and integration tests, `snakemake --lint`, and the SLURM smoke test against a
+# throwaway local SLURM cluster that the tests start themselves (scripts/slurm-local.sh).
+# Arguments go to pytest: `bash scripts/test.sh tests/test_cost.py -k gres`.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
-bash scripts/setup.sh
-VENV=${GENTAX_VENV:-/opt/gentax/venv}
-export PATH="$VENV/bin:$PATH"
-# Test this checkout, whichever checkout the venv was set up from.
-export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
-python -m pytest -q -p no:cacheprovider --durations=25 "$@"
+exec bash scripts/run.sh python -m pytest -q -p no:cacheprovider --durations=25 "$@"

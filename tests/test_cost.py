@@ -52,7 +52,7 @@ def test_priced_jobs_are_the_jobs_snakemake_plans(args, cfg, names):
     assert counts(gplan.jobs(cfg(), names)) == planned
     if names is None:  # the dry-run states the whole study's budget, as gentax.cost computes it
         resources = cost.profile_resources(REPO / args[1]) if args[0] == "--profile" else \
-            cost.profile_resources(REPO / "profiles" / "default")
+            cost.profile_resources(REPO / "profiles" / "embedded")
         assert cost.summary_line(cfg(), resources) in text
 
 
@@ -93,3 +93,38 @@ def test_unknown_target_and_missing_figures_name_the_problem():
     del cfg["cost"]["rl_step_minutes"]
     with pytest.raises(ConfigError, match="config key cost"):
         gplan.validate(cfg)
+
+
+def slurm_profile_with(rule: str, **gpus) -> dict:
+    """profiles/slurm's resources with ``rule``'s GPU request written another way."""
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    res = {k: v for k, v in profile["set-resources"][rule].items() if k != "gpu"}
+    profile["set-resources"][rule] = {**res, **gpus}
+    return cost.resources_from(profile["default-resources"], profile["set-resources"])
+
+
+@pytest.mark.parametrize("way", [{"gres": "gpu:8"}, {"gres": "gpu:a100:8"}, {"gres": "gpu:8,nvme:1"},
+                                 {"gpus_per_task": 8}, {"gpus_per_task": 4, "tasks": 2}, {"gpu": 8, "gres": "gpu:8"}],
+                         ids=["gres", "gres-typed", "gres-list", "gpus_per_task", "gpus_per_task-x-tasks", "gpu-and-gres"])
+def test_gpus_from_gres_and_gpus_per_task_equal_gpu(way):
+    """The SLURM plugin's three ways to ask for GPUs price the same GPU-hours."""
+    cfg = paper()
+    as_gpu = cost.totals(cost.estimate(cfg, cost.profile_resources(REPO / "profiles" / "slurm")))
+    other = cost.totals(cost.estimate(cfg, slurm_profile_with("rl_segment", **way)))
+    assert other["gpu_hours"] == pytest.approx(as_gpu["gpu_hours"]) and as_gpu["gpu_hours"] > 0
+
+
+@pytest.mark.parametrize("way, message", [
+    ({"gres": "gpu:a100:lots"}, "resources of rl_segment: gres 'gpu:a100:lots': cannot read the GPU count (write gpu:N or gpu:TYPE:N)"),
+    ({"gpu": 8, "gres": "gpu:4"}, "resources of rl_segment: the GPU requests disagree (gpu -> 8, gres -> 4); give one"),
+    ({"gpus_per_task": "eight"}, "resources of rl_segment: gpus_per_task: 'eight' is not a number"),
+])
+def test_a_gpu_request_it_cannot_read_is_refused(way, message):
+    with pytest.raises(ConfigError) as err:
+        slurm_profile_with("rl_segment", **way)
+    assert str(err.value) == message
+
+
+def test_a_cpu_study_is_priced_in_cpu_job_hours():
+    line = cost.summary_line(embedded(), cost.profile_resources(REPO / "profiles" / "embedded"))
+    assert "CPU job-hours (no job gets a GPU)" in line and "GPU-hours" not in line

@@ -95,7 +95,7 @@ def test_cross_field_errors_name_the_key(paper):
 
 
 @pytest.mark.parametrize("options,needle", [
-    ({"room_sise": 5}, "config key domains.sokoban.options: unknown option(s) room_sise for domain 'sokoban'"),
+    ({"room_sise": 5}, "config key domains.sokoban.options.room_sise: unknown option(s) room_sise for domain 'sokoban'"),
     ({"room_size": -3}, "config key domains.sokoban.options: sokoban option room_size must be an int"),
     ({"min_solution_length": 9, "max_solution_length": 4}, "max_solution_length 4 < min_solution_length 9"),
 ])
@@ -109,6 +109,7 @@ def test_domain_knobs_are_checked_at_plan_time(paper, options, needle):
 @pytest.mark.parametrize("domain,options,needle", [
     ("sciworld", {"tasks": ["boil-everything"]}, "unknown sciworld task"),
     ("sciworld", {"jvm_heap_mb": 0}, "jvm_heap_mb must be a positive integer"),
+    ("sciworld", {"jvm_heap_mb": True}, "jvm_heap_mb must be a positive integer, got True"),  # a bool is no int
     ("alfworld", {"task_types": ["juggle"]}, "unknown alfworld task type"),
     ("webshop", {"backend": "amazon"}, "webshop option backend must be one of gentax, official"),
 ])
@@ -145,7 +146,7 @@ def test_plan_cli_names_a_bad_domain_knob_in_one_line(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "gentax: error: config key domains.sokoban.options: sokoban option room_size must be an int or "
-        "[rows, cols] in 5..20, got -3"]
+        f"[rows, cols] in 5..20, got -3 (set in {bad})"]
 
 
 def test_a_domain_can_have_its_own_eval_episodes(embedded):

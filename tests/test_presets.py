@@ -46,7 +46,7 @@ def test_with_preset_layers_base_overlay_then_overrides():
 def test_gentax_plan_layers_the_same_way(tmp_path):
     mine = tmp_path / "mine.yaml"
     mine.write_text(TWO_SEEDS)
-    proc = subprocess.run([sys.executable, "-m", "gentax", "plan", "--preset", "embedded", "--config", "config.yaml",
+    proc = subprocess.run([sys.executable, "-m", "gentax", "plan", "--preset", "embedded",
                            "--config", str(mine)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "seed 1" in proc.stdout and "v1  webshop   default  seed 0  2 steps" in proc.stdout

@@ -1,20 +1,22 @@
-"""The README's first lines are the commands a new user types: one to set up, one to run the study.
+"""The README's first lines are the two commands a new user types: one runs the study, one runs the
+tests, each setting itself up on first use (scripts/setup.sh).
 
-The run command must work from a plain shell (no venv on PATH): it plans the embedded study with
-its budget line and runs a real job. The budget shown in the README is what `gentax plan --cost`
-prints now (so the README cannot drift from the config's figures).
+Both are run here exactly as the README writes them, from a fresh clone and a plain shell (nothing
+sourced, no venv on PATH): the study command in dry-run form and for one real job, the test command
+on one test. The budget shown in the README is what `gentax plan --cost` prints now (so the README
+cannot drift from the config's figures).
 """
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from clones import PLAIN_ENV, copy_checkout
+
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
-PLAIN_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"),
-             **{k: v for k, v in os.environ.items() if k == "GENTAX_VENV"}}
 
 
 def code_blocks() -> list[str]:
@@ -25,24 +27,44 @@ def commands(block: str) -> list[str]:
     return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.split("#", 1)[0].strip()]
 
 
-def test_first_lines_are_two_commands_set_up_and_run():
+def readme_command(what: str) -> list[str]:
+    """The first block's command that runs ``what`` (scripts/run.sh or scripts/test.sh), as words."""
+    return next(c for c in commands(code_blocks()[0]) if what in c).split()
+
+
+@pytest.fixture(scope="module")
+def fresh_clone(tmp_path_factory):
+    return copy_checkout(tmp_path_factory.mktemp("clone"))
+
+
+def test_first_lines_are_two_commands_run_and_test():
     first = code_blocks()[0]
     assert README.index(first) < 1500  # on the first screen, right after the introduction
-    assert commands(first) == ["bash scripts/setup.sh", "bash scripts/run.sh"]
+    assert commands(first) == ["bash scripts/run.sh", "bash scripts/test.sh"]
 
 
-def test_the_run_command_works_from_a_plain_shell(tmp_path):  # from the repository root, as the README says
-    run = commands(code_blocks()[0])[1].split()
-    plan = subprocess.run([*run, "-n", "--forceall"], cwd=REPO, env=PLAIN_ENV, capture_output=True, text=True, timeout=600)
+def test_the_run_command_works_on_a_fresh_clone_from_a_plain_shell(fresh_clone, tmp_path):
+    run = readme_command("scripts/run.sh")
+    plan = subprocess.run([*run, "-n", "--forceall"], cwd=fresh_clone, env=PLAIN_ENV, capture_output=True, text=True,
+                          timeout=600)
     text = plan.stdout + plan.stderr
     assert plan.returncode == 0, text[-3000:]
     assert "gentax budget estimate (whole study, preset embedded)" in text and "Job stats" in text
+    assert "gentax setup: " in text  # it set itself up (or said it is set up)
     # a real job through the same command (a task split into a scratch results folder)
     target = tmp_path / "results" / "tasks" / "sokoban.json"
     job = subprocess.run([*run, str(target), "--cores", "1", "--config", f"results={tmp_path / 'results'}"],
-                         cwd=REPO, env=PLAIN_ENV, capture_output=True, text=True, timeout=600)
+                         cwd=fresh_clone, env=PLAIN_ENV, capture_output=True, text=True, timeout=600)
     assert job.returncode == 0, (job.stdout + job.stderr)[-3000:]
     assert '"fingerprint"' in target.read_text()
+
+
+def test_the_test_command_works_on_a_fresh_clone_from_a_plain_shell(fresh_clone):
+    test = readme_command("scripts/test.sh")
+    one = "tests/test_cost.py::test_gpus_from_gres_and_gpus_per_task_equal_gpu[gres]"
+    proc = subprocess.run([*test, one], cwd=fresh_clone, env=PLAIN_ENV, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "1 passed" in proc.stdout
 
 
 def test_readme_shows_the_paper_budget_as_gentax_plan_cost_prints_it():

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from clones import copy_checkout
 from report_browser import walk_report
 from snakemake_plans import job_counts
 
@@ -84,12 +85,7 @@ def workdir():
     # Not pytest's tmp_path: SLURM jobs run outside this process and pytest prunes old tmp dirs.
     base = Path(tempfile.mkdtemp(prefix="gentax-slurm-smoke-"))
     work = base / "wf"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, check=True,
-                           capture_output=True, text=True).stdout.split()
-    for rel in files:
-        if (REPO / rel).is_file():
-            (work / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, work / rel)
+    copy_checkout(work)
     model = tiny_model(base / "tiny_model")
     profile = ci_profile(base / "profile")
     yield {"work": work, "model": model, "profile": profile}

@@ -60,9 +60,9 @@ def test_embedded_default_plan_builds_the_embedded_model():
 
 
 def test_embedded_serial_chain_gets_both_cores():
-    # Snakemake exports OMP_NUM_THREADS = threads (default 1): without the default profile's
+    # Snakemake exports OMP_NUM_THREADS = threads (default 1): without the embedded profile's
     # set-threads the warm start and V1/V2 would train on one of the two cores
-    text = dry_run_text("--forceall", "results/model/embedded_base")
+    text = dry_run_text("--profile", "profiles/embedded", "--forceall", "results/model/embedded_base")
     block = text.split("rule embedded_base:", 1)[1].split("\n\n", 1)[0]
     assert "threads: 2" in block, block
     assert "priority: 10" in block, block  # the critical path goes first (rules/common.smk CHAIN_PRIORITY)
@@ -99,4 +99,4 @@ def test_a_bad_domain_knob_stops_the_slurm_dry_run(tmp_path):
     proc = subprocess.run([*SNAKEMAKE, "-n", "--profile", "profiles/slurm", "--configfile", "config.yaml", str(bad)],
                           cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode != 0
-    assert "config key domains.sokoban.options: unknown option(s) room_sise" in proc.stdout + proc.stderr
+    assert "config key domains.sokoban.options.room_sise: unknown option(s) room_sise" in proc.stdout + proc.stderr

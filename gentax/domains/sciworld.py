@@ -211,11 +211,11 @@ class SciworldEnv(DomainEnv):
         if opts["admissible"] not in ADMISSIBLE_MODES:
             raise GentaxError(f"sciworld option admissible must be one of {', '.join(ADMISSIBLE_MODES)}, got {opts['admissible']!r}")
         for key in ("admissible_cap", "jvm_heap_mb"):
-            if not isinstance(opts[key], int) or opts[key] < 1:
+            if not isinstance(opts[key], int) or isinstance(opts[key], bool) or opts[key] < 1:
                 raise GentaxError(f"sciworld option {key} must be a positive integer, got {opts[key]!r}")
         if not isinstance(opts["describe_new_room"], bool):
             raise GentaxError(f"sciworld option describe_new_room must be true or false, got {opts['describe_new_room']!r}")
-        if not isinstance(opts["timeout_s"], (int, float)) or opts["timeout_s"] <= 0:
+        if not isinstance(opts["timeout_s"], (int, float)) or isinstance(opts["timeout_s"], bool) or opts["timeout_s"] <= 0:
             raise GentaxError(f"sciworld option timeout_s must be positive, got {opts['timeout_s']!r}")
         limit = opts["max_gold_length"]
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):

@@ -2,7 +2,7 @@
 
 Each workflow rule runs ONE visible command on its spec (rules/*.smk)::
 
-    python -m gentax <verb> --job '<spec as JSON>'
+    gentax <verb> --job '<spec as JSON>'
 
 and the verb reads the spec as it is: no study defaults of its own, no second config file, no
 argv built from it. ``snakemake -n -p`` prints every job's command, and that line reruns the job

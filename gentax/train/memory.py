@@ -130,10 +130,29 @@ class JobMemory:
                 f"({verdict}, headroom {self.budget_gib - self.total_gib:+.1f} GiB; {self.how})")
 
 
+@contextlib.contextmanager
+def _quiet_accelerator():
+    """Import DeepSpeed (for its estimators: arithmetic only) without its "Setting accelerator to
+    CPU" warning on a machine without CUDA: name the CPU accelerator it would pick, for the import
+    only (the variable is restored, so no job this process starts inherits it)."""
+    import os
+
+    import torch
+
+    if "DS_ACCELERATOR" in os.environ or torch.cuda.is_available():
+        yield
+        return
+    os.environ["DS_ACCELERATOR"] = "cpu"
+    try:
+        yield
+    finally:
+        del os.environ["DS_ACCELERATOR"]
+
+
 def model_states_bytes(arch: Architecture, *, zero_stage: int, gpus_per_node: int, nodes: int = 1,
                        offload_optimizer: bool = False, offload_params: bool = False) -> int:
     """Per-GPU bytes of parameters, gradients and optimizer states: DeepSpeed's estimators."""
-    with contextlib.redirect_stdout(sys.stderr):  # DeepSpeed logs to stdout; stdout is for our output
+    with contextlib.redirect_stdout(sys.stderr), _quiet_accelerator():  # DeepSpeed logs to stdout
         from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
         from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
 
