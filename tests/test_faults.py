@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -194,3 +195,155 @@ def test_tables_flag_cells_with_env_errors():
     assert len(marked) == 1 and "| V2 " in marked[0] and "| sokoban " in marked[0]
     assert any("v2/sokoban/default on sciworld 50.0%" in n and "2 cell(s)" in n for n in analysis.notes)
     assert any("more than 5% of episodes" in n for n in table2.notes)
+
+
+# ---- 7. every atomic write removes what a killed write of the same output left -------------------
+KILLED_WRITE = """
+import os, signal, sys
+from gentax import io as gio
+with gio.atomic_path(sys.argv[1]) as tmp:
+    (tmp.mkdir() if sys.argv[2] == "folder" else tmp.write_text("half"))
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+HELD_WRITE = """
+import sys, time
+from gentax import io as gio
+with gio.atomic_path(sys.argv[1]) as tmp:
+    tmp.write_text("in progress")
+    print("writing", flush=True)
+    time.sleep(600)
+"""
+
+
+def python(code: str, *args: str, **kwargs):
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], env={"PYTHONPATH": str(ROOT)}, **kwargs)
+
+
+@pytest.mark.parametrize("kind", ["file", "folder"])
+def test_the_next_write_of_an_output_removes_what_a_killed_write_of_it_left(tmp_path, kind):
+    from gentax.io import write_text
+
+    target = tmp_path / "tables" / "table2_success.md"
+    assert python(KILLED_WRITE, target, kind).returncode == -signal.SIGKILL
+    assert len(temporaries(tmp_path)) == 1
+    write_text(tmp_path / "tables" / "other.md", "x")  # another output's write leaves it alone
+    assert len(temporaries(tmp_path)) == 1
+    if kind == "folder":
+        target.mkdir()
+    write_text(target, "done\n")
+    assert temporaries(tmp_path) == [] and target.read_text() == "done\n"
+
+
+def test_a_live_writers_temporary_is_kept_and_the_dead_ones_removed(tmp_path):
+    from gentax import io as gio
+
+    target = tmp_path / "summary.csv"
+    writer = subprocess.Popen([sys.executable, "-c", HELD_WRITE, str(target)], stdout=subprocess.PIPE, text=True,
+                              env={"PYTHONPATH": str(ROOT)})
+    try:
+        assert writer.stdout.readline().strip() == "writing"
+        live = temporaries(tmp_path)
+        assert python(KILLED_WRITE, target, "file").returncode == -signal.SIGKILL
+        dead = [p for p in temporaries(tmp_path) if p not in live]
+        assert len(live) == len(dead) == 1 and gio.remove_temporaries(tmp_path) == dead
+        gio.write_text(target, "mine\n")
+        assert temporaries(tmp_path) == live  # the live writer's stays
+    finally:
+        writer.kill()
+        writer.wait()
+    gio.write_text(target, "mine\n")
+    assert temporaries(tmp_path) == []
+
+
+# ---- 8. SFT: one trainer per output; the trainer dies with its job --------------------------------
+FAKE_LLAMAFACTORY = """#!{python}
+import json, os, pathlib, sys, time, yaml
+args = yaml.safe_load(open(sys.argv[2]))
+out = pathlib.Path(args["output_dir"])
+out.mkdir(parents=True, exist_ok=True)
+if os.environ.get("FAKE_SFT_HOLD"):
+    pathlib.Path(os.environ["FAKE_SFT_HOLD"]).write_text(str(os.getpid()))
+    time.sleep(600)
+(out / "config.json").write_text(json.dumps({{"model_type": "llama"}}))
+(out / "model.safetensors").write_bytes(b"weights" * 100)
+(out / "trainer_log.jsonl").write_text(json.dumps({{"loss": 1.0}}) + "\\n")
+"""
+
+
+@pytest.fixture
+def sft_job(tiny, tmp_path):
+    """(config, data folder, init model) of an SFT job whose LlamaFactory is a stand-in script."""
+    from gentax.train.sft_config import load_sft_config
+    from gentax.train.sft_data import DATASET_INFO, DATASET_NAME
+
+    cli = tmp_path / "llamafactory-cli"
+    cli.write_text(FAKE_LLAMAFACTORY.format(python=sys.executable))
+    cli.chmod(0o755)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "dataset_info.json").write_text(json.dumps(DATASET_INFO))
+    example = {"conversations": [{"from": "human", "value": "push the box"}, {"from": "gpt", "value": "up"}]}
+    (data / DATASET_INFO[DATASET_NAME]["file_name"]).write_text(json.dumps([example]))
+    cfg = load_sft_config({"llamafactory_cli": str(cli), "steps": 1, "batch_size": 1, "micro_batch_size": 1},
+                          "embedded-base")
+    return cfg, data, tiny
+
+
+def test_sft_output_has_one_writer_and_a_manifest(sft_job, tmp_path):
+    from gentax import io as gio
+    from gentax.train.sft import train_sft
+
+    out = tmp_path / "init" / "v2" / "model"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom gentax import io\n"
+         "with io.output_lock(sys.argv[1], 'SFT output'):\n    print('held', flush=True)\n    time.sleep(600)\n", str(out)],
+        stdout=subprocess.PIPE, text=True, env={"PYTHONPATH": str(ROOT)})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(GentaxError, match=f"SFT output {out} is in use by pid {holder.pid}"):
+            train_sft(*sft_job, out, stream=open("/dev/null", "w"))
+        assert not out.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    train_sft(*sft_job, out, stream=open("/dev/null", "w"))
+    assert gio.manifest_problem(out) is None and (out / gio.MANIFEST_FILE).is_file()
+    with open(out / "model.safetensors", "r+b") as fh:
+        fh.truncate(10)
+    assert gio.manifest_problem(out) == f"{out / 'model.safetensors'}: 10 bytes, 700 written"
+
+
+SFT_JOB = """
+import pickle, sys
+from gentax.train.sft import train_sft
+cfg, data, init, out = pickle.loads(bytes.fromhex(sys.argv[1]))
+train_sft(cfg, data, init, out)
+"""
+
+
+def test_a_killed_sft_job_takes_its_trainer_with_it_and_the_rerun_cleans_up(sft_job, tmp_path):
+    import pickle
+
+    import psutil
+
+    from gentax.train.sft import train_sft
+
+    out = tmp_path / "model"
+    started = tmp_path / "trainer.pid"
+    job = subprocess.Popen([sys.executable, "-c", SFT_JOB, pickle.dumps((*sft_job, out)).hex()],
+                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "FAKE_SFT_HOLD": str(started)},
+                           stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (started.is_file() and started.read_text()):  # the stand-in trainer is running
+            assert job.poll() is None and time.monotonic() < deadline, "the SFT job never started its trainer"
+            time.sleep(0.1)
+        trainer = psutil.Process(int(started.read_text()))
+    finally:
+        job.kill()
+        job.wait()
+    gone, alive = psutil.wait_procs([trainer], timeout=30)
+    assert gone and not alive  # the job's death reached its trainer (SIGTERM from the kernel)
+    assert len(temporaries(tmp_path)) == 1
+    train_sft(*sft_job, out, stream=open("/dev/null", "w"))
+    assert temporaries(tmp_path) == [] and (out / "config.json").is_file()
