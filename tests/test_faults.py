@@ -8,7 +8,9 @@ real SIGKILL of a separate process.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -347,3 +349,90 @@ def test_a_killed_sft_job_takes_its_trainer_with_it_and_the_rerun_cleans_up(sft_
     assert len(temporaries(tmp_path)) == 1
     train_sft(*sft_job, out, stream=open("/dev/null", "w"))
     assert temporaries(tmp_path) == [] and (out / "config.json").is_file()
+
+
+# ---- 9. whatever ends a trainer ends the processes it started (Ray, vLLM engines) -----------------
+VLLM_TITLES = ("VLLM::EngineCore", "VLLM::Worker")
+#: a trainer that starts two processes outside its session, titled like vLLM's engine processes
+FAKE_TRAINER = """
+import subprocess, sys, time
+from gentax.train import runs
+with runs.locked(sys.argv[1]):
+    engines = [subprocess.Popen(["setsid", "bash", "-c", f"exec -a {title} sleep 600"]) for title in sys.argv[2:]]
+    for engine, title in zip(engines, sys.argv[2:]):  # until bash has exec'd (the title shows)
+        while not open(f"/proc/{engine.pid}/cmdline", "rb").read().startswith(title.encode()):
+            time.sleep(0.01)
+    print(" ".join(str(e.pid) for e in engines), flush=True)
+    time.sleep(600)
+"""
+
+
+def start_fake_trainer(run: Path):
+    from gentax.train.processes import process_name
+
+    trainer = subprocess.Popen([sys.executable, "-c", FAKE_TRAINER, str(run), *VLLM_TITLES], stdout=subprocess.PIPE,
+                               text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, start_new_session=True)
+    engines = [int(pid) for pid in trainer.stdout.readline().split()]
+    assert [process_name(pid) for pid in engines] == list(VLLM_TITLES)
+    return trainer, engines
+
+
+def alive(pid: int) -> bool:
+    from gentax.train.processes import _alive
+
+    return _alive(pid)
+
+
+def test_taking_over_a_killed_trainers_lock_ends_the_processes_it_left(tmp_path, capsys):
+    run = tmp_path / "run"
+    trainer, engines = start_fake_trainer(run)
+    try:
+        os.killpg(trainer.pid, signal.SIGKILL)  # the trainer and its process group: the engines are elsewhere
+        trainer.wait()
+        assert all(alive(pid) for pid in engines)  # what the smoke's kill left on the H200
+        with runs.locked(run) as previous:
+            assert f"pid {trainer.pid}" in previous
+        assert not any(alive(pid) for pid in engines)
+        out = capsys.readouterr().out
+        assert all(f"ended pid {pid} ({title})" in out for pid, title in zip(engines, VLLM_TITLES))
+    finally:
+        for pid in engines:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_stopped_trainer_ends_its_processes(tmp_path):
+    trainer, engines = start_fake_trainer(tmp_path / "run")
+    try:
+        trainer.send_signal(signal.SIGTERM)  # a preempted or cancelled job
+        assert trainer.wait(timeout=60) == 128 + signal.SIGTERM
+        assert not any(alive(pid) for pid in engines)
+    finally:
+        for pid in engines:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_the_gpu_smokes_kill_ends_the_vllm_engines_outside_the_trainers_group(tmp_path, monkeypatch):
+    import importlib.util
+    import uuid
+
+    spec = importlib.util.spec_from_file_location("verl_gpu_smoke", ROOT / "benchmarks" / "verl_gpu_smoke" / "smoke.py")
+    smoke = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(smoke)
+    monkeypatch.setattr(smoke, "LEFT_BEHIND", ())  # by the marker alone: other users' Ray on this machine is not ours
+    marker = uuid.uuid4().hex
+    script = ("import subprocess, sys, time\n"
+              "engines = [subprocess.Popen(['setsid', 'bash', '-c', f'exec -a {t} sleep 600']) for t in sys.argv[1:]]\n"
+              "print(' '.join(str(e.pid) for e in engines), flush=True)\ntime.sleep(600)\n")
+    trainer = subprocess.Popen([sys.executable, "-c", script, *VLLM_TITLES], stdout=subprocess.PIPE, text=True,
+                               env={"PATH": "/usr/bin:/bin", smoke.ATTEMPT_ENV: marker}, start_new_session=True)
+    trainer.gentax_attempt = marker
+    engines = [int(pid) for pid in trainer.stdout.readline().split()]
+    try:
+        assert smoke.kill_everything(trainer) == []
+        assert not any(alive(pid) for pid in engines)
+    finally:
+        for pid in engines:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
