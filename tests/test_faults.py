@@ -436,3 +436,103 @@ def test_the_gpu_smokes_kill_ends_the_vllm_engines_outside_the_trainers_group(tm
         for pid in engines:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+# ---- 10. damaged files are found, named, and recovered from ---------------------------------------
+def test_a_truncated_checkpoint_is_named_and_the_run_resumes_from_the_one_before(tiny, straight_run, tmp_path, capsys):
+    import shutil
+
+    from safetensors.torch import load_file
+
+    run = tmp_path / "run"
+    shutil.copytree(straight_run, run)
+    weights = runs.checkpoint_dir(run, 3) / "model.safetensors"
+    with open(weights, "r+b") as fh:
+        fh.truncate(weights.stat().st_size // 2)
+    assert train(run, tiny, (0, 3)) == 0
+    out = capsys.readouterr().out
+    assert f"not resuming from {runs.checkpoint_dir(run, 3)}: {weights}: " in out and "resuming" in out
+    assert f"resuming {run} from step 2" in out
+    ours, straight = load_file(weights), load_file(runs.checkpoint_dir(straight_run, 3) / "model.safetensors")
+    assert ours.keys() == straight.keys() and all((ours[k] == straight[k]).all() for k in ours)
+    pd.testing.assert_frame_equal(pd.read_csv(run / runs.METRICS_FILE)[["step", "loss"]],
+                                  pd.read_csv(straight_run / runs.METRICS_FILE)[["step", "loss"]])
+
+
+def test_a_damaged_eval_result_names_the_file_and_the_command_that_rebuilds_it(tmp_path):
+    prefix = tmp_path / "step3" / "sokoban"
+    expert_eval(prefix, 2)
+    json_path = f"{prefix}.json"
+    summary, episodes = evaluation.read_eval(json_path)
+    assert summary["episodes"] == len(episodes) == 2
+    table = Path(f"{prefix}.episodes.parquet")
+    size = table.stat().st_size
+    with open(table, "r+b") as fh:
+        fh.truncate(size - 7)
+    with pytest.raises(GentaxError, match=rf"^{table} is corrupt \({size - 7} bytes, {size} written\); "
+                                          rf"rebuild it: snakemake --force {json_path} "):
+        evaluation.read_eval(json_path)
+    table.unlink()
+    with pytest.raises(GentaxError, match=rf"^{table} is missing; rebuild it: snakemake --force {json_path}"):
+        evaluation.read_eval(json_path)
+    Path(json_path).write_text('{"episodes": 2, "succ')  # a JSON cut short
+    with pytest.raises(GentaxError, match=rf"^{json_path} is corrupt \(not JSON"):
+        evaluation.read_eval(json_path)
+    Path(json_path).unlink()
+    with pytest.raises(GentaxError, match=rf"^{json_path} is missing; rebuild it"):
+        evaluation.read_eval(json_path)
+
+
+def test_an_eval_that_only_met_env_errors_says_how_to_recover(tmp_path, monkeypatch):
+    from gentax.domains.sokoban import SokobanEnv
+
+    def dies(self, action):
+        raise RuntimeError("Answer from Java side is empty")
+
+    monkeypatch.setattr(SokobanEnv, "_step", dies)
+    expert_eval(tmp_path / "sokoban", 2)
+    with pytest.raises(GentaxError, match=r"an env error ended every one of its 2 episodes \(RuntimeError: Answer from "
+                                          r"Java side is empty\); fix the cause .*snakemake --force .*"
+                                          r"eval.errors_as_losses: true"):
+        evaluation.read_eval(tmp_path / "sokoban.json")
+
+
+def test_an_unwritable_eval_output_fails_before_any_episode(tmp_path, monkeypatch, capsys):
+    from gentax.cli import main
+
+    def no_episodes(*_args, **_kwargs):
+        raise AssertionError("an episode ran")
+
+    monkeypatch.setattr(evaluation, "collect", no_episodes)
+    (tmp_path / "results").write_text("a file where the output folder should be")
+    out = tmp_path / "results" / "eval" / "sokoban.parquet"
+    assert main(["eval", "--generator", "expert", "--domain", "sokoban", "--episodes", "2", "--quiet", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"gentax: error: cannot write evaluation output {tmp_path}/results/eval/sokoban.json: ")
+    assert len(err.splitlines()) == 1
+
+
+def test_two_evaluations_of_one_output_do_not_run_at_once(tmp_path, monkeypatch):
+    prefix = tmp_path / "sokoban"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom gentax.rollout import evaluation\n"
+         "with evaluation.output_lock(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(600)\n", str(prefix)],
+        stdout=subprocess.PIPE, text=True, env={"PYTHONPATH": str(ROOT)})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(GentaxError, match=f"evaluation output {prefix}.json is in use by pid {holder.pid}"):
+            expert_eval(prefix, 2)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert expert_eval(prefix, 2)["episodes"] == 2
+
+
+def test_a_missing_model_folder_is_one_line_naming_it(tmp_path, capsys):
+    from gentax.cli import main
+
+    missing = tmp_path / "init" / "v2" / "model"
+    assert main(["eval", "--model", str(missing), "--domain", "sokoban", "--episodes", "1", "--quiet",
+                 "--out", str(tmp_path / "x.parquet")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"gentax: error: model folder {missing} does not exist"
