@@ -69,13 +69,19 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         if target.is_file():
             with open(target, "rb") as fh:
                 os.fsync(fh.fileno())
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        os.replace(target, path)
+        _commit(target, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         _LIVE_TEMPORARIES.discard(tmp)
         writer.close()
+
+
+def _commit(target: Path, path: Path) -> None:
+    """The rename that completes every atomic write (one function: benchmarks/kill_points.py stops
+    a process here, at each write of the workflow)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    os.replace(target, path)
 
 
 def _new_temporary(path: Path):
