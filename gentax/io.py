@@ -173,15 +173,16 @@ def file_digest(path: str | os.PathLike) -> dict[str, Any]:
     return {"bytes": os.path.getsize(path), "sha256": sha.hexdigest()}
 
 
-def digest_problem(path: str | os.PathLike, expected: dict[str, Any]) -> str | None:
-    """What is wrong with ``path`` against its recorded ``file_digest`` (None: it matches)."""
+def digest_problem(path: str | os.PathLike, expected: dict[str, Any], deep: bool = True) -> str | None:
+    """What is wrong with ``path`` against its recorded ``file_digest`` (None: it matches; with
+    ``deep=False`` only the size is compared, which finds truncation without reading the file)."""
     path = Path(path)
     if not path.is_file():
         return "missing"
     size = path.stat().st_size
     if size != expected["bytes"]:
         return f"{size} bytes, {expected['bytes']} written"
-    if file_digest(path)["sha256"] != expected["sha256"]:
+    if deep and file_digest(path)["sha256"] != expected["sha256"]:
         return "content differs from what was written (sha256)"
     return None
 
@@ -198,9 +199,9 @@ def write_manifest(folder: str | os.PathLike, exclude: Iterable[str] = ()) -> Pa
     return path
 
 
-def manifest_problem(folder: str | os.PathLike) -> str | None:
+def manifest_problem(folder: str | os.PathLike, deep: bool = True) -> str | None:
     """The first file of ``folder`` that differs from its manifest, as "FILE: what" (None: every
-    file matches, or the folder has no manifest)."""
+    file matches, or the folder has no manifest); ``deep=False``: sizes only (``digest_problem``)."""
     folder = Path(folder)
     path = folder / MANIFEST_FILE
     if not path.is_file():
@@ -210,7 +211,7 @@ def manifest_problem(folder: str | os.PathLike) -> str | None:
     except ValueError:
         return f"{path}: not valid JSON"
     for name, expected in files.items():
-        problem = digest_problem(folder / name, expected)
+        problem = digest_problem(folder / name, expected, deep)
         if problem:
             return f"{folder / name}: {problem}"
     return None

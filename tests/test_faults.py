@@ -1,9 +1,12 @@
-"""Faults lose nothing and hide nothing (issue 15): kills around a checkpoint save and during an
-eval write, temporaries left by killed writes, two trainers on one run folder.
+"""Faults lose nothing and hide nothing: kills around a checkpoint save and during an eval write,
+temporaries left by killed writes (of every output), one writer per output (run folder, SFT,
+evaluation), a trainer's processes ended with it (vLLM engines outside its process group
+included), damaged checkpoints and eval files named with their recovery, bad outputs refused
+before any work.
 
 A kill is simulated in-process by raising ``Killed`` (a BaseException, so no ``except Exception``
-swallows it) at the chosen point; ``benchmarks/kill_points.py`` repeats the same points with a
-real SIGKILL of a separate process.
+swallows it) at the chosen point, or is a real SIGKILL of a child process;
+``benchmarks/kill_points.py`` kills every job kind at every atomic write with a real SIGKILL.
 """
 
 from __future__ import annotations
@@ -536,3 +539,21 @@ def test_a_missing_model_folder_is_one_line_naming_it(tmp_path, capsys):
                  "--out", str(tmp_path / "x.parquet")]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"gentax: error: model folder {missing} does not exist"
+
+
+def test_a_truncated_model_folder_is_one_line_naming_the_file(tmp_path, capsys):
+    from gentax import io as gio
+    from gentax.cli import main
+
+    model = tmp_path / "init" / "v2" / "model"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"w" * 1000)
+    gio.write_manifest(model)
+    with open(model / "model.safetensors", "r+b") as fh:
+        fh.truncate(600)
+    assert main(["eval", "--model", str(model), "--domain", "sokoban", "--episodes", "1", "--quiet",
+                 "--out", str(tmp_path / "x.parquet")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"gentax: error: model folder {model} is damaged ({model / 'model.safetensors'}: 600 bytes, 1000 written); "
+        "delete it and rerun the job that wrote it")
