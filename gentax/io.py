@@ -41,8 +41,7 @@ from typing import Any, Iterable, Iterator
 from gentax.errors import GentaxError
 
 TEMP_SUFFIX = ".tmp"
-
-
+#: inside each temporary: the file its writer keeps locked while it writes
 WRITER_FILE = ".writer"
 #: the manifest of a folder: {relative path: {"bytes": size, "sha256": hex}} of every other file
 MANIFEST_FILE = "gentax_manifest.json"
@@ -269,7 +268,8 @@ def describe_holder(holder: dict[str, Any] | None) -> str:
 @contextlib.contextmanager
 def exclusive(path: str | os.PathLike, what: str, record: dict[str, Any] | None = None) -> Iterator[dict | None]:
     """Hold an exclusive lock on ``path`` (created if needed) for the body; raise GentaxError
-    naming the holder (host, pid, start time) when another live process holds it.
+    naming the holder (host, pid, start time) when another live process holds it, or naming
+    the place when the lock file cannot be made there.
 
     POSIX record locks (``fcntl.lockf``): the kernel releases them when the holder exits or is
     killed, also over NFS with its lock service, so a lock file left by a dead process is simply
@@ -278,8 +278,11 @@ def exclusive(path: str | os.PathLike, what: str, record: dict[str, Any] | None 
     (``describe_holder`` words it), else None.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fh = open(path, "a+")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a+")
+    except OSError as exc:  # before any work: a place that cannot be written is bad input
+        raise GentaxError(f"cannot write {what}: {exc.strerror} ({exc.filename}); choose a writable path") from None
     try:
         try:
             fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -307,11 +310,4 @@ def output_lock(path: str | os.PathLike, what: str):
     time; a second fails at once naming the first. GentaxError at once when the folder of
     ``path`` cannot be written (so no work is done first)."""
     path = Path(path)
-    lock = path.parent / f".{path.name}.lock"
-    try:
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        with open(lock, "a"):
-            pass
-    except OSError as exc:  # before any work: an output that cannot be written is bad input
-        raise GentaxError(f"cannot write {what} {path}: {exc.strerror} ({exc.filename}); choose a writable path") from None
-    return exclusive(lock, f"{what} {path}")
+    return exclusive(path.parent / f".{path.name}.lock", f"{what} {path}")
