@@ -12,9 +12,9 @@ every step), an evaluation over an earlier, smaller result (``eval``), a propert
 The fault is a ``sitecustomize`` hook (benchmarks/kill_hook) that wraps the rename completing
 every atomic write (``gentax.io._commit``). First each job runs uninterrupted, logging its writes;
 then, for each write site (a path, its step numbers taken as one site; the step-2 write where a
-site repeats per step; the tables' first, middle and last write, of dozens), the job runs again
-from scratch at the same path and SIGKILLs itself just before that rename, then the plain command
-is rerun. Per point it prints: the temporaries the kill left; whether a result left by the kill
+site repeats per step; of the tables' dozens, the first of each file type and the last), the job
+runs again from scratch at the same path and SIGKILLs itself just before that rename, then the
+plain command is rerun. Per point it prints: the temporaries the kill left; whether a result left by the kill
 is consistent (an eval JSON matches the tables beside it, ``read_eval``); the rerun's exit status;
 whether every output equals the uninterrupted run's (file by file; timings, wall-clock stamps and
 logs left out; Parquet and torch files by content; the saved torch RNG state apart, see
@@ -216,8 +216,12 @@ def jobs(work: Path) -> list[Job]:
             return str(exc)
         return None
 
-    def first_middle_last(sites: list[str]) -> list[str]:
-        return sorted({sites[0], sites[len(sites) // 2], sites[-1]}, key=sites.index)
+    def one_per_kind(sites: list[str]) -> list[str]:
+        """The first write of each file type (tables: csv, md, tex; figures: png, svg; ...) and the last."""
+        first = {}
+        for path in sites:
+            first.setdefault(Path(path).suffix, path)
+        return sorted(set(first.values()) | {sites[-1]}, key=sites.index)
 
     return [
         Job("model", lambda job: ["model", "embedded", "--out", str(job / "model")]),
@@ -231,7 +235,7 @@ def jobs(work: Path) -> list[Job]:
         Job("properties", lambda job: ["properties", "--generator", "expert", "--domain", "sokoban", "--episodes", "2",
                                        "--t-max", "5", "--quiet", "--out", str(job / "props" / "sokoban.parquet")]),
         Job("tables", lambda job: ["tables", "--summary", str(summary), "--properties", str(properties), "--bootstrap", "0",
-                                   "--out", str(job / "tables")], sample=first_middle_last),
+                                   "--out", str(job / "tables")], sample=one_per_kind),
     ]
 
 

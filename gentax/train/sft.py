@@ -39,11 +39,11 @@ benchmarks/eval_model.py``): its initial policies would read 0 in three domains.
 One SFT job per output: ``train_sft`` holds ``gentax.io.output_lock(out_dir)`` while it works (a
 second one fails at once naming the first), and the LlamaFactory process gets SIGTERM when the job
 dies. Output (written atomically: LlamaFactory trains into a temporary sibling, renamed at the end,
-with a manifest of its files, ``gentax.io.write_manifest``, written last): the
-HF folder (config with ``use_cache`` back on, weights, tokenizer, chat template), LlamaFactory's
-``trainer_log.jsonl`` / ``train_results.json``, ``sft_llamafactory.yaml`` (the exact arguments),
-``llamafactory.log`` (its output) and ``gentax_sft.json`` (config, data manifest summary, final
-loss). Runs on CPU for the embedded model.
+with a manifest of its files, ``gentax.io.write_manifest``, written last): the HF folder (config
+with ``use_cache`` back on, weights, tokenizer, chat template), LlamaFactory's
+``trainer_log.jsonl`` / ``train_results.json``, ``sft_llamafactory.yaml`` (the exact arguments,
+the temporary folder named as the output), ``llamafactory.log`` (its output) and
+``gentax_sft.json`` (config, data manifest summary, final loss). Runs on CPU for the embedded model.
 """
 
 from __future__ import annotations
@@ -230,7 +230,7 @@ def train_sft(cfg: SFTConfig, data_dir: str | Path, init_model: str | Path, out_
             for name in ("trainer_log.jsonl", "train_results.json"):
                 if (train_dir / name).is_file():
                     shutil.copy2(train_dir / name, final / name)
-        _finish_folder(final, cfg, args, data_dir, init_model, longest, log_lines)
+        _finish_folder(final, out_dir, cfg, args, data_dir, init_model, longest, log_lines)
     return out_dir
 
 
@@ -296,7 +296,7 @@ def _end_with_parent() -> None:
     libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
-def _finish_folder(final: Path, cfg: SFTConfig, args: dict[str, Any], data_dir: Path, init_model: Path,
+def _finish_folder(final: Path, out_dir: Path, cfg: SFTConfig, args: dict[str, Any], data_dir: Path, init_model: Path,
                    longest: int, log_lines: list[str]) -> None:
     """Make the trained folder a clean model folder for eval and RL, with provenance."""
     config_path = final / "config.json"
@@ -314,7 +314,9 @@ def _finish_folder(final: Path, cfg: SFTConfig, args: dict[str, Any], data_dir: 
         losses = [loss for loss in losses if loss is not None]
     manifest_path = data_dir / "manifest.json"
     data_manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
-    (final / "sft_llamafactory.yaml").write_text(yaml.safe_dump(args, sort_keys=True))
+    # the arguments as run, with the temporary folder's paths as they are once it is renamed into place
+    recorded = yaml.safe_dump(args, sort_keys=True).replace(str(final), str(out_dir))
+    (final / "sft_llamafactory.yaml").write_text(recorded.replace(str(final.parent), "<temporary>"))
     (final / "llamafactory.log").write_text("".join(log_lines))
     summary = {
         "init_model": str(init_model),
