@@ -9,8 +9,9 @@ Contract::
 ``out_dir`` afterwards holds ``config.json``, ``generation_config.json``, the weights
 (safetensors, ~260 MB in bf16) and the tokenizer files including the chat template, loadable
 with ``AutoModelForCausalLM.from_pretrained(out_dir)`` / ``AutoTokenizer.from_pretrained(out_dir)``.
-The folder carries a manifest of its files (``gentax.io.write_manifest``); a damaged cached copy
-is converted again. Everywhere else in gentax a model is just such a folder (e.g. a local Llama-3.1-8B-Instruct).
+The folder carries a manifest of its files (``gentax.io.write_manifest``); a cached copy with a
+file of the wrong size is converted again. Everywhere else in gentax a model is just such a
+folder (e.g. a local Llama-3.1-8B-Instruct).
 
 The GGUF is Q4_1-quantised: transformers de-quantises it on load (``gguf_file=``), so the saved
 weights are the Q4_1 values in bf16, not the original bf16 checkpoint. The package is installed
@@ -111,6 +112,6 @@ def embedded_model_path(cache_dir: str | os.PathLike | None = None, dtype: str =
     """The converted embedded model in the cache, converting it on first use (tests, benchmarks)."""
     path = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = path / f"smollm2-135m-instruct-{dtype}"
-    if not all((path / marker).exists() for marker in _DONE_MARKERS) or manifest_problem(path):
+    if not all((path / marker).exists() for marker in _DONE_MARKERS) or manifest_problem(path, deep=False):
         convert_embedded(path, dtype=dtype)
     return path
