@@ -1,244 +1,350 @@
-"""SIGKILL a trainer or an evaluation at chosen points, rerun it, and print what was recovered.
+"""SIGKILL every kind of gentax job at every atomic write it makes, rerun it, and print what was recovered.
 
-    python benchmarks/kill_points.py [--out DIR]
+    python benchmarks/kill_points.py [--out DIR] [--only KIND,...] [--record FILE]
 
-Each probe runs a real ``gentax`` process (a tiny random-init model with the embedded model's
-tokenizer, Sokoban, ``--steps 0:3``, a checkpoint every step) that kills itself with SIGKILL at
-one point, then reruns the plain command and compares with an uninterrupted run:
+Each job kind is the ``gentax`` command a workflow rule runs, on the smallest inputs that exercise
+it (a tiny random-init Llama with the embedded model's tokenizer; the expert generator; synthetic
+summaries): the embedded model's conversion (``model``), the SFT dataset (``sft_data``), SFT with
+LlamaFactory (``sft``), RL on the local engine (``rl``, Sokoban, ``--steps 0:3``, a checkpoint
+every step), an evaluation over an earlier, smaller result (``eval``), a property log
+(``properties``) and the tables and figures (``tables``).
 
-- train, before the step-2 checkpoint save (its metrics row is already written)
-- train, during the step-2 checkpoint save (inside the temporary folder, after the optimizer state)
-- train, just after the step-2 checkpoint save
-- train, during the step-2 metrics write (the new metrics.csv written, not yet renamed into place)
-- eval (6 episodes, over an earlier 2-episode result), during the write of its steps table
-- eval, after both tables, before the summary JSON
-
-For each point it prints what the kill left (temporaries, the result's files) and what the rerun
-recovered: metrics rows, whether the final weights and the per-step losses equal the
-uninterrupted run's, whether the rerun took over the killed trainer's run-folder lock, and the
-temporaries left at the end. Exit status 1 when a point is not
-fully recovered. No timing, no asserts on speed: a fault-injection probe (docs/training.md).
+The fault is a ``sitecustomize`` hook (benchmarks/kill_hook) that wraps the rename completing
+every atomic write (``gentax.io._commit``). First each job runs uninterrupted, logging its writes;
+then, for each write site (a path, its step numbers taken as one site; the step-2 write where a
+site repeats per step; of the tables' dozens, the first of each file type and the last), the job
+runs again from scratch at the same path and SIGKILLs itself just before that rename, then the
+plain command is rerun. Per point it prints: the temporaries the kill left; whether a result left by the kill
+is consistent (an eval JSON matches the tables beside it, ``read_eval``); the rerun's exit status;
+whether every output equals the uninterrupted run's (file by file; timings, wall-clock stamps and
+logs left out; Parquet and torch files by content; the saved torch RNG state apart, see
+``is_rng_state``); that every folder manifest matches its files; no temporary
+left; and what was done twice (RL: checkpointed steps trained again; other kinds are one unit: a
+killed job redoes its own work, nothing else). ``--record FILE`` also writes the report with the
+commit, date and machine (benchmarks/records/). Exit status 1 when a point is not recovered. A
+fault probe: no timing.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import platform
+import re
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
+HOOK = ROOT / "benchmarks" / "kill_hook"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # rl_helpers: the tiny model the RL tests train
 
-TRAIN_POINTS = {
-    "before_save": "train: before the step-2 checkpoint save",
-    "during_save": "train: during the step-2 checkpoint save",
-    "after_save": "train: just after the step-2 checkpoint save",
-    "during_metrics": "train: during the step-2 metrics write",
-}
-EVAL_POINTS = {
-    "during_tables": "eval: during the steps-table write",
-    "before_summary": "eval: after the tables, before the JSON",
-}
 KILL_STEP = 2
+#: what differs between two correct runs: wall-clock keys of JSON files and columns of CSV files
+VOLATILE_KEYS = {"timing", "seconds", "cpu_s", "rollout_s", "update_s", "tokens_per_s", "train_tokens_per_s",
+                 "since", "created", "elapsed_s", "wall_s"}
+#: files and folders whose content is a log of the run (times, progress), not a result
+LOG_NAMES = {"tensorboard", "llamafactory.log", "trainer_log.jsonl", "train_results.json"}
 
 
-def _die() -> None:
-    os.kill(os.getpid(), signal.SIGKILL)
+@dataclass
+class Job:
+    kind: str
+    argv: Callable[[Path], list[str]]  # the command, given the job's folder
+    setup: Callable[[Path], None] = lambda job: None  # inputs / earlier results the job meets
+    check_left: Callable[[Path], str | None] = lambda job: None  # what is inconsistent after the kill
+    sample: Callable[[list[str]], list[str]] | None = None  # which write sites to kill at (default all)
+    points: list[dict] = field(default_factory=list)
 
 
-def _arm(point: str) -> None:
-    """Patch the running gentax so that it SIGKILLs itself at ``point`` (child process only)."""
-    import pandas as pd
-    import pyarrow.parquet as pq
-    import torch
-
-    from gentax.rollout import evaluation
-    from gentax.train import local_engine
-
-    if point in ("before_save", "after_save"):
-        real_save = local_engine.Policy.save
-
-        def save(self, target, optimizer, step):
-            if step == KILL_STEP and point == "before_save":
-                _die()
-            real_save(self, target, optimizer, step)
-            if step == KILL_STEP:
-                _die()
-
-        local_engine.Policy.save = save
-    elif point == "during_save":
-        real_torch_save = torch.save
-
-        def torch_save(obj, path, *args, **kwargs):
-            if f".step_{KILL_STEP}." in str(path) and str(path).endswith("rng.pt"):
-                _die()
-            return real_torch_save(obj, path, *args, **kwargs)
-
-        torch.save = torch_save
-    elif point == "during_metrics":
-        real_to_csv = pd.DataFrame.to_csv
-
-        def to_csv(self, path=None, *args, **kwargs):
-            out = real_to_csv(self, path, *args, **kwargs)
-            if ".metrics.csv." in str(path) and len(self) == KILL_STEP:
-                _die()
-            return out
-
-        pd.DataFrame.to_csv = to_csv
-    elif point == "during_tables":
-        real_write = pq.write_table
-
-        def write_table(table, where, *args, **kwargs):
-            real_write(table, where, *args, **kwargs)
-            if ".steps.parquet." in str(where):
-                _die()
-
-        pq.write_table = write_table
-    elif point == "before_summary":
-        evaluation.write_json = lambda *args, **kwargs: _die()
-    else:
-        raise SystemExit(f"unknown point {point}")
+def run(argv: list[str], *, log: Path | None = None, kill_at: str | None = None, nth: int = 1):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HOOK), str(ROOT)])}
+    env.pop("GENTAX_KILL_AT", None)
+    if log is not None:
+        env["GENTAX_KILL_LOG"] = str(log)
+    if kill_at is not None:
+        env.update(GENTAX_KILL_AT=kill_at, GENTAX_KILL_NTH=str(nth))
+    return subprocess.run([sys.executable, "-m", "gentax", *argv], env=env, capture_output=True, text=True,
+                          timeout=1800, cwd=ROOT)
 
 
-def _run(argv: list[str], point: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = ([sys.executable, __file__, "--child", point, "--"] if point else [sys.executable, "-m", "gentax"]) + argv
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+def writes(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.is_file() else []
 
 
-def _temporaries(folder: Path) -> list[str]:
+def temporaries(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob(".*.tmp"))
 
 
-def _weights(folder: Path) -> dict:
-    from safetensors.torch import load_file
+def site(path: str) -> str:
+    """A write site: the path with step numbers as N."""
+    return re.sub(r"(step_?)\d+", r"\1N", path)
 
-    return load_file(str(folder / "model.safetensors"))
+
+def kill_points(log: list[str]) -> list[tuple[str, int]]:
+    """(path, k-th write of it) for each write site of an uninterrupted run's write log: the
+    step-``KILL_STEP`` write where a site repeats, else its first."""
+    occurrences: dict[str, list[tuple[str, int]]] = {}
+    counts: dict[str, int] = {}
+    for path in log:
+        counts[path] = counts.get(path, 0) + 1
+        occurrences.setdefault(site(path), []).append((path, counts[path]))
+    at_step = re.compile(rf"step_?{KILL_STEP}(?!\d)")
+    return [next(((path, nth) for path, nth in found if at_step.search(path) or nth == KILL_STEP), found[0])
+            for found in occurrences.values()]
 
 
-def _same_weights(a: Path, b: Path) -> bool:
+# ---- comparing a job's outputs with the uninterrupted run's -----------------------------------------
+def _without_volatile(value):
+    if isinstance(value, dict):
+        return {k: _without_volatile(v) for k, v in value.items() if k not in VOLATILE_KEYS}
+    if isinstance(value, list):
+        return [_without_volatile(v) for v in value]
+    return value
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    import pandas as pd
+
+    if a.suffix == ".json":
+        return _without_volatile(json.loads(a.read_text())) == _without_volatile(json.loads(b.read_text()))
+    if a.suffix == ".csv":
+        fa, fb = pd.read_csv(a), pd.read_csv(b)
+        drop = [c for c in fa.columns if c in VOLATILE_KEYS]
+        return fa.drop(columns=drop).equals(fb.drop(columns=[c for c in drop if c in fb]))
+    if a.suffix == ".parquet":
+        return pd.read_parquet(a).equals(pd.read_parquet(b))
+    if a.suffix == ".pt":  # torch.save stamps each file with a fresh serialization id: compare what it holds
+        import torch
+
+        return _same_objects(torch.load(a, weights_only=True), torch.load(b, weights_only=True))
+    return a.read_bytes() == b.read_bytes()
+
+
+def _same_objects(a, b) -> bool:
     import torch
 
-    wa, wb = _weights(a), _weights(b)
-    return wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same_objects(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_same_objects, a, b))
+    return a == b
 
 
-def probe_training(work: Path) -> list[dict]:
-    import pandas as pd
+def results(folder: Path) -> dict[str, Path]:
+    """The result files of a job folder: not hidden (locks, temporaries), not logs, not manifests
+    (checked on their own)."""
+    from gentax.io import MANIFEST_FILE
+
+    out = {}
+    for path in folder.rglob("*"):
+        rel = path.relative_to(folder)
+        if path.is_file() and not any(part.startswith(".") or part in LOG_NAMES for part in rel.parts) \
+                and path.name != MANIFEST_FILE:
+            out[str(rel)] = path
+    return out
+
+
+def differences(ours: Path, reference: Path) -> list[str]:
+    a, b = results(ours), results(reference)
+    diff = sorted(set(a) ^ set(b))
+    return diff + sorted(name for name in set(a) & set(b) if not _same_file(a[name], b[name]))
+
+
+def is_rng_state(name: str) -> bool:
+    """The local engine's saved torch RNG state: no result draws from it (every random choice
+    comes from (seed, step)), and a resumed process has drawn from it differently before the
+    resume point, so it is reported apart from the results."""
+    return name.endswith("gentax_state/rng.pt")
+
+
+def damaged_manifests(folder: Path) -> list[str]:
+    from gentax.io import MANIFEST_FILE, manifest_problem
+
+    return [problem for m in folder.rglob(MANIFEST_FILE) if ".tmp" not in str(m) and (problem := manifest_problem(m.parent))]
+
+
+# ---- the job kinds ------------------------------------------------------------------------------------
+def jobs(work: Path) -> list[Job]:
     import yaml
 
-    from gentax.train import runs
+    from gentax.analysis.synthetic import synthetic_properties, synthetic_summary
     from rl_helpers import TINY_RL, make_tiny_model
 
-    tiny = make_tiny_model(work / "tiny")
-    config = work / "rl.yaml"
-    config.write_text(yaml.safe_dump({"rl": TINY_RL}))
+    inputs = work / "inputs"
+    tiny = make_tiny_model(inputs / "tiny")
+    sft_config = inputs / "sft.yaml"
+    sft_config.write_text(yaml.safe_dump({
+        "sft": {"steps": 1, "lr": 1.0e-5, "batch_size": 2, "micro_batch_size": 1, "pairs": 2,
+                "mix": {"webshop": 1, "sciworld": 0, "alfworld": 0}, "v1_episodes_per_domain": 1, "max_rounds": 1,
+                "sources": {"webshop": "expert"}},
+        "domains": {"webshop": {"max_steps": 2, "options": {}}}}))
+    rl_config = inputs / "rl.yaml"
+    rl_config.write_text(yaml.safe_dump({"rl": TINY_RL}))
+    summary, properties = inputs / "summary.csv", inputs / "properties.csv"
+    synthetic_summary(seeds=(0, 1)).to_csv(summary, index=False)
+    synthetic_properties().to_csv(properties, index=False)
+    data_argv = ["sft", "build-data", "--config", str(sft_config), "--v1", str(tiny), "--quiet"]
+    sft_data = inputs / "sft_data"
+    done = run([*data_argv, "--out", str(sft_data)])
+    if done.returncode:
+        raise SystemExit(f"building the SFT inputs failed:\n{done.stdout}{done.stderr}")
 
-    def argv(run: Path) -> list[str]:
-        return ["train", "rl", "--engine", "local", "--preset", "embedded", "--config", str(config), "--init", str(tiny),
-                "--domain", "sokoban", "--seed", "0", "--steps", "0:3", "--out", str(run), "--no-progress"]
+    def eval_argv(episodes: int):
+        return lambda job: ["eval", "--generator", "expert", "--domain", "sokoban", "--episodes", str(episodes),
+                            "--quiet", "--out", str(job / "eval" / "sokoban.parquet")]
 
-    straight = work / "straight"
-    done = _run(argv(straight))
-    if done.returncode != 0:
-        raise SystemExit(f"the uninterrupted run failed:\n{done.stdout}{done.stderr}")
-    reference = pd.read_csv(straight / runs.METRICS_FILE)
-    results = []
-    for point, label in TRAIN_POINTS.items():
-        run = work / point
-        killed = _run(argv(run), point)
-        left = {"temporaries": _temporaries(run), "checkpoints": runs.checkpoint_steps(run),
-                "metrics_rows": pd.read_csv(run / runs.METRICS_FILE)["step"].tolist()
-                if (run / runs.METRICS_FILE).is_file() else []}
-        rerun = _run(argv(run))
-        metrics = pd.read_csv(run / runs.METRICS_FILE) if (run / runs.METRICS_FILE).is_file() else pd.DataFrame()
-        resumed = next((line.split("from step ")[-1] for line in rerun.stdout.splitlines() if "resuming" in line), "0")
-        recovered = {
+    def eval_left(job: Path) -> str | None:
+        from gentax.errors import GentaxError
+        from gentax.rollout.evaluation import read_eval
+
+        if not (job / "eval" / "sokoban.json").is_file():
+            return None
+        try:
+            read_eval(job / "eval" / "sokoban.json")
+        except GentaxError as exc:
+            return str(exc)
+        return None
+
+    def one_per_kind(sites: list[str]) -> list[str]:
+        """The first write of each file type (tables: csv, md, tex; figures: png, svg; ...) and the last."""
+        first = {}
+        for path in sites:
+            first.setdefault(Path(path).suffix, path)
+        return sorted(set(first.values()) | {sites[-1]}, key=sites.index)
+
+    return [
+        Job("model", lambda job: ["model", "embedded", "--out", str(job / "model")]),
+        Job("sft_data", lambda job: [*data_argv, "--out", str(job / "data")]),
+        Job("sft", lambda job: ["sft", "train", "--config", str(sft_config), "--data", str(sft_data), "--init", str(tiny),
+                                "--out", str(job / "model")]),
+        Job("rl", lambda job: ["train", "rl", "--engine", "local", "--config", str(rl_config),
+                               "--init", str(tiny), "--domain", "sokoban", "--seed", "0", "--steps", "0:3",
+                               "--out", str(job / "run"), "--no-progress"]),
+        Job("eval", eval_argv(6), setup=lambda job: _must(run(eval_argv(2)(job))), check_left=eval_left),
+        Job("properties", lambda job: ["properties", "--generator", "expert", "--domain", "sokoban", "--episodes", "2",
+                                       "--t-max", "5", "--quiet", "--out", str(job / "props" / "sokoban.parquet")]),
+        Job("tables", lambda job: ["tables", "--summary", str(summary), "--properties", str(properties), "--bootstrap", "0",
+                                   "--out", str(job / "tables")], sample=one_per_kind),
+    ]
+
+
+def _must(done: subprocess.CompletedProcess) -> None:
+    if done.returncode:
+        raise SystemExit(f"a job's setup failed:\n{done.stdout}{done.stderr}")
+
+
+def _resumed_from(stdout: str) -> int:
+    found = re.findall(r"resuming .* from step (\d+)", stdout)
+    return int(found[-1]) if found else 0
+
+
+def probe(job: Job, work: Path) -> None:
+    """Run ``job`` uninterrupted, then killed at each of its write sites and rerun (module doc)."""
+    from gentax.train import runs
+
+    folder, reference = work / job.kind / "job", work / job.kind / "reference"
+    folder.mkdir(parents=True)
+    job.setup(folder)
+    log = work / job.kind / "straight.writes"
+    straight = run(job.argv(folder), log=log)
+    if straight.returncode:
+        raise SystemExit(f"the uninterrupted {job.kind} job failed:\n{straight.stdout}{straight.stderr}")
+    shutil.move(folder, reference)  # every point runs at the same path, so paths inside outputs agree
+    points = kill_points(writes(log))
+    if job.sample:
+        keep = job.sample([path for path, _ in points])
+        points = [(path, nth) for path, nth in points if path in keep]
+    for number, (path, nth) in enumerate(points):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        job.setup(folder)
+        killed = run(job.argv(folder), log=work / job.kind / f"{number}.killed.writes", kill_at=path, nth=nth)
+        left = temporaries(folder)
+        inconsistent = job.check_left(folder)
+        checkpointed = runs.checkpoint_steps(folder / "run") if job.kind == "rl" else []
+        rerun = run(job.argv(folder), log=work / job.kind / f"{number}.rerun.writes")
+        differ = differences(folder, reference) if rerun.returncode == 0 else ["(rerun failed)"]
+        trained_twice = ([s for s in checkpointed if s > _resumed_from(rerun.stdout)] if job.kind == "rl" else [])
+        point = {
+            "at": f"{'' if nth == 1 else f'write {nth} of '}{Path(path).relative_to(folder) if path.startswith(str(folder)) else path}",
+            "killed": killed.returncode == -signal.SIGKILL,
+            "left_temporaries": left,
+            "left_inconsistent": inconsistent,
             "rerun_ok": rerun.returncode == 0,
-            "resumed_from": int(resumed),
-            "metrics_rows": metrics["step"].tolist() if len(metrics) else [],
-            "losses_equal": len(metrics) == len(reference) and bool((metrics["loss"] == reference["loss"]).all()),
-            "weights_equal": rerun.returncode == 0 and _same_weights(runs.checkpoint_dir(run, 3), runs.checkpoint_dir(straight, 3)),
-            "temporaries": _temporaries(run),
-            "took_over_lock": "took over the lock" in rerun.stdout,  # the killed trainer's run-folder lock
+            "outputs_differ": [n for n in differ if not is_rng_state(n)],
+            "rng_state_differs": [n for n in differ if is_rng_state(n)],
+            "damaged_manifests": damaged_manifests(folder),
+            "temporaries_after": temporaries(folder),
+            "trained_twice": trained_twice,
         }
-        ok = (killed.returncode == -signal.SIGKILL and recovered["rerun_ok"] and recovered["metrics_rows"] == [1, 2, 3]
-              and recovered["losses_equal"] and recovered["weights_equal"] and not recovered["temporaries"])
-        results.append({"point": label, "killed": killed.returncode == -signal.SIGKILL, "left": left,
-                        "recovered": recovered, "ok": ok, "rerun_log": rerun.stdout + rerun.stderr})
-    return results
+        if job.kind == "rl":
+            point["took_over_lock"] = "took over the lock" in rerun.stdout
+        point["ok"] = (point["killed"] and not inconsistent and point["rerun_ok"] and not point["outputs_differ"]
+                       and not point["damaged_manifests"] and not point["temporaries_after"] and not trained_twice)
+        if not point["ok"]:
+            point["rerun_log"] = (killed.stdout + killed.stderr)[-1500:] + "\n--- rerun ---\n" + (rerun.stdout + rerun.stderr)[-3000:]
+        job.points.append(point)
+        print(f"  {job.kind}: {point['at']}: {'recovered' if point['ok'] else 'NOT RECOVERED'}", file=sys.stderr, flush=True)
 
 
-def probe_evaluation(work: Path) -> list[dict]:
-    import pandas as pd
-
-    results = []
-    for point, label in EVAL_POINTS.items():
-        folder = work / f"eval_{point}"
-        out = folder / "sokoban.parquet"
-
-        def argv(episodes: int) -> list[str]:
-            return ["eval", "--generator", "expert", "--domain", "sokoban", "--episodes", str(episodes), "--quiet",
-                    "--out", str(out)]
-
-        earlier = _run(argv(2))
-        if earlier.returncode != 0:
-            raise SystemExit(f"the earlier evaluation failed:\n{earlier.stdout}{earlier.stderr}")
-        killed = _run(argv(6), point)
-        summary = folder / "sokoban.json"
-        left = {"temporaries": _temporaries(folder),
-                "summary": json.loads(summary.read_text())["episodes"] if summary.is_file() else None,
-                "files": sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))}
-        rerun = _run(argv(6))
-        episodes = len(pd.read_parquet(folder / "sokoban.episodes.parquet")) if rerun.returncode == 0 else None
-        recovered = {"rerun_ok": rerun.returncode == 0,
-                     "summary_episodes": json.loads(summary.read_text())["episodes"] if summary.is_file() else None,
-                     "table_episodes": episodes, "temporaries": _temporaries(folder)}
-        # a summary left after the kill must describe the tables beside it (never the old 2 episodes)
-        consistent = left["summary"] is None
-        ok = (killed.returncode == -signal.SIGKILL and consistent and recovered["rerun_ok"]
-              and recovered["summary_episodes"] == episodes == 6 and not recovered["temporaries"])
-        results.append({"point": label, "killed": killed.returncode == -signal.SIGKILL, "left": left,
-                        "recovered": recovered, "ok": ok, "rerun_log": rerun.stdout + rerun.stderr})
-    return results
+def report(all_jobs: list[Job]) -> str:
+    lines = []
+    for job in all_jobs:
+        lines.append(f"{job.kind} ({len(job.points)} kill points)")
+        for p in job.points:
+            shown = {k: v for k, v in p.items() if k not in ("at", "ok", "rerun_log")}
+            lines.append(f"- at the rename of {p['at']}: {'recovered' if p['ok'] else 'NOT RECOVERED'}")
+            lines.append(f"    {json.dumps(shown)}")
+            if not p["ok"]:
+                lines += ["    " + line for line in p["rerun_log"].splitlines()[-25:]]
+    points = [p for job in all_jobs for p in job.points]
+    lines.append(f"{sum(p['ok'] for p in points)} of {len(points)} kill points recovered: outputs equal to an "
+                 "uninterrupted run's, manifests intact, no temporary left, nothing trained twice")
+    return "\n".join(lines)
 
 
-def _print(results: list[dict]) -> None:
-    for r in results:
-        rec, left = r["recovered"], r["left"]
-        print(f"- {r['point']}: {'killed (SIGKILL)' if r['killed'] else 'NOT KILLED'}")
-        print(f"    left by the kill: {json.dumps(left)}")
-        print(f"    after the rerun:  {json.dumps(rec)}")
-        print(f"    {'recovered, nothing lost, no temporary left' if r['ok'] else 'NOT RECOVERED'}")
-        if not r["ok"]:
-            print("    rerun output:\n" + "\n".join("      " + line for line in r["rerun_log"].splitlines()[-20:]))
+def _provenance() -> str:
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
+                           text=True).stdout.strip()
+    date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    machine = f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()})"
+    return f"commit {commit}{' + uncommitted changes' if dirty else ''}, {date}, {machine}"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="work folder (default: a temporary one, removed at the end)")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("argv", nargs="*", help=argparse.SUPPRESS)
+    parser.add_argument("--only", help="comma-separated job kinds (default: all)")
+    parser.add_argument("--record", help="also write the report, with commit, date and machine, to this file")
     args = parser.parse_args()
-    if args.child:
-        _arm(args.child)
-        from gentax.cli import main as gentax_main
-
-        return gentax_main(args.argv)
     with tempfile.TemporaryDirectory(prefix="gentax-kill-") as tmp:
         work = Path(args.out or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        results = probe_training(work) + probe_evaluation(work)
-    _print(results)
-    recovered = sum(r["ok"] for r in results)
-    print(f"{recovered} of {len(results)} kill points recovered")
-    return 0 if recovered == len(results) else 1
+        all_jobs = jobs(work)
+        if args.only:
+            wanted = set(args.only.split(","))
+            all_jobs = [job for job in all_jobs if job.kind in wanted]
+        for job in all_jobs:
+            shutil.rmtree(work / job.kind, ignore_errors=True)
+            probe(job, work)
+    text = f"python benchmarks/kill_points.py{' --only ' + args.only if args.only else ''}\n{_provenance()}\n" + report(all_jobs)
+    print(text)
+    if args.record:
+        Path(args.record).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.record).write_text(text + "\n")
+    return 0 if all(p["ok"] for job in all_jobs for p in job.points) else 1
 
 
 if __name__ == "__main__":

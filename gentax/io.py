@@ -4,13 +4,22 @@ Write to a temporary sibling, fsync, then ``os.replace`` (atomic on POSIX within
 filesystem). For folders, build in a temporary sibling folder and rename it into place.
 
 A kill (SIGKILL, preemption) during a write leaves its temporary sibling behind
-(``.<name>.<random>.tmp``, see ``atomic_path``); the owner of an output removes those of its
-own names with ``remove_temporaries`` when it starts again (and after success). Outputs that
-belong together are cleared with ``remove_outputs`` before they are rewritten, the marker of
-completeness first, so a kill can never leave an old marker beside new files.
+(``.<name>.<random>.tmp``, see ``atomic_path``). Each temporary holds a ``.writer`` file that its
+writer keeps locked while it writes; ``remove_temporaries`` removes only temporaries whose lock
+is free (their writer is gone), so anyone may call it at any time, and ``atomic_path`` calls it
+for the name it writes: the next write of an output removes what a killed write of it left.
+Outputs that belong together are cleared with ``remove_outputs`` before they are rewritten, the
+marker of completeness first, so a kill can never leave an old marker beside new files.
+
+Integrity: ``write_manifest(folder)`` records every file's size and sha256 in
+``folder/MANIFEST_FILE`` (written last, inside the temporary of an atomic folder write);
+``manifest_problem(folder)`` says what no longer matches (None: intact or no manifest: a folder
+written before manifests existed). ``file_digest`` is the same record for one file.
 
 ``exclusive(path, what)`` is a lock file that says who holds it (host, pid, since when); the
 kernel drops the lock when its holder dies, so a lock left by a dead process is taken over.
+``output_lock(path, what)`` is that lock for one output file or folder (``.<name>.lock`` beside
+it): every writer of a shared output holds it while it works.
 
 Config files: ``read_yaml`` is their one reader; ``repo_path`` resolves a path they give
 (relative ones from ``REPO_ROOT``, the repository's root, config.yaml's folder).
@@ -22,6 +31,8 @@ import contextlib
 import copy
 import datetime
 import fcntl
+import glob
+import hashlib
 import json
 import os
 import shutil
@@ -34,6 +45,13 @@ from gentax.errors import ConfigError, GentaxError
 
 TEMP_SUFFIX = ".tmp"
 REPO_ROOT = Path(__file__).resolve().parents[1]  # config.yaml's folder
+#: inside each temporary: the file its writer keeps locked while it writes
+WRITER_FILE = ".writer"
+#: the manifest of a folder: {relative path: {"bytes": size, "sha256": hex}} of every other file
+MANIFEST_FILE = "gentax_manifest.json"
+#: temporaries this process is writing now (the cleaner must not touch them: opening and closing
+#: their writer file here would drop this process's own lock on it, a POSIX record-lock rule)
+_LIVE_TEMPORARIES: set[Path] = set()
 
 
 @contextlib.contextmanager
@@ -41,22 +59,77 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success move it onto ``path``.
 
     Works for files and folders: whatever the body creates at the yielded path replaces
-    ``path``. On an exception the temporary is removed and ``path`` is left untouched.
+    ``path``. On an exception the temporary is removed and ``path`` is left untouched. First
+    removes the temporaries that killed writes of ``path`` left (``remove_temporaries``).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent))
+    remove_temporaries(path.parent, glob.escape(path.name))
+    tmp, writer = _new_temporary(path)
     target = tmp / path.name
     try:
         yield target
         if target.is_file():
             with open(target, "rb") as fh:
                 os.fsync(fh.fileno())
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        os.replace(target, path)
+        _commit(target, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        _LIVE_TEMPORARIES.discard(tmp)
+        writer.close()
+
+
+def _commit(target: Path, path: Path) -> None:
+    """The rename that completes every atomic write (one function: benchmarks/kill_points.py stops
+    a process here, at each write of the workflow)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    os.replace(target, path)
+
+
+def _new_temporary(path: Path):
+    """A fresh temporary folder beside ``path`` with its writer file locked by this process.
+
+    A cleaner may take a just-made temporary for a dead writer's (its writer file is not locked
+    yet) and remove it: then the lock fails or the writer file is gone, and we make another."""
+    while True:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent))
+        _LIVE_TEMPORARIES.add(tmp)
+        try:
+            writer = open(tmp / WRITER_FILE, "a")
+        except FileNotFoundError:
+            _LIVE_TEMPORARIES.discard(tmp)
+            continue
+        try:
+            fcntl.lockf(writer, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.stat(tmp / WRITER_FILE).st_ino == os.fstat(writer.fileno()).st_ino:
+                return tmp, writer
+        except OSError:
+            pass
+        writer.close()
+        _LIVE_TEMPORARIES.discard(tmp)
+
+
+def _remove_if_abandoned(tmp: Path) -> bool:
+    """Remove temporary ``tmp`` when no live writer holds it; True when removed."""
+    if tmp in _LIVE_TEMPORARIES:
+        return False
+    if not tmp.is_dir() or tmp.is_symlink():
+        tmp.unlink(missing_ok=True)  # atomic_path makes folders; a plain file has no writer to ask
+        return True
+    try:
+        writer = open(tmp / WRITER_FILE, "a")
+    except FileNotFoundError:  # removed meanwhile
+        return False
+    except OSError:  # not ours to open (another user's): leave it
+        return False
+    with writer:
+        try:
+            fcntl.lockf(writer, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # its writer is alive
+        shutil.rmtree(tmp, ignore_errors=True)
+    return True
 
 
 def repo_path(path: str | os.PathLike) -> Path:
@@ -100,6 +173,59 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("GENTAX_CACHE") or Path.home() / ".cache" / "gentax")
 
 
+def file_digest(path: str | os.PathLike) -> dict[str, Any]:
+    """{"bytes": size, "sha256": hex} of one file (read in 8 MiB blocks)."""
+    sha = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 23), b""):
+            sha.update(block)
+    return {"bytes": os.path.getsize(path), "sha256": sha.hexdigest()}
+
+
+def digest_problem(path: str | os.PathLike, expected: dict[str, Any], deep: bool = True) -> str | None:
+    """What is wrong with ``path`` against its recorded ``file_digest`` (None: it matches; with
+    ``deep=False`` only the size is compared, which finds truncation without reading the file)."""
+    path = Path(path)
+    if not path.is_file():
+        return "missing"
+    size = path.stat().st_size
+    if size != expected["bytes"]:
+        return f"{size} bytes, {expected['bytes']} written"
+    if deep and file_digest(path)["sha256"] != expected["sha256"]:
+        return "content differs from what was written (sha256)"
+    return None
+
+
+def write_manifest(folder: str | os.PathLike, exclude: Iterable[str] = ()) -> Path:
+    """Record every file of ``folder`` (size, sha256) in ``folder/MANIFEST_FILE``, but those under
+    the subfolders named in ``exclude`` (they keep their own); call it last."""
+    folder = Path(folder)
+    exclude = set(exclude)
+    files = {str(p.relative_to(folder)): file_digest(p) for p in sorted(folder.rglob("*"))
+             if p.is_file() and p.name != MANIFEST_FILE and p.relative_to(folder).parts[0] not in exclude}
+    path = folder / MANIFEST_FILE
+    path.write_text(json.dumps(files, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def manifest_problem(folder: str | os.PathLike, deep: bool = True) -> str | None:
+    """The first file of ``folder`` that differs from its manifest, as "FILE: what" (None: every
+    file matches, or the folder has no manifest); ``deep=False``: sizes only (``digest_problem``)."""
+    folder = Path(folder)
+    path = folder / MANIFEST_FILE
+    if not path.is_file():
+        return None
+    try:
+        files = json.loads(path.read_text())
+    except ValueError:
+        return f"{path}: not valid JSON"
+    for name, expected in files.items():
+        problem = digest_problem(folder / name, expected, deep)
+        if problem:
+            return f"{folder / name}: {problem}"
+    return None
+
+
 def write_text(path: str | os.PathLike, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text)
@@ -111,19 +237,16 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 
 def remove_temporaries(folder: str | os.PathLike, names: str | Iterable[str] = "*") -> list[Path]:
     """Remove what killed ``atomic_path`` writes left in ``folder`` for the given output names
-    (glob patterns; "*" = every output there). Only the owner of those outputs may call this: a
-    temporary of a write in progress looks the same. Returns the removed paths."""
+    (glob patterns; "*" = every output there). A temporary whose writer is still alive (here or
+    in another process, on any host that shares the lock service) is kept. Returns the removed."""
     folder = Path(folder)
     removed: list[Path] = []
     if not folder.is_dir():
         return removed
     for name in [names] if isinstance(names, str) else names:
         for tmp in sorted(folder.glob(f".{name}.*{TEMP_SUFFIX}")):
-            if tmp.is_dir() and not tmp.is_symlink():
-                shutil.rmtree(tmp, ignore_errors=True)
-            else:
-                tmp.unlink(missing_ok=True)
-            removed.append(tmp)
+            if _remove_if_abandoned(tmp):
+                removed.append(tmp)
     return removed
 
 
@@ -136,40 +259,51 @@ def remove_outputs(paths: Iterable[str | os.PathLike]) -> None:
             path.unlink(missing_ok=True)
 
 
-def _holder_text(fh) -> str:
+def _read_holder(fh) -> dict[str, Any]:
     fh.seek(0)
     try:
         holder = json.loads(fh.read() or "{}")
     except ValueError:
         holder = {}
+    return holder if isinstance(holder, dict) else {}
+
+
+def describe_holder(holder: dict[str, Any] | None) -> str:
+    """"pid P on host H (since T)" for a lock file's record ("another process" when empty)."""
     if not holder:
         return "another process"
     return f"pid {holder.get('pid')} on host {holder.get('host')} (since {holder.get('since')})"
 
 
 @contextlib.contextmanager
-def exclusive(path: str | os.PathLike, what: str) -> Iterator[str | None]:
+def exclusive(path: str | os.PathLike, what: str, record: dict[str, Any] | None = None) -> Iterator[dict | None]:
     """Hold an exclusive lock on ``path`` (created if needed) for the body; raise GentaxError
-    naming the holder (host, pid, start time) when another live process holds it.
+    naming the holder (host, pid, start time) when another live process holds it, or naming
+    the place when the lock file cannot be made there.
 
     POSIX record locks (``fcntl.lockf``): the kernel releases them when the holder exits or is
     killed, also over NFS with its lock service, so a lock file left by a dead process is simply
-    taken over. Yields the previous holder ("pid P on host H ...") when one is recorded, else None.
+    taken over. The file records host, pid, start time and ``record``'s keys while held (empty
+    when free). Yields the previous holder's record when a dead holder's lock was taken over
+    (``describe_holder`` words it), else None.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fh = open(path, "a+")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a+")
+    except OSError as exc:  # before any work: a place that cannot be written is bad input
+        raise GentaxError(f"cannot write {what}: {exc.strerror} ({exc.filename}); choose a writable path") from None
     try:
         try:
             fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            raise GentaxError(f"{what} is in use by {_holder_text(fh)}; wait for it to finish or stop it "
-                              f"(lock file {path})") from None
-        previous = _holder_text(fh) if path.stat().st_size else None
+            raise GentaxError(f"{what} is in use by {describe_holder(_read_holder(fh))}; wait for it to finish or "
+                              f"stop it (lock file {path})") from None
+        previous = _read_holder(fh) or None
         fh.seek(0)
         fh.truncate()
         since = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        fh.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": since}) + "\n")
+        fh.write(json.dumps({**(record or {}), "host": socket.gethostname(), "pid": os.getpid(), "since": since}) + "\n")
         fh.flush()
         try:
             yield previous
@@ -179,3 +313,11 @@ def exclusive(path: str | os.PathLike, what: str) -> Iterator[str | None]:
             fh.flush()
     finally:
         fh.close()  # closing drops the lock
+
+
+def output_lock(path: str | os.PathLike, what: str):
+    """``exclusive`` on ``.<name>.lock`` beside output ``path`` (a file or folder): one writer at a
+    time; a second fails at once naming the first. GentaxError at once when the folder of
+    ``path`` cannot be written (so no work is done first)."""
+    path = Path(path)
+    return exclusive(path.parent / f".{path.name}.lock", f"{what} {path}")

@@ -8,6 +8,8 @@
 use rule properties as control_properties with:
     output:
         f"{R}/properties/controls/{{label}}/{{domain}}.json",
+        f"{R}/properties/controls/{{label}}/{{domain}}.steps.parquet",
+        f"{R}/properties/controls/{{label}}/{{domain}}.episodes.parquet",
     params:
         job=job_param(lambda wc: gjobs.properties(
             config, domain=wc.domain, settings=control_level(wc.label).domain,

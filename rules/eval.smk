@@ -11,6 +11,9 @@ rule eval_checkpoint:
         tasks=f"{R}/tasks/{{eval_domain}}.json",
     output:
         summary=f"{R}/eval/{{init}}/{{train_domain,{TRAIN_OR_BASE}}}/{{variant}}/seed{{seed}}/step{{step}}/{{eval_domain}}.json",
+        # its trajectories (written before the summary): declared, so a deleted one is rebuilt
+        steps=f"{R}/eval/{{init}}/{{train_domain}}/{{variant}}/seed{{seed}}/step{{step}}/{{eval_domain}}.steps.parquet",
+        episodes=f"{R}/eval/{{init}}/{{train_domain}}/{{variant}}/seed{{seed}}/step{{step}}/{{eval_domain}}.episodes.parquet",
     params:
         job=job_param(lambda wc: gjobs.eval_checkpoint(
             config, domain=wc.eval_domain, model=checkpoint_path(wc), think=think_param(wc),

@@ -8,6 +8,8 @@ rule properties:
         tasks=f"{R}/tasks/{{domain}}.json",
     output:
         f"{R}/properties/{{domain}}.json",
+        f"{R}/properties/{{domain}}.steps.parquet",  # its trajectories: declared, so a deleted one is rebuilt
+        f"{R}/properties/{{domain}}.episodes.parquet",
     params:
         job=job_param(lambda wc: gjobs.properties(
             config, domain=wc.domain, settings=gjobs.domain_settings(config, wc.domain),

@@ -1,18 +1,24 @@
-"""Faults lose nothing and hide nothing: kills around a checkpoint save and during an
-eval write, temporaries left by killed writes, two trainers on one run folder.
+"""Faults lose nothing and hide nothing: kills around a checkpoint save and during an eval write,
+temporaries left by killed writes (of every output), one writer per output (run folder, SFT,
+evaluation), a trainer's processes ended with it (vLLM engines outside its process group
+included), damaged checkpoints and eval files named with their recovery, bad outputs refused
+before any work.
 
 A kill is simulated in-process by raising ``Killed`` (a BaseException, so no ``except Exception``
-swallows it) at the chosen point; ``benchmarks/kill_points.py`` repeats the same points with a
-real SIGKILL of a separate process.
+swallows it) at the chosen point, or is a real SIGKILL of a child process;
+``benchmarks/kill_points.py`` kills every job kind at every atomic write with a real SIGKILL.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -194,3 +200,360 @@ def test_tables_flag_cells_with_env_errors():
     assert len(marked) == 1 and "| V2 " in marked[0] and "| sokoban " in marked[0]
     assert any("v2/sokoban/default on sciworld 50.0%" in n and "2 cell(s)" in n for n in analysis.notes)
     assert any("more than 5% of episodes" in n for n in table2.notes)
+
+
+# ---- 7. every atomic write removes what a killed write of the same output left -------------------
+KILLED_WRITE = """
+import os, signal, sys
+from gentax import io as gio
+with gio.atomic_path(sys.argv[1]) as tmp:
+    (tmp.mkdir() if sys.argv[2] == "folder" else tmp.write_text("half"))
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+HELD_WRITE = """
+import sys, time
+from gentax import io as gio
+with gio.atomic_path(sys.argv[1]) as tmp:
+    tmp.write_text("in progress")
+    print("writing", flush=True)
+    time.sleep(600)
+"""
+
+
+def python(code: str, *args: str, **kwargs):
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], env={"PYTHONPATH": str(ROOT)}, **kwargs)
+
+
+@pytest.mark.parametrize("kind", ["file", "folder"])
+def test_the_next_write_of_an_output_removes_what_a_killed_write_of_it_left(tmp_path, kind):
+    from gentax.io import write_text
+
+    target = tmp_path / "tables" / "table2_success.md"
+    assert python(KILLED_WRITE, target, kind).returncode == -signal.SIGKILL
+    assert len(temporaries(tmp_path)) == 1
+    write_text(tmp_path / "tables" / "other.md", "x")  # another output's write leaves it alone
+    assert len(temporaries(tmp_path)) == 1
+    if kind == "folder":
+        target.mkdir()
+    write_text(target, "done\n")
+    assert temporaries(tmp_path) == [] and target.read_text() == "done\n"
+
+
+def test_a_live_writers_temporary_is_kept_and_the_dead_ones_removed(tmp_path):
+    from gentax import io as gio
+
+    target = tmp_path / "summary.csv"
+    writer = subprocess.Popen([sys.executable, "-c", HELD_WRITE, str(target)], stdout=subprocess.PIPE, text=True,
+                              env={"PYTHONPATH": str(ROOT)})
+    try:
+        assert writer.stdout.readline().strip() == "writing"
+        live = temporaries(tmp_path)
+        assert python(KILLED_WRITE, target, "file").returncode == -signal.SIGKILL
+        dead = [p for p in temporaries(tmp_path) if p not in live]
+        assert len(live) == len(dead) == 1 and gio.remove_temporaries(tmp_path) == dead
+        gio.write_text(target, "mine\n")
+        assert temporaries(tmp_path) == live  # the live writer's stays
+    finally:
+        writer.kill()
+        writer.wait()
+    gio.write_text(target, "mine\n")
+    assert temporaries(tmp_path) == []
+
+
+# ---- 8. SFT: one trainer per output; the trainer dies with its job --------------------------------
+FAKE_LLAMAFACTORY = """#!{python}
+import json, os, pathlib, sys, time, yaml
+args = yaml.safe_load(open(sys.argv[2]))
+out = pathlib.Path(args["output_dir"])
+out.mkdir(parents=True, exist_ok=True)
+if os.environ.get("FAKE_SFT_HOLD"):
+    pathlib.Path(os.environ["FAKE_SFT_HOLD"]).write_text(str(os.getpid()))
+    time.sleep(600)
+(out / "config.json").write_text(json.dumps({{"model_type": "llama"}}))
+(out / "model.safetensors").write_bytes(b"weights" * 100)
+(out / "trainer_log.jsonl").write_text(json.dumps({{"loss": 1.0}}) + "\\n")
+"""
+
+
+@pytest.fixture
+def sft_job(tiny, tmp_path):
+    """(config, data folder, init model) of an SFT job whose LlamaFactory is a stand-in script."""
+    from gentax.train.sft_config import load_sft_config
+    from gentax.train.sft_data import DATASET_INFO, DATASET_NAME
+
+    cli = tmp_path / "llamafactory-cli"
+    cli.write_text(FAKE_LLAMAFACTORY.format(python=sys.executable))
+    cli.chmod(0o755)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "dataset_info.json").write_text(json.dumps(DATASET_INFO))
+    example = {"conversations": [{"from": "human", "value": "push the box"}, {"from": "gpt", "value": "up"}]}
+    (data / DATASET_INFO[DATASET_NAME]["file_name"]).write_text(json.dumps([example]))
+    cfg = load_sft_config({"llamafactory_cli": str(cli), "steps": 1, "batch_size": 1, "micro_batch_size": 1},
+                          "embedded-base")
+    return cfg, data, tiny
+
+
+def test_sft_output_has_one_writer_and_a_manifest(sft_job, tmp_path):
+    from gentax import io as gio
+    from gentax.train.sft import train_sft
+
+    out = tmp_path / "init" / "v2" / "model"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom gentax import io\n"
+         "with io.output_lock(sys.argv[1], 'SFT output'):\n    print('held', flush=True)\n    time.sleep(600)\n", str(out)],
+        stdout=subprocess.PIPE, text=True, env={"PYTHONPATH": str(ROOT)})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(GentaxError, match=f"SFT output {out} is in use by pid {holder.pid}"):
+            train_sft(*sft_job, out, stream=open("/dev/null", "w"))
+        assert not out.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    train_sft(*sft_job, out, stream=open("/dev/null", "w"))
+    assert gio.manifest_problem(out) is None and (out / gio.MANIFEST_FILE).is_file()
+    with open(out / "model.safetensors", "r+b") as fh:
+        fh.truncate(10)
+    assert gio.manifest_problem(out) == f"{out / 'model.safetensors'}: 10 bytes, 700 written"
+
+
+SFT_JOB = """
+import pickle, sys
+from gentax.train.sft import train_sft
+cfg, data, init, out = pickle.loads(bytes.fromhex(sys.argv[1]))
+train_sft(cfg, data, init, out)
+"""
+
+
+def test_a_killed_sft_job_takes_its_trainer_with_it_and_the_rerun_cleans_up(sft_job, tmp_path):
+    import pickle
+
+    import psutil
+
+    from gentax.train.sft import train_sft
+
+    out = tmp_path / "model"
+    started = tmp_path / "trainer.pid"
+    job = subprocess.Popen([sys.executable, "-c", SFT_JOB, pickle.dumps((*sft_job, out)).hex()],
+                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "FAKE_SFT_HOLD": str(started)},
+                           stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (started.is_file() and started.read_text()):  # the stand-in trainer is running
+            assert job.poll() is None and time.monotonic() < deadline, "the SFT job never started its trainer"
+            time.sleep(0.1)
+        trainer = psutil.Process(int(started.read_text()))
+    finally:
+        job.kill()
+        job.wait()
+    gone, alive = psutil.wait_procs([trainer], timeout=30)
+    assert gone and not alive  # the job's death reached its trainer (SIGTERM from the kernel)
+    assert len(temporaries(tmp_path)) == 1
+    train_sft(*sft_job, out, stream=open("/dev/null", "w"))
+    assert temporaries(tmp_path) == [] and (out / "config.json").is_file()
+
+
+# ---- 9. whatever ends a trainer ends the processes it started (Ray, vLLM engines) -----------------
+VLLM_TITLES = ("VLLM::EngineCore", "VLLM::Worker")
+#: a trainer that starts two processes outside its session, titled like vLLM's engine processes
+FAKE_TRAINER = """
+import subprocess, sys, time
+from gentax.train import runs
+with runs.locked(sys.argv[1]):
+    engines = [subprocess.Popen(["setsid", "bash", "-c", f"exec -a {title} sleep 600"]) for title in sys.argv[2:]]
+    for engine, title in zip(engines, sys.argv[2:]):  # until bash has exec'd (the title shows)
+        while not open(f"/proc/{engine.pid}/cmdline", "rb").read().startswith(title.encode()):
+            time.sleep(0.01)
+    print(" ".join(str(e.pid) for e in engines), flush=True)
+    time.sleep(600)
+"""
+
+
+def start_fake_trainer(run: Path):
+    from gentax.train.processes import process_name
+
+    trainer = subprocess.Popen([sys.executable, "-c", FAKE_TRAINER, str(run), *VLLM_TITLES], stdout=subprocess.PIPE,
+                               text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, start_new_session=True)
+    engines = [int(pid) for pid in trainer.stdout.readline().split()]
+    assert [process_name(pid) for pid in engines] == list(VLLM_TITLES)
+    return trainer, engines
+
+
+def alive(pid: int) -> bool:
+    from gentax.train.processes import _alive
+
+    return _alive(pid)
+
+
+def test_taking_over_a_killed_trainers_lock_ends_the_processes_it_left(tmp_path, capsys):
+    run = tmp_path / "run"
+    trainer, engines = start_fake_trainer(run)
+    try:
+        os.killpg(trainer.pid, signal.SIGKILL)  # the trainer and its process group: the engines are elsewhere
+        trainer.wait()
+        assert all(alive(pid) for pid in engines)  # what the smoke's kill left on the H200
+        with runs.locked(run) as previous:
+            assert f"pid {trainer.pid}" in previous
+        assert not any(alive(pid) for pid in engines)
+        out = capsys.readouterr().out
+        assert all(f"ended pid {pid} ({title})" in out for pid, title in zip(engines, VLLM_TITLES))
+    finally:
+        for pid in engines:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_stopped_trainer_ends_its_processes(tmp_path):
+    trainer, engines = start_fake_trainer(tmp_path / "run")
+    try:
+        trainer.send_signal(signal.SIGTERM)  # a preempted or cancelled job
+        assert trainer.wait(timeout=60) == 128 + signal.SIGTERM
+        assert not any(alive(pid) for pid in engines)
+    finally:
+        for pid in engines:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_the_gpu_smokes_kill_ends_the_vllm_engines_outside_the_trainers_group(tmp_path, monkeypatch):
+    import importlib.util
+    import uuid
+
+    spec = importlib.util.spec_from_file_location("verl_gpu_smoke", ROOT / "benchmarks" / "verl_gpu_smoke" / "smoke.py")
+    smoke = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(smoke)
+    monkeypatch.setattr(smoke, "LEFT_BEHIND", ())  # by the marker alone: other users' Ray on this machine is not ours
+    marker = uuid.uuid4().hex
+    script = ("import subprocess, sys, time\n"
+              "engines = [subprocess.Popen(['setsid', 'bash', '-c', f'exec -a {t} sleep 600']) for t in sys.argv[1:]]\n"
+              "print(' '.join(str(e.pid) for e in engines), flush=True)\ntime.sleep(600)\n")
+    trainer = subprocess.Popen([sys.executable, "-c", script, *VLLM_TITLES], stdout=subprocess.PIPE, text=True,
+                               env={"PATH": "/usr/bin:/bin", smoke.ATTEMPT_ENV: marker}, start_new_session=True)
+    trainer.gentax_attempt = marker
+    engines = [int(pid) for pid in trainer.stdout.readline().split()]
+    try:
+        assert smoke.kill_everything(trainer) == []
+        assert not any(alive(pid) for pid in engines)
+    finally:
+        for pid in engines:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+# ---- 10. damaged files are found, named, and recovered from ---------------------------------------
+def test_a_truncated_checkpoint_is_named_and_the_run_resumes_from_the_one_before(tiny, straight_run, tmp_path, capsys):
+    import shutil
+
+    from safetensors.torch import load_file
+
+    run = tmp_path / "run"
+    shutil.copytree(straight_run, run)
+    weights = runs.checkpoint_dir(run, 3) / "model.safetensors"
+    with open(weights, "r+b") as fh:
+        fh.truncate(weights.stat().st_size // 2)
+    assert train(run, tiny, (0, 3)) == 0
+    out = capsys.readouterr().out
+    assert f"not resuming from {runs.checkpoint_dir(run, 3)}: {weights}: " in out and "resuming" in out
+    assert f"resuming {run} from step 2" in out
+    ours, straight = load_file(weights), load_file(runs.checkpoint_dir(straight_run, 3) / "model.safetensors")
+    assert ours.keys() == straight.keys() and all((ours[k] == straight[k]).all() for k in ours)
+    pd.testing.assert_frame_equal(pd.read_csv(run / runs.METRICS_FILE)[["step", "loss"]],
+                                  pd.read_csv(straight_run / runs.METRICS_FILE)[["step", "loss"]])
+
+
+def test_a_damaged_eval_result_names_the_file_and_the_command_that_rebuilds_it(tmp_path):
+    prefix = tmp_path / "step3" / "sokoban"
+    expert_eval(prefix, 2)
+    json_path = f"{prefix}.json"
+    summary, episodes = evaluation.read_eval(json_path)
+    assert summary["episodes"] == len(episodes) == 2
+    table = Path(f"{prefix}.episodes.parquet")
+    size = table.stat().st_size
+    with open(table, "r+b") as fh:
+        fh.truncate(size - 7)
+    with pytest.raises(GentaxError, match=rf"^{table} is corrupt \({size - 7} bytes, {size} written\); "
+                                          rf"rebuild it: snakemake --force {json_path} "):
+        evaluation.read_eval(json_path)
+    table.unlink()
+    with pytest.raises(GentaxError, match=rf"^{table} is missing; rebuild it: snakemake --force {json_path}"):
+        evaluation.read_eval(json_path)
+    Path(json_path).write_text('{"episodes": 2, "succ')  # a JSON cut short
+    with pytest.raises(GentaxError, match=rf"^{json_path} is corrupt \(not JSON"):
+        evaluation.read_eval(json_path)
+    Path(json_path).unlink()
+    with pytest.raises(GentaxError, match=rf"^{json_path} is missing; rebuild it"):
+        evaluation.read_eval(json_path)
+
+
+def test_an_eval_that_only_met_env_errors_says_how_to_recover(tmp_path, monkeypatch):
+    from gentax.domains.sokoban import SokobanEnv
+
+    def dies(self, action):
+        raise RuntimeError("Answer from Java side is empty")
+
+    monkeypatch.setattr(SokobanEnv, "_step", dies)
+    expert_eval(tmp_path / "sokoban", 2)
+    with pytest.raises(GentaxError, match=r"an env error ended every one of its 2 episodes \(RuntimeError: Answer from "
+                                          r"Java side is empty\); fix the cause .*snakemake --force .*"
+                                          r"eval.errors_as_losses: true"):
+        evaluation.read_eval(tmp_path / "sokoban.json")
+
+
+def test_an_unwritable_eval_output_fails_before_any_episode(tmp_path, monkeypatch, capsys):
+    from gentax.cli import main
+
+    def no_episodes(*_args, **_kwargs):
+        raise AssertionError("an episode ran")
+
+    monkeypatch.setattr(evaluation, "collect", no_episodes)
+    (tmp_path / "results").write_text("a file where the output folder should be")
+    out = tmp_path / "results" / "eval" / "sokoban.parquet"
+    assert main(["eval", "--generator", "expert", "--domain", "sokoban", "--episodes", "2", "--quiet", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"gentax: error: cannot write evaluation output {tmp_path}/results/eval/sokoban.json: ")
+    assert len(err.splitlines()) == 1
+
+
+def test_two_evaluations_of_one_output_do_not_run_at_once(tmp_path, monkeypatch):
+    prefix = tmp_path / "sokoban"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom gentax.rollout import evaluation\n"
+         "with evaluation.output_lock(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(600)\n", str(prefix)],
+        stdout=subprocess.PIPE, text=True, env={"PYTHONPATH": str(ROOT)})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(GentaxError, match=f"evaluation output {prefix}.json is in use by pid {holder.pid}"):
+            expert_eval(prefix, 2)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert expert_eval(prefix, 2)["episodes"] == 2
+
+
+def test_a_missing_model_folder_is_one_line_naming_it(tmp_path, capsys):
+    from gentax.cli import main
+
+    missing = tmp_path / "init" / "v2" / "model"
+    assert main(["eval", "--model", str(missing), "--domain", "sokoban", "--episodes", "1", "--quiet",
+                 "--out", str(tmp_path / "x.parquet")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"gentax: error: model folder {missing} does not exist"
+
+
+def test_a_truncated_model_folder_is_one_line_naming_the_file(tmp_path, capsys):
+    from gentax import io as gio
+    from gentax.cli import main
+
+    model = tmp_path / "init" / "v2" / "model"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"w" * 1000)
+    gio.write_manifest(model)
+    with open(model / "model.safetensors", "r+b") as fh:
+        fh.truncate(600)
+    assert main(["eval", "--model", str(model), "--domain", "sokoban", "--episodes", "1", "--quiet",
+                 "--out", str(tmp_path / "x.parquet")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"gentax: error: model folder {model} is damaged ({model / 'model.safetensors'}: 600 bytes, 1000 written); "
+        "delete it and rerun the job that wrote it")

@@ -64,8 +64,8 @@ def test_training_steps_are_logged_finite_and_move_the_weights(straight_run, tin
     assert log["kl"].iloc[0] == pytest.approx(0.0, abs=1e-9) and log["kl"].iloc[-1] > 0  # moves away from the init
     assert (log["entropy"] > 0).all() and {"invalid/no_action_tag", "invalid/not_admissible"} <= set(log.columns)
     assert runs.checkpoint_steps(straight_run) == [1, 2, 3]
-    # only the newest checkpoint keeps the resume state
-    assert [s for s in (1, 2, 3) if (runs.checkpoint_dir(straight_run, s) / runs.STATE_DIR).exists()] == [3]
+    # only the newest runs.STATES_KEPT checkpoints keep the resume state
+    assert [s for s in (1, 2, 3) if (runs.checkpoint_dir(straight_run, s) / runs.STATE_DIR).exists()] == [2, 3]
     model = AutoModelForCausalLM.from_pretrained(runs.checkpoint_dir(straight_run, 3))
     AutoTokenizer.from_pretrained(runs.checkpoint_dir(straight_run, 3))
     assert model.dtype == torch.float32  # small updates must survive saving

@@ -27,7 +27,8 @@ def test_eval_writes_tables_then_summary(tmp_path, capsys):
     episodes = pq.read_table(tmp_path / "eval" / "sokoban.episodes.parquet")
     assert steps.schema.equals(STEP_SCHEMA, check_metadata=False) and episodes.schema.equals(EPISODE_SCHEMA, check_metadata=False)
     assert episodes.column("task_seed").to_pylist() == [5, 6, 7]
-    assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == ["sokoban.episodes.parquet", "sokoban.json", "sokoban.steps.parquet"]
+    assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == [
+        ".sokoban.json.lock", "sokoban.episodes.parquet", "sokoban.json", "sokoban.steps.parquet"]  # the writers' lock
 
 
 def test_no_think_and_options_reach_the_collector(tmp_path):
@@ -97,5 +98,5 @@ def test_run_summary_rows_carry_each_tasks_outcome(tmp_path):
     assert row["success"] == sum(won) / 4 and row["step"] == 2
 
     (step / "sokoban.episodes.parquet").unlink()
-    assert main(["summarize", "--job", spec]) == 2  # one line: "... its episodes table ... is missing"
+    assert main(["summarize", "--job", spec]) == 2  # one line: "...episodes.parquet is missing; rebuild it: ..."
     assert pd.read_csv(out)["task_outcomes"].iloc[0] == row["task_outcomes"]  # the earlier summary is kept

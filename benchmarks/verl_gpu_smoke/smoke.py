@@ -13,8 +13,10 @@ Two halves (docs/training.md §5.3):
   the GPU on the expert demonstrations made on CPU, so the policy sometimes succeeds (a random model
   is invalid at every step: only the penalty would move it).
 - ``verl1-sokoban``: ``gentax train rl --engine verl`` on 1 GPU, steps 0:3; the run is killed with
-  SIGKILL (its whole process group and Ray, as a preempted job's cgroup) once step 2's checkpoint is
-  exported, then rerun with the same command: it must resume at step 3 and train no step twice.
+  SIGKILL (its whole process group, every process that inherited its attempt's marker and any Ray or
+  vLLM process by name, as a preempted job's cgroup: ``kill_everything``) once step 2's checkpoint is
+  exported, then rerun with the same command: no process may be left (``alive_after_kill``), and it
+  must resume at step 3 and train no step twice.
 - ``verl1-webshop``: the same on WebShop, 3 steps, no kill.
 - ``verl2-sokoban``: 2 GPUs (2 FSDP ranks, 2 ``hf`` replicas), 3 steps; its checkpoints are merged
   from 2-rank shards; then ``gentax eval`` of the merged step-3 model with the ``hf`` generator.
@@ -44,6 +46,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -163,15 +166,44 @@ class GPUMemoryPeak:
         self._thread.join()
 
 
-def kill_everything(process: subprocess.Popen) -> None:
-    """SIGKILL the training's process group and every Ray process: what a preempted job's cgroup gets."""
+#: the environment variable that marks every process of one trainer attempt (``gentax.train.processes``)
+ATTEMPT_ENV = "GENTAX_SMOKE_ATTEMPT"
+#: process titles of what a trainer leaves outside its process group: Ray, and vLLM's engine processes
+LEFT_BEHIND = ("raylet", "gcs_server", "ray::", "ray/dashboard", "default_worker.py", "VLLM::EngineCore", "VLLM::Worker")
+
+
+def kill_everything(process: subprocess.Popen) -> list[str]:
+    """SIGKILL the training's process group, every process that inherited its attempt's marker
+    (Ray's raylet and workers and vLLM's engine processes leave the group) and any Ray or vLLM
+    process left by name: what a preempted job's cgroup gets. Returns what is still alive after
+    (the record's check: empty)."""
+    from gentax.train import processes
+
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     process.wait()
-    subprocess.run(["pkill", "-9", "-f", "raylet|gcs_server|ray::|ray/dashboard|default_worker.py"], check=False)
-    time.sleep(2)  # let the kernel reap them and free the GPUs before the rerun starts its own Ray
+    marker = getattr(process, "gentax_attempt", None)
+    if marker:
+        processes.end_marked(ATTEMPT_ENV, marker)
+    processes.kill(left_behind())
+    return [f"pid {pid} ({processes.process_name(pid)})" for pid in left_behind()]
+
+
+def left_behind() -> list[int]:
+    """Pids of this user's processes whose title names Ray or vLLM (``LEFT_BEHIND``)."""
+    from gentax.train import processes
+
+    return [pid for pid in processes.descendants(1)
+            if pid != os.getpid() and any(name in _cmdline(pid) for name in LEFT_BEHIND)]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def train(policy: Path, run_dir: Path, *, engine: str, domain: str, steps: str, gpus: int, log_path: Path,
@@ -193,16 +225,19 @@ def train(policy: Path, run_dir: Path, *, engine: str, domain: str, steps: str, 
         with open(log_path, "a") as log:
             log.write(f"\n===== attempt {attempt + 1}: {' '.join(command)}\n")
             log.flush()
-            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            marker = uuid.uuid4().hex
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**env, ATTEMPT_ENV: marker},
+                                       start_new_session=True)
+            process.gentax_attempt = marker
             _RUNNING[:] = [process]
-            killed = False
+            killed, left = False, []
             while process.poll() is None:
                 time.sleep(1)
                 if attempt == 0 and kill_after and (run_dir / "checkpoints" / f"step_{kill_after}" / "config.json").is_file():
-                    kill_everything(process)
+                    left = kill_everything(process)
                     killed = True
             rows = read_metrics(run_dir)
-            result["runs"].append({"returncode": process.returncode, "killed": killed,
+            result["runs"].append({"returncode": process.returncode, "killed": killed, "alive_after_kill": left,
                                    "seconds": round(time.perf_counter() - start, 1),
                                    "steps_in_metrics": [int(r["step"]) for r in rows]})
     return result
@@ -238,6 +273,7 @@ def check_training(run_dir: Path, result: dict, *, end: int, kill_after: int | N
     if kill_after:
         first, second = result["runs"]
         checks["killed_after_step"] = first["killed"] and kill_after in first["steps_in_metrics"]
+        checks["no_process_left_after_kill"] = first["killed"] and not first["alive_after_kill"]
         log_text = log_path.read_text()
         second_log = log_text[log_text.rindex("===== attempt 2"):]
         trained = sorted({int(s) for s in _verl_logged_steps(second_log)})

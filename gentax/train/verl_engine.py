@@ -342,11 +342,15 @@ def verl_checkpoint_steps(run_dir: str | Path) -> list[int]:
 
 
 def export_pending(run_dir: str | Path) -> list[int]:
-    """Export every FSDP checkpoint of the run that has no HF folder yet (e.g. after a kill)."""
+    """Export every FSDP checkpoint of the run that has no intact HF folder yet (after a kill, or a
+    damaged one: named on stdout, then exported again)."""
     done = set(runs.checkpoint_steps(run_dir))
     exported = []
     for step in verl_checkpoint_steps(run_dir):
         actor = Path(run_dir) / VERL_DIR / f"global_step_{step}" / "actor"
+        if step in done and (problem := runs.checkpoint_problem(run_dir, step)):
+            print(f"gentax: {runs.checkpoint_dir(run_dir, step)} is damaged ({problem}); exporting it again from {actor}")
+            done.discard(step)
         if step not in done and (actor / "fsdp_config.json").is_file():
             export_checkpoint(actor, runs.checkpoint_dir(run_dir, step))
             exported.append(step)

@@ -47,10 +47,10 @@ def export_checkpoint(actor_dir: str | Path, target_dir: str | Path) -> Path:
 
     Runs ``python -m verl.model_merger merge --backend fsdp --local_dir ACTOR --target_dir TMP``
     in a subprocess (it holds the whole model in CPU memory) and renames TMP onto ``target_dir``,
-    so the HF folder appears complete or not at all. Weights are written in bf16, the merger's
-    dtype. Returns ``target_dir``.
+    so the HF folder appears complete or not at all, with its manifest (``gentax.io.write_manifest``).
+    Weights are written in bf16, the merger's dtype. Returns ``target_dir``.
     """
-    from gentax.io import atomic_path
+    from gentax.io import atomic_path, write_manifest
 
     actor_dir, target_dir = Path(actor_dir), Path(target_dir)
     if not (actor_dir / "fsdp_config.json").is_file():
@@ -61,4 +61,5 @@ def export_checkpoint(actor_dir: str | Path, target_dir: str | Path) -> Path:
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0 or not (tmp / "config.json").is_file():
             raise GentaxError(f"verl model merger failed on {actor_dir}:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+        write_manifest(tmp)
     return target_dir

@@ -1,0 +1,152 @@
+"""The processes a trainer starts end with it, however it ends.
+
+A trainer's helpers outlive a kill of the trainer and of its process group: Ray makes the driver
+a process-group leader and starts raylet and its workers itself, and vLLM's engine processes
+(``VLLM::EngineCore``, ``VLLM::Worker``) are children of Ray workers; killed that way on an H200
+they kept 43.6 GB of GPU memory. So each trainer is marked instead: ``owning(token)`` puts
+``OWNER_ENV=token`` into its environment, which every process it starts after that inherits
+(Ray hands its environment to raylet and the workers, multiprocessing to vLLM's engine), and
+on leaving (success, an exception, SIGTERM: a preempted or stopped job) SIGKILLs every process
+still carrying the token. A trainer killed by SIGKILL runs no code; the run-folder lock records
+the token, and the next trainer that takes the lock over ends the dead one's processes
+(``gentax.train.runs.locked``). A child the trainer forks without exec keeps the environment
+the trainer was started with; ``owning`` also ends the descendants the trainer started inside it.
+
+    processes_marked(name, value) -> [pid, ...]   this user's processes on this host with name=value
+    end_marked(name, value) -> ["pid P (NAME)", ...]   SIGKILL them and wait
+    kill(pids) / descendants(pid) / process_name(pid)
+
+Linux only (it reads /proc), with no dependency beyond the standard library, so the GPU smoke's
+bare machine can use it too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from typing import Iterator
+
+OWNER_ENV = "GENTAX_TRAINER"
+
+
+def new_token() -> str:
+    """A token no other trainer has: host, pid and a random part."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def _pids() -> list[int]:
+    return [int(entry.name) for entry in os.scandir("/proc") if entry.name.isdigit()]
+
+
+def _read(pid: int, what: str) -> bytes | None:
+    try:
+        with open(f"/proc/{pid}/{what}", "rb") as fh:
+            return fh.read()
+    except OSError:  # gone, or another user's
+        return None
+
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, parent pid, start time in clock ticks) from /proc/PID/stat."""
+    raw = _read(pid, "stat")
+    if raw is None:
+        return None
+    fields = raw[raw.rindex(b")") + 2:].split()  # the command name (in parentheses) may hold spaces
+    return fields[0].decode(), int(fields[1]), int(fields[19])
+
+
+def process_name(pid: int) -> str:
+    """Its process title (argv[0] as it shows it: vLLM renames its processes ``VLLM::EngineCore``)."""
+    raw = _read(pid, "cmdline") or b""
+    return raw.split(b"\0")[0].decode(errors="replace") or "?"
+
+
+def processes_marked(name: str, value: str) -> list[int]:
+    """Pids of this host's processes (other than this one) whose environment has ``name=value``;
+    those of other users cannot be read and are left out."""
+    needle = f"{name}={value}".encode()
+    return [pid for pid in _pids() if pid != os.getpid() and needle in (_read(pid, "environ") or b"").split(b"\0")]
+
+
+def descendants(pid: int | None = None) -> list[int]:
+    """Pids of the processes below ``pid`` (default: this one), children first."""
+    children: dict[int, list[int]] = {}
+    for other in _pids():
+        stat = _stat(other)
+        if stat:
+            children.setdefault(stat[1], []).append(other)
+    found, todo = [], [os.getpid() if pid is None else pid]
+    while todo:
+        below = children.get(todo.pop(0), [])
+        found += below
+        todo += below
+    return found
+
+
+def _alive(pid: int) -> bool:
+    stat = _stat(pid)
+    if stat is None:
+        return False
+    if stat[0] == "Z":  # a zombie holds nothing; reap it when it is ours
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        return False
+    return True
+
+
+def kill(pids: list[int], timeout: float = 10.0) -> list[str]:
+    """SIGKILL ``pids`` and wait up to ``timeout`` s until they are gone; "pid P (NAME)" of each."""
+    ended = []
+    for pid in dict.fromkeys(pids):
+        name = process_name(pid)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+        ended.append(f"pid {pid} ({name})")
+    deadline = time.monotonic() + timeout
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return ended
+
+
+def end_marked(name: str, value: str, timeout: float = 10.0) -> list[str]:
+    """SIGKILL every process ``processes_marked(name, value)`` finds and wait for them to go.
+    Returns what was ended ("pid P (NAME)")."""
+    return kill(processes_marked(name, value), timeout)
+
+
+def _exit_on_sigterm(signum, _frame):
+    sys.exit(128 + signum)  # unwinds through ``owning``'s finally (Ray's own handler does the same)
+
+
+def _started(pid: int) -> int | None:
+    stat = _stat(pid)
+    return stat[2] if stat else None
+
+
+@contextlib.contextmanager
+def owning(token: str) -> Iterator[None]:
+    """Mark everything started inside as this trainer's; end what is left of it on leaving."""
+    before = {(pid, _started(pid)) for pid in descendants()}
+    previous_env = os.environ.get(OWNER_ENV)
+    os.environ[OWNER_ENV] = token
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous_handler = signal.signal(signal.SIGTERM, _exit_on_sigterm) if main_thread else None
+    try:
+        yield
+    finally:
+        started_inside = [pid for pid in descendants() if (pid, _started(pid)) not in before]
+        kill(started_inside + processes_marked(OWNER_ENV, token))
+        if previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)
+        if previous_env is None:
+            os.environ.pop(OWNER_ENV, None)
+        else:
+            os.environ[OWNER_ENV] = previous_env
