@@ -5,7 +5,7 @@
 #   snakemake results/tables/table5_augmentation.csv   # one table and only what it needs
 # Rules hold no logic: each runs ONE visible command, `gentax <verb> --job SPEC`, on the spec
 # gentax.study.jobs resolves for it (`snakemake -n -p` prints it; the line reruns the job by hand).
-# The grid expansion lives in gentax/plan.py (shared with `gentax plan`), every path in gentax/study/paths.py.
+# The grid expansion lives in gentax/study/plan.py (shared with `gentax plan`), every path in gentax/study/paths.py.
 import os
 import re
 import sys
@@ -15,10 +15,11 @@ from snakemake.exceptions import WorkflowError
 sys.path.insert(0, workflow.basedir)  # this checkout's gentax (each job's command: rules/common.smk GENTAX)
 
 import gentax.clone as gclone
-import gentax.controls as gcontrols
+import gentax.study.controls as gcontrols
 import gentax.domains as gdomains
 import gentax.io as gio
-import gentax.plan as gplan
+import gentax.study.plan as gplan
+import gentax.study.config as gconfig
 import gentax.provenance as gprov
 import gentax.runspec as grunspec
 import gentax.study.jobs as gjobs
@@ -29,17 +30,17 @@ gclone.use_this_clone(workflow.basedir)  # every job runs this clone's `gentax` 
 
 configfile: "config.yaml"
 
-# Which study (gentax.plan.with_preset): `preset: paper` is config.yaml as it is (profiles/slurm sets
+# Which study (gentax.study.plan.with_preset): `preset: paper` is config.yaml as it is (profiles/slurm sets
 # it); `embedded`, the default whenever no preset is given (a plain `snakemake`, also with your own
 # --configfile), lays config/embedded.yaml over config.yaml. Your --configfile files and --config
 # key=value pairs go over both, so they always win. Nested --config values (`eval={episodes: 4}`)
 # are read as in a config file (Snakemake leaves them text).
 try:
-    OVERRIDES = gplan.cli_overrides(workflow.config_settings.overwrite_config or {},
+    OVERRIDES = gconfig.cli_overrides(workflow.config_settings.overwrite_config or {},
                                     workflow.config_settings.config or {})
-    STUDY = gplan.with_preset(gio.read_yaml(os.path.join(workflow.basedir, "config.yaml")), OVERRIDES)
-    gplan.validate(STUDY, memory=workflow.is_main_process,  # a cluster job re-reads this file: checked once
-                   sources=gplan.config_sources(STUDY["preset"], workflow.config_settings.configfiles,
+    STUDY = gconfig.with_preset(gio.read_yaml(os.path.join(workflow.basedir, "config.yaml")), OVERRIDES)
+    gconfig.validate(STUDY, memory=workflow.is_main_process,  # a cluster job re-reads this file: checked once
+                   sources=gconfig.config_sources(STUDY["preset"], workflow.config_settings.configfiles,
                                                 workflow.config_settings.config))
 except ConfigError as exc:  # one line, no traceback (a WorkflowError would print the Snakefile's frame)
     print(f"gentax: error: {exc}", file=sys.stderr)
@@ -50,9 +51,9 @@ PRESET = config["preset"]
 R = config["results"]
 
 if workflow.is_main_process:  # the budget of what this profile would launch (not inside each SLURM job)
-    import gentax.cost as gcost
+    import gentax.study.cost as gcost
 
-    for _problem in gplan.unmet_inputs(config):  # a dry-run may be made away from the cluster: said only
+    for _problem in gconfig.unmet_inputs(config):  # a dry-run may be made away from the cluster: said only
         print(f"gentax: note: {_problem} (a run stops before its first job)", file=sys.stderr)
 
     _res = workflow.resource_settings
@@ -67,7 +68,7 @@ if workflow.is_main_process:  # the budget of what this profile would launch (no
 
 
 onstart:  # a real run, before any job is started or queued: what every job needs is there
-    _unmet = gplan.unmet_inputs(config)
+    _unmet = gconfig.unmet_inputs(config)
     for _problem in _unmet:
         print(f"gentax: error: {_problem}", file=sys.stderr)
     if _unmet:

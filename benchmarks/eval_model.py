@@ -21,7 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from gentax.plan import eval_episodes, load_config, rollout_settings  # noqa: E402  (the eval jobs' own settings)
+from gentax.study.config import load_config  # noqa: E402
+from gentax.study.plan import eval_episodes, rollout_settings  # noqa: E402  (the eval jobs' own settings)
 
 DOMAINS = ["alfworld", "webshop", "sokoban", "sciworld"]
 
@@ -52,7 +53,7 @@ def main() -> None:
     ap.add_argument("--config", nargs="*", default=[str(REPO / "config.yaml"), str(REPO / "config/embedded.yaml")],
                     help="config files merged in order (default: the embedded preset)")
     ap.add_argument("--domains", default=",".join(DOMAINS))
-    ap.add_argument("--episodes", type=int, help="default: the config's, per domain (gentax.plan.eval_episodes)")
+    ap.add_argument("--episodes", type=int, help="default: the config's, per domain (gentax.study.plan.eval_episodes)")
     ap.add_argument("--no-think", action="store_true")
     ap.add_argument("--out", help="folder for the rollouts (default: temporary)")
     args = ap.parse_args()

@@ -49,7 +49,8 @@ def main() -> None:
     import torch
 
     from gentax.cli import build_parser
-    from gentax.plan import eval_episodes, load_config
+    from gentax.study.config import load_config
+    from gentax.study.plan import eval_episodes
     from gentax.rollout import cli as rollout_cli
     from gentax.rollout.collector import collect
 

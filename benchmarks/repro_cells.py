@@ -42,11 +42,12 @@ TIMING = ("seconds", "cpu_s", "rollout_s", "update_s", "tokens_per_s", "train_to
 def _cell_commands(args, folder: Path) -> list[list[str]]:
     import yaml
 
-    from gentax import plan as gplan
+    from gentax.study import plan as gplan
+    from gentax.study import config as gconfig
     from gentax.io import read_yaml
-    from gentax.plan_cli import DEFAULT_CONFIG
+    from gentax.study.cli import DEFAULT_CONFIG
 
-    cfg = gplan.load_config(gplan.with_preset(read_yaml(DEFAULT_CONFIG), {"preset": "embedded"}, default="paper"))
+    cfg = gconfig.load_config(gconfig.with_preset(read_yaml(DEFAULT_CONFIG), {"preset": "embedded"}, default="paper"))
     from gentax.pipeline import rl_section
 
     domain = cfg["domains"][args.domain]

@@ -16,7 +16,7 @@ import sys
 from gentax.errors import GentaxError
 
 COMMAND_MODULES = [
-    "gentax.plan_cli",
+    "gentax.study.cli",
     "gentax.domains.cli",
     "gentax.agent.cli",
     "gentax.analysis.cli",

@@ -54,10 +54,10 @@ def _profile_config(name: str) -> list[str]:
 
 def snakemake_argv(args: list[str]) -> list[str]:
     """The snakemake command line `bash scripts/run.sh ARGS` runs: ``DEFAULT_PROFILE`` unless a
-    profile is given; every --configfile read first (``gentax.plan.check_configfiles``: one
+    profile is given; every --configfile read first (``gentax.study.config.check_configfiles``: one
     Snakemake cannot read is named); and a profile's ``config:`` entries (profiles/slurm's
     preset=paper) kept under a ``--config`` of the command line, which in Snakemake replaces them."""
-    from gentax.plan import check_configfiles
+    from gentax.study.config import check_configfiles
 
     args = list(args)
     profiles = _values(args, "--profile")

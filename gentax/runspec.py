@@ -18,12 +18,12 @@ and optional per-run overrides of the training domains' settings (``domains``: {
 {domain: eps}, e.g. a richness sweep). A new variant is ONE entry of ``VARIANTS``: the config
 schema's enum, the Snakemake wildcard, the plan, both RL engines and evaluation read it from here.
 
-A **run spec** (``RunSpec``) is one RL run, resolved once by the plan (``gentax.plan.runs``):
+A **run spec** (``RunSpec``) is one RL run, resolved once by the plan (``gentax.study.plan.runs``):
 init, training domains with weights (``train``; one domain = weight 1), variant, seed, total
 steps, thinking mode, augmentation (None, or {kind, p, eps: {domain: eps}} for the training
 domains) and the training domains' settings after the variant's overrides (``domains``: {domain:
 {max_steps, options}}); a run that is no grid run of its variant, a level of a control sweep
-(built by ``gentax.plan.control_run``), also has a ``label`` that names it in paths and
+(built by ``gentax.study.plan.control_run``), also has a ``label`` that names it in paths and
 tables instead of the variant (``variant_label``); a grid run's spec has no ``label`` key. The workflow writes it into the run folder (``run_spec.json``) and hands
 it to ``gentax train rl --run-spec``; the engines read it as it is.
 
@@ -79,7 +79,7 @@ VARIANTS: dict[str, VariantSpec] = {v.name: v for v in (
                             "think-token count, no reasoning (controls.filler; Table 7's filler rows; local engine only)"),
 )}
 DEFAULT_VARIANT = "default"
-FILLER_VARIANT = "filler"  # the variant controls.filler plans (gentax.plan.filler_experiments)
+FILLER_VARIANT = "filler"  # the variant controls.filler plans (gentax.study.plan.filler_experiments)
 
 
 def variant(name: str) -> VariantSpec:
@@ -133,7 +133,7 @@ class RunSpec:
     augmentation: Mapping[str, Any] | None
     domains: Mapping[str, Mapping[str, Any]]
     #: a run that is no grid run of its variant: a level of a control sweep (
-    #: ``gentax.controls``: ``difficulty-short``, ``richness-eps80``) whose settings override the
+    #: ``gentax.study.controls``: ``difficulty-short``, ``richness-eps80``) whose settings override the
     #: variant's; its name in paths and tables instead of the variant's. Empty for a grid run.
     label: str = ""
 

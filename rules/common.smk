@@ -1,5 +1,5 @@
 # Input functions and path helpers shared by the rules. Every path the workflow declares is built
-# here, from the grid that gentax.plan expands.
+# here, from the grid that gentax.study.plan expands.
 
 DOMAIN_RE = "|".join(gdomains.names())  # the registered domains (gentax.domains.spec)
 # a run's training domain: one domain or a mixture "a+b" / "a*2+b" (gentax.domains.spec.mixture_weights)
@@ -144,13 +144,13 @@ def think_param(wc):
 
 
 def control_level(label):
-    """A level of the controls (gentax.controls) by its label."""
+    """A level of the controls (gentax.study.controls) by its label."""
     return gplan.control_level(config, label)
 
 
 # ---- the filler arm (controls.filler; gentax.agent.filler) ---------------------------------------
 def filler_segment_input(wc):
-    """A filler run's segment waits for its thinking run (gentax.plan.filler_reference) trained
+    """A filler run's segment waits for its thinking run (gentax.study.plan.filler_reference) trained
     through the segment's last step: step k's filler has that run's mean think tokens of step k."""
     if think_param(wc) != "filler":
         return {}

@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 from test_analysis_figures_cli import figure_case
 
-from gentax import cost
-from gentax import plan as gplan
+from gentax.study import cost
+from gentax.study import plan as gplan
+from gentax.study import config as gconfig
 from gentax.analysis import artifacts, figures, tables
 from gentax.analysis.formatting import Table
 from gentax.errors import ConfigError, GentaxError
@@ -33,7 +34,7 @@ def with_toy(monkeypatch):
 
 @pytest.fixture(scope="module")
 def paper():
-    return gplan.load_config([REPO / "config.yaml"])
+    return gconfig.load_config([REPO / "config.yaml"])
 
 
 def test_one_entry_plans_prices_and_builds_a_new_table(with_toy, paper, tmp_path):

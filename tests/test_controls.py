@@ -9,8 +9,10 @@ import pandas as pd
 import pytest
 
 from analysis_cases import base, run
-from gentax import controls
-from gentax import plan as gplan
+from gentax.study import controls
+from gentax.io import REPO_ROOT, deep_merge
+from gentax.study import plan as gplan
+from gentax.study import config as gconfig
 from gentax.analysis import controls as control_tables
 from gentax.analysis.tables import build_one, compute_tables, render
 from gentax.errors import ConfigError, GentaxError
@@ -121,11 +123,11 @@ def test_bad_controls_properties_name_the_problem():
 
 
 def _paper(**block) -> dict:
-    return gplan.deep_merge(gplan.load_config([gplan.REPO_ROOT / "config.yaml"]), {"controls": block})
+    return deep_merge(gconfig.load_config([REPO_ROOT / "config.yaml"]), {"controls": block})
 
 
 def test_the_controls_block_expands_into_levels_checked_by_the_domains_knobs():
-    assert controls.control_levels(gplan.load_config([gplan.REPO_ROOT / "config.yaml"])) == []  # off in the paper preset
+    assert controls.control_levels(gconfig.load_config([REPO_ROOT / "config.yaml"])) == []  # off in the paper preset
     levels = controls.control_levels(_paper(difficulty={"enabled": True}, richness={"enabled": True}))
     assert [lv.label for lv in levels] == ["difficulty-short", "difficulty-medium", "difficulty-long",
                                            "richness-eps0", "richness-eps80", "richness-eps240"]
@@ -134,11 +136,11 @@ def test_the_controls_block_expands_into_levels_checked_by_the_domains_knobs():
     assert levels[4].augmentation == {"kind": "distractor", "p": 1.0, "eps": 80} and levels[4].variant == "aug"
     bad = _paper(difficulty={"enabled": True, "levels": [{"name": "a", "options": {"room_size": 99}}, {"name": "b"}]})
     with pytest.raises(ConfigError, match=r"controls\.difficulty\.levels\.0\.options \(a\): sokoban option room_size"):
-        gplan.validate(bad, memory=False)
+        gconfig.validate(bad, memory=False)
     with pytest.raises(ConfigError, match=r"controls\.richness\.train_domain: sciworld is not an evaluated domain of v1"):
-        gplan.validate(_paper(richness={"enabled": True, "init": "v1", "train_domain": "sciworld"}), memory=False)
+        gconfig.validate(_paper(richness={"enabled": True, "init": "v1", "train_domain": "sciworld"}), memory=False)
     with pytest.raises(ConfigError, match=r"controls\.difficulty\.levels"):
-        gplan.validate(_paper(difficulty={"enabled": True, "levels": [{"name": "a"}]}), memory=False)  # one level
+        gconfig.validate(_paper(difficulty={"enabled": True, "levels": [{"name": "a"}]}), memory=False)  # one level
     row = controls.property_row(hard, hard.label, {"richness": 1900.0, "complexity": 47.0, "success": 0.1, "other": 1})
     assert row["label"] == "difficulty-long" and "min_solution_length=7" in row["setting"] and "other" not in row
     assert np.isclose(row["richness"], 1900.0)
@@ -160,12 +162,12 @@ def test_the_paper_grid_with_the_controls_enabled_plans_exactly_the_extra_runs_a
     # a level's property log is a GPU rollout job on the cluster, like Table 3's, and priced as one
     import yaml
 
-    from gentax import cost
+    from gentax.study import cost
 
-    profile = yaml.safe_load((gplan.REPO_ROOT / "profiles" / "slurm" / "config.yaml").read_text())["set-resources"]
+    profile = yaml.safe_load((REPO_ROOT / "profiles" / "slurm" / "config.yaml").read_text())["set-resources"]
     assert profile["control_properties"] == profile["properties"] and "control_properties" in cost.TIMED
     # and what gentax plan prices is what Snakemake plans
-    cfg = gplan.load_config([gplan.REPO_ROOT / "config.yaml", on])
+    cfg = gconfig.load_config([REPO_ROOT / "config.yaml", on])
     assert {rule: len(units) for rule, units in gplan.jobs(cfg).items()} == {
         rule: n for rule, n in planned.items() if rule != "all"}
 
@@ -200,12 +202,12 @@ def test_a_control_level_is_a_run_spec_named_by_its_label():
 
 
 def test_gentax_plan_lists_what_each_level_reads():
-    cfg = gplan.load_config([gplan.REPO_ROOT / "config.yaml", gplan.REPO_ROOT / "config" / "embedded.yaml",
+    cfg = gconfig.load_config([REPO_ROOT / "config.yaml", REPO_ROOT / "config" / "embedded.yaml",
                              {"preset": "embedded"}])
     shown = {(c["control"], c["level"]): c for c in gplan.plan(cfg)["controls"]}
     assert shown["difficulty", "longer"]["own_runs"] and not shown["richness", "eps80"]["own_runs"]
     assert shown["richness", "eps80"]["runs"] == "aug" and shown["richness", "eps0"]["runs"] == "default"
-    assert gplan.plan(gplan.load_config([gplan.REPO_ROOT / "config.yaml"]))["controls"] == []
+    assert gplan.plan(gconfig.load_config([REPO_ROOT / "config.yaml"]))["controls"] == []
 
 
 def test_a_control_run_trains_at_its_level_through_the_workflow_job(tmp_path):
@@ -240,7 +242,7 @@ def test_the_controls_properties_table_job_feeds_the_tables(tmp_path):
     from gentax.study import jobs
     from rl_helpers import run_job
 
-    cfg = gplan.load_config([gplan.REPO_ROOT / "config.yaml", gplan.REPO_ROOT / "config" / "embedded.yaml",
+    cfg = gconfig.load_config([REPO_ROOT / "config.yaml", REPO_ROOT / "config" / "embedded.yaml",
                              {"preset": "embedded"}])
     logs = []
     for i, path in enumerate(gplan.control_property_paths(cfg)):

@@ -1,6 +1,6 @@
-"""Budget preview (gentax.cost, ``gentax plan --cost``, the dry-run's budget line).
+"""Budget preview (gentax.study.cost, ``gentax plan --cost``, the dry-run's budget line).
 
-The jobs it prices (gentax.plan.jobs) are checked against Snakemake's own dry-run, for the paper
+The jobs it prices (gentax.study.plan.jobs) are checked against Snakemake's own dry-run, for the paper
 grid, the embedded study and one table target; the arithmetic against the config's time figures.
 """
 
@@ -13,8 +13,9 @@ import yaml
 from snakemake_plans import dry_run_text as dry_run
 from snakemake_plans import job_counts
 
-from gentax import cost
-from gentax import plan as gplan
+from gentax.study import cost
+from gentax.study import plan as gplan
+from gentax.study import config as gconfig
 from gentax.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,15 +23,15 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def paper():
-    return gplan.load_config([REPO / "config.yaml"])
+    return gconfig.load_config([REPO / "config.yaml"])
 
 
 def paper_with_filler():
-    return gplan.load_config([REPO / "config.yaml", REPO / "tests" / "filler_on.yaml"])
+    return gconfig.load_config([REPO / "config.yaml", REPO / "tests" / "filler_on.yaml"])
 
 
 def embedded():
-    return gplan.load_config([REPO / "config.yaml", REPO / "config" / "embedded.yaml", {"preset": "embedded"}])
+    return gconfig.load_config([REPO / "config.yaml", REPO / "config" / "embedded.yaml", {"preset": "embedded"}])
 
 
 def counts(jobs):
@@ -50,7 +51,7 @@ def test_priced_jobs_are_the_jobs_snakemake_plans(args, cfg, names):
     planned = job_counts(text)
     planned.pop("all", None)
     assert counts(gplan.jobs(cfg(), names)) == planned
-    if names is None:  # the dry-run states the whole study's budget, as gentax.cost computes it
+    if names is None:  # the dry-run states the whole study's budget, as gentax.study.cost computes it
         resources = cost.profile_resources(REPO / args[1]) if args[0] == "--profile" else \
             cost.profile_resources(REPO / "profiles" / "embedded")
         assert cost.summary_line(cfg(), resources) in text
@@ -92,7 +93,7 @@ def test_unknown_target_and_missing_figures_name_the_problem():
     cfg = paper()
     del cfg["cost"]["rl_step_minutes"]
     with pytest.raises(ConfigError, match="config key cost"):
-        gplan.validate(cfg)
+        gconfig.validate(cfg)
 
 
 def slurm_profile_with(rule: str, **gpus) -> dict:

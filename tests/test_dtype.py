@@ -57,10 +57,12 @@ def test_local_engine_autocast_follows_the_choice(monkeypatch):
 
 
 def test_the_choice_reaches_eval_settings_and_every_jobs_provenance():
-    from gentax import plan
+    from gentax.io import REPO_ROOT
+    from gentax.study import config as gconfig
+    from gentax.study import plan
     from gentax.provenance import job_record
 
-    cfg = plan.load_config([plan.REPO_ROOT / "config.yaml"])
+    cfg = gconfig.load_config([REPO_ROOT / "config.yaml"])
     assert plan.rollout_settings(cfg, "eval")["dtype"] == "auto"
     record = job_record({"dtype": "float32", "seed": 0}, "float32")
     assert record["compute"]["dtype"] == "float32" and record["compute"]["setting"] == "float32"

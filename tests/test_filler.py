@@ -276,9 +276,9 @@ def test_filler_evaluation_is_matched_to_the_thinking_evaluation_of_the_same_cel
 def _paper(**filler):
     import copy
 
-    from gentax import plan as gplan
+    from gentax.study import config as gconfig
 
-    cfg = gplan.load_config(["config.yaml"])
+    cfg = gconfig.load_config(["config.yaml"])
     cfg = copy.deepcopy(cfg)
     cfg["controls"]["filler"].update(filler)
     if filler.get("enabled"):
@@ -289,15 +289,16 @@ def _paper(**filler):
 def test_the_paper_grid_with_filler_plans_exactly_the_extra_runs_and_evals():
     import copy
 
-    from gentax import plan as gplan
+    from gentax.study import plan as gplan
+    from gentax.study import config as gconfig
 
     off = _paper()
     no_block = copy.deepcopy(off)
     del no_block["controls"]
-    gplan.validate(no_block, memory=False)
+    gconfig.validate(no_block, memory=False)
     assert gplan.plan(off) == gplan.plan(no_block) and gplan.jobs(off) == gplan.jobs(no_block)  # off: unchanged
     on = _paper(enabled=True)
-    gplan.validate(on, memory=False)
+    gconfig.validate(on, memory=False)
     local_off = {**copy.deepcopy(off), "engines": on["engines"]}
     extra = set(gplan.runs(on)) - set(gplan.runs(local_off))
     seeds = on["grid"]["seeds"]
@@ -320,21 +321,21 @@ def test_the_paper_grid_with_filler_plans_exactly_the_extra_runs_and_evals():
 
 
 def test_filler_control_misconfigurations_name_the_key():
-    from gentax import plan as gplan
+    from gentax.study import config as gconfig
 
     cfg = _paper(enabled=True)
     cfg["engines"]["rl"] = "verl"
     with pytest.raises(ConfigError, match="controls.filler.experiments.0: the filler arm runs on the local engine only"):
-        gplan.validate(cfg, memory=False)
+        gconfig.validate(cfg, memory=False)
     with pytest.raises(ConfigError, match="experiments.0.train_domains: sciworld is not an evaluated domain of v1"):
-        gplan.validate(_paper(enabled=True, experiments=[{"init": "v1", "train_domains": ["sciworld"]}]), memory=False)
+        gconfig.validate(_paper(enabled=True, experiments=[{"init": "v1", "train_domains": ["sciworld"]}]), memory=False)
     cfg = _paper(enabled=True)
     cfg["grid"]["experiments"] = [e for e in cfg["grid"]["experiments"] if e["variant"] != "default" or e["init"] != "v2"]
     cfg["grid"]["extended"] = [e for e in cfg["grid"]["extended"] if e["init"] != "v2"]
     with pytest.raises(ConfigError, match="has no thinking run to match"):
-        gplan.validate(cfg, memory=False)
+        gconfig.validate(cfg, memory=False)
     with pytest.raises(ConfigError, match="controls.filler.source"):
-        gplan.validate(_paper(source="lorem"), memory=False)
+        gconfig.validate(_paper(source="lorem"), memory=False)
 
 
 # ---- the workflow's jobs (rule -> gentax.study.jobs spec -> `gentax VERB --job SPEC`) --------------
@@ -342,10 +343,11 @@ def test_workflow_job_hands_the_filler_run_its_thinking_runs_folder():
     """rule rl_segment -> gentax.study.jobs.rl_segment: a filler run's spec names the thinking run's
     folder whose per-step means the filler run takes, in its RL section (what `gentax train rl`
     then reads: test_filler_run_takes_the_thinking_runs_mean_at_each_step)."""
-    from gentax import plan as gplan
+    from gentax.study import plan as gplan
+    from gentax.study import config as gconfig
     from gentax.study import jobs, paths
 
-    cfg = gplan.load_config(["config.yaml", "config/embedded.yaml"])
+    cfg = gconfig.load_config(["config.yaml", "config/embedded.yaml"])
     run = gplan.find_run(cfg, "v2", "sokoban", "filler", 0)
     thinking = gplan.filler_reference(cfg, run)
     folder = paths.run_dir(cfg, thinking.init, thinking.train_domain, thinking.variant_label, thinking.seed)
@@ -358,10 +360,10 @@ def test_workflow_job_hands_the_filler_run_its_thinking_runs_folder():
 
 
 def test_eval_job_spec_of_a_filler_evaluation():
-    from gentax import plan as gplan
+    from gentax.study import config as gconfig
     from gentax.study import jobs
 
-    cfg = gplan.load_config(["config.yaml", "config/embedded.yaml"])
+    cfg = gconfig.load_config(["config.yaml", "config/embedded.yaml"])
     cfg["controls"]["filler"]["source"] = "shuffle"
     args = dict(domain="sokoban", model="m", think="filler", tasks_file="t.json", out_json="e.json")
     assert jobs.eval_checkpoint(cfg, **args, filler_reference="x.json")["filler"] == {

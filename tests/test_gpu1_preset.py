@@ -6,7 +6,8 @@ import itertools
 import pytest
 import yaml
 
-from gentax import plan as gplan
+from gentax.study import plan as gplan
+from gentax.study import config as gconfig
 from gentax.domains.spec import names as domain_names
 from gentax.io import deep_merge, read_yaml
 from snakemake_plans import REPO, dry_run_counts, dry_run_text
@@ -20,7 +21,7 @@ def study(*layers: dict) -> dict:
     overrides: dict = {"preset": "gpu1"}
     for layer in layers:
         overrides = deep_merge(overrides, layer)
-    return gplan.load_config(gplan.with_preset(read_yaml(REPO / "config.yaml"), overrides, default="paper"))
+    return gconfig.load_config(gconfig.with_preset(read_yaml(REPO / "config.yaml"), overrides, default="paper"))
 
 
 @pytest.fixture(scope="module", params=["hour", "reference"])
@@ -75,7 +76,7 @@ def test_gentax_plan_counts_the_grid(sized):
 
 def test_an_unknown_preset_names_the_valid_ones():
     with pytest.raises(gplan.ConfigError, match="gpu1"):
-        gplan.with_preset({}, {"preset": "gpu9"})
+        gconfig.with_preset({}, {"preset": "gpu9"})
 
 
 @pytest.mark.parametrize("scale", ["hour", "reference"])

@@ -67,21 +67,22 @@ def test_the_paper_grid_with_the_mixture_block_plans_exactly_the_extra_runs_and_
 
 
 def test_a_mixture_must_name_known_evaluated_domains():
-    from gentax import plan as gplan
+    from gentax.study import plan as gplan
+    from gentax.study import config as gconfig
 
-    paper = gplan.load_config(["config.yaml"])
+    paper = gconfig.load_config(["config.yaml"])
     bad = {"grid": {"mixtures": {"enabled": True, "experiments": [
         {"init": "v1", "variant": "default", "mixtures": ["webshop+sciworld"]}]}}}
     with pytest.raises(ConfigError, match=r"grid\.mixtures\.experiments\.0\.mixtures\.0: sciworld is not an evaluated domain of v1"):
-        gplan.validate(gplan.deep_merge(paper, bad))
+        gconfig.validate(gplan.deep_merge(paper, bad))
     # a block that is off plans nothing: a config whose inits evaluate fewer domains still plans,
     # but a name that is no mixture of known domains is an error even there
     off = gplan.deep_merge(bad, {"grid": {"mixtures": {"enabled": False}}})
-    gplan.validate(gplan.deep_merge(paper, off))
+    gconfig.validate(gplan.deep_merge(paper, off))
     unknown = gplan.deep_merge(paper, gplan.deep_merge(off, {"grid": {"mixtures": {"experiments": [
         {"init": "v1", "variant": "default", "mixtures": ["webshop+chess"]}]}}}))
     with pytest.raises(ConfigError, match=r"grid\.mixtures\.experiments\.0\.mixtures\.0"):
-        gplan.validate(unknown)
+        gconfig.validate(unknown)
 
 
 def test_the_mixture_table_compares_the_mixture_with_its_members(tmp_path):
@@ -137,10 +138,10 @@ def test_the_mixture_interval_follows_the_seeds():
 def test_the_workflow_hands_a_mixture_run_every_member_settings():
     """The run spec of a mixture run carries each member's settings and augmentation budget, and
     the collector settings of each member's episodes (both engines: runspec.collect_fields) follow."""
-    from gentax import plan as gplan
+    from gentax.study import config as gconfig
     from gentax import runspec
 
-    cfg = gplan.load_config([REPO / "config.yaml"])
+    cfg = gconfig.load_config([REPO / "config.yaml"])
     cfg["domains"]["webshop"] = {"max_steps": 8, "options": {"results_per_page": 3}}
     cfg["domains"]["sokoban"] = {"max_steps": 6}
     cfg["augmentation"]["v2"] = {"p": 0.5, "eps": {"webshop": 40, "sokoban": 80}}

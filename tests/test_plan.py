@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gentax import plan as gplan
+from gentax.study import plan as gplan
+from gentax.study import config as gconfig
 from gentax.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -17,12 +18,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def paper():
-    return gplan.load_config([REPO / "config.yaml"])
+    return gconfig.load_config([REPO / "config.yaml"])
 
 
 @pytest.fixture(scope="module")
 def embedded():
-    return gplan.load_config([REPO / "config.yaml", REPO / "config" / "embedded.yaml"])
+    return gconfig.load_config([REPO / "config.yaml", REPO / "config" / "embedded.yaml"])
 
 
 def test_paper_grid_is_60_runs(paper):
@@ -76,22 +77,22 @@ def _broken(paper, path, value):
 ])
 def test_bad_value_names_the_key(paper, path, value, needle):
     with pytest.raises(ConfigError, match=re.escape(needle)):
-        gplan.validate(_broken(paper, path, value))
+        gconfig.validate(_broken(paper, path, value))
 
 
 def test_cross_field_errors_name_the_key(paper):
     cfg = copy.deepcopy(paper)
     cfg["grid"]["experiments"][0]["train_domains"] = ["sciworld"]  # V1 leaves SciWorld out
     with pytest.raises(ConfigError, match=r"grid\.experiments\.0\.train_domains: sciworld"):
-        gplan.validate(cfg)
+        gconfig.validate(cfg)
     cfg = copy.deepcopy(paper)
     del cfg["augmentation"]["v1"]["eps"]["sokoban"]
     with pytest.raises(ConfigError, match=r"augmentation\.v1\.eps\.sokoban"):
-        gplan.validate(cfg)
+        gconfig.validate(cfg)
     cfg = copy.deepcopy(paper)
     cfg["grid"]["extended"][0]["steps"] = 100
     with pytest.raises(ConfigError, match=r"grid\.extended\.0\.steps"):
-        gplan.validate(cfg)
+        gconfig.validate(cfg)
 
 
 @pytest.mark.parametrize("options,needle", [
@@ -102,7 +103,7 @@ def test_cross_field_errors_name_the_key(paper):
 def test_domain_knobs_are_checked_at_plan_time(paper, options, needle):
     """A bad knob once passed validation and failed only when a job ran."""
     with pytest.raises(ConfigError) as err:
-        gplan.validate(_broken(paper, ("domains", "sokoban", "options"), options))
+        gconfig.validate(_broken(paper, ("domains", "sokoban", "options"), options))
     assert needle in str(err.value)
 
 
@@ -115,13 +116,13 @@ def test_domain_knobs_are_checked_at_plan_time(paper, options, needle):
 ])
 def test_every_domain_checks_its_knobs_without_building_an_env(paper, domain, options, needle):
     with pytest.raises(ConfigError, match=f"config key domains\\.{domain}\\.options: .*{needle}"):
-        gplan.validate(_broken(paper, ("domains", domain, "options"), options))
+        gconfig.validate(_broken(paper, ("domains", domain, "options"), options))
 
 
 def test_unknown_key_is_rejected(paper):
     cfg = _broken(paper, ("rl", "learning_rate"), 1e-6)
     with pytest.raises(ConfigError, match="learning_rate"):
-        gplan.validate(cfg)
+        gconfig.validate(cfg)
 
 
 def test_plan_cli_json(tmp_path):
@@ -154,7 +155,7 @@ def test_a_domain_can_have_its_own_eval_episodes(embedded):
     others eval.episodes; an unknown domain or a count below 1 is one clear error."""
     cfg = copy.deepcopy(embedded)
     cfg["eval"]["episodes_per_domain"] = {**cfg["eval"].get("episodes_per_domain", {}), "sokoban": 32}
-    gplan.validate(cfg)
+    gconfig.validate(cfg)
     assert gplan.eval_episodes(cfg, "sokoban") == 32
     assert gplan.eval_episodes(cfg, "webshop") == cfg["eval"]["episodes"]
     units = gplan.jobs(cfg)["eval_checkpoint"]
@@ -166,4 +167,20 @@ def test_a_domain_can_have_its_own_eval_episodes(embedded):
     for bad, needle in (({"chess": 4}, "episodes_per_domain"), ({"sokoban": 0}, "episodes_per_domain")):
         cfg["eval"]["episodes_per_domain"] = bad
         with pytest.raises(ConfigError, match=needle):
-            gplan.validate(cfg)
+            gconfig.validate(cfg)
+
+
+def test_gentax_plan_counts_the_evaluations_the_workflow_runs():
+    """`gentax plan`'s counts are the DAG's: every checkpoint evaluation and every initial policy's
+    evaluation as each thinking mode its runs use (the paper grid: default and nothink)."""
+    from snakemake_plans import dry_run_counts
+
+    from gentax.study import config as gconfig
+    from gentax.study import plan as gplan
+
+    from gentax.io import REPO_ROOT
+
+    counts = gplan.plan(gconfig.load_config([REPO_ROOT / "config.yaml"]))["counts"]
+    assert counts["base_evals"] == 14  # V1 on 3 domains + V2 on 4, each as default and nothink
+    dag = dry_run_counts("--profile", "profiles/slurm")
+    assert dag["eval_checkpoint"] == counts["checkpoint_evals"] + counts["base_evals"]

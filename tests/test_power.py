@@ -47,7 +47,7 @@ def test_smallest_delta_id_reaches_the_power_and_a_smaller_one_does_not():
 
 
 def test_plan_power_prints_both_presets(capsys):
-    from gentax import plan_cli
+    from gentax.study import cli as plan_cli
 
     for preset in ("embedded", "paper"):
         import argparse

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gentax import plan as gplan
+from gentax.study import config as gconfig
 from gentax.errors import ConfigError
 from gentax.io import read_yaml
 from snakemake_plans import dry_run_counts
@@ -34,13 +34,13 @@ def test_a_configfile_keeps_the_embedded_preset_and_overrides_what_it_sets(tmp_p
 
 def test_with_preset_layers_base_overlay_then_overrides():
     base = read_yaml(REPO / "config.yaml")
-    embedded = gplan.with_preset(base, {"grid": {"seeds": [0, 1]}})
+    embedded = gconfig.with_preset(base, {"grid": {"seeds": [0, 1]}})
     assert embedded["preset"] == "embedded" and embedded["model"]["embedded"] is True
     assert embedded["grid"]["seeds"] == [0, 1] and embedded["grid"]["steps"] == 2  # override wins, overlay kept
-    paper = gplan.with_preset(base, {"preset": "paper"})
+    paper = gconfig.with_preset(base, {"preset": "paper"})
     assert paper["grid"]["seeds"] == base["grid"]["seeds"] and paper["model"]["embedded"] is False
     with pytest.raises(ConfigError, match="config key preset: unknown preset 'tiny'"):
-        gplan.with_preset(base, {"preset": "tiny"})
+        gconfig.with_preset(base, {"preset": "tiny"})
 
 
 def test_gentax_plan_layers_the_same_way(tmp_path):

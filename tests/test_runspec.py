@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gentax import plan as gplan
+from gentax.study import plan as gplan
+from gentax.study import config as gconfig
 from gentax import runspec
 from gentax.errors import GentaxError
 from gentax.runspec import RunSpec
@@ -16,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def paper():
-    return gplan.load_config([REPO / "config.yaml"])
+    return gconfig.load_config([REPO / "config.yaml"])
 
 
 def test_every_planned_run_round_trips_through_json(paper):
@@ -74,10 +75,10 @@ def test_a_variant_is_one_entry_of_the_registry(paper, monkeypatch):
                                domains={"webshop": {"max_steps": 9, "options": {"results_per_page": 2}}},
                                aug_eps={"webshop": 99})
     monkeypatch.setitem(runspec.VARIANTS, "hard_aug", hard)
-    monkeypatch.setattr(gplan, "_validator", gplan._validator.__wrapped__)  # the schema's enum is read afresh
+    monkeypatch.setattr(gplan, "_validator", gconfig._validator.__wrapped__)  # the schema's enum is read afresh
     cfg = json.loads(json.dumps(paper))
     cfg["grid"]["experiments"].append({"init": "v1", "variant": "hard_aug", "train_domains": ["webshop"]})
-    gplan.validate(cfg, memory=False)
+    gconfig.validate(cfg, memory=False)
     run = gplan.find_run(cfg, "v1", "webshop", "hard_aug", 2)
     assert run.domains["webshop"] == {"max_steps": 9, "options": {"results_per_page": 2}}
     assert run.augmentation == {"kind": "distractor", "p": 1.0, "eps": {"webshop": 99}}

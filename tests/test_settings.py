@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from gentax import plan as gplan
-from gentax import settings as gsettings
+from gentax.study import plan as gplan
+from gentax.study import config as gconfig
+from gentax.study import settings as gsettings
 
 pytest.importorskip("verl")  # the RL settings are verl's Hydra overrides
 
@@ -77,7 +78,7 @@ OPEN_CHOICES = {
 
 @pytest.fixture(scope="module")
 def paper():
-    return gplan.load_config([REPO / "config.yaml"])
+    return gconfig.load_config([REPO / "config.yaml"])
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +137,7 @@ def test_cli_prints_settings_sources_and_memory(tmp_path, capsys):
 
 def test_embedded_preset_settings_are_unchanged(paper):
     """The embedded preset's jobs receive what they did before the settings audit (CPU: no DeepSpeed, no entropy)."""
-    embedded = gplan.load_config([REPO / "config.yaml", REPO / "config" / "embedded.yaml"])
+    embedded = gconfig.load_config([REPO / "config.yaml", REPO / "config" / "embedded.yaml"])
     s = gsettings.effective_settings(embedded)
     assert s["rl"]["entropy_coeff"] == 0.0 and s["rl"]["invalid_penalty_placement"] == "after_normalisation"
     assert "deepspeed" not in s["sft"] and s["sft"]["per_device_train_batch_size"] * s["sft"]["gradient_accumulation_steps"] == 4

@@ -31,7 +31,6 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from gentax.runspec import from_rl_config  # noqa: E402
 from gentax.train import grpo, verl_engine  # noqa: E402
-from gentax.train.config import load_rl_config  # noqa: E402
 from rl_helpers import make_tiny_model, small_rl  # noqa: E402
 
 pytestmark = pytest.mark.slow  # a local Ray instance and verl's imports: ~40 s in all on 2 cores

@@ -8,7 +8,7 @@ Contract (docs/contracts.md "Plan")::
     builder(name) -> callable            # (analysis, name) -> tables.Table | matplotlib Figure
 
 Everything else derives from it: what the plan builds and what each output reads
-(``gentax.plan``: ``table_names``, ``figure_names``, ``artifact_variants``, ``artifact_runs``,
+(``gentax.study.plan``: ``table_names``, ``figure_names``, ``artifact_variants``, ``artifact_runs``,
 ``artifact_inputs``, ``jobs`` and so the cost preview), the table and figure names and the
 dispatch of ``gentax.analysis.build.build_one``. Adding a table is one entry here plus its builder.
 
@@ -16,7 +16,7 @@ An entry says:
 
 - ``kind``: ``table`` (written as CSV, Markdown, LaTeX) or ``figure`` (PNG, SVG);
 - ``variants``: the run variants it reads (the base rows of every init come along); an artifact
-  planned with the mixtures or the controls reads their runs instead (``gentax.plan.artifact_runs``);
+  planned with the mixtures or the controls reads their runs instead (``gentax.study.plan.artifact_runs``);
 - ``properties`` / ``controls`` / ``extended``: whether it reads the properties table (Table 3),
   the controls' properties table, or the extended runs' summaries (the others never wait for
   extended training);

@@ -1,7 +1,7 @@
 """The controls' tables (beyond the paper): difficulty vs state richness.
 
 Inputs: the success summary (the control runs' rows and the base rows) and the controls'
-properties table (``gentax.controls.property_row``, one row per level of a sweep):
+properties table (``gentax.study.controls.property_row``, one row per level of a sweep):
 
     control        difficulty | richness
     level          the level's name

@@ -32,7 +32,7 @@ A domain may add its own keys for a valid step by setting ``self._extra_info`` (
 Options (difficulty knobs) are declared by each domain: ``default_options`` names every knob
 and its default, and the classmethod ``check_options(options)`` checks every value without
 building anything (no engine, catalog or JVM), so a config is checked at plan time
-(``gentax.plan``) with the same code the env runs; ``__init__`` calls it first.
+(``gentax.study.plan``) with the same code the env runs; ``__init__`` calls it first.
 
 Subclasses implement ``_make_task``, ``_reset``, ``_step`` (returning ``(obs, won)`` or
 ``(obs, won, ended)``; raising ``InvalidAction`` to reject an action without touching the

@@ -27,7 +27,11 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Mapping
 
+from gentax.dtype import rl_autocast, sft_precision
 from gentax.study import paths
+from gentax.study.plan import eval_episodes, filler_settings, rollout_settings, window
+from gentax.train.config import load_rl_config
+from gentax.train.sft_config import load_sft_config, sft_section
 
 
 def encode(spec: Mapping[str, Any]) -> str:
@@ -60,8 +64,6 @@ def rl_section(rl: Mapping[str, Any], *, save_every: int, rollout: str | None = 
     ``engines.dtype`` (when not ``auto``) as the local engine's ``autocast`` and ``engines.rollout``
     as the verl engine's rollout backend. What is specific to a run (its domains' settings,
     augmentation, thinking) is its run spec (``gentax.runspec``), not here."""
-    from gentax.dtype import rl_autocast
-
     section = {**_plain(rl), "save_every": int(save_every)}
     if dtype != "auto":
         section["autocast"] = rl_autocast(dtype)
@@ -73,9 +75,6 @@ def rl_section(rl: Mapping[str, Any], *, save_every: int, rollout: str | None = 
 def sft_train_section(sft: Mapping[str, Any], *, dtype: str = "auto") -> dict:
     """An SFT block as ``gentax sft train`` receives it, with ``engines.dtype`` (when not ``auto``)
     as its precision, as ``rl_section`` does for the RL engines."""
-    from gentax.dtype import sft_precision
-    from gentax.train.sft_config import sft_section
-
     section = sft_section(_plain(sft))
     if dtype != "auto":
         section["precision"] = sft_precision(dtype)
@@ -84,8 +83,6 @@ def sft_train_section(sft: Mapping[str, Any], *, dtype: str = "auto") -> dict:
 
 def resolved_rl(cfg: dict, *, save_every: int) -> dict[str, Any]:
     """The RL section one training job's engine receives, every key resolved."""
-    from gentax.train.config import load_rl_config
-
     section = rl_section(cfg["rl"], save_every=save_every, rollout=cfg["engines"].get("rollout"), dtype=_dtype(cfg))
     return load_rl_config(section).to_dict()
 
@@ -93,8 +90,6 @@ def resolved_rl(cfg: dict, *, save_every: int) -> dict[str, Any]:
 # ---- one builder per job kind ---------------------------------------------------------------------
 def tasks(cfg: dict, domain: str, out: str) -> dict[str, Any]:
     """``gentax tasks``: the held-out eval tasks of one domain."""
-    from gentax.plan import eval_episodes
-
     d = domain_settings(cfg, domain)
     return {"domain": domain, "episodes": eval_episodes(cfg, domain), "split": "eval", **d, "out": out}
 
@@ -113,8 +108,6 @@ def rl_segment(cfg: dict, run, *, start: int, end: int, save_every: int, init_mo
     record fingerprints (Ckpt V1's training domain)."""
     rl = resolved_rl(cfg, save_every=save_every)
     if filler_reference is not None:
-        from gentax.plan import filler_settings
-
         filler = filler_settings(cfg)
         rl["filler"] = {"source": str(filler["source"]), "token": str(filler["token"]),
                         "reference": str(filler_reference)}
@@ -124,8 +117,6 @@ def rl_segment(cfg: dict, run, *, start: int, end: int, save_every: int, init_mo
 
 
 def _sft_data_section(cfg: dict, sft: Mapping[str, Any], *, with_generator: bool) -> dict[str, Any]:
-    from gentax.train.sft_config import sft_section
-
     section = {**sft_section(_plain(sft)), "history_length": int(cfg["rl"]["history_length"]),
                "max_new_tokens": int(cfg["rl"]["max_new_tokens"]), "temperature": float(cfg["rl"]["temperature"])}
     if with_generator:
@@ -136,8 +127,6 @@ def _sft_data_section(cfg: dict, sft: Mapping[str, Any], *, with_generator: bool
 def sft_data(cfg: dict, *, preset: str, out: str, v1_model: str | None) -> dict[str, Any]:
     """``gentax sft build-data``: V2's SFT mix (preset ``v2``, from V1's trajectories and the
     experts) or the embedded base's expert warm start (preset ``embedded-base``)."""
-    from gentax.train.sft_config import load_sft_config
-
     block = cfg["inits"]["v2"]["sft"] if preset == "v2" else (cfg.get("embedded_base") or {})
     section = {**_sft_data_section(cfg, block, with_generator=preset == "v2"), "seed": int(cfg["seed"])}
     resolved = load_sft_config(section, preset)
@@ -148,8 +137,6 @@ def sft_data(cfg: dict, *, preset: str, out: str, v1_model: str | None) -> dict[
 
 def sft_train(cfg: dict, *, preset: str, data: str, init_model: str, out: str) -> dict[str, Any]:
     """``gentax sft train``: LlamaFactory on a dataset folder, written as an HF folder."""
-    from gentax.train.sft_config import load_sft_config
-
     block = cfg["inits"]["v2"]["sft"] if preset == "v2" else (cfg.get("embedded_base") or {})
     section = {**sft_train_section(block, dtype=_dtype(cfg)), "seed": int(cfg["seed"])}
     return {"preset": preset, "sft": load_sft_config(section, preset).to_dict(), "data": data, "init": init_model,
@@ -158,8 +145,6 @@ def sft_train(cfg: dict, *, preset: str, data: str, init_model: str, out: str) -
 
 def _rollout(cfg: dict, kind: str, domain: str, settings: Mapping[str, Any], model: str, tasks_file: str,
              out_json: str) -> dict[str, Any]:
-    from gentax.plan import rollout_settings
-
     rs = rollout_settings(cfg, kind)
     return {"model": model, "domain": domain, "split": "eval", "tasks": tasks_file,
             "episodes": int(rs.pop("episodes")) if "episodes" in rs else None,
@@ -173,8 +158,6 @@ def eval_checkpoint(cfg: dict, *, domain: str, model: str, think: str, tasks_fil
                     filler_reference: str | None = None) -> dict[str, Any]:
     """``gentax eval``: pass@1 of one checkpoint on one eval domain (the task manifest's seeds).
     A filler-mode evaluation names the thinking evaluation of the same cell (``filler_reference``)."""
-    from gentax.plan import eval_episodes, filler_settings, rollout_settings
-
     spec = _rollout(cfg, "eval", domain, domain_settings(cfg, domain), model, tasks_file, out_json)
     spec.update(episodes=eval_episodes(cfg, domain), think=think,
                 errors_as_losses=bool(rollout_settings(cfg, "eval")["errors_as_losses"]), filler=None)
@@ -189,8 +172,6 @@ def properties(cfg: dict, *, domain: str, settings: Mapping[str, Any], model: st
                augmentation: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``gentax properties``: the property log of one domain (T_max for every domain, STUDY.md
     Table 3); a richness level of the controls also has its augmentation."""
-    from gentax.plan import rollout_settings
-
     t_max = int(rollout_settings(cfg, "properties")["t_max"])
     spec = _rollout(cfg, "properties", domain, {**_plain(settings), "max_steps": t_max}, model, tasks_file, out_json)
     aug = _plain(augmentation or {})
@@ -209,9 +190,7 @@ def artifact(cfg: dict, name: str, *, summaries: Iterable[str], outputs: Mapping
     """``gentax table`` / ``gentax figure``: one table or figure from the run summaries it reads (and
     the properties / controls tables where its registry entry reads them: ``plan.artifact_inputs``)."""
     properties_file, controls_file = properties, controls
-    from gentax.analysis.summary import sft_mix_domains
-    from gentax.plan import window
-
+    from gentax.analysis.summary import sft_mix_domains  # function-local: defers pandas
     return {"name": name, "summaries": [str(p) for p in summaries], "properties": properties_file,
             "controls": controls_file, "outputs": _plain(outputs), "provenance": provenance,
             "window": window(cfg, cfg["grid"]["steps"]), "seed": int(cfg["seed"]),

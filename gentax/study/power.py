@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -37,8 +36,9 @@ from scipy.signal import fftconvolve
 from scipy.special import gammaln, xlogy
 from scipy.stats import binom, norm
 
-from gentax import plan as gplan
 from gentax.analysis import stats
+from gentax.io import repo_path
+from gentax.study import plan as gplan
 
 POWER = 0.8
 #: ΔID search step (points) and ΔOOD search step (percent)
@@ -162,7 +162,7 @@ def base_rates(cfg: dict, init: str) -> tuple[dict[str, float], str]:
     import pandas as pd
 
     assumed = {d: float(v) for d, v in cfg["eval"].get("power_base_success", {}).items()}
-    path = gplan.repo_path(cfg["results"]) / "summary" / "base" / init / "default.csv"
+    path = repo_path(cfg["results"]) / "summary" / "base" / init / "default.csv"
     if path.is_file():
         measured = pd.read_csv(path).groupby("eval_domain")["success"].mean().to_dict()
         return {**assumed, **{d: float(v) for d, v in measured.items()}}, str(path)

@@ -1,5 +1,5 @@
 """``gentax plan``: print the study's plan (the grid of RL runs and what they imply), or with
-``--settings`` every job kind's effective settings and their sources (``gentax.settings``), or with
+``--settings`` every job kind's effective settings and their sources (``gentax.study.settings``), or with
 ``--power`` what each table can resolve (``gentax.study.power``)."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 from gentax import jobspec
+from gentax.io import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT  # the repository: config.yaml and profiles/
 DEFAULT_CONFIG = REPO / "config.yaml"
 PROFILES = {"paper": REPO / "profiles" / "slurm", "embedded": REPO / "profiles" / "embedded",
             "gpu1": REPO / "profiles" / "gpu1"}
@@ -65,7 +66,7 @@ def _controls_properties_table(args) -> int:
     import pandas as pd  # function-local: `gentax --help` stays fast
 
     from gentax import io as gio
-    from gentax.controls import ControlLevel, property_row
+    from gentax.study.controls import ControlLevel, property_row
 
     s = jobspec.take(jobspec.load(args.job), ("levels", "inputs", "out"), verb=args.verb)
     rows = []
@@ -103,7 +104,8 @@ def _tasks(args) -> int:
 
 
 def _plan(args) -> int:
-    from gentax import plan as gplan
+    from gentax.study import plan as gplan
+    from gentax.study import config as gconfig
     from gentax.errors import ConfigError
     from gentax.io import deep_merge, read_yaml
 
@@ -116,20 +118,24 @@ def _plan(args) -> int:
     overrides: dict = {}
     for layer in [read_yaml(path) for path in args.config] + [{"preset": args.preset} if args.preset else {}]:
         overrides = deep_merge(overrides, layer)
-    cfg = gplan.with_preset(read_yaml(DEFAULT_CONFIG), overrides, default="paper")
-    gplan.validate(cfg, sources=gplan.config_sources(cfg["preset"], args.config))
-    for problem in gplan.unmet_inputs(cfg):  # a plan may be made away from the cluster: said, not refused
+    cfg = gconfig.with_preset(read_yaml(DEFAULT_CONFIG), overrides, default="paper")
+    gconfig.validate(cfg, sources=gconfig.config_sources(cfg["preset"], args.config))
+    for problem in gconfig.unmet_inputs(cfg):  # a plan may be made away from the cluster: said, not refused
         print(f"gentax: note: {problem} (a run stops before its first job)", file=sys.stderr)
     if args.settings and args.verl:
-        from gentax import settings
+        from gentax.study import settings
 
         print(settings.verl_config(cfg), end="")
         return 0
     if args.settings:
-        from gentax import settings
+        from gentax.study import settings  # function-local, with the next: `gentax --help` stays fast
+        from gentax.study.memory import job_estimates
 
-        print(json.dumps(settings.effective_settings(cfg), indent=2, default=str) if args.json else settings.render(cfg),
-              end="\n" if args.json else "")
+        if args.json:
+            print(json.dumps(settings.effective_settings(cfg), indent=2, default=str))
+        else:
+            memory = [job.line() for job in job_estimates(cfg)] if cfg.get("cluster", {}).get("memory_check") else []
+            print(settings.render(cfg, memory), end="")
         return 0
     if args.cost:
         return _cost(cfg, args)
@@ -157,7 +163,7 @@ def _plan(args) -> int:
 
 
 def _cost(cfg: dict, args) -> int:
-    from gentax import cost
+    from gentax.study import cost
 
     profile = Path(args.profile) if args.profile else PROFILES[cfg["preset"]]
     names = [Path(args.target).stem] if args.target else None

@@ -8,7 +8,7 @@ Two sweeps separate the paper's two confounded explanations of the generalizatio
 - ``controls.richness``: the same domain at its configured difficulty with augmentation budgets
   ``eps`` (0 included: no text inserted), each trajectory augmented with probability ``p``.
 
-``controls.filler`` belongs to the filler-thinking arm (``gentax.plan.filler_settings``) and is not read here.
+``controls.filler`` belongs to the filler-thinking arm (``gentax.study.plan.filler_settings``) and is not read here.
 
 Contract::
 
@@ -20,7 +20,7 @@ A ``ControlLevel`` is one setting of the training domain: its runs are
 ``label`` (``difficulty-<level>`` / ``richness-eps<N>``) is the run's variant name in paths and in
 the success summary; ``variant`` is the registered variant it is built on (think mode: ``default``
 or ``nothink``; a richness level: ``aug``, or ``default`` at eps 0, where nothing is inserted).
-``gentax.plan`` makes each level's runs ``RunSpec``s (``plan.control_run``: the variant with the
+``gentax.study.plan`` makes each level's runs ``RunSpec``s (``plan.control_run``: the variant with the
 level's domain setting and augmentation, ``label`` = the level's); a level whose run is a grid
 run in all but name and length reads that run instead of training it again. Each level has its own property log (the base
 policy ``properties.init`` on the level's setting, as Table 3 measures every domain), so ΔOOD

@@ -1,9 +1,9 @@
 """Plan-time GPU memory check of the training jobs: does each fit its GPUs, and by how much?
 
-Contract: ``job_estimates(cfg) -> list[JobMemory]`` for a workflow config (``gentax.plan``), one per
+Contract: ``job_estimates(cfg) -> list[JobMemory]`` for a workflow config (``gentax.study.plan``), one per
 GPU training job kind of the preset (``sft_v2``; ``rl`` when ``engines.rl`` is verl), each with its
 numbers in GiB; ``check_memory(cfg)`` raises ``ConfigError`` naming the job and its numbers when
-one does not fit. ``gentax.plan.validate`` calls it when ``cluster.memory_check`` is on, so a
+one does not fit. ``gentax.study.config.validate`` calls it when ``cluster.memory_check`` is on, so a
 preset that cannot run is an error at plan time, not after hours in a cluster queue.
 
 Model states (parameters, gradients, optimizer states) come from DeepSpeed's OWN estimators
@@ -19,7 +19,7 @@ device, so no weights are needed:
   one GPU. Stage 1 has no DeepSpeed estimator and is refused.
 - RL (verl's FSDP actor): FSDP FULL_SHARD partitions like ZeRO-3, over ``trainer.n_gpus_per_node``
   x ``trainer.nnodes``, with ``param_offload`` / ``optimizer_offload`` as verl receives them
-  (``gentax.settings.rl_settings``). The rollout phase is checked too: vLLM's
+  (``gentax.study.settings.rl_settings``). The rollout phase is checked too: vLLM's
   ``gpu_memory_utilization`` share of the GPU beside the actor's resident states.
 
 Activations are our estimate (bf16; FlashAttention/SDPA, so no sequence x sequence scores), per
@@ -216,7 +216,7 @@ def sft_estimate(cfg: dict, arch: Architecture) -> JobMemory | None:
 
 def rl_estimates(cfg: dict, arch: Architecture) -> list[JobMemory]:
     """The verl actor update and the rollout phase of an RL run (its settings as verl receives them)."""
-    from gentax.settings import rl_settings  # function-local: the cycle docs/contracts.md "Layers" names
+    from gentax.study.settings import rl_settings  # function-local: defers numpy and hydra (the verl view)
 
     v = rl_settings(cfg)
     actor, model = "actor_rollout_ref.actor.", "actor_rollout_ref.model."

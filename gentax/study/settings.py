@@ -36,8 +36,8 @@ from typing import Any
 
 import yaml
 
-from gentax import plan as gplan
-from gentax.io import read_yaml
+from gentax.io import REPO_ROOT, read_yaml
+from gentax.study import plan as gplan
 from gentax.study.jobs import rl_section
 from gentax.train.sft import llamafactory_args
 from gentax.train.sft_config import load_sft_config
@@ -181,13 +181,14 @@ def effective_settings(cfg: dict) -> dict[str, dict[str, Any]]:
     }
 
 
-def render(cfg: dict) -> str:
-    """The settings as text, sources beside them, then the memory check (see the module docstring).
+def render(cfg: dict, memory_lines: list[str] = ()) -> str:
+    """The settings as text, sources beside them, then ``memory_lines`` (the memory check's
+    figures, ``gentax.study.memory``: the caller's, since that module reads these settings).
 
     A value that differs from the paper preset's (the repository's config.yaml) shows that value
     instead of a source: the sources describe the paper preset."""
     settings = effective_settings(cfg)
-    paper = effective_settings(gplan.load_config([gplan.REPO_ROOT / "config.yaml"]))
+    paper = effective_settings(read_yaml(REPO_ROOT / "config.yaml"))  # the paper preset: config.yaml as it is
     run = shown_run(cfg)
     engine = cfg["engines"]["rl"]
     fill = {"engine": engine, "run": f"run {run.path}, {run.steps} steps",
@@ -205,12 +206,10 @@ def render(cfg: dict) -> str:
             if source and value != paper[kind].get(name):
                 tag = f"  [changed] the paper preset has {_show(paper[kind].get(name))}"
             lines.append(f"  {name:<{width}}  {_show(value)}{tag}")
-    if cfg.get("cluster", {}).get("memory_check"):
-        from gentax.train.memory import job_estimates  # function-local: the cycle docs/contracts.md "Layers" names
-
+    if memory_lines:
         lines += ["", f"== Memory per GPU ({cfg['cluster']['gpu_memory_gib']} GiB, margin "
                       f"{cfg['cluster']['memory_margin']:.0%}; DeepSpeed's estimators + activations)"]
-        lines += [f"  {job.line()}" for job in job_estimates(cfg)]
+        lines += [f"  {line}" for line in memory_lines]
     return "\n".join(lines) + "\n"
 
 

@@ -1,6 +1,6 @@
 """Budget preview: what the study (or one table) will spend, before it is launched.
 
-``estimate(cfg, resources, names)`` prices the jobs of ``gentax.plan.jobs`` (the same jobs the
+``estimate(cfg, resources, names)`` prices the jobs of ``gentax.study.plan.jobs`` (the same jobs the
 Snakefile declares; tests/test_cost.py checks them against Snakemake's dry-run) with
 
 - the time figures of config ``cost`` (stated with their source there): minutes per RL step,
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from gentax import io as gio
-from gentax import plan as gplan
+from gentax.study import plan as gplan
 from gentax.errors import ConfigError
 
 #: timed rules -> (unit, config key of the time figure, seconds per figure unit)

@@ -1,19 +1,9 @@
-"""The study's plan: config loading/validation and the expansion of the grid into runs.
+"""The study's plan: the expansion of a validated config into runs, jobs and artifacts.
 
 One place for "what the study consists of", used by the Snakefile's input functions
-(rules/common.smk) and by ``gentax plan``. Contract:
+(rules/common.smk), the job specs (``gentax.study.jobs``) and ``gentax plan``. Loading and
+validating the config is ``gentax.study.config``. Contract:
 
-- ``load_config(paths_or_dict)`` merges YAML files (later ones override, dicts deep-merged,
-  lists replaced — as Snakemake merges ``--configfile``), validates against
-  ``gentax/config_schema.yaml`` plus cross-field rules and every domain's knobs (the domain's own
-  ``check_options``), and raises ``ConfigError`` naming the key; with ``cluster.memory_check`` it
-  also sizes every GPU training job (``gentax.train.memory``): a preset whose SFT or RL actor does
-  not fit its GPUs is an error here, at plan time. Every error is one line: an unknown key names
-  the file that set it (``config_sources``) and the closest valid key; ``with_preset`` and
-  ``cli_overrides`` build the study from config.yaml, the preset's overlay and the user's layers
-  (nested ``--config`` values typed as in a file); ``check_configfiles`` reads files the way
-  ``snakemake --configfile`` will; ``unmet_inputs`` lists what the jobs need from this machine
-  (the base model folder, a writable results folder).
 - ``runs(cfg)`` lists every RL run after V1 as a resolved ``gentax.runspec.RunSpec`` (``Run`` is
   the same class): init, training domains with weights (``train_domain`` is its path label),
   variant, seed, steps, thinking, augmentation and the training domains' settings; built here once
@@ -44,18 +34,13 @@ from typing import Any, Iterable
 
 from gentax import runspec
 from gentax.analysis import artifacts
-from gentax.controls import (PROPERTIES_TABLE, ControlLevel, check_controls, control_levels, enabled, not_evaluated,
-                             property_path)
-from gentax.domains import domain_class
 from gentax.domains.spec import is_mixture, mixture_weights, names
-from gentax.errors import ConfigError, GentaxError, yaml_number_hint
-from gentax.io import REPO_ROOT, deep_merge, read_yaml, repo_path  # noqa: F401  (REPO_ROOT, repo_path: read as gplan.*)
+from gentax.errors import ConfigError
 from gentax.runspec import RunSpec
+from gentax.study.controls import PROPERTIES_TABLE, ControlLevel, control_levels, enabled, property_path
 from gentax.train.sft_config import load_sft_config, sft_section  # noqa: F401  (sft_section: read as gplan.sft_section)
 
-SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 VARIANTS = runspec.variant_names()  # what each means: gentax/runspec.py
-
 
 
 def __getattr__(name: str):
@@ -83,313 +68,9 @@ _DERIVED_LISTS = {
 Run = RunSpec  # a planned run (gentax.runspec)
 
 
-@functools.lru_cache(maxsize=1)
-def _validator():
-    import jsonschema
-
-    return jsonschema.Draft202012Validator(schema())
-
-
-def schema() -> dict:
-    """``config_schema.yaml`` with its domain lists filled in from the domain registry
-    (``gentax.domains.spec``): the domain-name enum and the required ``domains`` sections."""
-    out = read_yaml(SCHEMA_PATH)
-    domains = list(names())
-    out["$defs"]["domain_name"] = {"enum": domains}
-    out["$defs"]["variant_name"] = {"enum": list(runspec.variant_names())}
-    out["properties"]["preset"]["enum"] = list(PRESET_OVERLAYS)
-    section = out["properties"]["domains"]
-    section["required"] = domains
-    section["propertyNames"] = {"$ref": "#/$defs/domain_name"}
-    return out
-
-
-#: The study presets: which overlay is laid over config.yaml (the paper's study) before the user's
-#: own overrides. This is the only meaning of "preset" in the workflow config; the engines' defaults
-#: files (gentax/train/rl_defaults.yaml, sft_defaults.yaml) have one section per study preset
-#: (rl: paper | embedded | gpu1; sft: v2 | embedded-base, the two SFT stages of those studies).
-PRESET_OVERLAYS = {"paper": None, "embedded": REPO_ROOT / "config" / "embedded.yaml",
-                   "gpu1": REPO_ROOT / "config" / "gpu1.yaml"}
-
-
-def with_preset(base: dict, overrides: dict, default: str = "embedded") -> dict:
-    """The study config: ``base`` (config.yaml), then the preset's overlay, then ``overrides``
-    (the user's files and key=values, already merged in order), so an override always wins,
-    also over a value the overlay sets. The preset is ``overrides["preset"]`` when given (the
-    Snakemake profile or a file sets it), else ``default`` (a plain ``snakemake``: embedded)."""
-    preset = overrides.get("preset") or default
-    if preset not in PRESET_OVERLAYS:
-        raise ConfigError(f"config key preset: unknown preset {preset!r}{did_you_mean(str(preset), PRESET_OVERLAYS)}; "
-                          f"valid: {', '.join(PRESET_OVERLAYS)}")
-    overlay = PRESET_OVERLAYS[preset]
-    cfg = deep_merge(deep_merge(base, read_yaml(overlay) if overlay else {}), overrides)
-    cfg["preset"] = preset
-    return cfg
-
-
-def cli_overrides(overrides: dict, cli: dict) -> dict:
-    """``overrides`` (Snakemake's merged --configfile files and --config pairs) with every nested
-    ``--config`` value read as YAML, as a config file reads it: Snakemake types a top-level
-    ``key=value`` (int, float, bool) but leaves each leaf of ``key={a: 4}`` text."""
-    import yaml
-
-    def typed(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {key: typed(v) for key, v in value.items()}
-        if isinstance(value, list):
-            return [typed(v) for v in value]
-        if isinstance(value, str) and value.strip():
-            try:
-                return yaml.safe_load(value)
-            except yaml.YAMLError:
-                return value
-        return value
-
-    nested = {key: typed(value) for key, value in cli.items() if isinstance(value, (dict, list))}
-    return deep_merge(overrides, nested)
-
-
-def config_sources(preset: str, configfiles: Iterable[str | Path] = (), cli: dict | None = None) -> list[tuple[str, dict]]:
-    """Where each layer of the study config comes from, in merge order: config.yaml, the preset's
-    overlay, the user's files, ``--config``: what ``validate`` names beside a bad key."""
-    def label(path: Path) -> str:
-        return str(path.resolve().relative_to(REPO_ROOT)) if path.resolve().is_relative_to(REPO_ROOT) else str(path)
-
-    overlay = PRESET_OVERLAYS.get(preset)
-    files = [REPO_ROOT / "config.yaml", *([overlay] if overlay else []), *map(Path, configfiles)]
-    out = [(label(path), read_yaml(path)) for path in files]
-    return out + ([("--config", dict(cli))] if cli else [])
-
-
-def check_configfiles(paths: Iterable[str | Path]) -> None:
-    """Each file given to ``snakemake --configfile`` read as Snakemake will read it, so that one it
-    cannot read is named (Snakemake's own message names no file): ConfigError for a missing file,
-    a YAML error, an empty file or one whose top level is not a mapping."""
-    for path in map(Path, paths):
-        if path.is_file() and not path.read_text().strip():
-            raise ConfigError(f"{path}: empty; a config file is a mapping of keys (e.g. `eval: {{episodes: 4}}`)")
-        read_yaml(path)
-
-
-def unmet_inputs(cfg: dict) -> list[str]:
-    """What the jobs will need from this machine that is not there, one line each: the base model
-    (``model.base``, unless ``model.embedded``: a folder holding a config.json) and a writable
-    results folder. The Snakefile stops a run on any before its first job (``onstart``); a dry-run
-    and ``gentax plan`` only say them (a plan may be made away from the cluster)."""
-    import os
-
-    problems = []
-    if not cfg["model"]["embedded"]:
-        base = repo_path(cfg["model"]["base"])
-        if not (base / "config.json").is_file():
-            what = "holds no config.json (not a Hugging Face model folder)" if base.is_dir() else "not found"
-            problems.append(f"config key model.base: {base} {what}; every training and evaluation job loads it")
-    results = repo_path(cfg["results"])
-    existing = next(p for p in (results, *results.parents) if p.exists())
-    if not (existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)):
-        problems.append(f"config key results: {results} cannot be written ({existing} is not a writable folder)")
-    return problems
-
-
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """`` (did you mean X?)`` for the closest of ``choices`` to a misspelled ``word``, else ``""``."""
-    import difflib
-
-    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
-
-
-def _set_in(sources: list[tuple[str, dict]], path: list) -> str | None:
-    """The last source (file or --config) that sets the key at ``path``: the one that wins."""
-    found = None
-    for name, data in sources:
-        node: Any = data
-        for part in path:
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and isinstance(part, int) and part < len(node):
-                node = node[part]
-            else:
-                break
-        else:
-            found = name
-    return found
-
-
-def load_config(sources: str | Path | dict | Iterable[str | Path | dict]) -> dict:
-    """Merge config files/dicts in order and validate; raises ConfigError naming the bad key."""
-    if isinstance(sources, (str, Path, dict)):
-        sources = [sources]
-    cfg: dict = {}
-    named: list[tuple[str, dict]] = []
-    for i, src in enumerate(sources):
-        data = src if isinstance(src, dict) else read_yaml(src)
-        named.append((f"layer {i}" if isinstance(src, dict) else str(src), data))
-        cfg = deep_merge(cfg, data)
-    validate(cfg, sources=named)
-    return cfg
-
-
-def validate(cfg: dict, *, memory: bool = True, sources: list[tuple[str, dict]] | None = None) -> None:
-    """Schema + cross-field rules; ``memory=False`` skips the GPU memory check (a cluster job
-    re-reading the Snakefile: the main process has checked). ``sources`` (``config_sources``):
-    the layers ``cfg`` was merged from, so a bad key's error names the file that set it."""
-    errors = sorted(_validator().iter_errors(cfg), key=lambda e: (len(e.path), list(map(str, e.path))))
-    if errors:
-        raise _schema_error(errors, sources or [])
-    _check_domain_options(cfg, sources or [])  # before the controls, whose levels lay their knobs over these
-    _check_cross_fields(cfg)
-    if memory and cfg.get("cluster", {}).get("memory_check"):
-        # function-local: gentax.train.memory reads gentax.settings, which reads this module (the one
-        # import cycle left; docs/contracts.md "Layers" says how the study package's split ends it)
-        from gentax.train.memory import check_memory
-
-        check_memory(cfg)  # every GPU training job fits its GPUs (DeepSpeed's estimators + activations)
-
-
-def _schema_error(errors: list, sources: list[tuple[str, dict]]) -> ConfigError:
-    """One line for the schema's best-matching error: the key, what is wrong, a did-you-mean for an
-    unknown key, the number hint for text that reads as a number, and the file that set it."""
-    import jsonschema
-
-    err = jsonschema.exceptions.best_match(errors)
-    path = list(err.absolute_path)
-    message = err.message
-    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-        known = err.schema.get("properties", {})
-        unknown = [key for key in err.instance if key not in known]
-        if unknown:
-            path.append(unknown[0])
-            message = f"unknown key{did_you_mean(str(unknown[0]), known)}; valid: {', '.join(known)}"
-    elif err.validator == "type":
-        wanted = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
-        message += yaml_number_hint(err.instance, integer="integer" in wanted and "number" not in wanted)
-    key = ".".join(str(p) for p in path) or "(top level)"
-    where = _set_in(sources, path) if path else None
-    return ConfigError(f"config key {key}: {message}" + (f" (set in {where})" if where else ""))
-
-
-def _check_cross_fields(cfg: dict) -> None:
-    save_every = cfg["rl"]["save_every"]
-    steps = cfg["grid"]["steps"]
-    window = cfg["eval"]["window"]
-    if steps % save_every:
-        raise ConfigError(f"config key grid.steps: {steps} is not a multiple of rl.save_every ({save_every})")
-    if window * save_every > steps:
-        raise ConfigError(f"config key eval.window: {window} checkpoints every {save_every} steps do not fit in grid.steps ({steps})")
-    inits = cfg["inits"]
-    if cfg["inits"]["v1"]["rl"]["train_domain"] not in inits["v1"]["domains"]:
-        raise ConfigError("config key inits.v1.rl.train_domain: must be one of inits.v1.domains")
-    if cfg["properties"]["init"] not in inits:
-        raise ConfigError("config key properties.init: unknown init")
-    for i, exp in enumerate(cfg["grid"]["experiments"]):
-        allowed = inits[exp["init"]]["domains"]
-        for d in exp["train_domains"]:
-            if d not in allowed:
-                raise not_evaluated(cfg, f"config key grid.experiments.{i}.train_domains", exp["init"], d)
-            if _needs_eps(exp["variant"], d) and d not in cfg["augmentation"][exp["init"]]["eps"]:
-                raise ConfigError(f"config key augmentation.{exp['init']}.eps.{d}: missing (needed by grid.experiments.{i})")
-    _check_mixtures(cfg)
-    _check_filler(cfg)
-    check_controls(cfg)
-    planned = {(e["init"], e["variant"], d) for e in cfg["grid"]["experiments"] for d in e["train_domains"]}
-    for i, ext in enumerate(cfg["grid"].get("extended", [])):
-        key = f"config key grid.extended.{i}"
-        if (ext["init"], ext["variant"], ext["train_domain"]) not in planned:
-            raise ConfigError(f"{key}: extends a run that grid.experiments does not plan")
-        if ext["steps"] <= steps or ext["steps"] % save_every:
-            raise ConfigError(f"{key}.steps: must exceed grid.steps ({steps}) and be a multiple of rl.save_every ({save_every})")
-    if cfg["model"]["embedded"] and "embedded_base" not in cfg:
-        raise ConfigError("config key embedded_base: required when model.embedded is true")
-    _check_engine_sections(cfg)
-
-
-def _check_mixtures(cfg: dict) -> None:
-    """Every mixture of ``grid.mixtures``: two or more known domains (checked also while the block is
-    off); when it is on, each an evaluated domain of the init, with an augmentation budget when the
-    variant is aug (a block that is off plans nothing, so another config's inits need not match it)."""
-    block = cfg["grid"].get("mixtures") or {}
-    for i, exp in enumerate(block.get("experiments", [])):
-        allowed = cfg["inits"][exp["init"]]["domains"]
-        for k, mixture in enumerate(exp["mixtures"]):
-            key = f"config key grid.mixtures.experiments.{i}.mixtures.{k}"
-            try:
-                weights = mixture_weights(mixture)
-            except GentaxError as exc:
-                raise ConfigError(f"{key}: {exc}") from None
-            if len(weights) < 2:
-                raise ConfigError(f"{key}: a mixture names two or more domains joined by '+', got {mixture!r}")
-            if not block.get("enabled", False):
-                continue
-            for d in weights:
-                if d not in allowed:
-                    raise not_evaluated(cfg, key, exp["init"], d)
-                if _needs_eps(exp["variant"], d) and d not in cfg["augmentation"][exp["init"]]["eps"]:
-                    raise ConfigError(f"config key augmentation.{exp['init']}.eps.{d}: missing (needed by {key})")
-
-
-def _check_filler(cfg: dict) -> None:
-    """Every planned filler-thinking experiment (``controls.filler`` when enabled, or a grid entry of
-    a variant in thinking mode filler): each domain an evaluated domain of the init with the
-    matching thinking (default) run planned, and the local RL engine (docs/STUDY.md)."""
-    planned = [(f"config key controls.filler.experiments.{i}", exp) for i, exp in enumerate(filler_experiments(cfg))]
-    planned += [(f"config key grid.experiments.{i}", exp) for i, exp in enumerate(cfg["grid"]["experiments"])
-                if runspec.think_mode(exp["variant"]) == "filler"]
-    for key, exp in planned:
-        allowed = cfg["inits"][exp["init"]]["domains"]
-        thinking = {d for e in cfg["grid"]["experiments"] if e["init"] == exp["init"] and e["variant"] == runspec.DEFAULT_VARIANT
-                    for d in e["train_domains"]}
-        for d in exp["train_domains"]:
-            if d not in allowed:
-                raise not_evaluated(cfg, f"{key}.train_domains", exp["init"], d)
-            if d not in thinking:
-                raise ConfigError(f"{key}.train_domains: {d} has no thinking run to match: grid.experiments plans no "
-                                  f"{exp['init']} default run on {d}")
-        if cfg["engines"]["rl"] != "local":
-            raise ConfigError(f"{key}: the filler arm runs on the local engine only (engines.rl is "
-                              f"{cfg['engines']['rl']!r}; set engines.rl: local or plan no filler runs)")
-
-
-def _needs_eps(variant: str, domain: str) -> bool:
-    """A run of ``variant`` on ``domain`` reads the config's augmentation budget of ``domain``."""
-    v = runspec.variant(variant)
-    return v.augment and domain not in v.aug_eps
-
-
-def _check_domain_options(cfg: dict, sources: list[tuple[str, dict]]) -> None:
-    """Every domain's knobs, checked by the domain's own declarations (``DomainEnv.check_options``),
-    reported under the key the user wrote (and the file that set it)."""
-    for name, section in cfg["domains"].items():
-        options = dict(section.get("options") or {})
-        cls = domain_class(name)
-        try:
-            cls.check_options(options)
-        except GentaxError as exc:
-            unknown = [key for key in options if key not in cls.default_options]
-            path = ["domains", name, "options", *unknown[:1]]
-            hint = did_you_mean(unknown[0], cls.default_options) if unknown else ""
-            where = _set_in(sources, path)
-            raise ConfigError(f"config key {'.'.join(path)}: {exc}{hint}" + (f" (set in {where})" if where else "")) from None
-
-
 def sft_domains(sft: dict, preset: str = "v2") -> list[str]:
     """The domains an SFT section's data comes from (its mix after the preset's defaults)."""
     return load_sft_config(sft_section(sft), preset=preset).active_domains()
-
-
-def _check_engine_sections(cfg: dict) -> None:
-    """The RL and SFT sections are validated by the engines' own loaders (one place for their keys)."""
-    from gentax.train.config import load_rl_config  # function-local: defers numpy (gentax.train.grpo)
-
-    checks = [("rl", lambda: load_rl_config(cfg["rl"])),
-              ("inits.v2.sft", lambda: load_sft_config(sft_section(cfg["inits"]["v2"]["sft"]), preset="v2"))]
-    if cfg["model"]["embedded"]:
-        checks.append(("embedded_base", lambda: load_sft_config(sft_section(cfg["embedded_base"]), preset="embedded-base")))
-    for key, check in checks:
-        try:
-            check()
-        except ConfigError as exc:
-            raise ConfigError(f"config key {key}: {exc}") from None
 
 
 def eval_episodes(cfg: dict, domain: str) -> int:
@@ -561,7 +242,7 @@ def plan(cfg: dict) -> dict[str, Any]:
             "runs": len(rs),
             "segments": sum(len(segments(cfg, r)) for r in rs),
             "checkpoint_evals": evals,
-            "base_evals": sum(len(eval_domains(cfg, i)) for i in cfg["inits"]),
+            "base_evals": sum(len(base_variants(cfg, i)) * len(eval_domains(cfg, i)) for i in cfg["inits"]),
         },
         # each level of the controls: the runs it reads and its property log
         "controls": [{"control": p["control"], "level": p["level"], "setting": ControlLevel(**{
@@ -597,7 +278,7 @@ def table_names(cfg: dict) -> list[str]:
     return artifact_names(cfg, "table")
 
 
-# ---- controls (gentax.controls) ----------------------------------------------------------
+# ---- controls (gentax.study.controls) ----------------------------------------------------------
 def control_property_paths(cfg: dict) -> list[str]:
     """Each level's property log (relative to the results folder), in level order."""
     return [property_path(cfg, level) for level in control_levels(cfg)]
