@@ -65,7 +65,8 @@ def test_a_second_setup_says_what_it_found_and_what_it_did(tmp_path):
     (other / "gentax").mkdir(parents=True)
     (other / "gentax" / "__init__.py").write_text("")
     installed_editable(venv, other)
-    assert subprocess.run([str(venv / "bin" / "python"), "-c", "import gentax"], cwd="/").returncode == 0
+    # with no PYTHONPATH (the test command sets one to this checkout): what the venv itself brings
+    assert subprocess.run([str(venv / "bin" / "python"), "-c", "import gentax"], cwd="/", env=PLAIN_ENV).returncode == 0
     env = {**PLAIN_ENV, "GENTAX_VENV": str(venv), "GENTAX_SFT_VENV": str(tmp_path / "no-sft-venv")}
     stamp = subprocess.run(["bash", "scripts/setup.sh", "--stamp"], cwd=REPO, env=env, capture_output=True,
                            text=True, check=True).stdout.strip()
@@ -75,7 +76,8 @@ def test_a_second_setup_says_what_it_found_and_what_it_did(tmp_path):
     assert first.returncode == 0, first.stderr
     assert f"gentax setup: found gentax installed in {venv} from {other}; removed it" in first.stderr
     assert "up to date" in first.stderr
-    still = subprocess.run([str(venv / "bin" / "python"), "-c", "import gentax"], cwd="/", capture_output=True)
+    still = subprocess.run([str(venv / "bin" / "python"), "-c", "import gentax"], cwd="/", env=PLAIN_ENV,
+                           capture_output=True)
     assert still.returncode != 0  # the venv no longer brings any clone's gentax
 
     second = subprocess.run(["bash", "scripts/setup.sh"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)

@@ -105,8 +105,8 @@ def test_resume_after_a_real_kill(straight_run, tiny, tmp_path):
     run = tmp_path / "run"
     config = tmp_path / "rl.yaml"
     config.write_text(yaml.safe_dump({"rl": TINY_RL}))
-    cmd = [sys.executable, "-m", "gentax", "train", "rl", "--engine", "local", "--config", str(config), "--preset",
-           "embedded", "--init", str(tiny), "--domain", "sokoban", "--seed", "0", "--steps", "0:3", "--out", str(run),
+    cmd = [sys.executable, "-m", "gentax", "train", "rl", "--engine", "local", "--config", str(config),
+           "--init", str(tiny), "--domain", "sokoban", "--seed", "0", "--steps", "0:3", "--out", str(run),
            "--no-progress"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -11,6 +11,7 @@ import pytest
 
 from gentax.domains.spec import mixture_name, mixture_weights
 from gentax.errors import ConfigError, GentaxError
+from gentax.io import deep_merge
 from gentax.train import runs
 from gentax.train.cli import train_rl
 from rl_helpers import TINY_RL, make_tiny_model
@@ -74,12 +75,12 @@ def test_a_mixture_must_name_known_evaluated_domains():
     bad = {"grid": {"mixtures": {"enabled": True, "experiments": [
         {"init": "v1", "variant": "default", "mixtures": ["webshop+sciworld"]}]}}}
     with pytest.raises(ConfigError, match=r"grid\.mixtures\.experiments\.0\.mixtures\.0: sciworld is not an evaluated domain of v1"):
-        gconfig.validate(gplan.deep_merge(paper, bad))
+        gconfig.validate(deep_merge(paper, bad))
     # a block that is off plans nothing: a config whose inits evaluate fewer domains still plans,
     # but a name that is no mixture of known domains is an error even there
-    off = gplan.deep_merge(bad, {"grid": {"mixtures": {"enabled": False}}})
-    gconfig.validate(gplan.deep_merge(paper, off))
-    unknown = gplan.deep_merge(paper, gplan.deep_merge(off, {"grid": {"mixtures": {"experiments": [
+    off = deep_merge(bad, {"grid": {"mixtures": {"enabled": False}}})
+    gconfig.validate(deep_merge(paper, off))
+    unknown = deep_merge(paper, deep_merge(off, {"grid": {"mixtures": {"experiments": [
         {"init": "v1", "variant": "default", "mixtures": ["webshop+chess"]}]}}}))
     with pytest.raises(ConfigError, match=r"grid\.mixtures\.experiments\.0\.mixtures\.0"):
         gconfig.validate(unknown)

@@ -75,7 +75,7 @@ def test_a_variant_is_one_entry_of_the_registry(paper, monkeypatch):
                                domains={"webshop": {"max_steps": 9, "options": {"results_per_page": 2}}},
                                aug_eps={"webshop": 99})
     monkeypatch.setitem(runspec.VARIANTS, "hard_aug", hard)
-    monkeypatch.setattr(gplan, "_validator", gconfig._validator.__wrapped__)  # the schema's enum is read afresh
+    monkeypatch.setattr(gconfig, "_validator", gconfig._validator.__wrapped__)  # the schema's enum is read afresh
     cfg = json.loads(json.dumps(paper))
     cfg["grid"]["experiments"].append({"init": "v1", "variant": "hard_aug", "train_domains": ["webshop"]})
     gconfig.validate(cfg, memory=False)

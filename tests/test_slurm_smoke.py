@@ -206,9 +206,10 @@ def test_a_preempted_rl_segment_resumes_and_changes_nothing(finished):
     segment = f"rule_rl_segment/v1_sokoban_default_0_1_{EXTENDED_STEPS}/"
     submissions = [line for line in text.splitlines() if "submitted with SLURM jobid" in line and segment in line]
     assert len(submissions) == 2, text[-4000:]  # the cancelled job and Snakemake's retry
-    # Snakemake starts the retry's log afresh: it shows the retry taking over the dead job's lock
+    # scancel's SIGTERM ends the trainer through its handler (gentax.train.processes), which frees
+    # the run folder's lock; a SIGKILL would leave it to be taken over. Either way the retry trains.
     log = next((preempted["work"] / "results" / "logs").rglob(f"segment_1_{EXTENDED_STEPS}*.log")).read_text()
-    assert "took over the lock" in log and "no longer running" in log, log[-3000:]
+    assert "is in use by" not in log, log[-3000:]
     resumed = int(re.search(r"resuming \S+ from step (\d+)", log).group(1))
     assert cancelled <= resumed < EXTENDED_STEPS  # from its last checkpoint, not from the start
     import pandas as pd
