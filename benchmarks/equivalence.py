@@ -1,0 +1,131 @@
+"""Run the SLURM smoke's reduced grid (tests/smoke_config.yaml, a tiny seeded model) from two
+commits of this repository on this machine and compare what they computed.
+
+    python benchmarks/equivalence.py OLD_COMMIT [NEW_COMMIT=HEAD] [--out RECORD]
+
+Each commit is checked out into a scratch folder and run with the same Snakemake command (the
+embedded profile's threads: ``profiles/default`` before it became ``profiles/embedded``); then
+every RL run's metrics (timings left out), every checkpoint's weights, every evaluation's
+outcomes (its summary less timings and provenance) and every table are compared. It prints one
+line per artifact kind and a verdict; ``--out`` also writes that as a record (commit, machine,
+date). A restructuring that changes no job's computation gives "identical".
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TARGETS = ["results/tables/table2_success.csv", "results/tables/table5_augmentation.csv",
+           "results/tables/table3_ranking.csv"]
+TIMING_KEYS = {"seconds", "time", "timing", "created", "provenance", "elapsed", "tokens_per_s"}
+
+
+def _timing(key: str) -> bool:
+    """A key whose value is a wall time (or provenance, which names the machine and commit)."""
+    return key in TIMING_KEYS or key.endswith(("_s", "_seconds", "/seconds"))
+
+
+def _sh(*args, cwd=None) -> str:
+    return subprocess.run(args, cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _checkout(commit: str, where: Path) -> Path:
+    subprocess.run(["git", "worktree", "add", "--detach", "-f", str(where), commit], cwd=REPO, check=True,
+                   capture_output=True)
+    return where
+
+
+def _run(tree: Path, model: Path, scratch: Path) -> float:
+    profile = ["--profile", "profiles/embedded"] if (tree / "profiles" / "embedded").is_dir() else []
+    override = scratch / f"model_{tree.name}.yaml"
+    override.write_text(f"model: {{base: {model}}}\n")
+    cmd = [sys.executable, "-m", "snakemake", *TARGETS, "--cores", "2", *profile, "--configfile", "config.yaml",
+           "tests/smoke_config.yaml", str(override)]
+    env = {"PATH": f"{tree / 'bin'}:{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHONPATH": str(tree),
+           "HOME": str(Path.home())}
+    started = time.monotonic()
+    proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
+    if proc.returncode:
+        raise SystemExit(f"{tree}: snakemake failed:\n{(proc.stdout + proc.stderr)[-4000:]}")
+    return time.monotonic() - started
+
+
+def _strip(obj):
+    if isinstance(obj, dict):
+        return {k: _strip(v) for k, v in obj.items() if not _timing(k)}
+    if isinstance(obj, list):
+        return [_strip(v) for v in obj]
+    return obj
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def compare(a: Path, b: Path) -> list[str]:
+    """One line per artifact kind: how many compared, which differ."""
+    import pandas as pd
+
+    lines = []
+    ra, rb = a / "results", b / "results"
+    def untimed(frame):
+        return frame.drop(columns=[c for c in frame.columns if _timing(c)])
+
+    kinds = {
+        "RL metrics (timings left out)": ("runs/**/metrics.csv",
+                                          lambda p, q: untimed(pd.read_csv(p)).equals(untimed(pd.read_csv(q)))),
+        "checkpoint weights": ("**/checkpoints/step_*/model.safetensors", lambda p, q: _digest(p) == _digest(q)),
+        "evaluation summaries (timings, provenance left out)": ("eval/**/*.json", lambda p, q: _strip(
+            json.loads(p.read_text())) == _strip(json.loads(q.read_text()))),
+        "evaluation episodes": ("eval/**/*.episodes.parquet",
+                                lambda p, q: untimed(pd.read_parquet(p)).equals(untimed(pd.read_parquet(q)))),
+        "tables": ("tables/*.csv", lambda p, q: p.read_text() == q.read_text()),
+    }
+    for name, (pattern, same) in kinds.items():
+        files = sorted(p.relative_to(ra) for p in ra.glob(pattern))
+        missing = [str(f) for f in files if not (rb / f).exists()]
+        differ = [str(f) for f in files if (rb / f).exists() and not same(ra / f, rb / f)]
+        lines.append(f"{name}: {len(files)} compared, {len(differ)} differ{', ' + ', '.join(differ[:5]) if differ else ''}"
+                     f"{'; missing in the second: ' + ', '.join(missing[:5]) if missing else ''}")
+    return lines
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("old")
+    parser.add_argument("new", nargs="?", default="HEAD")
+    parser.add_argument("--out", default=None, help="also write the report here (a record)")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(REPO / "tests"))
+    from test_slurm_smoke import tiny_model  # the smoke's own tiny seeded model
+
+    scratch = Path(tempfile.mkdtemp(prefix="gentax-equiv-"))
+    model = tiny_model(scratch / "tiny_model")
+    commits = [_sh("git", "rev-parse", c, cwd=REPO) for c in (args.old, args.new)]
+    trees = [_checkout(c, scratch / f"tree{i}") for i, c in enumerate(commits)]
+    walls = [_run(t, model, scratch) for t in trees]
+    report = [f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.processor() or platform.machine()}, "
+              f"{_sh('nproc')} cores; python benchmarks/equivalence.py {args.old} {args.new}",
+              f"old {commits[0][:12]}: {walls[0]:.0f} s; new {commits[1][:12]}: {walls[1]:.0f} s (the reduced grid, --cores 2)",
+              *compare(*trees)]
+    verdict = "identical" if all(" 0 differ" in line and "missing" not in line for line in report[2:]) else "DIFFERENT"
+    report.append(f"verdict: {verdict}")
+    print("\n".join(report))
+    if args.out:
+        Path(args.out).write_text("\n".join(report) + "\n")
+    for t in trees:
+        subprocess.run(["git", "worktree", "remove", "--force", str(t)], cwd=REPO, capture_output=True)
+    return 0 if verdict == "identical" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
