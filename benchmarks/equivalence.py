@@ -93,10 +93,32 @@ def compare(a: Path, b: Path) -> list[str]:
     for name, (pattern, same) in kinds.items():
         files = sorted(p.relative_to(ra) for p in ra.glob(pattern))
         missing = [str(f) for f in files if not (rb / f).exists()]
-        differ = [str(f) for f in files if (rb / f).exists() and not same(ra / f, rb / f)]
-        lines.append(f"{name}: {len(files)} compared, {len(differ)} differ{', ' + ', '.join(differ[:5]) if differ else ''}"
+        differ = [f for f in files if (rb / f).exists() and not same(ra / f, rb / f)]
+        lines.append(f"{name}: {len(files)} compared, {len(differ)} differ"
                      f"{'; missing in the second: ' + ', '.join(missing[:5]) if missing else ''}")
+        lines += [f"  {f}: {_what_differs(ra / f, rb / f)}" for f in differ[:3]]
     return lines
+
+
+def _what_differs(a: Path, b: Path) -> str:
+    """Which keys (JSON) or columns (CSV) differ, and which the second adds or drops."""
+    import pandas as pd
+
+    if a.suffix == ".json":
+        x, y = _strip(json.loads(a.read_text())), _strip(json.loads(b.read_text()))
+    elif a.suffix == ".csv":
+        fx, fy = pd.read_csv(a), pd.read_csv(b)
+        if len(fx) != len(fy):
+            return f"{len(fx)} rows, then {len(fy)}"
+        x, y = {c: fx[c] for c in fx.columns}, {c: fy[c] for c in fy.columns}
+        added, dropped = sorted(set(y) - set(x)), sorted(set(x) - set(y))
+        changed = sorted(c for c in set(x) & set(y) if not x[c].equals(y[c]))  # NaN equals NaN here
+        return f"changed {changed or 'none'}; added {added or 'none'}; dropped {dropped or 'none'}"
+    else:
+        return "bytes differ"
+    added, dropped = sorted(set(y) - set(x)), sorted(set(x) - set(y))
+    changed = sorted(k for k in set(x) & set(y) if x[k] != y[k])
+    return f"changed {changed or 'none'}; added {added or 'none'}; dropped {dropped or 'none'}"
 
 
 def main(argv=None) -> int:
@@ -117,7 +139,8 @@ def main(argv=None) -> int:
               f"{_sh('nproc')} cores; python benchmarks/equivalence.py {args.old} {args.new}",
               f"old {commits[0][:12]}: {walls[0]:.0f} s; new {commits[1][:12]}: {walls[1]:.0f} s (the reduced grid, --cores 2)",
               *compare(*trees)]
-    verdict = "identical" if all(" 0 differ" in line and "missing" not in line for line in report[2:]) else "DIFFERENT"
+    verdict = "identical" if all(" 0 differ" in line and "missing" not in line
+                                 for line in report[2:] if not line.startswith("  ")) else "DIFFERENT"
     report.append(f"verdict: {verdict}")
     print("\n".join(report))
     if args.out:
