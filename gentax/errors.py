@@ -45,3 +45,14 @@ def short_reason(message: str, limit: int = 200) -> str:
     else:
         line = lines[0]
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def key_problems(given, required, optional=()) -> str | None:
+    """What is wrong with the keys of the mapping ``given`` against ``required`` (each must be
+    there) and ``optional`` (each may be): "missing key(s) a, b; unknown key(s) c", or None."""
+    missing = [key for key in required if key not in given]
+    unknown = sorted(set(given) - set(required) - set(optional))
+    parts = [f"missing key(s) {', '.join(missing)}" if missing else "",
+             f"unknown key(s) {', '.join(unknown)}" if unknown else ""]
+    return "; ".join(part for part in parts if part) or None
+

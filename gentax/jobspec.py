@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from gentax.errors import GentaxError
+from gentax.errors import GentaxError, key_problems
 
 HELP = ("the job's whole spec, as the workflow resolved it (JSON text, or @FILE); the other options are then "
         "not read (`snakemake -n -p` prints every job's command with its spec)")
@@ -44,10 +44,7 @@ def take(spec: Mapping[str, Any], required: Iterable[str], optional: Mapping[str
          verb: str) -> dict[str, Any]:
     """``spec`` with ``optional``'s defaults filled in; missing or unknown keys are one GentaxError."""
     required, optional = list(required), dict(optional or {})
-    missing = [key for key in required if key not in spec]
-    unknown = sorted(set(spec) - set(required) - set(optional))
-    if missing or unknown:
-        parts = [f"missing key(s) {', '.join(missing)}" if missing else "",
-                 f"unknown key(s) {', '.join(unknown)}" if unknown else ""]
-        raise GentaxError(f"gentax {verb} --job: " + "; ".join(p for p in parts if p))
+    problems = key_problems(spec, required, optional)
+    if problems:
+        raise GentaxError(f"gentax {verb} --job: {problems}")
     return {**optional, **spec}

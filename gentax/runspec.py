@@ -42,7 +42,7 @@ import re
 from typing import Any, Mapping
 
 from gentax.agent.prompts import MODES
-from gentax.errors import GentaxError
+from gentax.errors import GentaxError, key_problems
 
 #: thinking mode -> the collector's settings for it (``gentax.rollout.collector.CollectConfig`` fields)
 #: the agent's think modes (gentax.agent.prompts.MODES, which says what each does to the prompt) as
@@ -180,13 +180,10 @@ class RunSpec:
         """The inverse of ``to_dict``; a missing or unknown key or a bad value is one GentaxError."""
         if not isinstance(data, Mapping):
             raise GentaxError(f"run spec: expected a mapping, got {type(data).__name__}")
-        fields = [f.name for f in dataclasses.fields(cls)]
-        missing = [k for k in fields if k not in data and k != "label"]  # label: optional
-        unknown = sorted(set(data) - set(fields))
-        if missing or unknown:
-            raise GentaxError("run spec: " + "; ".join(
-                part for part in (missing and f"missing key(s) {', '.join(missing)}",
-                                  unknown and f"unknown key(s) {', '.join(unknown)}") if part))
+        problems = key_problems(data, [f.name for f in dataclasses.fields(cls) if f.name != "label"],
+                                optional=("label",))
+        if problems:
+            raise GentaxError(f"run spec: {problems}")
         try:
             train = tuple((str(d), int(w)) for d, w in data["train"])
         except (TypeError, ValueError):

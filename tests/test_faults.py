@@ -55,6 +55,22 @@ def straight_run(tiny, tmp_path_factory):
     return run
 
 
+@contextlib.contextmanager
+def lock_held_elsewhere(module: str, lock: str, path: Path):
+    """Another process holding ``lock`` (an expression over ``module``'s names, of ``sys.argv[1]``)
+    on ``path`` for the body; SIGKILLed when the body ends, as a crashed holder would be."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import sys, time\nfrom {module}\nwith {lock}:\n    print('held', flush=True)\n"
+         "    time.sleep(600)\n", str(path)],
+        stdout=subprocess.PIPE, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield holder
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+
+
 def temporaries(folder: Path) -> list[Path]:
     return sorted(folder.rglob(".*.tmp"))
 
@@ -132,18 +148,10 @@ def test_a_kill_after_the_tables_never_leaves_the_old_summary(tmp_path, monkeypa
 # ---- 6. two trainers on one run folder ------------------------------------------------------------
 def test_one_trainer_per_run_folder_and_a_dead_holders_lock_is_taken_over(tiny, tmp_path, capsys):
     run = tmp_path / "run"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom gentax.train import runs\n"
-         "with runs.locked(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(600)\n", str(run)],
-        stdout=subprocess.PIPE, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with lock_held_elsewhere("gentax.train import runs", "runs.locked(sys.argv[1])", run) as holder:
         with pytest.raises(GentaxError, match=f"in use by pid {holder.pid} on host {socket.gethostname()}"):
             train(run, tiny, (0, 1))
         assert not (run / runs.CHECKPOINTS).exists()
-    finally:
-        holder.send_signal(signal.SIGKILL)
-        holder.wait()
     assert train(run, tiny, (0, 1)) == 0  # the killed holder's lock is taken over
     assert f"took over the lock of {run} from pid {holder.pid}" in capsys.readouterr().out
     assert train(run, tiny, (1, 1)) == 0  # a finished trainer leaves the lock free
@@ -299,18 +307,10 @@ def test_sft_output_has_one_writer_and_a_manifest(sft_job, tmp_path):
     from gentax.train.sft import train_sft
 
     out = tmp_path / "init" / "v2" / "model"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom gentax import io\n"
-         "with io.output_lock(sys.argv[1], 'SFT output'):\n    print('held', flush=True)\n    time.sleep(600)\n", str(out)],
-        stdout=subprocess.PIPE, text=True, env={"PYTHONPATH": str(ROOT)})
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with lock_held_elsewhere("gentax import io", "io.output_lock(sys.argv[1], 'SFT output')", out) as holder:
         with pytest.raises(GentaxError, match=f"SFT output {out} is in use by pid {holder.pid}"):
             train_sft(*sft_job, out, stream=open("/dev/null", "w"))
         assert not out.exists()
-    finally:
-        holder.kill()
-        holder.wait()
     train_sft(*sft_job, out, stream=open("/dev/null", "w"))
     assert gio.manifest_problem(out) is None and (out / gio.MANIFEST_FILE).is_file()
     with open(out / "model.safetensors", "r+b") as fh:
@@ -517,17 +517,9 @@ def test_an_unwritable_eval_output_fails_before_any_episode(tmp_path, monkeypatc
 
 def test_two_evaluations_of_one_output_do_not_run_at_once(tmp_path, monkeypatch):
     prefix = tmp_path / "sokoban"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom gentax.rollout import evaluation\n"
-         "with evaluation.output_lock(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(600)\n", str(prefix)],
-        stdout=subprocess.PIPE, text=True, env={"PYTHONPATH": str(ROOT)})
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with lock_held_elsewhere("gentax.rollout import evaluation", "evaluation.output_lock(sys.argv[1])", prefix) as holder:
         with pytest.raises(GentaxError, match=f"evaluation output {prefix}.json is in use by pid {holder.pid}"):
             expert_eval(prefix, 2)
-    finally:
-        holder.kill()
-        holder.wait()
     assert expert_eval(prefix, 2)["episodes"] == 2
 
 

@@ -171,10 +171,10 @@ def _settings_from_args(args: argparse.Namespace, verb: str) -> dict:
     return settings
 
 
-def _settings_from_job(text: str, verb: str) -> dict:
+def _settings_from_job(spec: dict, verb: str) -> dict:
     """A rollout's settings from its job spec: the spec as it is, its seeds from its task manifest."""
     extra = ("filler",) if verb == "eval" else ("t_max", "augmentation")
-    spec = jobspec.take(jobspec.load(text), (*_JOB_KEYS, *extra), verb=verb)
+    spec = jobspec.take(spec, (*_JOB_KEYS, *extra), verb=verb)
     seeds = json.loads(Path(spec["tasks"]).read_text())["seeds"]
     if len(seeds) != spec["episodes"]:
         raise GentaxError(f"{spec['tasks']}: its task manifest lists {len(seeds)} tasks, the job plays "
@@ -220,21 +220,22 @@ def _think_mode(args: argparse.Namespace) -> str:
     return "off" if args.no_think else (args.think or "on")
 
 
-def _settings(args: argparse.Namespace, verb: str) -> tuple[dict, str | None]:
-    """(settings, the job spec text or None)."""
+def _settings(args: argparse.Namespace, verb: str) -> tuple[dict, dict | None]:
+    """(settings, the job spec as given, or None on a command line)."""
     if args.job:
-        return _settings_from_job(args.job, verb), args.job
+        spec = jobspec.load(args.job)
+        return _settings_from_job(spec, verb), spec
     return _settings_from_args(args, verb), None
 
 
-def _embed_job_provenance(s: dict, job: str | None, prefix: str) -> None:
+def _embed_job_provenance(s: dict, job: dict | None, prefix: str) -> None:
     """A job's result JSON gets its provenance record (the spec is its config)."""
     if job is None:
         return
     from gentax import provenance
 
     path = f"{prefix}.json"
-    record = provenance.job_record(jobspec.load(job), s["dtype"], model=s["model"], tasks=s["tasks"])
+    record = provenance.job_record(job, s["dtype"], model=s["model"], tasks=s["tasks"])
     gio.write_json(path, {**json.loads(Path(path).read_text()), "provenance": record})
 
 

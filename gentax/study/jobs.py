@@ -144,23 +144,23 @@ def sft_train(cfg: dict, *, preset: str, data: str, init_model: str, out: str) -
 
 
 def _rollout(cfg: dict, kind: str, domain: str, settings: Mapping[str, Any], model: str, tasks_file: str,
-             out_json: str) -> dict[str, Any]:
+             out_json: str, episodes: int) -> dict[str, Any]:
+    """What ``gentax eval`` (kind "eval") and ``gentax properties`` ("properties") both receive."""
     rs = rollout_settings(cfg, kind)
-    return {"model": model, "domain": domain, "split": "eval", "tasks": tasks_file,
-            "episodes": int(rs.pop("episodes")) if "episodes" in rs else None,
+    return {"model": model, "domain": domain, "split": "eval", "tasks": tasks_file, "episodes": int(episodes),
             "temperature": rs["temperature"], "top_p": rs["top_p"], "max_new_tokens": rs["max_new_tokens"],
             "history_length": rs["history_length"], "generator": rs["generator"], "dtype": rs["dtype"],
             "seed": rs["seed"], "max_steps": int(settings["max_steps"]), "options": _plain(settings.get("options") or {}),
-            "out": out_json[: -len(".json")] + ".parquet"}
+            "errors_as_losses": bool(rs.get("errors_as_losses", False)), "out": out_json[: -len(".json")] + ".parquet"}
 
 
 def eval_checkpoint(cfg: dict, *, domain: str, model: str, think: str, tasks_file: str, out_json: str,
                     filler_reference: str | None = None) -> dict[str, Any]:
     """``gentax eval``: pass@1 of one checkpoint on one eval domain (the task manifest's seeds).
     A filler-mode evaluation names the thinking evaluation of the same cell (``filler_reference``)."""
-    spec = _rollout(cfg, "eval", domain, domain_settings(cfg, domain), model, tasks_file, out_json)
-    spec.update(episodes=eval_episodes(cfg, domain), think=think,
-                errors_as_losses=bool(rollout_settings(cfg, "eval")["errors_as_losses"]), filler=None)
+    spec = _rollout(cfg, "eval", domain, domain_settings(cfg, domain), model, tasks_file, out_json,
+                    eval_episodes(cfg, domain))
+    spec.update(think=think, filler=None)
     if filler_reference is not None:
         filler = filler_settings(cfg)
         spec["filler"] = {"reference": filler_reference, "source": filler["source"], "token": filler["token"],
@@ -172,10 +172,12 @@ def properties(cfg: dict, *, domain: str, settings: Mapping[str, Any], model: st
                augmentation: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``gentax properties``: the property log of one domain (T_max for every domain, STUDY.md
     Table 3); a richness level of the controls also has its augmentation."""
-    t_max = int(rollout_settings(cfg, "properties")["t_max"])
-    spec = _rollout(cfg, "properties", domain, {**_plain(settings), "max_steps": t_max}, model, tasks_file, out_json)
+    rs = rollout_settings(cfg, "properties")
+    t_max = int(rs["t_max"])
+    spec = _rollout(cfg, "properties", domain, {**_plain(settings), "max_steps": t_max}, model, tasks_file, out_json,
+                    rs["episodes"])
     aug = _plain(augmentation or {})
-    spec.update(think="on", t_max=t_max, errors_as_losses=False,
+    spec.update(think="on", t_max=t_max,
                 augmentation={"eps": aug["eps"], "p": aug["p"], "kind": aug["kind"]} if aug.get("eps") else None)
     return spec
 

@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from gentax.errors import ConfigError, yaml_number_hint
+from gentax.errors import ConfigError, key_problems, yaml_number_hint
 from gentax.io import deep_merge, read_yaml
 from gentax.train.grpo import PENALTY_PLACEMENTS
 
@@ -104,12 +104,9 @@ def load_rl_config(section: Mapping[str, Any] | None = None) -> RLConfig:
 def rl_config(resolved: Mapping[str, Any]) -> RLConfig:
     """A resolved RL section as it is (every key given; what a job spec holds), validated: no
     defaults are merged in, so what the workflow resolved is what the engine runs."""
-    fields = [f.name for f in dataclasses.fields(RLConfig)]
-    missing = [k for k in fields if k not in resolved]
-    unknown = sorted(set(resolved) - set(fields))
-    if missing or unknown:
-        raise ConfigError("resolved RL section: " + "; ".join(p for p in (
-            missing and f"missing key(s) {', '.join(missing)}", unknown and f"unknown key(s) {', '.join(unknown)}") if p))
+    problems = key_problems(resolved, [f.name for f in dataclasses.fields(RLConfig)])
+    if problems:
+        raise ConfigError(f"resolved RL section: {problems}")
     cfg = RLConfig(**dict(resolved))
     _validate(cfg)
     return cfg

@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from gentax.errors import ConfigError, yaml_number_hint
+from gentax.errors import ConfigError, key_problems, yaml_number_hint
 from gentax.io import read_yaml
 
 DEFAULTS_FILE = Path(__file__).with_name("sft_defaults.yaml")
@@ -121,12 +121,9 @@ def load_sft_config(section: Mapping[str, Any] | None = None, preset: str = "v2"
 def sft_config(resolved: Mapping[str, Any], preset: str) -> SFTConfig:
     """A resolved SFT section as it is (every key given; what a job spec holds), validated, with no
     defaults merged in."""
-    fields = [f.name for f in dataclasses.fields(SFTConfig)]
-    missing = [k for k in fields if k not in resolved]
-    unknown = sorted(set(resolved) - set(fields))
-    if missing or unknown:
-        raise ConfigError("resolved SFT section: " + "; ".join(p for p in (
-            missing and f"missing key(s) {', '.join(missing)}", unknown and f"unknown key(s) {', '.join(unknown)}") if p))
+    problems = key_problems(resolved, [f.name for f in dataclasses.fields(SFTConfig)])
+    if problems:
+        raise ConfigError(f"resolved SFT section: {problems}")
     if preset not in PRESETS:
         raise ConfigError(f"unknown SFT preset {preset!r}; valid: {', '.join(PRESETS)}")
     cfg = SFTConfig(**dict(resolved))
