@@ -55,6 +55,27 @@ def test_expert_wins_within_the_surveyed_length(env):
 def test_jvm_heap_is_capped(env):
     env.reset(env.task(0))
     assert env.worker_info["jvm_max_heap_mb"] == 768
+    assert "-XX:+UseSerialGC" not in env.worker_info["jvm_flags"]
+
+
+LEAN = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+
+
+def test_jvm_options_reach_the_jvm_and_change_no_episode(env):
+    lean = make("sciworld", split="eval", seed=0, max_steps=env.max_steps, **{**env.options, "jvm_options": LEAN})
+    try:
+        task = env.task(2)
+        lean.reset(task)
+        assert set(LEAN) <= set(lean.worker_info["jvm_flags"])
+        assert play_expert(lean, task) == play_expert(env, task)
+    finally:
+        lean.close()
+
+
+@pytest.mark.parametrize("bad", ["-XX:+UseSerialGC", ["UseSerialGC"], [1]])
+def test_jvm_options_must_be_a_list_of_flags(bad):
+    with pytest.raises(GentaxError, match="jvm_options must be a list of JVM flags"):
+        make("sciworld", split="eval", jvm_options=bad)
 
 
 def test_unknown_command_is_invalid_and_changes_nothing(env):

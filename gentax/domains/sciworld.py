@@ -75,6 +75,9 @@ Options (difficulty knobs): ``tasks`` (None = all surveyed tasks; or names / ids
 (``DEFAULT_SIMPLIFICATIONS`` = "easy": teleport, open doors and containers, self-watering
 flower pots, no electrical actions -- the last dropped for the electrical tasks, which need
 them), ``admissible`` ("templates"), ``admissible_cap`` (64), ``jvm_heap_mb`` (768),
+``jvm_options`` ([]: more JVM flags; ``["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]`` -- one
+garbage-collector thread, the quick compiler only -- cut a JVM's start-up CPU where many start at
+once, and change no result),
 ``deterministic`` (True), ``describe_new_room`` (False), ``timeout_s`` (120 per call to the
 worker; start-up and gold generation get at least ``SLOW_TIMEOUT_S``).
 """
@@ -198,6 +201,7 @@ class SciworldEnv(DomainEnv):
         "admissible": "templates",
         "admissible_cap": 64,
         "jvm_heap_mb": 768,
+        "jvm_options": [],
         "deterministic": True,
         "describe_new_room": False,
         "timeout_s": 120.0,
@@ -213,6 +217,9 @@ class SciworldEnv(DomainEnv):
         for key in ("admissible_cap", "jvm_heap_mb"):
             if not isinstance(opts[key], int) or isinstance(opts[key], bool) or opts[key] < 1:
                 raise GentaxError(f"sciworld option {key} must be a positive integer, got {opts[key]!r}")
+        flags = opts["jvm_options"]
+        if not isinstance(flags, (list, tuple)) or not all(isinstance(f, str) and f.startswith("-") for f in flags):
+            raise GentaxError(f"sciworld option jvm_options must be a list of JVM flags (each starting with '-'), got {flags!r}")
         if not isinstance(opts["describe_new_room"], bool):
             raise GentaxError(f"sciworld option describe_new_room must be true or false, got {opts['describe_new_room']!r}")
         if not isinstance(opts["timeout_s"], (int, float)) or isinstance(opts["timeout_s"], bool) or opts["timeout_s"] <= 0:
@@ -345,7 +352,8 @@ class SciworldEnv(DomainEnv):
     # ---- worker facts (monitoring, tests) ---------------------------------------------------
     @property
     def worker_info(self) -> dict[str, Any] | None:
-        """pid, jvm_pid, jvm_max_heap_mb and start_s of the live worker (None when none)."""
+        """pid, jvm_pid, jvm_max_heap_mb, jvm_flags (what the JVM runs with) and start_s of the live worker
+        (None when none)."""
         return dict(self._worker.info) if self._worker is not None and self._worker.alive else None
 
     # ---- internals --------------------------------------------------------------------------
@@ -388,7 +396,8 @@ class SciworldEnv(DomainEnv):
         if self._worker is None or not self._worker.alive:
             self._drop_worker()
             self._worker = _WorkerClient(self.options["jvm_heap_mb"], float(self.options["timeout_s"]),
-                                         deterministic=bool(self.options["deterministic"]))
+                                         deterministic=bool(self.options["deterministic"]),
+                                         extra_jvm_options=tuple(self.options["jvm_options"]))
         return self._worker
 
     def _drop_worker(self) -> None:
@@ -401,7 +410,8 @@ class SciworldEnv(DomainEnv):
 class _WorkerClient:
     """A child process owning one ScienceWorld JVM, driven by request/answer messages."""
 
-    def __init__(self, heap_mb: int, timeout_s: float, deterministic: bool = True):
+    def __init__(self, heap_mb: int, timeout_s: float, deterministic: bool = True,
+                 extra_jvm_options: Sequence[str] = ()):
         import shutil
 
         if shutil.which("java") is None:
@@ -410,7 +420,8 @@ class _WorkerClient:
         self.timeout_s = timeout_s
         ours, theirs = multiprocessing.Pipe()
         env = dict(os.environ)
-        java_options = [f"-Xmx{heap_mb}m"] + (list(DETERMINISTIC_JVM_OPTIONS) if deterministic else [])
+        java_options = ([f"-Xmx{heap_mb}m"] + (list(DETERMINISTIC_JVM_OPTIONS) if deterministic else [])
+                        + list(extra_jvm_options))
         env["JAVA_TOOL_OPTIONS"] = " ".join([env.get("JAVA_TOOL_OPTIONS", ""), *java_options]).strip()
         # the child imports gentax from wherever this process did (checkouts put it on sys.path)
         root = str(Path(gentax.__file__).resolve().parents[1])
@@ -573,6 +584,8 @@ class _Engine:
             "pid": os.getpid(),
             "jvm_pid": self.env._gateway.java_process.pid,  # private attribute: the only handle on it
             "jvm_max_heap_mb": round(runtime.maxMemory() / 2**20),
+            "jvm_flags": [str(a) for a in self.env._gateway.jvm.java.lang.management.ManagementFactory
+                          .getRuntimeMXBean().getInputArguments()],
         }
 
     def load(self, task_name: str, variation: int, simplifications: str, gold: bool = False) -> dict[str, Any]:
