@@ -170,6 +170,33 @@ def test_a_domain_can_have_its_own_eval_episodes(embedded):
             gconfig.validate(cfg)
 
 
+def test_a_domain_can_have_its_own_eval_batch_size(embedded, tmp_path):
+    """eval.batch_size_per_domain: that domain's eval and property-log jobs play that many episodes
+    at a time (the rollout command keeps it: it is no engine default), the others all at once."""
+    from gentax.rollout.cli import _settings_from_job
+    from gentax.study import jobs as gjobs
+
+    cfg = copy.deepcopy(embedded)
+    cfg["eval"]["batch_size_per_domain"] = {"sciworld": 3}
+    gconfig.validate(cfg)
+    manifest = tmp_path / "tasks.json"
+    specs = {}
+    for domain in ("sciworld", "sokoban"):
+        n = gplan.eval_episodes(cfg, domain)
+        manifest.write_text(json.dumps({"seeds": list(range(n))}))
+        specs[domain] = gjobs.eval_checkpoint(cfg, domain=domain, model="m", think="on", tasks_file=str(manifest),
+                                              out_json=str(tmp_path / f"{domain}.json"))
+        assert _settings_from_job(specs[domain], "eval")["batch_size"] == specs[domain]["batch_size"]
+    assert (specs["sciworld"]["batch_size"], specs["sokoban"]["batch_size"]) == (3, None)
+    prop = gjobs.properties(cfg, domain="sciworld", settings=gjobs.domain_settings(cfg, "sciworld"), model="m",
+                            tasks_file=str(manifest), out_json=str(tmp_path / "p.json"))
+    assert prop["batch_size"] == 3
+    for bad in ({"chess": 4}, {"sciworld": 0}):
+        cfg["eval"]["batch_size_per_domain"] = bad
+        with pytest.raises(ConfigError, match="batch_size_per_domain"):
+            gconfig.validate(cfg)
+
+
 def test_gentax_plan_counts_the_evaluations_the_workflow_runs():
     """`gentax plan`'s counts are the DAG's: every checkpoint evaluation and every initial policy's
     evaluation as each thinking mode its runs use (the paper grid: default and nothink)."""

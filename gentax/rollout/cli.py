@@ -35,10 +35,11 @@ from gentax.errors import GentaxError
 from gentax.runspec import THINK_MODES
 
 
-#: engine internals of a rollout (no study setting): a job spec leaves them out, the command line may set them
+#: engine internals of a rollout (no study setting): a job spec leaves them out (its batch_size excepted:
+#: eval.batch_size_per_domain), the command line may set them
 ENGINE_INTERNALS = {"group_size": 1, "num_workers": 0, "batch_size": None, "max_batch_size": None, "device": None}
 #: what an ``eval`` / ``properties`` job spec holds (gentax.study.jobs.eval_checkpoint / properties)
-_JOB_KEYS = ("model", "domain", "split", "tasks", "episodes", "temperature", "top_p", "max_new_tokens",
+_JOB_KEYS = ("model", "domain", "split", "tasks", "episodes", "batch_size", "temperature", "top_p", "max_new_tokens",
              "history_length", "generator", "dtype", "seed", "max_steps", "options", "think", "errors_as_losses", "out")
 
 
@@ -179,7 +180,7 @@ def _settings_from_job(spec: dict, verb: str) -> dict:
     if len(seeds) != spec["episodes"]:
         raise GentaxError(f"{spec['tasks']}: its task manifest lists {len(seeds)} tasks, the job plays "
                           f"{spec['episodes']}: rebuild the manifest (snakemake --forcerun tasks)")
-    return {**spec, **ENGINE_INTERNALS, "seeds": [int(s) for s in seeds], "progress": False,
+    return {**ENGINE_INTERNALS, **spec, "seeds": [int(s) for s in seeds], "progress": False,
             **({"filler": None} if verb != "eval" else {})}
 
 

@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping
 
 from gentax.dtype import rl_autocast, sft_precision
 from gentax.study import paths
-from gentax.study.plan import eval_episodes, filler_settings, rollout_settings, window
+from gentax.study.plan import eval_episodes, filler_settings, rollout_batch_size, rollout_settings, window
 from gentax.train.config import load_rl_config
 from gentax.train.sft_config import load_sft_config, sft_section
 
@@ -148,6 +148,7 @@ def _rollout(cfg: dict, kind: str, domain: str, settings: Mapping[str, Any], mod
     """What ``gentax eval`` (kind "eval") and ``gentax properties`` ("properties") both receive."""
     rs = rollout_settings(cfg, kind)
     return {"model": model, "domain": domain, "split": "eval", "tasks": tasks_file, "episodes": int(episodes),
+            "batch_size": rollout_batch_size(cfg, domain),
             "temperature": rs["temperature"], "top_p": rs["top_p"], "max_new_tokens": rs["max_new_tokens"],
             "history_length": rs["history_length"], "generator": rs["generator"], "dtype": rs["dtype"],
             "seed": rs["seed"], "max_steps": int(settings["max_steps"]), "options": _plain(settings.get("options") or {}),

@@ -80,6 +80,13 @@ def eval_episodes(cfg: dict, domain: str) -> int:
     return int((ev.get("episodes_per_domain") or {}).get(domain, ev["episodes"]))
 
 
+def rollout_batch_size(cfg: dict, domain: str) -> int | None:
+    """Episodes in flight at once in ``domain``'s evaluations and property logs
+    (``eval.batch_size_per_domain``; None: all of a job's episodes in one batch)."""
+    size = (cfg["eval"].get("batch_size_per_domain") or {}).get(domain)
+    return None if size is None else int(size)
+
+
 def rollout_settings(cfg: dict, kind: str) -> dict[str, Any]:
     """What the workflow hands ``gentax eval`` (kind "eval") or ``gentax properties`` ("properties"):
     the rules' params and the printed settings (``gentax plan --settings``) both come from here.

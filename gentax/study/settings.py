@@ -150,6 +150,7 @@ def effective_settings(cfg: dict) -> dict[str, dict[str, Any]]:
     sft, sft_data = sft_settings(cfg)
     eval_settings = {"episodes": cfg["eval"]["episodes"],
                      "episodes_per_domain": dict(cfg["eval"].get("episodes_per_domain") or {}),
+                     "batch_size_per_domain": dict(cfg["eval"].get("batch_size_per_domain") or {}),
                      **gplan.rollout_settings(cfg, "eval"),
                      "window": cfg["eval"]["window"]}
     grid, inits, aug = cfg["grid"], cfg["inits"], cfg["augmentation"]
