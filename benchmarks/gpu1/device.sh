@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The workstation study on the lent GPU machine, in consecutive calls (each at most 10 minutes).
-# Run from the carried copy of this repository (the device's working tree):
+# Run from the repository's root on the device (its working tree):
 #   bash benchmarks/gpu1/device.sh PARTS SECONDS [snakemake args...]
-# carry/part.* or ../.gpu1p*/carry/part.* (folders carried beside the code) hold this call's share of the
+# .gpu1pN/carry/part.N (git-ignored folders, one carried a call) hold this call's share of the
 # bundle (benchmarks/gpu1/bundle.py's site + jre and the embedded GGUF, one tar stream split in PARTS
 # pieces; py4j's jar under carry/share/ where the bundle lacks it): each call adds its piece to /tmp/gpu1dev; once all
 # are there it unpacks them, copies the code to /tmp/gpu1dev/repo (where results/ and .snakemake/
@@ -14,7 +14,7 @@ set -u
 parts=$1; seconds=$2; shift 2
 S=/tmp/gpu1dev
 mkdir -p "$S/parts"
-cp carry/part.* ../.gpu1p*/carry/part.* "$S/parts/" 2>/dev/null
+cp .gpu1p*/carry/part.* "$S/parts/" 2>/dev/null
 have=$(ls "$S/parts" | wc -l)
 echo "bundle: $have of $parts parts on the machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -28,12 +28,12 @@ if [ ! -e "$S/ready" ]; then
   touch "$S/ready"
 fi
 # data files that distributions install beside the venv (py4j's jar: py4j looks in site/share too)
-mkdir -p "$S/site/share" && cp -r ../.gpu1p*/carry/share/. "$S/site/share/" 2>/dev/null
+mkdir -p "$S/site/share" && for d in .gpu1p*/carry/share; do cp -r "$d/." "$S/site/share/"; done 2>/dev/null
 export PYTHONPATH=$S/site PATH=$S/bin:$S/jre/bin:$PATH JAVA_HOME=$S/jre DISABLE_VERSION_CHECK=1 \
        HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
 mkdir -p "$S/repo"
 # the code only: results/ and .snakemake/ of earlier calls stay
-tar --exclude=./carry --exclude=./results --exclude=./.snakemake -cf - . | tar -C "$S/repo" -xf -
+tar --exclude='./.gpu1p*' --exclude=./results --exclude=./.snakemake -cf - . | tar -C "$S/repo" -xf -
 cd "$S/repo" && mkdir -p results
 nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -lms 500 >> results/gpu_samples.csv &
 sampler=$!
