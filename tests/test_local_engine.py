@@ -225,3 +225,28 @@ def test_entropy_coeff_and_penalty_placement_reach_the_local_update(tiny):
     np.testing.assert_allclose(after[3] - after[2], -0.1)  # in advantage units
     # inside the score: divided by the group's std of first-sample scores (10 and 0)
     assert inside[3] - inside[2] == pytest.approx(-0.1 / np.std([10.0, 0.0], ddof=1), rel=1e-4)
+
+
+def test_a_non_finite_gradient_is_dropped_and_counted(tiny, monkeypatch):
+    """As verl's actor: an update whose gradient norm is not finite (a bf16 overflow on the GPU) leaves
+    the weights and the optimizer state as they were, and the step's metrics count it."""
+    import numpy as np
+
+    from gentax.train import grpo
+    from gentax.train.local_engine import Policy, Samples, update_policy
+
+    cfg = small_rl({**TINY_RL, "kl_coef": 0.0, "mini_batch_size": 2})
+    samples = Samples(prompts=[[1, 2, 3], [4, 5]], responses=[[6, 7], [8]], advantages=np.array([1.0, -1.0]))
+    policy = Policy(cfg, tiny, None)
+    optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=cfg.lr)
+    before = [p.detach().clone() for p in policy.trainable_parameters()]
+    real_loss = grpo.grpo_loss
+    monkeypatch.setattr(grpo, "grpo_loss", lambda *a, **k: (lambda loss, sums: (loss * float("nan"), sums))(*real_loss(*a, **k)))
+    stats = update_policy(policy, optimizer, samples, cfg, np.random.default_rng(0))
+    assert stats["skipped_updates"] == 1 and stats["updates"] == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, policy.trainable_parameters()))
+    assert not optimizer.state  # no step was taken
+    monkeypatch.setattr(grpo, "grpo_loss", real_loss)
+    stats = update_policy(policy, optimizer, samples, cfg, np.random.default_rng(0))
+    assert stats["skipped_updates"] == 0 and stats["updates"] == 1
+    assert not all(torch.equal(a, b) for a, b in zip(before, policy.trainable_parameters()))

@@ -64,6 +64,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import math
 import shutil
 import time
 from dataclasses import dataclass
@@ -338,7 +339,7 @@ def update_policy(policy: Policy, optimizer, samples: Samples, cfg: RLConfig, rn
     model.train()
     params = policy.trainable_parameters()
     totals = {"pg_loss": 0.0, "kl": 0.0, "clipfrac": 0.0, "ratio": 0.0, "entropy": 0.0, "loss": 0.0, "tokens": 0.0}
-    grad_norms = []
+    grad_norms, skipped = [], 0
     for _ in range(cfg.epochs_per_step):
         order = rng.permutation(n).tolist()
         for mini in _chunks(order, cfg.mini_batch_size):
@@ -359,12 +360,19 @@ def update_policy(policy: Policy, optimizer, samples: Samples, cfg: RLConfig, rn
                 totals["entropy"] += float((entropy.detach() * mask).sum())
                 totals["loss"] += float(loss.detach()) * tokens
                 totals["tokens"] += float(mask.sum())
-            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)))
+            norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip))
+            if not math.isfinite(norm):  # as verl's actor: a non-finite gradient is dropped, never applied
+                skipped += 1
+                log.warning("update skipped: gradient norm %s (a bf16 overflow); the weights are unchanged", norm)
+                optimizer.zero_grad(set_to_none=True)
+                continue
+            grad_norms.append(norm)
             optimizer.step()
     model.eval()
     count = max(totals.pop("tokens"), 1.0)
     stats = {key: value / count for key, value in totals.items()}
-    stats.update(grad_norm=float(np.mean(grad_norms)) if grad_norms else float("nan"), updates=float(len(grad_norms)))
+    stats.update(grad_norm=float(np.mean(grad_norms)) if grad_norms else float("nan"), updates=float(len(grad_norms)),
+                 skipped_updates=float(skipped))
     return stats
 
 
