@@ -159,6 +159,10 @@ def test_table6_relative_change(analysis):
     sci = row(t, train_domain="sciworld", eval_domain="webshop")
     assert math.isnan(sci.rel_change_v1_pct) and sci.rel_change_v2_pct == pytest.approx(0.0)
     assert len(t.data) == 16
+    # the seed-level spread: V1 ALFWorld's two seeds (45 and 55 % against the base's 20 %) each on its own
+    own = row(t, train_domain="alfworld", eval_domain="alfworld").rel_change_v1_per_seed
+    assert [float(v.split(":")[1]) for v in own.split()] == [pytest.approx(125.0), pytest.approx(175.0)]
+    assert r.rel_change_v1_per_seed == "0:-6.7 1:-6.7"  # both seeds at 28 % against 30 %
     # no SFT mix given: the column is empty (never guessed) and the note says why
     assert t.data["in_v2_sft_mix"].isna().all() and "mix was not given" in t.notes[0]
 

@@ -346,13 +346,18 @@ def delta_ood_test(rows: pd.DataFrame, pairs: Sequence[tuple[tuple, tuple]]) -> 
     return paired_test(matrices) if matrices else None
 
 
+def per_seed_success(rows: pd.DataFrame, cell: tuple) -> dict[int, float]:
+    """Seed -> the cell's success (percent), that seed's window mean alone."""
+    return {int(s): float(g["success"].mean()) * 100.0 for s, g in _cell_rows(rows, cell).groupby("seed")}
+
+
 def per_seed_delta_id(rows: pd.DataFrame, run: tuple, base: tuple) -> dict[int, float]:
     """Seed -> the run's ΔID (percent) from that seed's window mean alone (base: its mean)."""
-    run_rows, base_rows = _cell_rows(rows, run), _cell_rows(rows, base)
-    if run_rows.empty or base_rows.empty:
+    base_rows = _cell_rows(rows, base)
+    if base_rows.empty:
         return {}
     base_mean = float(base_rows["success"].mean()) * 100.0
-    return {int(s): float(g["success"].mean()) * 100.0 - base_mean for s, g in run_rows.groupby("seed")}
+    return {seed: value - base_mean for seed, value in per_seed_success(rows, run).items()}
 
 
 def resolve(p_values: Sequence[float], level: float, seed_checks: Sequence[bool] | None = None

@@ -539,6 +539,12 @@ def table6_relative_change(values: Values) -> Table:
                 before = values.base(init, eval_domain) if in_grid else math.nan
                 change, note = relative_change(after, before)
                 record[f"rel_change_{init}_pct"] = change
+                # the seed-level spread: each seed's own relative change (several seeds only)
+                seeds = (stats.per_seed_success(values.rows, (init, train, DEFAULT_VARIANT, eval_domain))
+                         if in_grid and not math.isnan(change) else {})
+                per_seed = {seed: relative_change(value, before)[0] for seed, value in seeds.items()}
+                record[f"rel_change_{init}_per_seed"] = (" ".join(f"{seed}:{v:+.1f}" for seed, v in per_seed.items())
+                                                         if len(per_seed) > 1 else "")
                 if note:
                     notes.append(f"{init.upper()} {note}")
             record["note"] = "; ".join(notes)
@@ -546,7 +552,8 @@ def table6_relative_change(values: Values) -> Table:
     return Table("table6_relative_change", "Table 6: relative change (%) of success after RL, V1 vs V2",
                  pd.DataFrame.from_records(records), None,
                  ["relative change = (success after RL − success of the initial policy) / success of the "
-                  "initial policy × 100; in_v2_sft_mix refers to the eval domain"
+                  "initial policy × 100 (mean over seeds; *_per_seed: each seed's own, seed:value); "
+                  "in_v2_sft_mix refers to the eval domain"
                   + (f" (V2's SFT mix, weight > 0: {', '.join(mix)})" if mix is not None else
                      ": empty, the V2 SFT mix was not given (config inits.v2.sft.mix; Settings.sft_mix)")])
 
