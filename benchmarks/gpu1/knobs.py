@@ -5,8 +5,8 @@ one-GPU preset's `domains:` (success between 10 and 90 % on every domain, so a Î
         --record benchmarks/records/gpu1_knobs_DATE.tsv \
         --setting "ws_o0 webshop 8 results_per_page=3 goal_attributes=1 goal_options=0" ...
 
-Each setting is NAME DOMAIN MAX_STEPS KEY=VALUE...; it runs `gentax eval` (the preset's
-generation settings: 40 new tokens, current observation only, temperature 0.4) on the first
+Each setting is NAME DOMAIN MAX_STEPS KEY=VALUE...; it runs `gentax eval` (the one-GPU preset's
+evaluation settings: its new-token limit, history length and temperature, read from config/gpu1.yaml) on the first
 --episodes eval tasks into WORK/NAME.*, or reads WORK/NAME.json where that evaluation exists
 already, and writes one TSV row per setting (commit, machine, date in the header) and prints it.
 """
@@ -24,11 +24,23 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def evaluate(model: str, work: Path, name: str, domain: str, max_steps: int, options: list[str], episodes: int) -> dict:
+def preset_eval_settings() -> dict:
+    """What the one-GPU preset's evaluation jobs generate with (``gentax.study.plan.rollout_settings``)."""
+    from gentax.io import read_yaml
+    from gentax.study import config as gconfig
+    from gentax.study.plan import rollout_settings
+
+    cfg = gconfig.load_config(gconfig.with_preset(read_yaml(REPO / "config.yaml"), {"preset": "gpu1"}, default="paper"))
+    return rollout_settings(cfg, "eval")
+
+
+def evaluate(model: str, work: Path, name: str, domain: str, max_steps: int, options: list[str], episodes: int,
+             settings: dict) -> dict:
     out = work / f"{name}.json"
     if not out.exists():
         cmd = [str(REPO / "bin" / "gentax"), "eval", "--model", model, "--domain", domain, "--episodes", str(episodes),
-               "--max-steps", str(max_steps), "--max-new-tokens", "40", "--history-length", "0", "--temperature", "0.4",
+               "--max-steps", str(max_steps), "--max-new-tokens", str(settings["max_new_tokens"]),
+               "--history-length", str(settings["history_length"]), "--temperature", str(settings["temperature"]),
                "--quiet", "--out", str(work / f"{name}.parquet")]
         for option in options:
             cmd += ["--option", option]
@@ -49,9 +61,10 @@ def main() -> None:
     lines = [f"# {dt.date.today()} commit {commit} machine {platform.node()} ({platform.processor() or platform.machine()}, "
              f"CPU) model {args.model}",
              "name\tdomain\tmax_steps\toptions\tepisodes\tsuccess\tmean_length\tinvalid_rate\twall_s"]
+    settings = preset_eval_settings()
     for setting in args.setting:
         name, domain, max_steps, *options = shlex.split(setting)
-        d = evaluate(args.model, args.work, name, domain, int(max_steps), options, args.episodes)
+        d = evaluate(args.model, args.work, name, domain, int(max_steps), options, args.episodes, settings)
         lines.append("\t".join(str(v) for v in (name, domain, max_steps, " ".join(options), d["episodes"],
                                                  round(d["success_rate"], 4), round(d["mean_length"], 2),
                                                  round(d["invalid_rate"], 3), d["timing"]["wall_s"])))

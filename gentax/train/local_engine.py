@@ -363,7 +363,7 @@ def update_policy(policy: Policy, optimizer, samples: Samples, cfg: RLConfig, rn
             norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip))
             if not math.isfinite(norm):  # as verl's actor: a non-finite gradient is dropped, never applied
                 skipped += 1
-                log.warning("update skipped: gradient norm %s (a bf16 overflow); the weights are unchanged", norm)
+                log.warning("update skipped: gradient norm %s (an overflow, e.g. in bf16); the weights are unchanged", norm)
                 optimizer.zero_grad(set_to_none=True)
                 continue
             grad_norms.append(norm)
