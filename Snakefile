@@ -15,6 +15,7 @@ from snakemake.exceptions import WorkflowError
 sys.path.insert(0, workflow.basedir)  # this checkout's gentax (each job's command: rules/common.smk GENTAX)
 
 import gentax.clone as gclone
+import gentax.study.checks as gchecks
 import gentax.study.controls as gcontrols
 import gentax.domains as gdomains
 import gentax.io as gio

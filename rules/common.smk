@@ -42,11 +42,30 @@ def bench_path(name):
     return gpaths.benchmark(config, name)
 
 
-def job_param(builder):
-    """A rule's `job` param: the spec ``builder(wildcards)`` returns, as JSON text. A function of the
-    wildcards alone (every path from gentax.study.paths): Snakemake's params rerun trigger leaves out
-    params derived from input or output files, and the spec must trigger reruns."""
-    return lambda wildcards: gjobs.encode(builder(wildcards))
+class JobSpec:
+    """A rule's job: the verb its one command runs and ``builder(wildcards)``, the spec it receives.
+
+    ``param``: the rule's `job` param, the spec as JSON text. A function of the wildcards alone
+    (every path from gentax.study.paths): Snakemake's params rerun trigger leaves out params derived
+    from input or output files, and the spec must trigger reruns.
+    ``checked``: an input function (``unpack``) that adds no input and runs the job's check of its
+    spec against the inputs as the plan writes them (gentax.study.checks), for every job Snakemake
+    builds, so a plan with a job that would refuse to start stops at `snakemake -n`, in one line."""
+
+    def __init__(self, verb, builder):
+        self.verb, self.builder = verb, builder
+
+    def param(self, wildcards):
+        return gjobs.encode(self.builder(wildcards))
+
+    def checked(self, wildcards):
+        where = ", ".join(f"{k}={v}" for k, v in wildcards.items())
+        problem = gchecks.plan_problem(config, self.verb, self.builder(wildcards), f"job {self.verb!r}"
+                                       + (f" ({where})" if where else ""))
+        if problem:
+            print(f"gentax: error: {problem}", file=sys.stderr)
+            sys.exit(2)
+        return {}
 
 
 # ---- models -------------------------------------------------------------------------------------

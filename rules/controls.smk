@@ -5,32 +5,43 @@
 # ordinary runs of the grid (gentax.study.plan.runs): rules/rl.smk and rules/eval.smk train and evaluate them.
 
 
+CONTROL_PROPERTIES_JOB = JobSpec("properties", lambda wc: gjobs.properties(
+    config, domain=wc.domain, settings=control_level(wc.label).domain,
+    model=init_model_path(config["properties"]["init"]), tasks_file=gpaths.tasks(config, wc.domain),
+    out_json=f"{R}/properties/controls/{wc.label}/{wc.domain}.json",
+    augmentation=control_level(wc.label).augmentation))
+
+
 use rule properties as control_properties with:
+    input:  # the properties rule's inputs, with this job's check
+        unpack(CONTROL_PROPERTIES_JOB.checked),
+        model=init_model_input(config["properties"]["init"]),
+        tasks=f"{R}/tasks/{{domain}}.json",
     output:
         f"{R}/properties/controls/{{label}}/{{domain}}.json",
         f"{R}/properties/controls/{{label}}/{{domain}}.steps.parquet",
         f"{R}/properties/controls/{{label}}/{{domain}}.episodes.parquet",
     params:
-        job=job_param(lambda wc: gjobs.properties(
-            config, domain=wc.domain, settings=control_level(wc.label).domain,
-            model=init_model_path(config["properties"]["init"]), tasks_file=gpaths.tasks(config, wc.domain),
-            out_json=f"{R}/properties/controls/{wc.label}/{wc.domain}.json",
-            augmentation=control_level(wc.label).augmentation)),
+        job=CONTROL_PROPERTIES_JOB.param,
     log:
         log_path("properties/controls/{label}/{domain}"),
     benchmark:
         bench_path("properties/controls/{label}/{domain}")
 
 
+CONTROLS_PROPERTIES_TABLE_JOB = JobSpec("controls-properties-table", lambda wc: gjobs.controls_properties_table(
+    gplan.control_property_params(config), [f"{R}/{path}" for path in gplan.control_property_paths(config)],
+    f"{R}/{gcontrols.PROPERTIES_TABLE}"))
+
+
 rule controls_properties_table:
     input:
+        unpack(CONTROLS_PROPERTIES_TABLE_JOB.checked),
         [f"{R}/{path}" for path in gplan.control_property_paths(config)],
     output:
         f"{R}/{gcontrols.PROPERTIES_TABLE}",
     params:
-        job=job_param(lambda wc: gjobs.controls_properties_table(
-            gplan.control_property_params(config), [f"{R}/{path}" for path in gplan.control_property_paths(config)],
-            f"{R}/{gcontrols.PROPERTIES_TABLE}")),
+        job=CONTROLS_PROPERTIES_TABLE_JOB.param,
     log:
         log_path("properties/controls"),
     benchmark:

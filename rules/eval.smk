@@ -5,8 +5,16 @@
 TRAIN_OR_BASE = f"{TRAIN_DOMAIN_RE}|base"
 
 
+EVAL_CHECKPOINT_JOB = JobSpec("eval", lambda wc: gjobs.eval_checkpoint(
+    config, domain=wc.eval_domain, model=checkpoint_path(wc), think=think_param(wc),
+    tasks_file=gpaths.tasks(config, wc.eval_domain),
+    out_json=eval_file(wc.init, wc.train_domain, wc.variant, wc.seed, wc.step, wc.eval_domain),
+    filler_reference=filler_eval_input(wc).get("thinking")))
+
+
 rule eval_checkpoint:
     input:
+        unpack(EVAL_CHECKPOINT_JOB.checked),
         unpack(checkpoint_inputs),
         tasks=f"{R}/tasks/{{eval_domain}}.json",
     output:
@@ -15,11 +23,7 @@ rule eval_checkpoint:
         steps=f"{R}/eval/{{init}}/{{train_domain}}/{{variant}}/seed{{seed}}/step{{step}}/{{eval_domain}}.steps.parquet",
         episodes=f"{R}/eval/{{init}}/{{train_domain}}/{{variant}}/seed{{seed}}/step{{step}}/{{eval_domain}}.episodes.parquet",
     params:
-        job=job_param(lambda wc: gjobs.eval_checkpoint(
-            config, domain=wc.eval_domain, model=checkpoint_path(wc), think=think_param(wc),
-            tasks_file=gpaths.tasks(config, wc.eval_domain),
-            out_json=eval_file(wc.init, wc.train_domain, wc.variant, wc.seed, wc.step, wc.eval_domain),
-            filler_reference=filler_eval_input(wc).get("thinking"))),
+        job=EVAL_CHECKPOINT_JOB.param,
     log:
         log_path("eval/{init}/{train_domain}/{variant}/seed{seed}/step{step}/{eval_domain}"),
     benchmark:
@@ -33,16 +37,20 @@ rule eval_checkpoint:
         f"{GENTAX} eval --job {{params.job:q}} >> {{log}} 2>&1"
 
 
+RUN_SUMMARY_JOB = JobSpec("summarize", lambda wc: gjobs.summary(
+    run_summary_inputs(wc), {"init": wc.init, "train_domain": wc.train_domain, "variant": wc.variant,
+                             "seed": int(wc.seed)},
+    f"{R}/summary/{wc.part}/{wc.init}/{wc.train_domain}/{wc.variant}/seed{wc.seed}.csv"))
+
+
 rule run_summary:
     input:
+        unpack(RUN_SUMMARY_JOB.checked),
         run_summary_inputs,
     output:
         f"{R}/summary/{{part,main|extended}}/{{init}}/{{train_domain}}/{{variant}}/seed{{seed}}.csv",
     params:
-        job=job_param(lambda wc: gjobs.summary(
-            run_summary_inputs(wc), {"init": wc.init, "train_domain": wc.train_domain, "variant": wc.variant,
-                                     "seed": int(wc.seed)},
-            f"{R}/summary/{wc.part}/{wc.init}/{wc.train_domain}/{wc.variant}/seed{wc.seed}.csv")),
+        job=RUN_SUMMARY_JOB.param,
     log:
         log_path("summary/{part}/{init}/{train_domain}/{variant}/seed{seed}"),
     benchmark:
@@ -56,15 +64,19 @@ rule run_summary:
         f"{GENTAX} summarize --job {{params.job:q}} >> {{log}} 2>&1"
 
 
+BASE_SUMMARY_JOB = JobSpec("summarize", lambda wc: gjobs.summary(
+    base_summary_inputs(wc), {"init": wc.init, "train_domain": "base", "variant": wc.variant, "seed": 0},
+    gpaths.base_summary(config, wc.init, wc.variant)))
+
+
 rule base_summary:
     input:
+        unpack(BASE_SUMMARY_JOB.checked),
         base_summary_inputs,
     output:
         f"{R}/summary/base/{{init}}/{{variant}}.csv",
     params:
-        job=job_param(lambda wc: gjobs.summary(
-            base_summary_inputs(wc), {"init": wc.init, "train_domain": "base", "variant": wc.variant, "seed": 0},
-            gpaths.base_summary(config, wc.init, wc.variant))),
+        job=BASE_SUMMARY_JOB.param,
     log:
         log_path("summary/base/{init}/{variant}"),
     benchmark:

@@ -2,17 +2,21 @@
 # 19:3:1 SciWorld-expert : ALFWorld-V1 : WebShop-V1 mix (state-action pairs; Sokoban absent).
 
 
+RL_V1_JOB = JobSpec("train rl", lambda wc: gjobs.rl_segment(
+    config, gplan.v1_run(config), start=0, end=gpaths.v1_steps(config), save_every=gpaths.v1_steps(config),
+    init_model=gpaths.base_model(config), run_folder=v1_run_dir(), manifest=init_model_input("v1"),
+    tasks_file=gpaths.tasks(config, config["inits"]["v1"]["rl"]["train_domain"])))
+
+
 rule rl_v1:
     input:
+        unpack(RL_V1_JOB.checked),
         model=base_model_input(),
         tasks=f"{R}/tasks/{config['inits']['v1']['rl']['train_domain']}.json",
     output:
         f"{R}/init/v1/run/segment_0_{config['inits']['v1']['rl']['steps']}.json",
     params:
-        job=job_param(lambda wc: gjobs.rl_segment(
-            config, gplan.v1_run(config), start=0, end=gpaths.v1_steps(config), save_every=gpaths.v1_steps(config),
-            init_model=gpaths.base_model(config), run_folder=v1_run_dir(), manifest=init_model_input("v1"),
-            tasks_file=gpaths.tasks(config, config["inits"]["v1"]["rl"]["train_domain"]))),
+        job=RL_V1_JOB.param,
     log:
         log_path("init/v1"),
     benchmark:
@@ -27,15 +31,19 @@ rule rl_v1:
         f"{GENTAX} train rl --job {{params.job:q}} >> {{log}} 2>&1"
 
 
+SFT_DATA_JOB = JobSpec("sft build-data", lambda wc: gjobs.sft_data(config, preset="v2", out=gpaths.v2_sft_data(config),
+                                        v1_model=init_model_path("v1")))
+
+
 rule sft_data:
     input:
+        unpack(SFT_DATA_JOB.checked),
         v1=init_model_input("v1"),
         tasks=expand(f"{R}/tasks/{{domain}}.json", domain=sft_mix_domains(config["inits"]["v2"]["sft"])),
     output:
         directory(f"{R}/init/v2/sft_data"),
     params:
-        job=job_param(lambda wc: gjobs.sft_data(config, preset="v2", out=gpaths.v2_sft_data(config),
-                                                v1_model=init_model_path("v1"))),
+        job=SFT_DATA_JOB.param,
     log:
         log_path("init/v2_sft_data"),
     benchmark:
@@ -50,15 +58,19 @@ rule sft_data:
         f"{GENTAX} sft build-data --job {{params.job:q}} >> {{log}} 2>&1"
 
 
+SFT_V2_JOB = JobSpec("sft train", lambda wc: gjobs.sft_train(config, preset="v2", data=gpaths.v2_sft_data(config),
+                                         init_model=init_model_path("v1"), out=gpaths.v2_model(config)))
+
+
 rule sft_v2:
     input:
+        unpack(SFT_V2_JOB.checked),
         model=init_model_input("v1"),
         data=f"{R}/init/v2/sft_data",
     output:
         directory(f"{R}/init/v2/model"),
     params:
-        job=job_param(lambda wc: gjobs.sft_train(config, preset="v2", data=gpaths.v2_sft_data(config),
-                                                 init_model=init_model_path("v1"), out=gpaths.v2_model(config))),
+        job=SFT_V2_JOB.param,
     log:
         log_path("init/v2"),
     benchmark:

@@ -7,11 +7,16 @@
 WARM_START_DOMAINS = sft_mix_domains(config.get("embedded_base") or {}, preset="embedded-base")
 
 
+EMBEDDED_MODEL_JOB = JobSpec("model embedded", lambda wc: gjobs.embedded_model(config, gpaths.embedded_model(config)))
+
+
 rule embedded_model:
+    input:
+        unpack(EMBEDDED_MODEL_JOB.checked),
     output:
         directory(f"{R}/model/embedded"),
     params:
-        job=job_param(lambda wc: gjobs.embedded_model(config, gpaths.embedded_model(config))),
+        job=EMBEDDED_MODEL_JOB.param,
     log:
         log_path("model/embedded"),
     benchmark:
@@ -26,15 +31,19 @@ rule embedded_model:
         f"{GENTAX} model embedded --job {{params.job:q}} >> {{log}} 2>&1"
 
 
+EMBEDDED_BASE_DATA_JOB = JobSpec("sft build-data", lambda wc: gjobs.sft_data(config, preset="embedded-base", out=f"{R}/model/embedded_base_data",
+                                        v1_model=None))
+
+
 rule embedded_base_data:
     input:
+        unpack(EMBEDDED_BASE_DATA_JOB.checked),
         model=f"{R}/model/embedded",
         tasks=expand(f"{R}/tasks/{{domain}}.json", domain=WARM_START_DOMAINS),
     output:
         directory(f"{R}/model/embedded_base_data"),
     params:
-        job=job_param(lambda wc: gjobs.sft_data(config, preset="embedded-base", out=f"{R}/model/embedded_base_data",
-                                                v1_model=None)),
+        job=EMBEDDED_BASE_DATA_JOB.param,
     log:
         log_path("model/embedded_base_data"),
     benchmark:
@@ -49,15 +58,19 @@ rule embedded_base_data:
         f"{GENTAX} sft build-data --job {{params.job:q}} >> {{log}} 2>&1"
 
 
+EMBEDDED_BASE_JOB = JobSpec("sft train", lambda wc: gjobs.sft_train(config, preset="embedded-base", data=f"{R}/model/embedded_base_data",
+                                         init_model=gpaths.embedded_model(config), out=gpaths.embedded_base(config)))
+
+
 rule embedded_base:
     input:
+        unpack(EMBEDDED_BASE_JOB.checked),
         model=f"{R}/model/embedded",
         data=f"{R}/model/embedded_base_data",
     output:
         directory(f"{R}/model/embedded_base"),
     params:
-        job=job_param(lambda wc: gjobs.sft_train(config, preset="embedded-base", data=f"{R}/model/embedded_base_data",
-                                                 init_model=gpaths.embedded_model(config), out=gpaths.embedded_base(config))),
+        job=EMBEDDED_BASE_JOB.param,
     log:
         log_path("model/embedded_base"),
     benchmark:

@@ -2,8 +2,15 @@
 # measured into richness, complexity and the extra measures of gentax.agent.properties.
 
 
+PROPERTIES_JOB = JobSpec("properties", lambda wc: gjobs.properties(
+    config, domain=wc.domain, settings=gjobs.domain_settings(config, wc.domain),
+    model=init_model_path(config["properties"]["init"]), tasks_file=gpaths.tasks(config, wc.domain),
+    out_json=gpaths.properties(config, wc.domain)))
+
+
 rule properties:
     input:
+        unpack(PROPERTIES_JOB.checked),
         model=init_model_input(config["properties"]["init"]),
         tasks=f"{R}/tasks/{{domain}}.json",
     output:
@@ -11,10 +18,7 @@ rule properties:
         f"{R}/properties/{{domain}}.steps.parquet",  # its trajectories: declared, so a deleted one is rebuilt
         f"{R}/properties/{{domain}}.episodes.parquet",
     params:
-        job=job_param(lambda wc: gjobs.properties(
-            config, domain=wc.domain, settings=gjobs.domain_settings(config, wc.domain),
-            model=init_model_path(config["properties"]["init"]), tasks_file=gpaths.tasks(config, wc.domain),
-            out_json=gpaths.properties(config, wc.domain))),
+        job=PROPERTIES_JOB.param,
     log:
         log_path("properties/{domain}"),
     benchmark:
@@ -28,15 +32,19 @@ rule properties:
         f"{GENTAX} properties --job {{params.job:q}} >> {{log}} 2>&1"
 
 
+PROPERTIES_TABLE_JOB = JobSpec("properties-table", lambda wc: gjobs.properties_table(
+    [gpaths.properties(config, d) for d in gplan.eval_domains(config, config["properties"]["init"])],
+    gpaths.properties_table(config)))
+
+
 rule properties_table:
     input:
+        unpack(PROPERTIES_TABLE_JOB.checked),
         expand(f"{R}/properties/{{domain}}.json", domain=gplan.eval_domains(config, config["properties"]["init"])),
     output:
         f"{R}/properties/properties.csv",
     params:
-        job=job_param(lambda wc: gjobs.properties_table(
-            [gpaths.properties(config, d) for d in gplan.eval_domains(config, config["properties"]["init"])],
-            gpaths.properties_table(config))),
+        job=PROPERTIES_TABLE_JOB.param,
     log:
         log_path("properties/table"),
     benchmark:

@@ -3,17 +3,21 @@
 # saved in the same run folder, so no step is trained twice.
 
 
+RL_SEGMENT_JOB = JobSpec("train rl", lambda wc: gjobs.rl_segment(
+    config, planned_run(wc), start=int(wc.start), end=int(wc.end), save_every=config["rl"]["save_every"],
+    init_model=init_model_path(wc.init), run_folder=run_dir(wc),
+    manifest=gpaths.segment_manifest(run_dir(wc), int(wc.start), int(wc.end)),
+    filler_reference=filler_reference_dir(wc)))
+
+
 rule rl_segment:
     input:
+        unpack(RL_SEGMENT_JOB.checked),
         unpack(segment_inputs),
     output:
         f"{R}/runs/{{init}}/{{train_domain}}/{{variant}}/seed{{seed}}/segment_{{start}}_{{end}}.json",
     params:
-        job=job_param(lambda wc: gjobs.rl_segment(
-            config, planned_run(wc), start=int(wc.start), end=int(wc.end), save_every=config["rl"]["save_every"],
-            init_model=init_model_path(wc.init), run_folder=run_dir(wc),
-            manifest=gpaths.segment_manifest(run_dir(wc), int(wc.start), int(wc.end)),
-            filler_reference=filler_reference_dir(wc))),
+        job=RL_SEGMENT_JOB.param,
     log:
         log_path("runs/{init}/{train_domain}/{variant}/seed{seed}/segment_{start}_{end}"),
     benchmark:

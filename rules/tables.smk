@@ -6,8 +6,14 @@
 # which breaks its view of results whose other labels differ: one result per subcategory never toggles).
 
 
+TABLE_JOB = JobSpec("table", lambda wc: gjobs.artifact(
+    config, wc.name, **table_inputs(wc), outputs={ext: gpaths.table(config, wc.name, ext) for ext in ("csv", "md", "tex")},
+    provenance=f"{R}/tables/{wc.name}{gprov.SUFFIX}"))
+
+
 rule table:
     input:
+        unpack(TABLE_JOB.checked),
         unpack(table_inputs),
     output:
         csv=report(f"{R}/tables/{{name}}.csv", category="Tables", subcategory="{name}", caption="../report/table.rst",
@@ -18,9 +24,7 @@ rule table:
     wildcard_constraints:
         name="|".join(gplan.table_names(config)),
     params:
-        job=job_param(lambda wc: gjobs.artifact(
-            config, wc.name, **table_inputs(wc), outputs={ext: gpaths.table(config, wc.name, ext) for ext in ("csv", "md", "tex")},
-            provenance=f"{R}/tables/{wc.name}{gprov.SUFFIX}")),
+        job=TABLE_JOB.param,
     log:
         log_path("tables/{name}"),
     benchmark:
@@ -34,8 +38,14 @@ rule table:
         f"{GENTAX} table --job {{params.job:q}} >> {{log}} 2>&1"
 
 
+FIGURE_JOB = JobSpec("figure", lambda wc: gjobs.artifact(
+    config, wc.name, **table_inputs(wc), outputs={ext: gpaths.figure(config, wc.name, ext) for ext in ("png", "svg")},
+    provenance=f"{R}/figures/{wc.name}{gprov.SUFFIX}"))
+
+
 rule figure:
     input:
+        unpack(FIGURE_JOB.checked),
         unpack(table_inputs),
     output:
         png=report(f"{R}/figures/{{name}}.png", category="Figures", subcategory="{name}", caption="../report/figure.rst",
@@ -45,9 +55,7 @@ rule figure:
     wildcard_constraints:
         name="|".join(gplan.figure_names(config)),
     params:
-        job=job_param(lambda wc: gjobs.artifact(
-            config, wc.name, **table_inputs(wc), outputs={ext: gpaths.figure(config, wc.name, ext) for ext in ("png", "svg")},
-            provenance=f"{R}/figures/{wc.name}{gprov.SUFFIX}")),
+        job=FIGURE_JOB.param,
     log:
         log_path("figures/{name}"),
     benchmark:

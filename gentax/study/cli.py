@@ -56,7 +56,7 @@ def register(sub) -> None:
 
     c = sub.add_parser("controls-properties-table", help="one row per level of the controls from its property log",
                        description="One row per level of the controls from its property log (a workflow job).")
-    c.add_argument("--job", metavar="SPEC", required=True, help=jobspec.HELP)
+    jobspec.add_argument(c, required=True)
     c.set_defaults(func=_controls_properties_table, verb="controls-properties-table")
 
 
@@ -69,6 +69,11 @@ def _controls_properties_table(args) -> int:
     from gentax.study.controls import ControlLevel, property_row
 
     s = jobspec.take(jobspec.load(args.job), ("levels", "inputs", "out"), verb=args.verb)
+    from gentax.study.checks import controls_table_problems  # function-local: the verbs' checks import the stages' CLIs
+
+    jobspec.require(args.verb, controls_table_problems(s, jobspec.OnDisk()))
+    if args.check:
+        return jobspec.checked(args.verb)
     rows = []
     for level, path in zip(s["levels"], s["inputs"]):
         level = dict(level)
@@ -92,6 +97,13 @@ def _tasks(args) -> int:
     if args.job:
         s = jobspec.take(jobspec.load(args.job), ("domain", "episodes", "split", "max_steps", "options", "out"),
                          verb="tasks")
+        from gentax.study.checks import tasks_problems  # function-local: the verbs' checks import the stages' CLIs
+
+        jobspec.require("tasks", tasks_problems(s, jobspec.OnDisk()))
+        if args.check:
+            return jobspec.checked("tasks")
+    elif args.check:
+        raise GentaxError("gentax tasks --check checks a job spec: give --job SPEC")
     elif args.domain is None or args.episodes is None or args.out is None:
         raise GentaxError("gentax tasks: give --domain, --episodes and --out (or --job SPEC)")
     else:

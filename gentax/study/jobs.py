@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping
 
 from gentax.dtype import rl_autocast, sft_precision
 from gentax.study import paths
-from gentax.study.plan import eval_episodes, filler_settings, rollout_batch_size, rollout_settings, window
+from gentax.study.plan import eval_episodes, filler_settings, manifest_size, rollout_batch_size, rollout_settings, window
 from gentax.train.config import load_rl_config
 from gentax.train.sft_config import load_sft_config, sft_section
 
@@ -89,9 +89,10 @@ def resolved_rl(cfg: dict, *, save_every: int) -> dict[str, Any]:
 
 # ---- one builder per job kind ---------------------------------------------------------------------
 def tasks(cfg: dict, domain: str, out: str) -> dict[str, Any]:
-    """``gentax tasks``: the held-out eval tasks of one domain."""
+    """``gentax tasks``: the held-out eval tasks of one domain, as many as the plan's jobs play
+    from it (``plan.manifest_size``)."""
     d = domain_settings(cfg, domain)
-    return {"domain": domain, "episodes": eval_episodes(cfg, domain), "split": "eval", **d, "out": out}
+    return {"domain": domain, "episodes": manifest_size(cfg, domain), "split": "eval", **d, "out": out}
 
 
 def embedded_model(cfg: dict, out: str) -> dict[str, Any]:

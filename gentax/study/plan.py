@@ -80,6 +80,21 @@ def eval_episodes(cfg: dict, domain: str) -> int:
     return int((ev.get("episodes_per_domain") or {}).get(domain, ev["episodes"]))
 
 
+def property_log_domains(cfg: dict) -> set[str]:
+    """The domains with a property log in the plan: Table 3's (every domain of ``properties.init``)
+    and each level of the controls' (its training domain)."""
+    return set(eval_domains(cfg, cfg["properties"]["init"])) | {level.train_domain for level in control_levels(cfg)}
+
+
+def manifest_size(cfg: dict, domain: str) -> int:
+    """Tasks in ``domain``'s task manifest: the most any job of the plan plays from it (its
+    evaluations' ``eval_episodes``, its property logs' ``properties.episodes``). Every job plays the
+    first ``episodes`` tasks of the manifest, a prefix, so a domain's evaluations and property logs
+    share their first tasks (docs/workflow.md, "Task manifests")."""
+    logs = int(cfg["properties"]["episodes"]) if domain in property_log_domains(cfg) else 0
+    return max(eval_episodes(cfg, domain), logs)
+
+
 def rollout_batch_size(cfg: dict, domain: str) -> int | None:
     """Episodes in flight at once in ``domain``'s evaluations and property logs
     (``eval.batch_size_per_domain``; None: all of a job's episodes in one batch)."""

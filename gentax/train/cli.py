@@ -123,22 +123,43 @@ def _report_removed(paths) -> None:
 _JOB_KEYS = ("engine", "init", "out", "start", "end", "rl", "run_spec", "tracking", "manifest", "tasks", "dtype")
 
 
-def run_job(spec: dict[str, Any]) -> int:
+def rl_problems(spec: dict[str, Any], inputs) -> list[str]:
+    """The check of a ``train rl`` job spec against its inputs (``gentax.jobspec``'s contract): its
+    initial policy is a model folder, its segment trains at least one step, its run spec parses."""
+    from gentax.errors import GentaxError
+
+    out = jobspec.model_problem("init", spec["init"], inputs)
+    start, end = spec["start"], spec["end"]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)) or not 0 <= start < end:
+        out.append(f"start/end: a segment trains steps start+1..end (whole numbers, 0 <= start < end), "
+                   f"got {start!r}..{end!r}")
+    try:
+        RunSpec.from_dict(spec["run_spec"])
+    except GentaxError as exc:
+        out.append(f"run_spec: {exc}")
+    return out
+
+
+def run_job(spec: dict[str, Any], check: bool = False) -> int:
     """One training segment of the workflow: the run spec into the run folder (``runs.RUN_SPEC_FILE``),
-    steps start+1..end, then the segment's manifest (its HF checkpoints and provenance), written last."""
+    steps start+1..end, then the segment's manifest (its HF checkpoints and provenance), written last.
+    ``check``: only the spec's check against its inputs (``rl_problems``)."""
     from gentax import io as gio
     from gentax import provenance
     from gentax.errors import GentaxError
     from gentax.train.config import rl_config
 
     s = jobspec.take(spec, _JOB_KEYS, verb="train rl")
+    jobspec.require("train rl", rl_problems(s, jobspec.OnDisk()))
+    if check:
+        return jobspec.checked("train rl")
     run, cfg, run_dir = RunSpec.from_dict(s["run_spec"]), rl_config(s["rl"]), Path(s["out"])
     gio.write_json(run_dir / runs.RUN_SPEC_FILE, run.to_dict())
     code = train_rl(s["engine"], cfg, init=s["init"], run=run, start=s["start"], end=s["end"], run_dir=str(run_dir),
                     progress=False, tracking=s["tracking"])
     if code != 0:
         return code
-    saved = [step for step in range(s["start"] + 1, s["end"] + 1) if step % cfg.save_every == 0 or step == s["end"]]
+    saved = runs.saved_steps(s["start"], s["end"], cfg.save_every)
     checkpoints = {str(step): str(run_dir / "checkpoints" / f"step_{step}") for step in saved}
     missing = [path for path in checkpoints.values() if not (Path(path) / "config.json").is_file()]
     if missing:
@@ -156,7 +177,9 @@ def _run_rl(args) -> int:
     from gentax.train.tracking import read_section
 
     if args.job:
-        return run_job(jobspec.load(args.job))
+        return run_job(jobspec.load(args.job), check=args.check)
+    if args.check:
+        raise ConfigError("gentax train rl --check checks a job spec: give --job SPEC")
     if not args.init or not args.out:
         raise ConfigError("gentax train rl: give --init and --out (or --job SPEC)")
     section = read_rl_section(args.config) if args.config else {}

@@ -89,6 +89,12 @@ def step_task_domains(run_seed: int, step: int, tasks_per_step: int, weights: di
     return [name for name, count in zip(names, counts) for _ in range(count)]
 
 
+def saved_steps(start: int, end: int, save_every: int) -> list[int]:
+    """The checkpoints a segment that trains steps ``start+1..end`` saves: every ``save_every``-th
+    step, and its last."""
+    return [step for step in range(start + 1, end + 1) if step % save_every == 0 or step == end]
+
+
 def checkpoint_dir(run_dir: str | Path, step: int) -> Path:
     return Path(run_dir) / CHECKPOINTS / f"step_{step}"
 

@@ -19,6 +19,7 @@ import json
 import logging
 
 from gentax import jobspec
+from gentax.errors import GentaxError
 from gentax.train.sft_config import PRESETS
 
 
@@ -51,11 +52,25 @@ _DATA_JOB = ("preset", "sft", "domains", "v1", "out", "dtype")  # gentax.study.j
 _TRAIN_JOB = ("preset", "sft", "data", "init", "out", "tracking", "dtype")  # gentax.study.jobs.sft_train
 
 
+def sft_problems(verb: str, spec: dict, inputs) -> list[str]:
+    """The check of an ``sft build-data`` / ``sft train`` job spec against its inputs
+    (``gentax.jobspec``'s contract): V1's model (build-data, where the mix has V1 trajectories), the
+    initial model and the dataset folder (train)."""
+    if verb == "build-data":
+        return jobspec.model_problem("v1", spec["v1"], inputs) if spec["v1"] else []
+    out = jobspec.model_problem("init", spec["init"], inputs)
+    if not inputs.file(f"{spec['data']}/dataset_info.json"):
+        out.append(f"data: {spec['data']} is no dataset folder (no dataset_info.json there: its job, "
+                   f"gentax sft build-data, has not run)")
+    return out
+
+
 def _job(text: str, keys, verb: str):
-    """(spec, SFTConfig) of a job spec: its resolved SFT section taken as it is."""
+    """(spec, SFTConfig) of a job spec: its resolved SFT section taken as it is, after its check."""
     from gentax.train.sft_config import sft_config
 
     spec = jobspec.take(jobspec.load(text), keys, verb=verb)
+    jobspec.require(f"sft {verb}", sft_problems(verb, spec, jobspec.OnDisk()))
     return spec, sft_config(spec["sft"], spec["preset"])
 
 
@@ -90,8 +105,12 @@ def run_build_data(args) -> int:
     from gentax.train.sft_data import build_sft_data
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    if args.check and not args.job:
+        raise GentaxError("gentax sft build-data --check checks a job spec: give --job SPEC")
     if args.job:
         spec, cfg = _job(args.job, _DATA_JOB, "build-data")
+        if args.check:
+            return jobspec.checked("sft build-data")
         out, v1, domains, progress = spec["out"], spec["v1"], spec["domains"], False
     else:
         _required(args, "build-data", "out")
@@ -113,8 +132,12 @@ def run_train(args) -> int:
 
     from gentax.train.tracking import read_section
 
+    if args.check and not args.job:
+        raise GentaxError("gentax sft train --check checks a job spec: give --job SPEC")
     if args.job:
         spec, cfg = _job(args.job, _TRAIN_JOB, "train")
+        if args.check:
+            return jobspec.checked("sft train")
         data, init, out, tracking = spec["data"], spec["init"], spec["out"], spec["tracking"]
     else:
         _required(args, "train", "data", "init", "out")
