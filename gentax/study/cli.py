@@ -39,6 +39,11 @@ def register(sub) -> None:
     p.add_argument("--profile", default=None,
                    help="Snakemake profile whose resources (GPUs, runtime) price the jobs "
                         "(default: profiles/slurm for the paper preset, profiles/embedded for embedded)")
+    p.add_argument("--check", action="store_true",
+                   help="only check the plan: build its DAG as `snakemake -n` does, which checks every job's spec "
+                        "against the inputs the plan writes (gentax.study.checks); exit 2 naming the first job that "
+                        "would refuse. The plain plan printout ends with this check")
+    p.add_argument("--no-check", action="store_true", help="print the plan without checking its jobs (faster)")
     p.add_argument("--target", default=None,
                    help="with --cost: price only what one table/figure needs, e.g. results/tables/table5_augmentation.csv")
     p.set_defaults(func=_plan)
@@ -134,6 +139,8 @@ def _plan(args) -> int:
     gconfig.validate(cfg, sources=gconfig.config_sources(cfg["preset"], args.config))
     for problem in gconfig.unmet_inputs(cfg):  # a plan may be made away from the cluster: said, not refused
         print(f"gentax: note: {problem} (a run stops before its first job)", file=sys.stderr)
+    if args.check:
+        return _check_plan(cfg, args.config)
     if args.settings and args.verl:
         from gentax.study import settings
 
@@ -171,6 +178,27 @@ def _plan(args) -> int:
     for c in result["controls"]:
         reads = "its own runs" if c["own_runs"] else f"the grid's {c['runs']} runs"
         print(f"  {c['control']:<10} {c['level']:<10} {c['setting']}: {reads}; {c['property_log']}")
+    if not args.no_check:
+        return _check_plan(cfg, args.config)
+    return 0
+
+
+def _check_plan(cfg: dict, configfiles: list[str]) -> int:
+    """``--check``: Snakemake builds the DAG of this config (``snakemake -n``, nothing run or
+    written under results/), and each job's check runs as the job is built (rules/common.smk
+    JobSpec.checked): 0 when every job would start, else 2 with the first one that would not."""
+    import subprocess
+
+    files = [str(Path(path).resolve()) for path in configfiles]
+    command = [sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", "--cores", "1", "--snakefile",
+               str(REPO / "Snakefile"), "--directory", str(REPO), *(["--configfile", *files] if files else []),
+               "--config", f"preset={cfg['preset']}"]
+    done = subprocess.run(command, capture_output=True, text=True)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("gentax: error:")]
+    if done.returncode != 0:
+        print("\n".join(errors) or done.stderr.strip(), file=sys.stderr)
+        return 2
+    print(f"plan check (preset {cfg['preset']}): every job's spec agrees with the inputs the plan writes")
     return 0
 
 
