@@ -69,7 +69,7 @@ def _job(text: str, keys, verb: str):
     """(spec, SFTConfig) of a job spec: its resolved SFT section taken as it is, after its check."""
     from gentax.train.sft_config import sft_config
 
-    spec = jobspec.take(jobspec.load(text), keys, verb=verb)
+    spec = jobspec.take(jobspec.load(text), keys, verb=f"sft {verb}")
     jobspec.require(f"sft {verb}", sft_problems(verb, spec, jobspec.OnDisk()))
     return spec, sft_config(spec["sft"], spec["preset"])
 
