@@ -386,10 +386,44 @@ def alive(pid: int) -> bool:
     return _alive(pid)
 
 
+def watcher_of(trainer) -> int:
+    """The pid of the watcher ``processes.owning`` started for ``trainer`` (in a session of its own)."""
+    from gentax.train.processes import descendants
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        for pid in descendants(trainer.pid):
+            with contextlib.suppress(OSError):
+                if f" watch {trainer.pid} ".encode() in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" "):
+                    return pid
+        time.sleep(0.01)
+    raise AssertionError(f"no watcher of trainer {trainer.pid}")
+
+
+def test_a_killed_trainers_processes_end_without_waiting_for_a_rerun(tmp_path):
+    """SIGKILL runs none of the trainer's code: its watcher (its own session, so a kill of the
+    trainer's process group leaves it) ends the engines it left, within seconds (the H200 check: 30 s)."""
+    trainer, engines = start_fake_trainer(tmp_path / "run")
+    watcher = watcher_of(trainer)
+    try:
+        os.killpg(trainer.pid, signal.SIGKILL)
+        trainer.wait()
+        deadline = time.monotonic() + 15
+        while any(alive(pid) for pid in engines + [watcher]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(alive(pid) for pid in engines)
+        assert not alive(watcher)  # its work done, it exits
+    finally:
+        for pid in engines + [watcher]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 def test_taking_over_a_killed_trainers_lock_ends_the_processes_it_left(tmp_path, capsys):
     run = tmp_path / "run"
     trainer, engines = start_fake_trainer(run)
     try:
+        os.kill(watcher_of(trainer), signal.SIGKILL)  # the watcher killed too: the takeover is the second line
         os.killpg(trainer.pid, signal.SIGKILL)  # the trainer and its process group: the engines are elsewhere
         trainer.wait()
         assert all(alive(pid) for pid in engines)  # what the smoke's kill left on the H200
