@@ -483,7 +483,7 @@ def gpu(out: Path, bundle: Path, phases: list[str]) -> int:
         print(f"== {phase}", flush=True)
         if phase == "warm-start":
             report[phase] = warm_start(bundle, policy, cfg)
-        elif phase.startswith(("verl", "local")):
+        elif phase.startswith(("verl", "local")) and phase != "verl1-kills":
             if not (policy / "config.json").is_file():  # a fresh machine: warm-start first
                 report["warm-start"] = warm_start(bundle, policy, cfg)
             engine = "verl" if phase.startswith("verl") else "local"
