@@ -419,6 +419,37 @@ def test_a_killed_trainers_processes_end_without_waiting_for_a_rerun(tmp_path):
                 os.kill(pid, signal.SIGKILL)
 
 
+#: a trainer that starts an agent with an environment of its own (no token), as Ray starts its
+#: dashboard and runtime-env agents
+UNMARKED_AGENT_TRAINER = """
+import subprocess, sys, time
+from gentax.train import runs
+with runs.locked(sys.argv[1]):
+    agent = subprocess.Popen(["setsid", "bash", "-c", "exec -a ray::DashboardAgent sleep 600"], env={"PATH": "/usr/bin:/bin"})
+    while not open(f"/proc/{agent.pid}/cmdline", "rb").read().startswith(b"ray::"):
+        time.sleep(0.01)
+    print(agent.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_killed_trainers_unmarked_children_end_too(tmp_path):
+    trainer = subprocess.Popen([sys.executable, "-c", UNMARKED_AGENT_TRAINER, str(tmp_path / "run")], stdout=subprocess.PIPE,
+                               text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, start_new_session=True)
+    agent = int(trainer.stdout.readline())
+    try:
+        time.sleep(1.0)  # the watcher has seen it below the trainer
+        os.killpg(trainer.pid, signal.SIGKILL)
+        trainer.wait()
+        deadline = time.monotonic() + 15
+        while alive(agent) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(agent)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(agent, signal.SIGKILL)
+
+
 def test_taking_over_a_killed_trainers_lock_ends_the_processes_it_left(tmp_path, capsys):
     run = tmp_path / "run"
     trainer, engines = start_fake_trainer(run)

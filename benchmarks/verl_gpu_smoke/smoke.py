@@ -23,7 +23,8 @@ Two halves (docs/training.md §5.3):
   in the smoke ends a process: after each kill it only watches (30 s) which of the trainer's
   processes are left and whether nvidia-smi's memory is back to its value before the first attempt.
   Checks: every step trained once, each rerun resumed after the last checkpoint, nothing left and the
-  memory back within 30 s of each kill. ``GENTAX_SMOKE_KILLS_UNTIL`` (s, default 300): a kill whose
+  memory back within 30 s of each kill. ``GENTAX_SMOKE_KILLS`` (default sigkill,sigterm,sigint): the
+  kills, in order (steps 0:kills+1); ``GENTAX_SMOKE_KILLS_UNTIL`` (s, default 300): a kill whose
   attempt would start later is left out, so the last attempt still ends inside one device call.
 - ``verl1-webshop``: the same on WebShop, 3 steps, no kill.
 - ``verl2-sokoban``: 2 GPUs (2 FSDP ranks, 2 ``hf`` replicas), 3 steps; its checkpoints are merged
@@ -309,7 +310,8 @@ def kill_and_watch(process: subprocess.Popen, kind: str, baseline_mib: float | N
     else:
         os.kill(process.pid, signal.SIGKILL if kind == "sigkill" else signal.SIGTERM)
     while time.perf_counter() - start <= KILL_WATCH_S:
-        left = [pid for pid in pids if processes._alive(pid)]
+        # the trainer is this process's child: poll() reads its exit status (_alive would reap it unread)
+        left = [pid for pid in pids if (process.poll() is None if pid == process.pid else processes._alive(pid))]
         if token:
             left = sorted(set(left) | set(processes.processes_marked(processes.OWNER_ENV, token)))
         used, per_pid = gpu_memory()
@@ -513,7 +515,8 @@ def gpu(out: Path, bundle: Path, phases: list[str]) -> int:
                 report["warm-start"] = warm_start(bundle, policy, cfg)
             run_dir = work / phase
             shutil.rmtree(run_dir, ignore_errors=True)
-            result = kills(policy, run_dir, kinds=list(KILLS), end=4, log_path=out / f"{phase}.log",
+            kinds = os.environ.get("GENTAX_SMOKE_KILLS", ",".join(KILLS)).split(",")
+            result = kills(policy, run_dir, kinds=kinds, end=len(kinds) + 1, log_path=out / f"{phase}.log",
                            give_up_after_s=float(os.environ.get("GENTAX_SMOKE_KILLS_UNTIL", 300)))
             if (run_dir / "metrics.csv").is_file():
                 shutil.copy2(run_dir / "metrics.csv", out / f"{phase}.metrics.csv")

@@ -10,7 +10,7 @@ on leaving (success, an exception, SIGTERM: a preempted or stopped job) SIGKILLs
 still carrying the token. A trainer killed by SIGKILL runs no code: ``owning`` also starts a
 watcher (this file run as a script, in a session of its own, so a kill of the trainer's process
 group leaves it) that sees the trainer gone within ``WATCH_SECONDS`` and ends what carries the
-token, so the GPU is free again without waiting for a rerun. Should the watcher die with it (a
+token and what ran below the trainer, so the GPU is free again without waiting for a rerun. Should the watcher die with it (a
 kill of every process of the user), the run-folder lock records the token, and the next trainer
 that takes the lock over ends the dead one's processes (``gentax.train.runs.locked``). A child the
 trainer forks without exec keeps the environment the trainer was started with; ``owning`` also
@@ -18,7 +18,7 @@ ends the descendants the trainer started inside it.
 
     processes_marked(name, value) -> [pid, ...]   this user's processes on this host with name=value
     end_marked(name, value) -> ["pid P (NAME)", ...]   SIGKILL them and wait
-    python processes.py watch PID TOKEN              the watcher: end_marked(OWNER_ENV, TOKEN) once PID is gone
+    python processes.py watch PID TOKEN              the watcher: once PID is gone, end what carries TOKEN or ran below PID
     kill(pids) / descendants(pid) / process_name(pid)
 
 Linux only (it reads /proc), with no dependency beyond the standard library, so the GPU smoke's
@@ -149,11 +149,18 @@ def start_watcher(token: str, pid: int | None = None) -> subprocess.Popen:
 
 def watch(pid: int, token: str) -> list[str]:
     """Wait until ``pid`` (the process of that pid that runs now, not a later one given the same
-    number) is gone, then ``end_marked(OWNER_ENV, token)``; what was ended."""
+    number) is gone, then end what carries ``token`` and every process it had below it while it ran
+    (Ray starts its agents with an environment of their own: on the H200 a SIGKILLed trainer's
+    ``ray::DashboardAgent`` and ``ray::RuntimeEnvAgent`` outlived an end by the token alone); what
+    was ended."""
     started = _started(pid)
+    below: set[tuple[int, int | None]] = set()
     while started is not None and _alive(pid) and _started(pid) == started:
+        below |= {(child, _started(child)) for child in descendants(pid)}
         time.sleep(WATCH_SECONDS)
-    return end_marked(OWNER_ENV, token)
+    still_there = [child for child, when in below
+                   if child != os.getpid() and when is not None and _started(child) == when]  # not the watcher
+    return kill(sorted(set(still_there) | set(processes_marked(OWNER_ENV, token))))
 
 
 @contextlib.contextmanager
