@@ -4,9 +4,11 @@
 #   bash benchmarks/gpu1/device.sh [--parts-root DIR] [--detach] [--kill K ...] [--compare ARGS] SECONDS [snakemake args...]
 #   bash benchmarks/gpu1/device.sh --collect WAIT_SECONDS
 # The bundle (benchmarks/gpu1/bundle.py: site, jre, bin; one part carried a call in the git-ignored
-# folders DIR/.gpu1p<k>/, DIR default the working tree) is checked part by part as the parts arrive
-# (benchmarks/gpu1/install.py: a missing or damaged part stops here, named, with the rebuild
-# command); once all are there it is unpacked into /tmp/gpu1dev/bundle, the code is copied to
+# folders DIR/.gpu1p<k>/, DIR default the working tree) is copied to /tmp/gpu1dev/carry and checked
+# part by part as the parts arrive (benchmarks/gpu1/install.py: a missing or damaged part stops here,
+# named, with the rebuild command); /tmp lasts only while the machine stays warm (30 s after a call),
+# so the calls must follow each other at once. Once all are there it is unpacked into
+# /tmp/gpu1dev/bundle, the code is copied to
 # /tmp/gpu1dev/repo (where results/ and .snakemake/ outlive the call while the machine stays up)
 # and benchmarks/gpu1/drive.py runs Snakemake there (profiles/gpu1, greedy scheduler) for at most
 # SECONDS, then stops it (SIGINT: running jobs are marked incomplete and rerun by the next call),
@@ -44,9 +46,12 @@ while [ $# -gt 0 ]; do
 done
 seconds=$1; shift
 nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader
-python3 "$here/benchmarks/gpu1/install.py" "$parts_root" "$S/bundle" --check
+# only what a call carries is in the checkout on the device: each call keeps its part in /tmp, which
+# lasts while the machine stays warm (30 s after a call: make the calls back to back)
+mkdir -p "$S/carry" && cp -r "$parts_root"/.gpu1p* "$S/carry/" 2>/dev/null
+python3 "$here/benchmarks/gpu1/install.py" "$S/carry" "$S/bundle" --check
 case $? in 0) ;; 1) exit 0 ;; *) exit 2 ;; esac  # 1: this call brought one part of several
-python3 "$here/benchmarks/gpu1/install.py" "$parts_root" "$S/bundle" || exit 2
+python3 "$here/benchmarks/gpu1/install.py" "$S/carry" "$S/bundle" || exit 2
 B=$S/bundle
 export PYTHONPATH=$B/site PATH=$B/bin:$B/jre/bin:$PATH JAVA_HOME=$B/jre DISABLE_VERSION_CHECK=1 \
        HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
