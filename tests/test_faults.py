@@ -386,10 +386,75 @@ def alive(pid: int) -> bool:
     return _alive(pid)
 
 
+def watcher_of(trainer) -> int:
+    """The pid of the watcher ``processes.owning`` started for ``trainer`` (in a session of its own)."""
+    from gentax.train.processes import descendants
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        for pid in descendants(trainer.pid):
+            with contextlib.suppress(OSError):
+                if f" watch {trainer.pid} ".encode() in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" "):
+                    return pid
+        time.sleep(0.01)
+    raise AssertionError(f"no watcher of trainer {trainer.pid}")
+
+
+def test_a_killed_trainers_processes_end_without_waiting_for_a_rerun(tmp_path):
+    """SIGKILL runs none of the trainer's code: its watcher (its own session, so a kill of the
+    trainer's process group leaves it) ends the engines it left, within seconds (the H200 check: 30 s)."""
+    trainer, engines = start_fake_trainer(tmp_path / "run")
+    watcher = watcher_of(trainer)
+    try:
+        os.killpg(trainer.pid, signal.SIGKILL)
+        trainer.wait()
+        deadline = time.monotonic() + 15
+        while any(alive(pid) for pid in engines + [watcher]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(alive(pid) for pid in engines)
+        assert not alive(watcher)  # its work done, it exits
+    finally:
+        for pid in engines + [watcher]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+#: a trainer that starts an agent with an environment of its own (no token), as Ray starts its
+#: dashboard and runtime-env agents
+UNMARKED_AGENT_TRAINER = """
+import subprocess, sys, time
+from gentax.train import runs
+with runs.locked(sys.argv[1]):
+    agent = subprocess.Popen(["setsid", "bash", "-c", "exec -a ray::DashboardAgent sleep 600"], env={"PATH": "/usr/bin:/bin"})
+    while not open(f"/proc/{agent.pid}/cmdline", "rb").read().startswith(b"ray::"):
+        time.sleep(0.01)
+    print(agent.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_killed_trainers_unmarked_children_end_too(tmp_path):
+    trainer = subprocess.Popen([sys.executable, "-c", UNMARKED_AGENT_TRAINER, str(tmp_path / "run")], stdout=subprocess.PIPE,
+                               text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, start_new_session=True)
+    agent = int(trainer.stdout.readline())
+    try:
+        time.sleep(1.0)  # the watcher has seen it below the trainer
+        os.killpg(trainer.pid, signal.SIGKILL)
+        trainer.wait()
+        deadline = time.monotonic() + 15
+        while alive(agent) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(agent)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(agent, signal.SIGKILL)
+
+
 def test_taking_over_a_killed_trainers_lock_ends_the_processes_it_left(tmp_path, capsys):
     run = tmp_path / "run"
     trainer, engines = start_fake_trainer(run)
     try:
+        os.kill(watcher_of(trainer), signal.SIGKILL)  # the watcher killed too: the takeover is the second line
         os.killpg(trainer.pid, signal.SIGKILL)  # the trainer and its process group: the engines are elsewhere
         trainer.wait()
         assert all(alive(pid) for pid in engines)  # what the smoke's kill left on the H200

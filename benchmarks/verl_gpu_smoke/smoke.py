@@ -17,6 +17,15 @@ Two halves (docs/training.md §5.3):
   vLLM process by name, as a preempted job's cgroup: ``kill_everything``) once step 2's checkpoint is
   exported, then rerun with the same command: no process may be left (``alive_after_kill``), and it
   must resume at step 3 and train no step twice.
+- ``verl1-kills`` (not in the default phases): steps 0:4 on Sokoban, stopped mid-step three times
+  (after step 1, 2 and 3 are saved) by ``KILLS`` in turn — SIGKILL to the trainer, SIGTERM to the
+  trainer, SIGINT to its process group — and started again each time with the same command; nothing
+  in the smoke ends a process: after each kill it only watches (30 s) which of the trainer's
+  processes are left and whether nvidia-smi's memory is back to its value before the first attempt.
+  Checks: every step trained once, each rerun resumed after the last checkpoint, nothing left and the
+  memory back within 30 s of each kill. ``GENTAX_SMOKE_KILLS`` (default sigkill,sigterm,sigint): the
+  kills, in order (steps 0:kills+1); ``GENTAX_SMOKE_KILLS_UNTIL`` (s, default 300): a kill whose
+  attempt would start later is left out, so the last attempt still ends inside one device call.
 - ``verl1-webshop``: the same on WebShop, 3 steps, no kill.
 - ``verl2-sokoban``: 2 GPUs (2 FSDP ranks, 2 ``hf`` replicas), 3 steps; its checkpoints are merged
   from 2-rank shards; then ``gentax eval`` of the merged step-3 model with the ``hf`` generator.
@@ -215,7 +224,7 @@ def train(policy: Path, run_dir: Path, *, engine: str, domain: str, steps: str, 
     rl = load_config()["rl"]
     rl["verl"]["n_gpus_per_node"] = gpus
     config.write_text(yaml.safe_dump({"rl": rl}))
-    command = [sys.executable, "-m", "gentax", "train", "rl", "--engine", engine, "--preset", "embedded",
+    command = [sys.executable, "-m", "gentax", "train", "rl", "--engine", engine,
                "--config", str(config), "--init", str(policy), "--domain", domain, "--seed", "0",
                "--steps", steps, "--out", str(run_dir), "--no-progress"]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(gpus))}
@@ -240,6 +249,150 @@ def train(policy: Path, run_dir: Path, *, engine: str, domain: str, steps: str, 
             result["runs"].append({"returncode": process.returncode, "killed": killed, "alive_after_kill": left,
                                    "seconds": round(time.perf_counter() - start, 1),
                                    "steps_in_metrics": [int(r["step"]) for r in rows]})
+    return result
+
+
+#: the kills of phase ``verl1-kills``: each stops the trainer mid-step, the next attempt resumes
+KILLS = {"sigkill": "SIGKILL to the trainer (a crash, the OOM killer)",
+         "sigterm": "SIGTERM to the trainer (SLURM's preemption, scancel)",
+         "sigint": "SIGINT to the trainer's process group (Ctrl-C to a job in the foreground)"}
+KILL_WATCH_S = 30.0
+
+
+def gpu_memory() -> tuple[float | None, dict[int, float]]:
+    """(MiB in use on GPU 0, {pid: MiB} of its compute processes), from nvidia-smi."""
+    if not shutil.which("nvidia-smi"):
+        return None, {}
+    used = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                          capture_output=True, text=True).stdout.split()
+    per_pid = {}
+    for row in subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True).stdout.strip().splitlines():
+        try:
+            pid, mib = row.split(",")
+            per_pid[int(pid)] = float(mib)
+        except ValueError:
+            continue
+    return (float(used[0]) if used else None), per_pid
+
+
+def trainer_processes(trainer: int) -> tuple[str | None, list[int]]:
+    """(the trainer's token, every process of it: itself, its descendants, whatever carries the token;
+    ``gentax.train.processes``: Ray's raylet and workers, the rollout servers, vLLM's engines)."""
+    from gentax.train import processes
+
+    below = processes.descendants(trainer)
+    token = None
+    for pid in below:
+        for item in (processes._read(pid, "environ") or b"").split(b"\0"):
+            if item.startswith(processes.OWNER_ENV.encode() + b"="):
+                token = item.split(b"=", 1)[1].decode()
+        if token:
+            break
+    marked = processes.processes_marked(processes.OWNER_ENV, token) if token else []
+    return token, sorted({trainer, *below, *marked})
+
+
+def kill_and_watch(process: subprocess.Popen, kind: str, baseline_mib: float | None) -> dict:
+    """Send ``kind`` (KILLS) and watch for KILL_WATCH_S: which of the trainer's processes are left and
+    the GPU memory in use, every 0.5 s. Nothing here ends a process: what ends them is the project's
+    own code (``processes.owning``: its finally on SIGTERM / SIGINT, its watcher after a SIGKILL)."""
+    from gentax.train import processes
+
+    token, pids = trainer_processes(process.pid)
+    used, per_pid = gpu_memory()
+    record = {"kind": kind, "what": KILLS[kind], "gpu_used_mib_before_job": baseline_mib, "gpu_used_mib_at_kill": used,
+              "processes_at_kill": [{"pid": pid, "title": processes.process_name(pid), "gpu_mib": per_pid.get(pid, 0.0)}
+                                    for pid in pids], "timeline": []}
+    start = time.perf_counter()
+    if kind == "sigint":
+        os.killpg(process.pid, signal.SIGINT)
+    else:
+        os.kill(process.pid, signal.SIGKILL if kind == "sigkill" else signal.SIGTERM)
+    while time.perf_counter() - start <= KILL_WATCH_S:
+        # the trainer is this process's child: poll() reads its exit status (_alive would reap it unread)
+        left = [pid for pid in pids if (process.poll() is None if pid == process.pid else processes._alive(pid))]
+        if token:
+            left = sorted(set(left) | set(processes.processes_marked(processes.OWNER_ENV, token)))
+        used, per_pid = gpu_memory()
+        elapsed = round(time.perf_counter() - start, 1)
+        record["timeline"].append({"t": elapsed, "left": [f"{pid} {processes.process_name(pid)}" for pid in left],
+                                   "gpu_used_mib": used})
+        if record.get("all_gone_after_s") is None and not left:
+            record["all_gone_after_s"] = elapsed
+        if (record.get("memory_back_after_s") is None and used is not None and baseline_mib is not None
+                and used <= baseline_mib + 256):
+            record["memory_back_after_s"] = elapsed
+        if record.get("all_gone_after_s") is not None and record.get("memory_back_after_s") is not None:
+            break
+        time.sleep(0.5)
+    process.wait()
+    record["returncode"] = process.returncode
+    record["left_at_end"] = record["timeline"][-1]["left"] if record["timeline"] else []
+    record["gpu_used_mib_at_end"] = record["timeline"][-1]["gpu_used_mib"] if record["timeline"] else None
+    return record
+
+
+def kills(policy: Path, run_dir: Path, *, kinds: list[str], end: int, log_path: Path, give_up_after_s: float,
+          engine: str = "verl") -> dict:
+    """Phase ``verl1-kills``: ``gentax train rl --engine verl --steps 0:END``, stopped by each kill of
+    ``kinds`` in turn mid-step (4 s after the next checkpoint is exported), each time started again
+    with the same command, until an attempt trains to END. A kill whose attempt would start after
+    ``give_up_after_s`` is left out (recorded), so that the last attempt still fits the call."""
+    import yaml
+
+    rl = load_config()["rl"]
+    config = run_dir.parent / f"{run_dir.name}.rl.yaml"
+    config.write_text(yaml.safe_dump({"rl": rl}))
+    command = [sys.executable, "-m", "gentax", "train", "rl", "--engine", engine,
+               "--config", str(config), "--init", str(policy), "--domain", "sokoban", "--seed", "0",
+               "--steps", f"0:{end}", "--out", str(run_dir), "--no-progress"]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0"}
+    baseline, _ = gpu_memory()
+    phase_start = time.perf_counter()
+    result = {"command": " ".join(command[1:]), "gpu_used_mib_before": baseline, "attempts": [], "skipped": []}
+    plan = list(kinds) + [None]
+    while plan:
+        kind = plan.pop(0)
+        if kind and time.perf_counter() - phase_start > give_up_after_s:
+            result["skipped"].append(kind)
+            continue
+        done_before = {int(r["step"]) for r in read_metrics(run_dir)}
+        start = time.perf_counter()
+        with open(log_path, "a") as log:
+            log.write(f"\n===== attempt {len(result['attempts']) + 1} ({kind or 'to the end'}): {' '.join(command)}\n")
+            log.flush()
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            _RUNNING[:] = [process]
+            target = max(done_before, default=0) + 1  # kill mid-step target + 1, once step target is saved
+            first_step_s, record = None, None
+            while process.poll() is None:
+                time.sleep(0.5)
+                steps = {int(r["step"]) for r in read_metrics(run_dir)}
+                if first_step_s is None and steps - done_before:
+                    first_step_s = round(time.perf_counter() - start, 1)
+                saved = run_dir / "checkpoints" / f"step_{target}" / "config.json"
+                if kind and saved.is_file():
+                    time.sleep(4.0)  # into the next step's rollout
+                    record = kill_and_watch(process, kind, baseline)
+                    break
+        trained = sorted({int(r["step"]) for r in read_metrics(run_dir)} - done_before)
+        result["attempts"].append({"kind": kind, "returncode": process.returncode, "seconds": round(time.perf_counter() - start, 1),
+                                   "first_step_after_s": first_step_s, "resumed_after_step": max(done_before, default=0),
+                                   "trained_steps": trained, "kill": record})
+        log_path.with_suffix(".partial.json").write_text(json.dumps(result, indent=1, default=str))  # a call cut short
+    rows = read_metrics(run_dir)
+    steps = [int(r["step"]) for r in rows]
+    killed = [a["kill"] for a in result["attempts"] if a["kill"]]
+    result["checks"] = {
+        "finished": result["attempts"][-1]["returncode"] == 0,
+        "every_step_once": steps == list(range(1, end + 1)),
+        "each_rerun_resumed_after_the_last_checkpoint": all(
+            a["trained_steps"][:1] == [a["resumed_after_step"] + 1] for a in result["attempts"] if a["trained_steps"]),
+        "no_process_left_30_s_after_each_kill": all(k.get("all_gone_after_s") is not None for k in killed),
+        "gpu_memory_back_30_s_after_each_kill": all(k.get("memory_back_after_s") is not None for k in killed),
+    }
+    result["metrics"] = rows
     return result
 
 
@@ -332,7 +485,7 @@ def gpu(out: Path, bundle: Path, phases: list[str]) -> int:
         print(f"== {phase}", flush=True)
         if phase == "warm-start":
             report[phase] = warm_start(bundle, policy, cfg)
-        elif phase.startswith(("verl", "local")):
+        elif phase.startswith(("verl", "local")) and phase != "verl1-kills":
             if not (policy / "config.json").is_file():  # a fresh machine: warm-start first
                 report["warm-start"] = warm_start(bundle, policy, cfg)
             engine = "verl" if phase.startswith("verl") else "local"
@@ -355,6 +508,18 @@ def gpu(out: Path, bundle: Path, phases: list[str]) -> int:
                 shutil.copy2(run_dir / "metrics.csv", out / f"{phase}.metrics.csv")
             if engine == "verl":
                 result["fsdp_shards_step_3"] = sorted(p.name for p in (run_dir / "verl").glob("global_step_3/actor/model_world_size_*"))
+            report[phase] = result
+            failed |= not all(result["checks"].values())
+        elif phase == "verl1-kills":
+            if not (policy / "config.json").is_file():
+                report["warm-start"] = warm_start(bundle, policy, cfg)
+            run_dir = work / phase
+            shutil.rmtree(run_dir, ignore_errors=True)
+            kinds = os.environ.get("GENTAX_SMOKE_KILLS", ",".join(KILLS)).split(",")
+            result = kills(policy, run_dir, kinds=kinds, end=len(kinds) + 1, log_path=out / f"{phase}.log",
+                           give_up_after_s=float(os.environ.get("GENTAX_SMOKE_KILLS_UNTIL", 300)))
+            if (run_dir / "metrics.csv").is_file():
+                shutil.copy2(run_dir / "metrics.csv", out / f"{phase}.metrics.csv")
             report[phase] = result
             failed |= not all(result["checks"].values())
         elif phase == "eval":

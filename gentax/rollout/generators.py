@@ -596,25 +596,57 @@ def generation_from_vllm(request_output) -> Generation:
     )
 
 
+#: the vllm generator's engine settings that belong to the machine, not to the study (no job spec
+#: holds them, as none holds the hf generator's micro-batch: the engine owns them): vLLM's keyword ->
+#: (environment variable, parser). Unset, vLLM's defaults hold (a job with a GPU to itself, as on a
+#: cluster: 0.85 of its memory, compiled graphs). Where several jobs share one GPU each engine must
+#: take a small share (benchmarks/gpu1/device.sh: 12 jobs on one H200), and where each engine plays
+#: a few hundred decode steps, eager mode's ~35 s less start-up outweighs its slower steps.
+VLLM_ENGINE_ENV = {
+    "gpu_memory_utilization": ("GENTAX_VLLM_GPU_MEMORY_UTILIZATION", float),
+    "enforce_eager": ("GENTAX_VLLM_ENFORCE_EAGER", lambda text: text.strip().lower() in ("1", "true", "yes")),
+}
+
+
+def vllm_engine_settings(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The ``VLLM_ENGINE_ENV`` settings that ``environ`` (default ``os.environ``) sets, parsed; a
+    value that does not parse is one GentaxError naming the variable."""
+    environ = os.environ if environ is None else environ
+    out = {}
+    for key, (variable, parse) in VLLM_ENGINE_ENV.items():
+        if environ.get(variable, "").strip():
+            try:
+                out[key] = parse(environ[variable])
+            except ValueError:
+                raise GentaxError(f"{variable}={environ[variable]!r} is no valid {key} for vLLM") from None
+    return out
+
+
 class VLLMGenerator:
     """vLLM's offline engine (GPU only; see the module docstring for what is tested where).
 
     ``VLLMGenerator(model_path, tensor_parallel_size=1, gpu_memory_utilization=0.85,
-    dtype="auto", max_model_len=None, **engine_kw)``; extra keywords go to ``vllm.LLM``. The
-    prompt is tokenised here (``chat_prompt_ids``) and sent as token ids, so both model
-    generators see identical prompts.
+    dtype="auto", max_model_len=None, **engine_kw)``; extra keywords go to ``vllm.LLM``; the
+    machine's settings (``VLLM_ENGINE_ENV``) apply where no keyword sets them. The prompt is
+    tokenised here (``chat_prompt_ids``) and sent as token ids, so both model generators see
+    identical prompts. ``engine_start_s``: the seconds until the engine was ready (logged).
     """
 
     needs_expert_action = False
 
-    def __init__(self, model_path: str, *, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.85,
+    def __init__(self, model_path: str, *, tensor_parallel_size: int = 1, gpu_memory_utilization: float | None = None,
                  dtype: str = "auto", max_model_len: int | None = None, **engine_kw):
+        start = time.perf_counter()
         try:
             import vllm
         except ImportError as exc:
             raise GentaxError(
                 f"generator 'vllm' needs the vllm package and a GPU ({exc}); use the 'hf' generator on CPU"
             ) from None
+        machine = vllm_engine_settings()
+        if gpu_memory_utilization is None:
+            gpu_memory_utilization = machine.pop("gpu_memory_utilization", 0.85)
+        engine_kw = {**{k: v for k, v in machine.items() if k != "gpu_memory_utilization"}, **engine_kw}
         self._vllm = vllm
         self.llm = vllm.LLM(
             model=model_path,
@@ -624,6 +656,9 @@ class VLLMGenerator:
             max_model_len=max_model_len,
             **engine_kw,
         )
+        self.engine_start_s = time.perf_counter() - start
+        log.info("vllm engine ready in %.1f s (gpu_memory_utilization %s, %s)", self.engine_start_s,
+                 gpu_memory_utilization, ", ".join(f"{k} {v}" for k, v in engine_kw.items()) or "vLLM's defaults")
         self.tokenizer = self.llm.get_tokenizer()
         _require_chat_template(self.tokenizer, model_path)
         # what vLLM resolved "auto" to, where its engine says (the attribute path differs across versions)

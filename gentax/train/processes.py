@@ -7,13 +7,18 @@ they kept 43.6 GB of GPU memory. So each trainer is marked instead: ``owning(tok
 ``OWNER_ENV=token`` into its environment, which every process it starts after that inherits
 (Ray hands its environment to raylet and the workers, multiprocessing to vLLM's engine), and
 on leaving (success, an exception, SIGTERM: a preempted or stopped job) SIGKILLs every process
-still carrying the token. A trainer killed by SIGKILL runs no code; the run-folder lock records
-the token, and the next trainer that takes the lock over ends the dead one's processes
-(``gentax.train.runs.locked``). A child the trainer forks without exec keeps the environment
-the trainer was started with; ``owning`` also ends the descendants the trainer started inside it.
+still carrying the token. A trainer killed by SIGKILL runs no code: ``owning`` also starts a
+watcher (this file run as a script, in a session of its own, so a kill of the trainer's process
+group leaves it) that sees the trainer gone within ``WATCH_SECONDS`` and ends what carries the
+token and what ran below the trainer, so the GPU is free again without waiting for a rerun. Should the watcher die with it (a
+kill of every process of the user), the run-folder lock records the token, and the next trainer
+that takes the lock over ends the dead one's processes (``gentax.train.runs.locked``). A child the
+trainer forks without exec keeps the environment the trainer was started with; ``owning`` also
+ends the descendants the trainer started inside it.
 
     processes_marked(name, value) -> [pid, ...]   this user's processes on this host with name=value
     end_marked(name, value) -> ["pid P (NAME)", ...]   SIGKILL them and wait
+    python processes.py watch PID TOKEN              the watcher: once PID is gone, end what carries TOKEN or ran below PID
     kill(pids) / descendants(pid) / process_name(pid)
 
 Linux only (it reads /proc), with no dependency beyond the standard library, so the GPU smoke's
@@ -26,6 +31,7 @@ import contextlib
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -33,6 +39,8 @@ import uuid
 from typing import Iterator
 
 OWNER_ENV = "GENTAX_TRAINER"
+#: how often the watcher looks whether its trainer is still there (seconds)
+WATCH_SECONDS = 0.25
 
 
 def new_token() -> str:
@@ -131,12 +139,38 @@ def _started(pid: int) -> int | None:
     return stat[2] if stat else None
 
 
+def start_watcher(token: str, pid: int | None = None) -> subprocess.Popen:
+    """A process, in a session of its own, that ends every process marked ``token`` once ``pid``
+    (default: this one) is gone, however it ended, and then exits (``watch``)."""
+    pid = os.getpid() if pid is None else pid
+    return subprocess.Popen([sys.executable, "-I", "-S", os.path.abspath(__file__), "watch", str(pid), token],
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def watch(pid: int, token: str) -> list[str]:
+    """Wait until ``pid`` (the process of that pid that runs now, not a later one given the same
+    number) is gone, then end what carries ``token`` and every process it had below it while it ran
+    (Ray starts its agents with an environment of their own: on the H200 a SIGKILLed trainer's
+    ``ray::DashboardAgent`` and ``ray::RuntimeEnvAgent`` outlived an end by the token alone); what
+    was ended."""
+    started = _started(pid)
+    below: set[tuple[int, int | None]] = set()
+    while started is not None and _alive(pid) and _started(pid) == started:
+        below |= {(child, _started(child)) for child in descendants(pid)}
+        time.sleep(WATCH_SECONDS)
+    still_there = [child for child, when in below
+                   if child != os.getpid() and when is not None and _started(child) == when]  # not the watcher
+    return kill(sorted(set(still_there) | set(processes_marked(OWNER_ENV, token))))
+
+
 @contextlib.contextmanager
 def owning(token: str) -> Iterator[None]:
-    """Mark everything started inside as this trainer's; end what is left of it on leaving."""
+    """Mark everything started inside as this trainer's; end what is left of it on leaving, or,
+    when this process is killed outright, the watcher does (module doc)."""
     before = {(pid, _started(pid)) for pid in descendants()}
     previous_env = os.environ.get(OWNER_ENV)
     os.environ[OWNER_ENV] = token
+    start_watcher(token)  # a descendant started inside: ended below like the rest on a normal exit
     main_thread = threading.current_thread() is threading.main_thread()
     previous_handler = signal.signal(signal.SIGTERM, _exit_on_sigterm) if main_thread else None
     try:
@@ -150,3 +184,10 @@ def owning(token: str) -> Iterator[None]:
             os.environ.pop(OWNER_ENV, None)
         else:
             os.environ[OWNER_ENV] = previous_env
+
+
+if __name__ == "__main__":  # the watcher (start_watcher): python processes.py watch PID TOKEN
+    if len(sys.argv) != 4 or sys.argv[1] != "watch":
+        sys.exit("usage: processes.py watch PID TOKEN")
+    for line in watch(int(sys.argv[2]), sys.argv[3]):
+        print(f"gentax: ended {line}, left by the killed trainer {sys.argv[2]}", file=sys.stderr, flush=True)

@@ -1,0 +1,129 @@
+"""The vllm generator against the hf generator on one checkpoint's evaluation, in one command: the
+workflow's own evaluation job (its spec, built by gentax.study.jobs.eval_checkpoint from the config:
+the preset's temperature, token limit, history, step limit, knobs and task manifest) run once with
+each generator, both at the same time on the same GPU (so both see the same load), then their
+generation speed and their successes side by side with the tables' exact paired test over the
+tasks (gentax.analysis.stats.paired_test, before = hf).
+
+    python3 benchmarks/gpu1/generators.py MODEL --tasks TASKS.json --work DIR [--domain sokoban]
+        [--configfile config/gpu1_paper_engines.yaml ...] [--record FILE]
+
+Prints a table and writes FILE (JSON: model, settings, per generator success / tokens/s / seconds /
+engine start-up, the paired test; with commit, machine and date when given them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+GENERATORS = ("hf", "vllm")
+
+
+def study_config(configfiles: list[Path]) -> dict:
+    from gentax.io import deep_merge, read_yaml
+    from gentax.study import config as gconfig
+
+    overrides: dict = {"preset": "gpu1"}
+    for path in configfiles:
+        overrides = deep_merge(overrides, read_yaml(path))
+    return gconfig.load_config(gconfig.with_preset(read_yaml(REPO / "config.yaml"), overrides, default="paper"))
+
+
+def job_specs(cfg: dict, model: str, domain: str, tasks: Path, work: Path) -> dict[str, dict]:
+    from gentax.study import jobs
+
+    specs = {}
+    for generator in GENERATORS:
+        spec = jobs.eval_checkpoint(cfg, domain=domain, model=model, think="on", tasks_file=str(tasks),
+                                    out_json=str(work / generator / f"{domain}.json"))
+        specs[generator] = {**spec, "generator": generator}
+    return specs
+
+
+def task_outcomes(episodes: Path) -> dict[int, float]:
+    import pandas as pd
+
+    frame = pd.read_parquet(episodes, columns=["task_seed", "won"])
+    return frame.groupby("task_seed")["won"].mean().to_dict()
+
+
+def main(argv=None) -> int:
+    import numpy as np
+
+    from gentax.analysis.stats import format_p, paired_test
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model")
+    ap.add_argument("--tasks", type=Path, required=True, help="the domain's task manifest (results/tasks/DOMAIN.json)")
+    ap.add_argument("--work", type=Path, required=True)
+    ap.add_argument("--domain", default="sokoban")
+    ap.add_argument("--configfile", type=Path, action="append", default=[], help="laid over the gpu1 preset, in order")
+    ap.add_argument("--record", type=Path)
+    ap.add_argument("--commit", default=None)
+    ap.add_argument("--machine", default=None)
+    args = ap.parse_args(argv)
+    cfg = study_config(args.configfile)
+    specs = job_specs(cfg, args.model, args.domain, args.tasks, args.work)
+    running, started = {}, time.perf_counter()
+    for generator, spec in specs.items():
+        (args.work / generator).mkdir(parents=True, exist_ok=True)
+        log = (args.work / generator / "eval.log").open("w")
+        running[generator] = subprocess.Popen([str(REPO / "bin" / "gentax"), "eval", "--job", json.dumps(spec)],
+                                              stdout=log, stderr=subprocess.STDOUT)
+    results = {}
+    for generator, process in running.items():
+        rc = process.wait()
+        wall = time.perf_counter() - started
+        log_text = (args.work / generator / "eval.log").read_text()
+        if rc != 0:
+            print(f"{generator}: gentax eval failed (exit {rc}); its log: {args.work / generator / 'eval.log'}")
+            print(log_text[-3000:])
+            return 1
+        summary = json.loads((args.work / generator / f"{args.domain}.json").read_text())
+        ready = re.search(r"vllm engine ready in ([0-9.]+) s", log_text)
+        timing = summary["timing"]
+        results[generator] = {
+            "success_rate": summary["success_rate"], "episodes": summary["episodes"],
+            "tokens_per_s": timing.get("tokens_per_s"), "generate_s": timing.get("generate_s"),
+            "response_tokens": timing.get("response_tokens"), "job_wall_s": round(wall, 1),
+            "collect_wall_s": timing.get("wall_s"), "engine_start_s": float(ready.group(1)) if ready else None,
+            "compute_dtype": summary.get("meta", {}).get("dtype") if isinstance(summary.get("meta"), dict) else None,
+            "outcomes": task_outcomes(args.work / generator / f"{args.domain}.episodes.parquet")}
+    tasks = sorted(set(results["hf"]["outcomes"]) & set(results["vllm"]["outcomes"]))
+    before = np.array([[results["hf"]["outcomes"][t] for t in tasks]])
+    after = np.array([[results["vllm"]["outcomes"][t] for t in tasks]])
+    test = paired_test([(before, after)])
+    speed = (results["vllm"]["tokens_per_s"] or float("nan")) / (results["hf"]["tokens_per_s"] or float("nan"))
+    spec = specs["vllm"]
+    settings = {k: spec[k] for k in ("domain", "episodes", "temperature", "top_p", "max_new_tokens", "history_length",
+                                     "max_steps", "options", "seed", "tasks")}
+    lines = [f"{args.domain}, {len(tasks)} paired tasks, temperature {spec['temperature']}, model {args.model}",
+             "generator  success  tokens/s  generate s  engine start s  job wall s"]
+    for generator in GENERATORS:
+        r = results[generator]
+        lines.append(f"{generator:9}  {r['success_rate']:7.3f}  {r['tokens_per_s']:8.1f}  {r['generate_s']:10.1f}  "
+                     f"{r['engine_start_s'] if r['engine_start_s'] is not None else '-':>14}  {r['job_wall_s']:10.1f}")
+    lines.append(f"vllm / hf tokens/s: {speed:.2f}; paired test (before = hf): vllm won {test.wins}, lost {test.losses} "
+                 f"of {test.tasks} tasks, p {format_p(test.p_value)}")
+    print("\n".join(lines))
+    if args.record:
+        for r in results.values():
+            r["outcomes"] = {str(k): v for k, v in r["outcomes"].items()}
+        args.record.write_text(json.dumps({
+            "commit": args.commit, "machine": args.machine, "date": dt.date.today().isoformat(),
+            "model": args.model, "settings": settings, "generators": results, "tokens_per_s_ratio_vllm_over_hf": speed,
+            "paired_test": {"wins_vllm": test.wins, "losses_vllm": test.losses, "tasks": test.tasks, "p": test.p_value},
+            "printout": lines}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
