@@ -42,8 +42,7 @@ def register(sub) -> None:
     p.add_argument("--check", action="store_true",
                    help="only check the plan: build its DAG as `snakemake -n` does, which checks every job's spec "
                         "against the inputs the plan writes (gentax.study.checks); exit 2 naming the first job that "
-                        "would refuse. The plain plan printout ends with this check")
-    p.add_argument("--no-check", action="store_true", help="print the plan without checking its jobs (faster)")
+                        "would refuse (`snakemake -n` makes the same check)")
     p.add_argument("--target", default=None,
                    help="with --cost: price only what one table/figure needs, e.g. results/tables/table5_augmentation.csv")
     p.set_defaults(func=_plan)
@@ -178,8 +177,6 @@ def _plan(args) -> int:
     for c in result["controls"]:
         reads = "its own runs" if c["own_runs"] else f"the grid's {c['runs']} runs"
         print(f"  {c['control']:<10} {c['level']:<10} {c['setting']}: {reads}; {c['property_log']}")
-    if not args.no_check:
-        return _check_plan(cfg, args.config)
     return 0
 
 
