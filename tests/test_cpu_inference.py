@@ -48,6 +48,11 @@ def _prefill_and_decode(model) -> torch.Tensor:
     return torch.cat(logits, 1)
 
 
+#: oneDNN's bf16 weight reorder runs on this CPU (AVX-512 BW/VL/DQ or AVX-NE-CONVERT): the packing lever is on
+PACKS = cpu_inference._packing_supported()
+LEVERS = ("grouped attention", "prepacked linears") if PACKS else ("grouped attention",)
+
+
 def test_levers_give_the_eager_logits_bit_for_bit(bf16_model):
     assert cpu_inference.accelerate(bf16_model, enabled=False) == ()
     names = list(bf16_model.state_dict())
@@ -55,11 +60,12 @@ def test_levers_give_the_eager_logits_bit_for_bit(bf16_model):
     assert type(bf16_model.lm_head) is torch.nn.Linear
     eager = _prefill_and_decode(bf16_model)
     try:
-        assert cpu_inference.accelerate(bf16_model) == ("grouped attention", "prepacked linears")
+        assert cpu_inference.accelerate(bf16_model) == LEVERS
         assert bf16_model.config._attn_implementation == cpu_inference.GROUPED_ATTENTION
-        assert type(bf16_model.model.layers[0].mlp.down_proj) is cpu_inference.PackedLinear
+        packed = type(bf16_model.model.layers[0].mlp.down_proj) is cpu_inference.PackedLinear
+        assert packed == PACKS
         fast = _prefill_and_decode(bf16_model)
-        assert bf16_model.lm_head._packed is not None  # the packed path did run
+        assert (bf16_model.lm_head._packed is not None) == PACKS  # the packed path did run where it can
         assert list(bf16_model.state_dict()) == names  # the same parameters under the same names
     finally:
         cpu_inference.accelerate(bf16_model, enabled=False)
@@ -76,7 +82,7 @@ def test_generator_samples_the_same_tokens_with_levers_on_and_off():
     from gentax.rollout.generators import HFGenerator, SamplingParams
 
     gen = HFGenerator(str(embedded_model_path()), device="cpu", dtype="bfloat16", max_batch_size=4)
-    assert gen.cpu_levers == ("grouped attention", "prepacked linears")
+    assert gen.cpu_levers == LEVERS
     prompts = [[{"role": "user", "content": f"Room {i}: you see a box and a key. Pick one action."}] for i in range(3)]
     params = [SamplingParams(temperature=1.0, max_new_tokens=12, seed=i, stop=()) for i in range(3)]
     fast = gen.generate(prompts, params)
@@ -87,6 +93,17 @@ def test_generator_samples_the_same_tokens_with_levers_on_and_off():
         assert a.logprobs == (b.logprobs if EXACT else pytest.approx(b.logprobs, abs=0.5))
 
 
+def test_a_cpu_without_the_bf16_reorder_keeps_plain_linears(bf16_model, monkeypatch):
+    """Where oneDNN cannot reorder bf16 weights it raises at the first call: the lever stays off."""
+    monkeypatch.setattr(cpu_inference, "_packing_supported", lambda: False)
+    try:
+        assert cpu_inference.accelerate(bf16_model) == ("grouped attention",)
+        assert type(bf16_model.lm_head) is torch.nn.Linear
+    finally:
+        cpu_inference.accelerate(bf16_model, enabled=False)
+
+
+@pytest.mark.skipif(not PACKS, reason="oneDNN's bf16 weight reorder needs AVX-512 BW/VL/DQ or AVX-NE-CONVERT")
 def test_a_weight_changed_in_place_is_repacked():
     layer = torch.nn.Linear(64, 32, bias=False).to(torch.bfloat16)
     x = torch.randn(4, 64, dtype=torch.bfloat16)

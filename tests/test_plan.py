@@ -180,15 +180,18 @@ def test_a_domain_can_have_its_own_eval_batch_size(embedded, tmp_path):
     cfg["eval"]["batch_size_per_domain"] = {"sciworld": 3}
     gconfig.validate(cfg)
     manifest = tmp_path / "tasks.json"
+    model = tmp_path / "model"  # the job's check reads that a model folder is there
+    model.mkdir()
+    (model / "config.json").write_text("{}")
     specs = {}
     for domain in ("sciworld", "sokoban"):
         n = gplan.eval_episodes(cfg, domain)
-        manifest.write_text(json.dumps({"seeds": list(range(n))}))
-        specs[domain] = gjobs.eval_checkpoint(cfg, domain=domain, model="m", think="on", tasks_file=str(manifest),
+        manifest.write_text(json.dumps({"domain": domain, "split": "eval", "seeds": list(range(n))}))
+        specs[domain] = gjobs.eval_checkpoint(cfg, domain=domain, model=str(model), think="on", tasks_file=str(manifest),
                                               out_json=str(tmp_path / f"{domain}.json"))
         assert _settings_from_job(specs[domain], "eval")["batch_size"] == specs[domain]["batch_size"]
     assert (specs["sciworld"]["batch_size"], specs["sokoban"]["batch_size"]) == (3, None)
-    prop = gjobs.properties(cfg, domain="sciworld", settings=gjobs.domain_settings(cfg, "sciworld"), model="m",
+    prop = gjobs.properties(cfg, domain="sciworld", settings=gjobs.domain_settings(cfg, "sciworld"), model=str(model),
                             tasks_file=str(manifest), out_json=str(tmp_path / "p.json"))
     assert prop["batch_size"] == 3
     for bad in ({"chess": 4}, {"sciworld": 0}):

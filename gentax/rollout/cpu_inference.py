@@ -114,13 +114,20 @@ def accelerate(model, enabled: bool = True) -> tuple[str, ...]:
         model.set_attn_implementation(GROUPED_ATTENTION if enabled else "eager")
         if enabled:
             levers.append("grouped attention")
+    pack = enabled and _packing_supported()
     for module in model.modules():
         if type(module) in (torch.nn.Linear, PackedLinear):
-            module.__class__ = PackedLinear if enabled else torch.nn.Linear
+            module.__class__ = PackedLinear if pack else torch.nn.Linear
             module._packed = None  # an instance attribute: dropped with the class, rebuilt on use
-    if enabled:
+    if pack:
         levers.append("prepacked linears")
     return tuple(levers)
+
+
+def _packing_supported() -> bool:
+    """oneDNN's bf16 weight reorder needs AVX-512 BW/VL/DQ or AVX-NE-CONVERT; elsewhere (e.g. an
+    AVX2-only CPU running bf16 emulated) it raises, and ``F.linear`` is the only path."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def stored_attention_bytes(config, rows: int, length: int) -> int:
