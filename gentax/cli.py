@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from gentax.errors import GentaxError
@@ -52,13 +53,39 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from gentax import malloc
+    from gentax import joblog, malloc
 
+    argv = sys.argv[1:] if argv is None else list(argv)
     malloc.tune()  # before torch allocates: freed tensor memory stays in the process (gentax/malloc.py)
     try:
+        log = joblog.option(argv)
+        if log:  # first: the log holds everything this attempt says (gentax.joblog)
+            joblog.attach(log, " ".join(["gentax", *argv[: argv.index("--job")]] if "--job" in argv else
+                                        ["gentax", *argv[:2]]))
         # building the parser may read the domain registry (a command's choices; GENTAX_DOMAINS)
         args = build_parser().parse_args(argv)
         return int(args.func(args) or 0)
     except GentaxError as exc:  # one clear line, no traceback, for bad input
         print(f"gentax: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a write the machine refused outside an atomic write (which says it itself)
+        failure = _refused_write(exc)
+        if failure is None:
+            raise
+        print(f"gentax: error: {failure}", file=sys.stderr)
+        return 2
+
+
+def _refused_write(exc: OSError) -> GentaxError | None:
+    """``gentax.io.write_failure``'s line for an OSError that is a refused write; None for any other.
+    A full disk or a read-only filesystem is always a write's; a denied access only when it names a
+    file, and not a readable existing one it could not open for reading (nor a process: os.kill)."""
+    import errno
+
+    from gentax.io import write_failure
+
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        named = exc.filename
+        if not named or (os.path.isfile(named) and not os.access(named, os.R_OK)):
+            return None
+    return write_failure(exc.filename or os.getcwd(), exc, "" if exc.filename else "a file the error does not name")

@@ -1,5 +1,9 @@
 """Exceptions that mean "bad input": the CLI prints them as one line and exits with 2."""
 
+from __future__ import annotations
+
+from typing import Iterable
+
 
 class GentaxError(Exception):
     """A user-facing error: the message names the problem (and the offending key or value)."""
@@ -9,10 +13,41 @@ class ConfigError(GentaxError):
     """A configuration value is missing or invalid."""
 
 
-def yaml_number_hint(value: object, *, integer: bool = False) -> str:
-    """For a config value that is text but reads as a number: why, and how to write it. A quoted
-    number is text; for an ``integer`` key the hint is the integer itself. YAML 1.1 (PyYAML,
-    Snakemake) takes ``1e-5`` as a string: a float needs a dot (``1.0e-5``)."""
+class KeyProblem(ConfigError):
+    """A config key's value (or the key itself) is wrong: ``key`` is its path inside its section
+    (``("verl", "rollout")``), ``problem`` what is wrong with it. The message is
+    ``"<section> key <path>: <problem>"``; the study config's check re-words it under the key the user
+    wrote, with the file that set it (``gentax.study.config``), as the schema's keys are."""
+
+    def __init__(self, section: str, key, problem: str):
+        self.section, self.key, self.problem = section, tuple(key), problem
+        super().__init__(f"{section} key {'.'.join(map(str, self.key))}: {problem}")
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean X?)`` for the closest of ``choices`` to a misspelled ``word``, else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def unknown_key(word: str, known: Iterable[str]) -> str:
+    """What an unknown key's error says: the closest valid key and the valid ones (every section alike)."""
+    known = [str(k) for k in known]
+    return f"unknown key{did_you_mean(word, known)}; valid: {', '.join(known)}"
+
+
+def number_hint(value: object, *, integer: bool = False) -> str:
+    """For a value refused where a number is wanted: why, and how to write it (one rule for every
+    config section and job spec). Text that reads as a number is text (a quoted number; YAML 1.1,
+    PyYAML and Snakemake, takes ``1e-5`` as text too: a float needs a dot, ``1.0e-5``); for an
+    ``integer`` key the hint is the integer itself, and a float is refused too (``8.0``: write 8),
+    so ``eval.episodes: 8.0`` and ``rl.group_size: 8.0`` are treated alike. "" when no hint fits."""
+    if integer and isinstance(value, float):
+        if value.is_integer():
+            return f" (an integer takes no decimal point: write {int(value)})"
+        return f" ({value!r} is not a whole number)"
     if not isinstance(value, str):
         return ""
     try:
@@ -28,6 +63,11 @@ def yaml_number_hint(value: object, *, integer: bool = False) -> str:
         exponent = "+" + exponent  # YAML 1.1 floats need the exponent's sign too
     written = f"{mantissa}{'' if '.' in mantissa else '.0'}e{exponent}" if exponent else repr(number)
     return f" (YAML reads {value} as text, not a number: write {written})"
+
+
+def is_integer(value: object) -> bool:
+    """An integer as every check counts one: an int that is no bool (8.0 is a float: ``number_hint``)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def short_reason(message: str, limit: int = 200) -> str:

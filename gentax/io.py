@@ -17,12 +17,25 @@ Integrity: ``write_manifest(folder)`` records every file's size and sha256 in
 written before manifests existed). ``file_digest`` is the same record for one file.
 
 ``exclusive(path, what)`` is a lock file that says who holds it (host, pid, since when); the
-kernel drops the lock when its holder dies, so a lock left by a dead process is taken over.
+kernel drops the lock when its holder dies, so a lock left by a dead process is taken over. A
+lock this process holds is taken again without a second descriptor (closing one would drop the
+process's POSIX lock), so a job takes its output's lock before its heavy imports and the library
+code under it takes it again. Taking a lock also writes and removes a probe file in the lock's
+folder: a folder that cannot be written fails at once, even where an old lock file is there.
 ``output_lock(path, what)`` is that lock for one output file or folder (``.<name>.lock`` beside
 it): every writer of a shared output holds it while it works.
 
+Writes the machine refuses (a full disk or quota, no permission, a read-only or immutable folder:
+``WRITE_ERRNOS``) are one GentaxError naming the path, the cause and the free space there
+(``write_failure``): every atomic write, the probe, and ``gentax.cli.main`` for any other write.
+
 Config files: ``read_yaml`` is their one reader; ``repo_path`` resolves a path they give
 (relative ones from ``REPO_ROOT``, the repository's root, config.yaml's folder).
+
+Result files: ``read_result_json`` / ``read_result_csv`` / ``read_result_parquet`` read a file a
+job wrote; a missing, cut or unreadable one is one GentaxError naming the file and the job that
+rebuilds it (``rebuild_hint``: ``snakemake --force FILE``, or the reader's own ``fix`` for a file
+inside a run folder, which no rule names).
 """
 
 from __future__ import annotations
@@ -30,11 +43,13 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime
+import errno
 import fcntl
 import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -63,20 +78,101 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     removes the temporaries that killed writes of ``path`` left (``remove_temporaries``).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_temporaries(path.parent, glob.escape(path.name))
-    tmp, writer = _new_temporary(path)
+    with refused_writes(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_temporaries(path.parent, glob.escape(path.name))
+        tmp, writer = _new_temporary(path)
     target = tmp / path.name
     try:
-        yield target
-        if target.is_file():
-            with open(target, "rb") as fh:
-                os.fsync(fh.fileno())
-        _commit(target, path)
+        with refused_writes(path, inside=tmp):  # the body's writes too: a full disk is one line naming path
+            yield target
+            if target.is_file():
+                with open(target, "rb") as fh:
+                    os.fsync(fh.fileno())
+            _commit(target, path)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # what a refused write left takes no more space
         _LIVE_TEMPORARIES.discard(tmp)
         writer.close()
+
+
+#: errno of a write the machine refuses: a full disk or quota, a file too large, no permission, a
+#: read-only filesystem, an immutable folder (chattr +i: EPERM)
+WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM, errno.EROFS}
+#: libraries that write without Python's file objects say the errno in text (safetensors: "(os error 28)")
+_OS_ERROR_TEXT = re.compile(r"os error (\d+)")
+
+
+def _refused_errno(exc: BaseException) -> int | None:
+    """The ``WRITE_ERRNOS`` member ``exc`` stands for, else None."""
+    code = exc.errno if isinstance(exc, OSError) else None
+    if code is None and not isinstance(exc, OSError):
+        found = _OS_ERROR_TEXT.search(str(exc))
+        code = int(found.group(1)) if found else None
+        if code is None and "inline_container" in str(exc) and "unexpected pos" in str(exc):
+            code = errno.ENOSPC  # torch.save to a path: its zip writer's short write (a full disk) says no errno
+    return code if code in WRITE_ERRNOS else None
+
+
+def free_space(path: str | os.PathLike) -> str:
+    """"N free of M on MOUNT" for the filesystem that holds ``path`` (its nearest existing folder)."""
+    where = Path(os.path.abspath(path))
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    mount = where
+    while not os.path.ismount(mount) and mount != mount.parent:
+        mount = mount.parent
+    try:
+        usage = shutil.disk_usage(where)
+    except OSError:
+        return "free space unknown"
+    return f"{_size(usage.free)} free of {_size(usage.total)} on {mount}"
+
+
+def _size(n: float) -> str:
+    """A byte count as people read it: 0 B, 9.7 MiB, 1.8 TiB."""
+    unit = "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            break
+        n /= 1024
+    return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+
+
+def write_failure(path: str | os.PathLike, exc: BaseException, label: str = "") -> GentaxError | None:
+    """The one line for a write of ``path`` (``label``, default the path, names it: "evaluation
+    output X") that ``exc`` ended because the machine refused it (``WRITE_ERRNOS``): the path, the
+    cause, the file the refusal named where it is another, the free space there and the fix; None
+    for any other error."""
+    code = _refused_errno(exc)
+    if code is None:
+        return None
+    named = getattr(exc, "filename", None)
+    at = f" at {named}" if named and str(named) != str(path) else ""
+    full = code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    fix = ("free space there (or set results: to a folder on a larger disk), then rerun the job" if full else
+           "make the folder writable (or set results: to a writable folder), then rerun the job")
+    return GentaxError(f"cannot write {label or path}: {os.strerror(code)} [{errno.errorcode[code]}]{at}; "
+                       f"{free_space(path)}; {fix}")
+
+
+@contextlib.contextmanager
+def refused_writes(path: str | os.PathLike, label: str = "", inside: Path | None = None) -> Iterator[None]:
+    """Around writes of ``path``: one that the machine refuses is ``write_failure``'s one line. With
+    ``inside`` (a temporary), a refusal naming a file elsewhere is no write of ``path``: it goes on
+    as it is (a read of an input the body may make, say)."""
+    try:
+        yield
+    except GentaxError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- re-raised unless it is a refused write
+        named = getattr(exc, "filename", None)
+        if inside is not None and named and not Path(os.path.abspath(named)).is_relative_to(os.path.abspath(inside)):
+            raise
+        failure = write_failure(path, exc, label)
+        if failure is None:
+            raise
+        raise failure from None
 
 
 def _commit(target: Path, path: Path) -> None:
@@ -226,6 +322,96 @@ def manifest_problem(folder: str | os.PathLike, deep: bool = True) -> str | None
     return None
 
 
+def rebuild_hint(path: str | os.PathLike) -> str:
+    """The one command that rebuilds the workflow output ``path`` (the job that wrote it)."""
+    return f"rebuild it: snakemake --force {path} (with the --profile/--configfile of the run)"
+
+
+def _result_problem(path: Path, problem: str, fix: str | None) -> GentaxError:
+    state = "is missing" if problem == "missing" else f"is corrupt ({problem})"
+    return GentaxError(f"{path} {state}; {fix or rebuild_hint(path)}")
+
+
+def read_result_json(path: str | os.PathLike, *, keys: Iterable[str] = (), fix: str | None = None) -> Any:
+    """The JSON a job wrote at ``path`` (an object holding ``keys``, when given); missing, not JSON
+    (a cut file) or without a key: one GentaxError naming it and ``fix`` (default ``rebuild_hint``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise _result_problem(path, "missing", fix)
+    try:
+        data = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+        raise _result_problem(path, f"not JSON: {exc}", fix) from None
+    lacking = [key for key in keys if not isinstance(data, dict) or key not in data]
+    if lacking:
+        raise _result_problem(path, f"no {', '.join(lacking)} in it", fix)
+    return data
+
+
+def read_result_csv(path: str | os.PathLike, *, fix: str | None = None):
+    """The CSV table a job wrote at ``path`` as a DataFrame; missing, cut short (every table gentax
+    writes ends with a line end: a cut one's last row would read as a row of blanks) or not a CSV
+    table: one GentaxError naming it and ``fix``. A file cut exactly at a line end reads as fewer
+    rows: only a recorded digest finds that (the evaluations' tables have one)."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise _result_problem(path, "missing", fix)
+    size = path.stat().st_size
+    if size:
+        with open(path, "rb") as fh:
+            fh.seek(size - 1)
+            if fh.read(1) != b"\n":
+                raise _result_problem(path, "cut short: its last line has no line end", fix)
+    try:
+        return pd.read_csv(path)
+    except (ValueError, UnicodeDecodeError) as exc:  # pandas' ParserError and EmptyDataError are ValueErrors
+        raise _result_problem(path, f"not a CSV table: {str(exc).strip().splitlines()[0]}", fix) from None
+
+
+def read_result_parquet(path: str | os.PathLike, *, fix: str | None = None, **options):
+    """The Parquet table a job wrote at ``path`` (pyarrow's ``read_table(path, **options)``);
+    missing or unreadable (a cut file has no footer): one GentaxError naming it and ``fix``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.is_file():
+        raise _result_problem(path, "missing", fix)
+    try:
+        return pq.read_table(path, **options)
+    except (OSError, pa.ArrowException) as exc:
+        raise _result_problem(path, f"not a readable Parquet file: {str(exc).strip().splitlines()[0]}", fix) from None
+
+
+def _load_errors() -> tuple[type[BaseException], ...]:
+    """What a library raises on a damaged file it loads: OSError and ValueError (transformers: an
+    unreadable config or tokenizer), EOFError, safetensors' SafetensorError (a cut header)."""
+    errors: list[type[BaseException]] = [OSError, ValueError, EOFError]
+    try:
+        from safetensors import SafetensorError
+
+        errors.append(SafetensorError)
+    except ImportError:  # no safetensors here: nothing loads it
+        pass
+    return tuple(errors)
+
+
+@contextlib.contextmanager
+def reading(path: str | os.PathLike, what: str, fix: str, also: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+    """Around a library's load of the result ``path`` (transformers' ``from_pretrained``,
+    ``torch.load``): its errors on a damaged file (``_load_errors``, plus ``also``: torch.load's
+    RuntimeError for a broken zip) are one GentaxError naming ``what`` ``path`` and ``fix``. Wrap
+    the load alone: an error of the work after it (a device's) is no damaged file."""
+    from gentax.errors import short_reason
+
+    try:
+        yield
+    except _load_errors() + also as exc:
+        raise GentaxError(f"{what} {path} is corrupt ({type(exc).__name__}: {short_reason(str(exc))}); {fix}") from None
+
+
 def write_text(path: str | os.PathLike, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text)
@@ -285,34 +471,67 @@ def exclusive(path: str | os.PathLike, what: str, record: dict[str, Any] | None 
     killed, also over NFS with its lock service, so a lock file left by a dead process is simply
     taken over. The file records host, pid, start time and ``record``'s keys while held (empty
     when free). Yields the previous holder's record when a dead holder's lock was taken over
-    (``describe_holder`` words it), else None.
+    (``describe_holder`` words it), else None. A lock this process holds already is held on for
+    the body (yields None; the outer holder releases it). After taking the lock, a probe file is
+    made and removed in its folder: a folder that cannot be written is ``write_failure``'s line.
     """
     path = Path(path)
+    key = Path(os.path.realpath(path))  # one key per file, whatever the path (a results symlink)
+    if holds(key):  # this process holds it (a job took its output's lock before the code under it)
+        yield None
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fh = open(path, "a+")
     except OSError as exc:  # before any work: a place that cannot be written is bad input
-        raise GentaxError(f"cannot write {what}: {exc.strerror} ({exc.filename}); choose a writable path") from None
+        raise write_failure(path.parent, exc, what) or GentaxError(
+            f"cannot write {what}: {exc.strerror} ({exc.filename}); choose a writable path") from None
     try:
         try:
             fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             raise GentaxError(f"{what} is in use by {describe_holder(_read_holder(fh))}; wait for it to finish or "
                               f"stop it (lock file {path})") from None
+        _probe(path.parent, what)  # the folder itself: its lock file may be an old one (chattr +i leaves it writable)
         previous = _read_holder(fh) or None
         fh.seek(0)
         fh.truncate()
         since = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         fh.write(json.dumps({**(record or {}), "host": socket.gethostname(), "pid": os.getpid(), "since": since}) + "\n")
         fh.flush()
+        _HELD[key] = os.getpid()
         try:
             yield previous
         finally:
+            del _HELD[key]
             fh.seek(0)
             fh.truncate()  # an empty file: nobody holds it (the file itself stays; deleting it races)
             fh.flush()
     finally:
         fh.close()  # closing drops the lock
+
+
+#: lock files held (their real paths) -> the pid that holds each: a forked child inherits this
+#: table but not the POSIX locks, so it holds only those of its own pid
+_HELD: dict[Path, int] = {}
+#: the prefix of the probe file a lock writes and removes in its folder
+PROBE_PREFIX = ".gentax-probe."
+
+
+def _probe(folder: Path, what: str) -> None:
+    """Create and remove a file in ``folder``: GentaxError (``write_failure``) when it cannot be written."""
+    try:
+        fd, name = tempfile.mkstemp(dir=folder, prefix=PROBE_PREFIX, suffix=TEMP_SUFFIX)
+        os.close(fd)
+        os.unlink(name)
+    except OSError as exc:
+        raise write_failure(folder, exc, what) or GentaxError(
+            f"cannot write {what}: {exc.strerror} ({exc.filename}); choose a writable path") from None
+
+
+def holds(path: str | os.PathLike) -> bool:
+    """This process holds the lock file ``path`` (``exclusive``)."""
+    return _HELD.get(Path(os.path.realpath(path))) == os.getpid()
 
 
 def output_lock(path: str | os.PathLike, what: str):

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from gentax.errors import GentaxError
+from gentax.io import read_result_json
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("torch", "transformers", "verl", "vllm", "snakemake")
@@ -148,7 +149,7 @@ def beside(output: str | os.PathLike) -> Path:
 
 def report_labels(name: str, path: str | os.PathLike) -> dict[str, str]:
     """The columns the Snakemake report shows for one table/figure: its name and its provenance."""
-    rec = json.loads(Path(path).read_text())
+    rec = read_result_json(path, keys=("gentax", "packages", "machine", "created"))
     code = rec["gentax"]
     commit = (code["commit"][:12] if code["commit"] else "not a git checkout") + (" (dirty)" if code.get("dirty") else "")
     labels = {"name": name, "gentax": str(code["version"]), "commit": commit,

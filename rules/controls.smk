@@ -52,4 +52,4 @@ rule controls_properties_table:
     conda:
         "../envs/analysis.yaml"
     shell:
-        f"{GENTAX} controls-properties-table --job {{params.job:q}} >> {{log}} 2>&1"
+        f"{GENTAX} controls-properties-table --job {{params.job:q}} --log {{log:q}}"

@@ -34,7 +34,7 @@ rule eval_checkpoint:
     conda:
         "../envs/train-verl.yaml"
     shell:
-        f"{GENTAX} eval --job {{params.job:q}} >> {{log}} 2>&1"
+        f"{GENTAX} eval --job {{params.job:q}} --log {{log:q}}"
 
 
 RUN_SUMMARY_JOB = JobSpec("summarize", lambda wc: gjobs.summary(
@@ -61,7 +61,7 @@ rule run_summary:
     conda:
         "../envs/analysis.yaml"
     shell:
-        f"{GENTAX} summarize --job {{params.job:q}} >> {{log}} 2>&1"
+        f"{GENTAX} summarize --job {{params.job:q}} --log {{log:q}}"
 
 
 BASE_SUMMARY_JOB = JobSpec("summarize", lambda wc: gjobs.summary(
@@ -87,4 +87,4 @@ rule base_summary:
     conda:
         "../envs/analysis.yaml"
     shell:
-        f"{GENTAX} summarize --job {{params.job:q}} >> {{log}} 2>&1"
+        f"{GENTAX} summarize --job {{params.job:q}} --log {{log:q}}"

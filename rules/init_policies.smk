@@ -28,7 +28,7 @@ rule rl_v1:
     conda:
         "../envs/train-verl.yaml"
     shell:
-        f"{GENTAX} train rl --job {{params.job:q}} >> {{log}} 2>&1"
+        f"{GENTAX} train rl --job {{params.job:q}} --log {{log:q}}"
 
 
 SFT_DATA_JOB = JobSpec("sft build-data", lambda wc: gjobs.sft_data(config, preset="v2", out=gpaths.v2_sft_data(config),
@@ -55,7 +55,7 @@ rule sft_data:
     conda:
         "../envs/domains.yaml"
     shell:
-        f"{GENTAX} sft build-data --job {{params.job:q}} >> {{log}} 2>&1"
+        f"{GENTAX} sft build-data --job {{params.job:q}} --log {{log:q}}"
 
 
 SFT_V2_JOB = JobSpec("sft train", lambda wc: gjobs.sft_train(config, preset="v2", data=gpaths.v2_sft_data(config),
@@ -82,4 +82,4 @@ rule sft_v2:
     conda:
         "../envs/sft-llamafactory.yaml"
     shell:
-        f"{GENTAX} sft train --job {{params.job:q}} >> {{log}} 2>&1"
+        f"{GENTAX} sft train --job {{params.job:q}} --log {{log:q}}"

@@ -28,7 +28,7 @@ rule embedded_model:
     conda:
         "../envs/train-verl.yaml"
     shell:
-        f"{GENTAX} model embedded --job {{params.job:q}} >> {{log}} 2>&1"
+        f"{GENTAX} model embedded --job {{params.job:q}} --log {{log:q}}"
 
 
 EMBEDDED_BASE_DATA_JOB = JobSpec("sft build-data", lambda wc: gjobs.sft_data(config, preset="embedded-base", out=f"{R}/model/embedded_base_data",
@@ -55,7 +55,7 @@ rule embedded_base_data:
     conda:
         "../envs/domains.yaml"
     shell:
-        f"{GENTAX} sft build-data --job {{params.job:q}} >> {{log}} 2>&1"
+        f"{GENTAX} sft build-data --job {{params.job:q}} --log {{log:q}}"
 
 
 EMBEDDED_BASE_JOB = JobSpec("sft train", lambda wc: gjobs.sft_train(config, preset="embedded-base", data=f"{R}/model/embedded_base_data",
@@ -82,4 +82,4 @@ rule embedded_base:
     conda:
         "../envs/sft-llamafactory.yaml"
     shell:
-        f"{GENTAX} sft train --job {{params.job:q}} >> {{log}} 2>&1"
+        f"{GENTAX} sft train --job {{params.job:q}} --log {{log:q}}"

@@ -29,7 +29,7 @@ rule properties:
     conda:
         "../envs/train-verl.yaml"
     shell:
-        f"{GENTAX} properties --job {{params.job:q}} >> {{log}} 2>&1"
+        f"{GENTAX} properties --job {{params.job:q}} --log {{log:q}}"
 
 
 PROPERTIES_TABLE_JOB = JobSpec("properties-table", lambda wc: gjobs.properties_table(
@@ -55,4 +55,4 @@ rule properties_table:
     conda:
         "../envs/analysis.yaml"
     shell:
-        f"{GENTAX} properties-table --job {{params.job:q}} >> {{log}} 2>&1"
+        f"{GENTAX} properties-table --job {{params.job:q}} --log {{log:q}}"

@@ -28,4 +28,4 @@ rule rl_segment:
     conda:
         "../envs/train-verl.yaml"
     shell:
-        f"{GENTAX} train rl --job {{params.job:q}} >> {{log}} 2>&1"
+        f"{GENTAX} train rl --job {{params.job:q}} --log {{log:q}}"

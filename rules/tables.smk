@@ -35,7 +35,7 @@ rule table:
     conda:
         "../envs/analysis.yaml"
     shell:
-        f"{GENTAX} table --job {{params.job:q}} >> {{log}} 2>&1"
+        f"{GENTAX} table --job {{params.job:q}} --log {{log:q}}"
 
 
 FIGURE_JOB = JobSpec("figure", lambda wc: gjobs.artifact(
@@ -66,4 +66,4 @@ rule figure:
     conda:
         "../envs/analysis.yaml"
     shell:
-        f"{GENTAX} figure --job {{params.job:q}} >> {{log}} 2>&1"
+        f"{GENTAX} figure --job {{params.job:q}} --log {{log:q}}"

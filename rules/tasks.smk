@@ -23,4 +23,4 @@ rule tasks:
     conda:
         "../envs/domains.yaml"
     shell:
-        f"{GENTAX} tasks --job {{params.job:q}} >> {{log}} 2>&1"
+        f"{GENTAX} tasks --job {{params.job:q}} --log {{log:q}}"

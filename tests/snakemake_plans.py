@@ -1,7 +1,9 @@
 """Reading Snakemake's plan: the "Job stats" table of a dry-run (shared by the workflow tests)."""
 
 import functools
+import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -44,3 +46,15 @@ def dry_run_text(*args: str) -> str:
 def dry_run_counts(*args: str) -> dict[str, int]:
     """{rule: planned jobs} of ``snakemake -n ARGS`` in the repository (the run must succeed)."""
     return job_counts(dry_run_text(*args))
+
+
+def planned_jobs(*args: str) -> list[tuple[str, dict]]:
+    """(verb, spec) of every job of ``snakemake -n -p ARGS``, read from the command it prints."""
+    out = []
+    for line in dry_run_text("-p", *args).splitlines():
+        if not line.startswith("Shell command: gentax "):
+            continue
+        words = shlex.split(line.removeprefix("Shell command: "))
+        at = words.index("--job")
+        out.append((" ".join(words[1:at]), json.loads(words[at + 1])))
+    return out

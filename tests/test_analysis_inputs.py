@@ -90,5 +90,5 @@ def test_unreadable_files(tmp_path):
     with pytest.raises(GentaxError, match="unknown format"):
         load_summary(tmp_path / "s.json")
     (tmp_path / "broken.parquet").write_text("not parquet")
-    with pytest.raises(GentaxError, match="cannot read"):
+    with pytest.raises(GentaxError, match="broken.parquet is corrupt \\(not a readable Parquet file: .*\\); rebuild it"):
         load_summary(tmp_path / "broken.parquet")

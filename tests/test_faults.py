@@ -1,8 +1,9 @@
 """Faults lose nothing and hide nothing: kills around a checkpoint save and during an eval write,
 temporaries left by killed writes (of every output), one writer per output (run folder, SFT,
 evaluation), a trainer's processes ended with it (vLLM engines outside its process group
-included), damaged checkpoints and eval files named with their recovery, bad outputs refused
-before any work.
+included), damaged checkpoints and eval files named with their recovery, every reader of a result
+file (JSON, CSV, Parquet, YAML, safetensors, optimizer state) naming a cut one and the job that
+rebuilds it, bad outputs refused before any work.
 
 A kill is simulated in-process by raising ``Killed`` (a BaseException, so no ``except Exception``
 swallows it) at the chosen point, or is a real SIGKILL of a child process;
@@ -12,8 +13,10 @@ swallows it) at the chosen point, or is a real SIGKILL of a child process;
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -614,3 +617,383 @@ def test_a_truncated_model_folder_is_one_line_naming_the_file(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == (
         f"gentax: error: model folder {model} is damaged ({model / 'model.safetensors'}: 600 bytes, 1000 written); "
         "delete it and rerun the job that wrote it")
+
+
+# ---- 11. every reader of a result file names a cut one and the job that rebuilds it ----------------
+def cut(path: Path, keep: float = 0.5) -> None:
+    """Truncate ``path`` to ``keep`` of its size, as a disk that filled or a copy cut short leaves it."""
+    with open(path, "r+b") as fh:
+        fh.truncate(int(path.stat().st_size * keep))
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    return err
+
+
+def test_a_cut_property_log_is_named_with_the_job_that_rebuilds_it(tmp_path, capsys):
+    """properties-table once ended in json.decoder.JSONDecodeError naming no file."""
+    from gentax.cli import main
+
+    log = tmp_path / "properties" / "sokoban.json"
+    log.parent.mkdir()
+    log.write_text(json.dumps({"domain": "sokoban", "measures": {"obs_chars": 120.5, "t_mean": 7.0}}))
+    cut(log)
+    spec = {"inputs": [str(log)], "out": str(tmp_path / "properties.csv")}
+    assert main(["properties-table", "--job", json.dumps(spec)]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"gentax: error: {log} is corrupt (not JSON: ") and \
+        line.endswith(f"rebuild it: snakemake --force {log} (with the --profile/--configfile of the run)")
+    assert not (tmp_path / "properties.csv").exists()
+
+
+def test_a_cut_property_log_of_the_controls_is_named_too(tmp_path, capsys):
+    from gentax.cli import main
+
+    log = tmp_path / "richness-eps80.json"
+    log.write_text(json.dumps({"domain": "sokoban", "measures": {"obs_chars": 120.5}}))
+    cut(log)
+    level = {"control": "richness", "level": "eps80", "order": 0, "init": "v2", "train_domain": "sokoban",
+             "variant": "aug", "domain": {"max_steps": 15, "options": {}},
+             "augmentation": {"kind": "distractors", "p": 0.5, "eps": 80}, "run_label": "x"}
+    spec = {"levels": [level], "inputs": [str(log)], "out": str(tmp_path / "controls.csv")}
+    assert main(["controls-properties-table", "--job", json.dumps(spec)]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"gentax: error: {log} is corrupt (not JSON: ") and \
+        line.endswith(f"rebuild it: snakemake --force {log} (with the --profile/--configfile of the run)")
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_a_cut_summary_table_is_named_with_the_job_that_rebuilds_it(tmp_path, suffix):
+    """A cut CSV once read as fewer rows or a row of blanks (pandas reads what is there)."""
+    from gentax.analysis.summary import load_summary
+
+    frame = pd.DataFrame({"init": ["v1"] * 40, "train_domain": ["webshop"] * 40, "variant": ["default"] * 40,
+                          "seed": [0] * 40, "step": list(range(40)), "eval_domain": ["sokoban"] * 40,
+                          "success": [0.5] * 40})
+    path = tmp_path / f"seed0{suffix}"
+    frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_parquet(path)
+    cut(path, 0.6)
+    with pytest.raises(GentaxError, match=rf"^{path} is corrupt \((cut short: its last line has no line end|not a "
+                                          rf"readable Parquet file: .*)\); rebuild it: snakemake --force {path} "):
+        load_summary(path)
+
+
+def test_a_cut_metrics_log_is_named_and_no_step_of_it_is_lost_quietly(tiny, straight_run, tmp_path):
+    """metrics.csv cut mid-row: the resume once read a row of blanks for the cut step."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(straight_run, run)
+    metrics = run / runs.METRICS_FILE
+    cut(metrics, 0.7)
+    with pytest.raises(GentaxError, match=rf"^{metrics} is corrupt \(cut short: its last line has no line end\); "
+                                          rf"it holds the metrics of every trained step, .*delete the run folder {run} "):
+        train(run, tiny, (0, 4))
+
+
+def test_a_cut_run_record_is_named(tiny, straight_run, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(straight_run, run)
+    cut(run / runs.RUN_FILE)
+    with pytest.raises(GentaxError, match=rf"^{run / runs.RUN_FILE} is corrupt \(not JSON: .*\); it names the run"):
+        train(run, tiny, (0, 3))
+
+
+def test_cut_weights_in_a_model_folder_without_a_manifest_are_one_line(tiny, tmp_path, capsys):
+    """A model folder no gentax job wrote (no manifest to compare): safetensors' own error on the cut
+    header, once a raw SafetensorError traceback, names the folder."""
+    import shutil
+
+    from gentax.cli import main
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny, model)
+    (model / "gentax_manifest.json").unlink(missing_ok=True)
+    cut(model / "model.safetensors")
+    assert main(["eval", "--model", str(model), "--domain", "sokoban", "--episodes", "1", "--quiet",
+                 "--out", str(tmp_path / "x.parquet")]) == 2
+    assert one_error_line(capsys) == (
+        f"gentax: error: model folder {model} is corrupt (SafetensorError: Error while deserializing header: "
+        "incomplete metadata, file not fully covered); delete it and rerun the job that wrote it")
+
+
+def test_a_cut_optimizer_state_without_a_manifest_is_one_line(tiny, straight_run, tmp_path):
+    """The resume state's manifest finds a cut file (the run resumes from the checkpoint before); a
+    state without one (written before manifests) once ended in torch's raw zip error."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(straight_run, run)
+    state = runs.checkpoint_dir(run, 3) / runs.STATE_DIR
+    (state / "gentax_manifest.json").unlink()
+    cut(state / "optimizer.pt")
+    with pytest.raises(GentaxError, match=rf"^optimizer state {state / 'optimizer.pt'} is corrupt \(RuntimeError: "
+                                          rf".*\); delete {runs.checkpoint_dir(run, 3)} and rerun the job: the run "
+                                          "resumes from the checkpoint before it$"):
+        train(run, tiny, (0, 4))
+
+
+def test_a_cut_config_file_is_named(tmp_path):
+    """YAML: the config files and a run spec (JSON is YAML) have one reader that names them."""
+    from gentax.errors import ConfigError
+    from gentax.io import read_yaml
+
+    spec = tmp_path / "run_spec.json"
+    spec.write_text(json.dumps({"init": "v1", "train": [["webshop", 1]], "variant": "default"}))
+    cut(spec)
+    with pytest.raises(ConfigError, match=rf"^{spec}: not valid YAML at line 1, column \d+: "):
+        read_yaml(spec)
+
+
+# ---- 12. a full disk and an unwritable folder: one line naming the path, the cause, the free space ---
+@contextlib.contextmanager
+def small_disk(where: Path, size: str):
+    """A tmpfs of ``size`` mounted at ``where`` for the body (skips the test where mounting is not allowed)."""
+    where.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small disk here: {mounted.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:  # lazily: a failed write's file may still be open in the traceback's frames
+        subprocess.run(["umount", "--lazy", str(where)], check=True)
+
+
+def test_a_disk_that_fills_during_a_checkpoint_save_is_one_line(tiny, tmp_path):
+    """The first checkpoint (weights 12.6 MB, optimizer state 25 MB) does not fit: once two raw
+    tracebacks ending in torch's inline_container.cc; now one line, the temporary removed, nothing
+    committed."""
+    with small_disk(tmp_path / "disk", "40m") as disk:
+        run = disk / "run"
+        with pytest.raises(GentaxError) as failed:
+            train(run, tiny, (0, 1))
+        line = str(failed.value)
+        assert "\n" not in line
+        assert line.startswith(f"cannot write {runs.checkpoint_dir(run, 1)}: No space left on device [ENOSPC]; "), line
+        assert line.endswith(f"free of 40.0 MiB on {disk}; free space there (or set results: to a folder on a larger "
+                             "disk), then rerun the job"), line
+        assert temporaries(run) == [] and runs.checkpoint_steps(run) == []
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EPERM, errno.EDQUOT],
+                         ids=lambda code: errno.errorcode[code])
+def test_a_refused_result_write_is_one_line_naming_the_path_the_cause_and_the_free_space(tmp_path, capsys, code):
+    from gentax import io as gio
+    from gentax.cli import main
+
+    out = tmp_path / "results" / "table.csv"
+    with pytest.raises(GentaxError) as failed:
+        with gio.atomic_path(out) as tmp:
+            raise OSError(code, os.strerror(code), str(tmp))
+    fix = "free space there" if code in (errno.ENOSPC, errno.EDQUOT) else "make the folder writable"
+    assert re.fullmatch(rf"cannot write {out}: {os.strerror(code)} \[{errno.errorcode[code]}\] at {tmp}; "
+                        rf"\S+ \S+ free of \S+ \S+ on /\S*; {fix} .*then rerun the job", str(failed.value)), failed.value
+    assert temporaries(out.parent) == [] and not out.exists()
+
+    # a write outside an atomic write (a log, an append): the command's one line, exit 2
+    def refused(*_args, **_kwargs):
+        raise OSError(code, os.strerror(code), str(tmp_path / "results" / "metrics.csv"))
+
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr("gentax.domains.cli.check_domain", refused)
+    try:
+        assert main(["domains", "check", "--domain", "sokoban", "--episodes", "1"]) == 2
+    finally:
+        monkeypatch.undo()
+    assert one_error_line(capsys).startswith(
+        f"gentax: error: cannot write {tmp_path}/results/metrics.csv: {os.strerror(code)} [{errno.errorcode[code]}]; ")
+
+
+@pytest.mark.parametrize("message", [
+    "[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534",  # torch.save to a path
+    "Error while serializing: I/O error: No space left on device (os error 28)",  # safetensors
+])
+def test_libraries_that_say_a_full_disk_in_words_are_read_as_one(tmp_path, message):
+    from gentax import io as gio
+
+    out = tmp_path / "model"
+    with pytest.raises(GentaxError, match=rf"^cannot write {out}: No space left on device \[ENOSPC\]; "):
+        with gio.atomic_path(out):
+            raise RuntimeError(message)
+
+
+@contextlib.contextmanager
+def immutable(folder: Path):
+    """``chattr +i`` on ``folder`` for the body: nothing can be made in it, its files stay writable
+    (skips the test where the filesystem or the user cannot set it)."""
+    made = subprocess.run(["chattr", "+i", str(folder)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot make {folder} immutable here: {made.stderr.decode().strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+def test_the_write_check_at_a_jobs_start_tests_the_folder_not_an_old_lock_file(tmp_path, monkeypatch, capsys):
+    """An evaluation folder that cannot be written although its lock file is there (chattr +i): the
+    up-front check once passed on the old lock, a batch of episodes was played, then a raw
+    PermissionError on the Parquet temporary."""
+    from gentax.cli import main
+
+    def no_episodes(*_args, **_kwargs):
+        raise AssertionError("an episode ran")
+
+    out = tmp_path / "eval" / "sokoban.parquet"
+    expert_eval(out.with_suffix(""), 1)  # an earlier evaluation: its lock file is there
+    assert (out.parent / ".sokoban.json.lock").is_file()
+    monkeypatch.setattr(evaluation, "collect", no_episodes)
+    with immutable(out.parent):
+        assert main(["eval", "--generator", "expert", "--domain", "sokoban", "--episodes", "2", "--quiet",
+                     "--out", str(out)]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"gentax: error: cannot write evaluation output {out.parent}/sokoban.json: Operation not "
+                           f"permitted [EPERM] at {out.parent}/.gentax-probe."), line
+    assert line.endswith("make the folder writable (or set results: to a writable folder), then rerun the job"), line
+
+
+# ---- 13. a trainer or writer takes its output's lock before its heavy imports -----------------------
+#: verb -> (the output its lock guards, from its spec; the holder's lock expression over `sys.argv[1]`)
+LOCKS = {
+    "train rl": (lambda spec: spec["out"], "gentax.train import runs", "runs.locked(sys.argv[1])"),
+    "sft train": (lambda spec: spec["out"], "gentax import io", "io.output_lock(sys.argv[1], 'SFT output')"),
+    "sft build-data": (lambda spec: spec["out"], "gentax import io", "io.output_lock(sys.argv[1], 'SFT dataset')"),
+    "eval": (lambda spec: spec["out"][: -len(".parquet")], "gentax.rollout import evaluation",
+             "evaluation.output_lock(sys.argv[1])"),
+    "properties": (lambda spec: spec["out"][: -len(".parquet")], "gentax.rollout import evaluation",
+                   "evaluation.output_lock(sys.argv[1])"),
+    "model embedded": (lambda spec: spec["out"], "gentax import io", "io.output_lock(sys.argv[1], 'model folder')"),
+}
+#: what makes a job slow to start: none of it may load before the lock refuses a second job
+HEAVY = ("torch", "transformers", "llamafactory", "verl", "ray", "vllm", "tensorboard")
+REFUSED_BY = """import sys, time
+started = time.perf_counter()
+from gentax.cli import main
+code = main(sys.argv[1:])
+print("refused after", round(time.perf_counter() - started, 2), "s; loaded:",
+      [name for name in {heavy!r} if name in sys.modules], file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@pytest.fixture(scope="module")
+def writer_specs(tmp_path_factory):
+    """One job spec of each trainer and writer, as the embedded plan writes them, with its inputs
+    stood in for (a model folder is a config.json, a dataset folder its dataset_info.json)."""
+    from snakemake_plans import planned_jobs
+
+    where = tmp_path_factory.mktemp("writers")
+    specs = {}
+    for verb, spec in planned_jobs("--profile", "profiles/embedded"):
+        if verb in LOCKS and verb not in specs:
+            specs[verb] = spec
+    for spec in specs.values():
+        for key in ("init", "model", "v1"):
+            if spec.get(key):
+                (where / spec[key]).mkdir(parents=True, exist_ok=True)
+                (where / spec[key] / "config.json").write_text("{}")
+        if spec.get("data"):
+            (where / spec["data"]).mkdir(parents=True, exist_ok=True)
+            (where / spec["data"] / "dataset_info.json").write_text("{}")
+        if spec.get("tasks") and "domain" in spec:  # an evaluation's or property log's task manifest
+            (where / spec["tasks"]).parent.mkdir(parents=True, exist_ok=True)
+            (where / spec["tasks"]).write_text(json.dumps({"domain": spec["domain"], "split": "eval",
+                                                           "seeds": list(range(spec["episodes"]))}))
+    return where, specs
+
+
+@pytest.mark.parametrize("verb", sorted(LOCKS))
+def test_a_second_trainer_or_writer_is_refused_before_its_heavy_imports(writer_specs, verb):
+    """The SFT trainer once took its lock after loading the tokenizer and every example (16.7 s)."""
+    where, specs = writer_specs
+    spec = specs[verb]
+    output, module, lock = LOCKS[verb]
+    with lock_held_elsewhere(module, lock, where / output(spec)) as holder:
+        proc = subprocess.run([sys.executable, "-c", REFUSED_BY.format(heavy=HEAVY), *verb.split(), "--job",
+                               json.dumps(spec)], cwd=where, capture_output=True, text=True, timeout=120,
+                              env={"PYTHONPATH": str(ROOT), "PATH": os.environ["PATH"]})
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert len(lines) == 2 and f"is in use by pid {holder.pid} on host" in lines[0], lines
+    assert lines[1].endswith("loaded: []"), lines  # refused before torch, transformers, LlamaFactory, verl
+    took = float(lines[1].split()[2])  # from the command's start to its refusal (not the interpreter's start-up)
+    assert took < 2.0, lines[1]
+
+
+# ---- 14. a job's log keeps every attempt ------------------------------------------------------------
+ORPHAN = """import pathlib, sys, time
+from gentax import io, joblog
+log, out, go = sys.argv[1:]
+joblog.attach(log, "gentax sft train (the orphan of a killed Snakemake)")
+with io.output_lock(out, "SFT output"):
+    print("training step 1", flush=True)
+    while not pathlib.Path(go).exists():
+        time.sleep(0.05)
+    print("training step 2; committed the model", flush=True)
+"""
+
+
+def test_an_orphans_log_and_a_refused_retrys_line_both_survive(writer_specs, tmp_path):
+    """Snakemake SIGKILLed while LlamaFactory trains V2, then --unlock and a rerun: the rerun's
+    refused attempt once replaced the log (a new inode) with its one line, and the orphan's whole
+    training log, written into the removed file, was gone."""
+    from gentax import joblog
+
+    where, specs = writer_specs
+    spec = specs["sft train"]
+    log, go = tmp_path / "logs" / "init" / "v2.log", tmp_path / "go"
+    env = {"PYTHONPATH": str(ROOT), "PATH": os.environ["PATH"]}
+    orphan = subprocess.Popen([sys.executable, "-c", ORPHAN, str(log), str(where / spec["out"]), str(go)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not (log.is_file() and "training step 1" in log.read_text()):
+            assert time.monotonic() < deadline and orphan.poll() is None, "the orphan did not start"
+            time.sleep(0.05)
+        log.unlink()  # what Snakemake does to a job's declared log before the rerun's attempt
+        retry = subprocess.run([sys.executable, "-m", "gentax", "sft", "train", "--job", json.dumps(spec), "--log",
+                                str(log)], cwd=where, env=env, capture_output=True, text=True, timeout=120)
+        assert retry.returncode == 2 and retry.stderr == "" and retry.stdout == ""  # all of it went to the log
+        go.touch()
+        assert orphan.wait(timeout=60) == 0
+    finally:
+        if orphan.poll() is None:
+            orphan.kill()
+    lines = log.read_text().splitlines()
+    assert lines[0].startswith(f"{joblog.HEADER}1: host {socket.gethostname()}, pid {orphan.pid}, ")
+    assert lines[0].endswith(" UTC: gentax sft train (the orphan of a killed Snakemake)")
+    assert lines[1] == "training step 1"
+    assert lines[2].startswith(f"{joblog.HEADER}2: host {socket.gethostname()}, pid {retry_pid(lines[2])}, ")
+    assert lines[2].endswith(" UTC: gentax sft train")
+    assert lines[3].startswith("gentax: error: SFT output ") and f"is in use by pid {orphan.pid}" in lines[3]
+    assert lines[4:] == ["training step 2; committed the model"]
+    assert os.stat(log).st_ino == os.stat(joblog.history(log)).st_ino  # one file, two names
+
+
+def retry_pid(header: str) -> int:
+    return int(re.search(r"pid (\d+),", header).group(1))
+
+
+def test_snakemake_keeps_a_jobs_log_across_its_attempts(tmp_path):
+    """Snakemake removes a job's declared log before each attempt; the log still holds both runs of a
+    job (a forced rerun here), each under its header, and `snakemake -n -p` shows one command."""
+    results = tmp_path / "results"
+    target = results / "tasks" / "sokoban.json"
+    snakemake = [sys.executable, "-m", "snakemake", str(target), "--cores", "1", "--config", f"results={results}"]
+    plan = subprocess.run([*snakemake, "-n", "-p", "--forcerun", "tasks"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+    commands = [line for line in (plan.stdout + plan.stderr).splitlines() if line.startswith("Shell command: ")]
+    assert len(commands) == 1 and commands[0].startswith("Shell command: gentax tasks --job '"), plan.stderr[-3000:]
+    assert commands[0].endswith(f" --log {results}/logs/tasks/sokoban.log"), commands
+    for attempt in (1, 2):
+        proc = subprocess.run([*snakemake, "--forcerun", "tasks"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    text = (results / "logs" / "tasks" / "sokoban.log").read_text()
+    headers = [line for line in text.splitlines() if line.startswith("==== gentax attempt ")]
+    assert [h.split(":")[0] for h in headers] == ["==== gentax attempt 1", "==== gentax attempt 2"], text
+    assert all(h.endswith(" UTC: gentax tasks") for h in headers), headers
+    assert text.count("sokoban: 16 eval tasks, fingerprint ") == 2, text

@@ -64,9 +64,9 @@ def _broken(paper, path, value):
 
 
 @pytest.mark.parametrize("path,value,needle", [
-    (("rl", "group_size"), 1, "config key rl: RL config group_size=1"),
-    (("rl", "lr"), "fast", "config key rl: RL config lr="),
-    (("rl", "lr"), "1e-5", "config key rl: RL config lr='1e-5': must be a number > 0 (YAML reads 1e-5 as text, "
+    (("rl", "group_size"), 1, "config key rl.group_size: GRPO needs at least 2 rollouts per task, got 1"),
+    (("rl", "lr"), "fast", "config key rl.lr: must be a number > 0, got 'fast'"),
+    (("rl", "lr"), "1e-5", "config key rl.lr: must be a number > 0, got '1e-5' (YAML reads 1e-5 as text, "
                            "not a number: write 1.0e-5)"),
     (("eval", "temperature"), "4e-1", "config key eval.temperature: '4e-1' is not of type 'number' (YAML reads "
                                       "4e-1 as text, not a number: write 4.0e-1)"),
@@ -136,7 +136,8 @@ def test_plan_cli_json(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "gentax", "plan", "--config", str(REPO / "config.yaml"),
                            "--config", str(bad)], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == ["gentax: error: config key rl: RL config group_size=0: must be an integer >= 1"]
+    assert proc.stderr.strip().splitlines() == [
+        f"gentax: error: config key rl.group_size: must be an integer >= 1, got 0 (set in {bad})"]
 
 
 def test_plan_cli_names_a_bad_domain_knob_in_one_line(tmp_path):

@@ -12,7 +12,6 @@ the embedded study stopped because its Sokoban property logs refused their task 
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gentax.cli import main as gentax_main
-from snakemake_plans import REPO, dry_run_text
+from snakemake_plans import REPO, planned_jobs
 
 PLANS = {  # gentax plan's arguments for each plan the workflow ships
     "embedded": ["--preset", "embedded"],
@@ -62,18 +61,6 @@ def test_a_plan_whose_manifests_are_too_short_stops_at_the_dry_run_naming_the_jo
 
     proc = _gentax("plan", "--check", "--preset", "embedded", "--config", str(config))
     assert proc.returncode == 0, proc.stderr[-2000:]
-
-
-def planned_jobs(*args: str) -> list[tuple[str, dict]]:
-    """(verb, spec) of every job of ``snakemake -n -p ARGS``, read from the command it prints."""
-    out = []
-    for line in dry_run_text("-p", *args).splitlines():
-        if not line.startswith("Shell command: gentax "):
-            continue
-        words = shlex.split(line.removeprefix("Shell command: "))
-        at = words.index("--job")
-        out.append((" ".join(words[1:at]), json.loads(words[at + 1])))
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -71,7 +71,7 @@ def test_presets_and_errors(tmp_path):
     assert base.steps == 5 and set(base.mix) == {"alfworld", "webshop", "sokoban", "sciworld"}
     assert set(base.sources.values()) == {"expert"}
     assert load_sft_config({"mix": {"webshop": 1}}).mix == {"webshop": 1}  # replaced whole, not merged
-    with pytest.raises(ConfigError, match="unknown SFT config key"):
+    with pytest.raises(ConfigError, match="SFT config key .*: unknown key"):
         load_sft_config({"stepz": 3})
     with pytest.raises(ConfigError, match="mix"):
         load_sft_config({"mix": {"minecraft": 1}})
@@ -229,7 +229,9 @@ def test_cli_reports_bad_input_in_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "gentax", "sft", "build-data", "--config", str(config),
                            "--out", str(tmp_path / "d")], capture_output=True, text=True)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == ["gentax: error: unknown SFT config key(s): stepz (see sft_defaults.yaml)"]
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith(f"gentax: error: {config}: SFT config key stepz: unknown key (did you mean steps?); "
+                           "valid: pairs, mix, ")
 
 
 # ---- LlamaFactory ------------------------------------------------------------------------------

@@ -211,7 +211,10 @@ def test_a_preempted_rl_segment_resumes_and_changes_nothing(finished):
     # the run folder's lock; a SIGKILL would leave it to be taken over. Either way the retry trains.
     log = next((preempted["work"] / "results" / "logs").rglob(f"segment_1_{EXTENDED_STEPS}*.log")).read_text()
     assert "is in use by" not in log, log[-3000:]
-    resumed = int(re.search(r"resuming \S+ from step (\d+)", log).group(1))
+    from gentax.joblog import HEADER
+
+    assert log.count(HEADER) == 2, log[-3000:]  # the log keeps both attempts, each under its header
+    resumed = int(re.search(r"resuming \S+ from step (\d+)", log.split(HEADER)[-1]).group(1))  # the retry's
     assert cancelled <= resumed < EXTENDED_STEPS  # from its last checkpoint, not from the start
     import pandas as pd
 

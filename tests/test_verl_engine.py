@@ -352,9 +352,9 @@ def test_rollout_backend_is_one_checked_setting():
     job = rl_section({"lr": 1.0e-6}, save_every=15, rollout="hf")  # the workflow's engines.rollout, in the job's RL section
     assert job["verl"] == {"rollout": "hf"}
     assert load_rl_config({**job, "verl": {"rollout": "hf", "rollout_tp": 1}}).verl["rollout"] == "hf"
-    with pytest.raises(ConfigError, match="verl.rollout valid: vllm, hf"):
+    with pytest.raises(ConfigError, match="RL config key verl.rollout: must be one of vllm, hf, got .sglang."):
         load_rl_config({"verl": {"rollout": "sglang"}})
-    with pytest.raises(ConfigError, match="rollout_tp must be 1"):
+    with pytest.raises(ConfigError, match="RL config key verl.rollout_tp: must be 1 with verl.rollout hf"):
         load_rl_config({"verl": {"rollout": "hf"}})  # the paper's tensor parallel 2
 
 

@@ -13,14 +13,12 @@ must be absent, empty or an earlier output of this command. See ``docs/tables.md
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
 
 from gentax import jobspec
 from gentax.analysis import artifacts
 from gentax.errors import GentaxError
-from gentax.io import atomic_path, write_json
+from gentax.io import atomic_path, read_result_json, write_json
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -82,7 +80,8 @@ def register(subparsers) -> None:
     parser.add_argument("--error-mark-pct", type=float, default=5.0,
                         help="mark Table 2 cells whose episodes ended with an env error more often than this (percent; default 5)")
     parser.add_argument("--test-level", type=float, default=None,
-                        help="level of the exact paired tests: a cell is resolved when its Holm-adjusted p is below it "
+                        help="level of the tables' rule (task-paired exact test AND seed-level test, Holm over a "
+                             "table's cells): a cell is resolved when its Holm-adjusted p is <= it "
                              "(default: the repository config's eval.test_level)")
     parser.add_argument("--sft-mix", type=_name_list, default=None,
                         help="domains in V2's SFT mix, Table 6's in_v2_sft_mix (comma-separated; default: the "
@@ -117,9 +116,10 @@ def input_problems(verb: str, spec: dict, inputs) -> list[str]:
     return out
 
 
-def _take(args, keys) -> dict | None:
-    """The job spec after its check; None under ``--check`` (printed: the job would start)."""
-    spec = jobspec.take(jobspec.load(args.job), keys, verb=args.verb)
+def _take(args):
+    """The job spec (its job kind, ``gentax.jobspec.KINDS``) after its check; None under
+    ``--check`` (printed: the job would start)."""
+    spec = jobspec.read(args.verb, args.job)
     jobspec.require(args.verb, input_problems(args.verb, spec, jobspec.OnDisk()))
     if args.check:
         jobspec.checked(args.verb)
@@ -130,7 +130,7 @@ def _take(args, keys) -> dict | None:
 def _summarize(args) -> int:
     from gentax.analysis.summary import summarize_evals  # function-local: defers pandas
 
-    s = _take(args, ("inputs", "keys", "out"))
+    s = _take(args)
     if s is None:
         return 0
     frame = summarize_evals(s["inputs"], s["keys"])
@@ -145,15 +145,14 @@ def _artifact(args) -> int:
     from gentax import provenance  # function-local: reads package metadata only when a job runs
     from gentax.analysis.tables import build_one  # function-local: defers pandas and matplotlib
 
-    s = _take(args, ("name", "summaries", "properties", "controls", "outputs", "provenance", "window", "seed",
-                     "error_mark_pct", "test_level", "sft_mix"))
+    s = _take(args)
     if s is None:
         return 0
     build_one(s["name"], list(s["summaries"]), s["properties"], s["outputs"], controls=s["controls"],
               window=tuple(s["window"]), seed=int(s["seed"]), error_mark_pct=float(s["error_mark_pct"]),
               test_level=float(s["test_level"]), sft_mix=tuple(s["sft_mix"]))
     inputs = [*s["summaries"], *[f for f in (s["properties"], s["controls"]) if f]]
-    write_json(s["provenance"], provenance.job_record(s, None, inputs=inputs))
+    write_json(s["provenance"], provenance.job_record(s.to_dict(), None, inputs=inputs))
     print(f"wrote {', '.join(s['outputs'].values())}")
     return 0
 
@@ -161,12 +160,12 @@ def _artifact(args) -> int:
 def _properties_table(args) -> int:
     import pandas as pd  # function-local: `gentax --help` stays fast
 
-    s = _take(args, ("inputs", "out"))
+    s = _take(args)
     if s is None:
         return 0
     rows = []
     for path in s["inputs"]:
-        data = json.loads(Path(path).read_text())
+        data = read_result_json(path, keys=("domain", "measures"))  # a property log (gentax properties)
         rows.append({"domain": data["domain"], **data["measures"]})
     with atomic_path(s["out"]) as tmp:
         pd.DataFrame(rows).sort_values("domain").to_csv(tmp, index=False)

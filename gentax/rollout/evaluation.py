@@ -177,43 +177,24 @@ def measure_properties(generator, task_seeds: list[int], cfg: CollectConfig, out
         })
 
 
-def rebuild_hint(json_path: str | os.PathLike) -> str:
-    """The one command that rebuilds the evaluation result ``json_path`` of the workflow."""
-    return f"rebuild it: snakemake --force {json_path} (with the --profile/--configfile of the run)"
-
-
 def read_eval(json_path: str | os.PathLike) -> tuple[dict[str, Any], Any]:
     """(summary dict, episodes DataFrame) of the evaluation result ``json_path``, checked: the
     JSON parses, each table matches the digest the JSON recorded for it and reads as Parquet,
     and some episode was scored. Else GentaxError naming the file and the command that rebuilds
     it (or, when an env error ended every episode, how to recover)."""
-    import json
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     json_path = Path(json_path)
     prefix = output_prefix(str(json_path)[: -len(".json")] if json_path.suffix == ".json" else json_path)
     json_path = Path(output_files(prefix)[0])
-    hint = rebuild_hint(json_path)
-    if not json_path.is_file():
-        raise GentaxError(f"{json_path} is missing; {hint}")
-    try:
-        doc = json.loads(json_path.read_text())
-    except ValueError as exc:
-        raise GentaxError(f"{json_path} is corrupt (not JSON: {exc}); {hint}") from None
+    hint = gio.rebuild_hint(json_path)
+    doc = gio.read_result_json(json_path, fix=hint)
     tables = {}
     for name, path in zip(("steps", "episodes"), output_files(prefix)[1:]):
         expected = doc.get(DIGESTS, {}).get(Path(path).name)
-        problem = gio.digest_problem(path, expected) if expected else None if Path(path).is_file() else "missing"
-        if problem is None:
-            try:
-                tables[name] = pq.read_table(path)
-            except (OSError, pa.ArrowException) as exc:
-                problem = f"not a readable Parquet file: {short_reason(str(exc))}"
+        problem = gio.digest_problem(path, expected) if expected else None
         if problem:
             state = "is missing" if problem == "missing" else f"is corrupt ({problem})"
             raise GentaxError(f"{path} {state}; {hint}")
+        tables[name] = gio.read_result_parquet(path, fix=hint)
     summary = doc.get("summary", doc)  # a property log nests its summary
     if summary.get("success_rate") is None:
         reasons = "; ".join(summary.get("error_reasons") or {}) or "no reason recorded"
@@ -230,23 +211,20 @@ def filler_for_eval(reference: str | os.PathLike, *, source: str = "repeat", tok
     thinking evaluation of the same cell (same checkpoint step, eval domain, seed). Its
     ``think_tokens_mean`` (rounded; 0 when null) is the count unless ``tokens`` fixes one; the
     shuffle source permutes the think blocks of its steps table."""
-    import json
-
-    import pyarrow.parquet as pq
-
     from gentax.agent.filler import FillerSpec
     from gentax.agent.parse import think_text
 
     path = Path(reference)
     if not path.is_file():
         raise GentaxError(f"filler evaluation: the thinking evaluation {path} does not exist")
-    doc = json.loads(path.read_text())
+    doc = gio.read_result_json(path, keys=("files",) if source == "shuffle" else ())
     if tokens is None:
         mean = doc.get("think_tokens_mean")
         tokens = 0 if mean is None else int(round(mean))
     texts: tuple[str, ...] = ()
     if source == "shuffle":
-        responses = pq.read_table(doc["files"]["steps"], columns=["response"]).column("response").to_pylist()
+        responses = gio.read_result_parquet(doc["files"]["steps"], columns=["response"], fix=gio.rebuild_hint(path))
+        responses = responses.column("response").to_pylist()
         texts = tuple(t for t in map(think_text, responses) if t)
     return FillerSpec(tokens=tokens, source=source, token=token, texts=texts)
 

@@ -53,6 +53,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
+from gentax import io as gio
 from gentax.errors import GentaxError
 
 log = logging.getLogger(__name__)
@@ -245,9 +246,11 @@ class HFGenerator:
 
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         chosen = compute_dtype(dtype, device)
-        tokenizer = AutoTokenizer.from_pretrained(model_path)
-        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, chosen),
-                                                     attn_implementation=attention_implementation(chosen, device)).to(device)
+        with gio.reading(model_path, "model folder", "delete it and rerun the job that wrote it"):
+            tokenizer = AutoTokenizer.from_pretrained(model_path)
+            model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, chosen),
+                                                         attn_implementation=attention_implementation(chosen, device))
+        model = model.to(device)
         self._setup(model, tokenizer, max_batch_size or default_batch_size(device))
 
     @classmethod

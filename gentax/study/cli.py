@@ -35,7 +35,8 @@ def register(sub) -> None:
                    help="estimate GPU-hours per job kind and in total (time figures: config `cost`)")
     p.add_argument("--power", action="store_true",
                    help="print the smallest ΔID and ΔOOD each table can resolve at 80%% power and eval.test_level "
-                        "(exact test + Holm over the table's cells), from assumed or measured base success")
+                        "(the task-paired exact test and the seed-level test, Holm over the table's cells; "
+                        "docs/tables.md), from assumed or measured base success")
     p.add_argument("--profile", default=None,
                    help="Snakemake profile whose resources (GPUs, runtime) price the jobs "
                         "(default: profiles/slurm for the paper preset, profiles/embedded for embedded)")
@@ -72,7 +73,7 @@ def _controls_properties_table(args) -> int:
     from gentax import io as gio
     from gentax.study.controls import ControlLevel, property_row
 
-    s = jobspec.take(jobspec.load(args.job), ("levels", "inputs", "out"), verb=args.verb)
+    s = jobspec.read(args.verb, args.job)
     from gentax.study.checks import controls_table_problems  # function-local: the verbs' checks import the stages' CLIs
 
     jobspec.require(args.verb, controls_table_problems(s, jobspec.OnDisk()))
@@ -82,7 +83,7 @@ def _controls_properties_table(args) -> int:
     for level, path in zip(s["levels"], s["inputs"]):
         level = dict(level)
         run_label = level.pop("run_label")
-        data = json.loads(Path(path).read_text())
+        data = gio.read_result_json(path, keys=("measures",))  # a level's property log (gentax properties)
         rows.append(property_row(ControlLevel(**level), run_label, data["measures"]))
     with gio.atomic_path(s["out"]) as tmp:
         pd.DataFrame(rows).to_csv(tmp, index=False)
@@ -99,8 +100,7 @@ def _tasks(args) -> int:
     from gentax.errors import GentaxError
 
     if args.job:
-        s = jobspec.take(jobspec.load(args.job), ("domain", "episodes", "split", "max_steps", "options", "out"),
-                         verb="tasks")
+        s = jobspec.read("tasks", args.job)
         from gentax.study.checks import tasks_problems  # function-local: the verbs' checks import the stages' CLIs
 
         jobspec.require("tasks", tasks_problems(s, jobspec.OnDisk()))

@@ -29,7 +29,7 @@ from typing import Any, Iterable
 from gentax import runspec
 from gentax.domains import domain_class
 from gentax.domains.spec import mixture_weights, names
-from gentax.errors import ConfigError, GentaxError, yaml_number_hint
+from gentax.errors import ConfigError, GentaxError, KeyProblem, did_you_mean, is_integer, number_hint, unknown_key
 from gentax.io import REPO_ROOT, deep_merge, read_yaml, repo_path
 from gentax.study.controls import check_controls, not_evaluated
 from gentax.study.plan import filler_experiments
@@ -40,9 +40,14 @@ SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 
 @functools.lru_cache(maxsize=1)
 def _validator():
+    """The schema's validator, whose ``integer`` is an int (not 8.0, which JSON Schema counts as one):
+    one rule for whole numbers in every section (``gentax.errors.number_hint``; the RL and SFT
+    loaders and the job specs refuse 8.0 too)."""
     import jsonschema
 
-    return jsonschema.Draft202012Validator(schema())
+    base = jsonschema.Draft202012Validator
+    checker = base.TYPE_CHECKER.redefine("integer", lambda _checker, value: is_integer(value))
+    return jsonschema.validators.extend(base, type_checker=checker)(schema())
 
 
 def schema() -> dict:
@@ -146,14 +151,6 @@ def unmet_inputs(cfg: dict) -> list[str]:
     return problems
 
 
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """`` (did you mean X?)`` for the closest of ``choices`` to a misspelled ``word``, else ``""``."""
-    import difflib
-
-    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
-
-
 def _set_in(sources: list[tuple[str, dict]], path: list) -> str | None:
     """The last source (file or --config) that sets the key at ``path``: the one that wins."""
     found = None
@@ -189,17 +186,37 @@ def validate(cfg: dict, *, memory: bool = True, sources: list[tuple[str, dict]] 
     """Schema + cross-field rules; ``memory=False`` skips the GPU memory check (a cluster job
     re-reading the Snakefile: the main process has checked). ``sources`` (``config_sources``):
     the layers ``cfg`` was merged from, so a bad key's error names the file that set it."""
+    sources = sources or []
     errors = sorted(_validator().iter_errors(cfg), key=lambda e: (len(e.path), list(map(str, e.path))))
     if errors:
-        raise _schema_error(errors, sources or [])
-    _check_domain_options(cfg, sources or [])  # before the controls, whose levels lay their knobs over these
-    _check_cross_fields(cfg)
-    if memory and cfg.get("cluster", {}).get("memory_check"):
-        # function-local: gentax.study.memory reads gentax.study.settings, which reads this module (the one
-        # import cycle left; docs/contracts.md "Layers" says how the study package's split ends it)
-        from gentax.study.memory import check_memory
+        raise _schema_error(errors, sources)
+    try:
+        _check_domain_options(cfg, sources)  # before the controls, whose levels lay their knobs over these
+        _check_cross_fields(cfg, sources)
+        if memory and cfg.get("cluster", {}).get("memory_check"):
+            # function-local: gentax.study.memory reads gentax.study.settings, which reads this module (the one
+            # import cycle left; docs/contracts.md "Layers" says how the study package's split ends it)
+            from gentax.study.memory import check_memory
 
-        check_memory(cfg)  # every GPU training job fits its GPUs (DeepSpeed's estimators + activations)
+            check_memory(cfg)  # every GPU training job fits its GPUs (DeepSpeed's estimators + activations)
+    except ConfigError as exc:
+        raise _named_source(exc, sources) from None
+
+
+def _named_source(exc: ConfigError, sources: list[tuple[str, dict]]) -> ConfigError:
+    """A check's error ("config key a.b.c: ...") with the file that set the key, as the schema's
+    errors have it: every section's errors alike (cross-field rules, controls, the memory check)."""
+    import re
+
+    message = str(exc)
+    named = re.match(r"config key ([\w.\-]+)", message)
+    if not named or "(set in " in message:
+        return ConfigError(message)
+    path = [int(part) if part.isdigit() else part for part in named.group(1).split(".")]
+    while path and _set_in(sources, path) is None:  # a key given by no layer (a default): its section's file
+        path.pop()
+    where = _set_in(sources, path) if path else None
+    return ConfigError(message + (f" (set in {where})" if where else ""))
 
 
 def _schema_error(errors: list, sources: list[tuple[str, dict]]) -> ConfigError:
@@ -215,16 +232,16 @@ def _schema_error(errors: list, sources: list[tuple[str, dict]]) -> ConfigError:
         unknown = [key for key in err.instance if key not in known]
         if unknown:
             path.append(unknown[0])
-            message = f"unknown key{did_you_mean(str(unknown[0]), known)}; valid: {', '.join(known)}"
+            message = unknown_key(str(unknown[0]), known)
     elif err.validator == "type":
         wanted = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
-        message += yaml_number_hint(err.instance, integer="integer" in wanted and "number" not in wanted)
+        message += number_hint(err.instance, integer="integer" in wanted and "number" not in wanted)
     key = ".".join(str(p) for p in path) or "(top level)"
     where = _set_in(sources, path) if path else None
     return ConfigError(f"config key {key}: {message}" + (f" (set in {where})" if where else ""))
 
 
-def _check_cross_fields(cfg: dict) -> None:
+def _check_cross_fields(cfg: dict, sources: list[tuple[str, dict]]) -> None:
     save_every = cfg["rl"]["save_every"]
     steps = cfg["grid"]["steps"]
     window = cfg["eval"]["window"]
@@ -256,7 +273,7 @@ def _check_cross_fields(cfg: dict) -> None:
             raise ConfigError(f"{key}.steps: must exceed grid.steps ({steps}) and be a multiple of rl.save_every ({save_every})")
     if cfg["model"]["embedded"] and "embedded_base" not in cfg:
         raise ConfigError("config key embedded_base: required when model.embedded is true")
-    _check_engine_sections(cfg)
+    _check_engine_sections(cfg, sources)
 
 
 def _check_mixtures(cfg: dict) -> None:
@@ -327,8 +344,10 @@ def _check_domain_options(cfg: dict, sources: list[tuple[str, dict]]) -> None:
             raise ConfigError(f"config key {'.'.join(path)}: {exc}{hint}" + (f" (set in {where})" if where else "")) from None
 
 
-def _check_engine_sections(cfg: dict) -> None:
-    """The RL and SFT sections are validated by the engines' own loaders (one place for their keys)."""
+def _check_engine_sections(cfg: dict, sources: list[tuple[str, dict]]) -> None:
+    """The RL and SFT sections are validated by the engines' own loaders (one place for their keys),
+    whose errors (``KeyProblem``) are worded as the schema's: the key under the section the user
+    wrote, did-you-mean for an unknown one, the number hint, the file that set it."""
     from gentax.train.config import load_rl_config  # function-local: defers numpy (gentax.train.grpo)
 
     checks = [("rl", lambda: load_rl_config(cfg["rl"])),
@@ -338,5 +357,10 @@ def _check_engine_sections(cfg: dict) -> None:
     for key, check in checks:
         try:
             check()
+        except KeyProblem as exc:
+            path = [*key.split("."), *exc.key]
+            where = _set_in(sources, path)
+            raise ConfigError(f"config key {'.'.join(map(str, path))}: {exc.problem}"
+                              + (f" (set in {where})" if where else "")) from None
         except ConfigError as exc:
             raise ConfigError(f"config key {key}: {exc}") from None

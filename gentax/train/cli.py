@@ -24,6 +24,7 @@ the base model.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 from pathlib import Path
 from typing import Any
@@ -87,26 +88,29 @@ def train_rl(engine: str, section: dict[str, Any] | RLConfig | None, *, init: st
                           "only (engines.rl: local)")
     from gentax.train.tracking import load_section
 
-    tracking = load_section(tracking)  # a bad section or a missing backend package stops here
     where = {"init": init, "run": run, "start": start, "end": end, "run_dir": run_dir}
-    if engine == "verl":
-        from gentax.train.verl_engine import train_verl
+    if print_config:
+        tracking = load_section(tracking)
+        if engine == "verl":
+            from gentax.train.verl_engine import train_verl
 
-        if print_config:
             return train_verl(cfg, **where, print_config=True, tracking=tracking)
-        train = functools.partial(train_verl, cfg, **where, tracking=tracking)
-    else:
-        if print_config:
-            import yaml
+        import yaml
 
-            print(yaml.safe_dump({**cfg.to_dict(), "run_spec": run.to_dict()}, sort_keys=False))
-            return 0
-        from gentax.train.local_engine import train_local
+        print(yaml.safe_dump({**cfg.to_dict(), "run_spec": run.to_dict()}, sort_keys=False))
+        return 0
+    # one trainer per run folder (runs module doc), before the tracking backends and the engine are
+    # imported: a second trainer is refused at once
+    with holding(run_dir):
+        tracking = load_section(tracking)  # a bad section or a missing backend package stops here
+        if engine == "verl":
+            from gentax.train.verl_engine import train_verl
 
-        train = functools.partial(train_local, cfg, **where, progress=progress, tracking=tracking)
-    with runs.locked(run_dir) as previous:  # one trainer per run folder (runs module doc)
-        if previous:
-            print(f"gentax: took over the lock of {run_dir} from {previous}, which is no longer running")
+            train = functools.partial(train_verl, cfg, **where, tracking=tracking)
+        else:
+            from gentax.train.local_engine import train_local
+
+            train = functools.partial(train_local, cfg, **where, progress=progress, tracking=tracking)
         _report_removed(runs.remove_temporaries(run_dir))
         code = train()
         if code == 0:
@@ -114,13 +118,19 @@ def train_rl(engine: str, section: dict[str, Any] | RLConfig | None, *, init: st
         return code
 
 
+@contextlib.contextmanager
+def holding(run_dir: str | Path):
+    """``runs.locked(run_dir)`` for the body, saying when it took over a killed trainer's lock. A
+    trainer that holds it already (``run_job``, which takes it before its imports) holds it on."""
+    with runs.locked(run_dir) as previous:
+        if previous:
+            print(f"gentax: took over the lock of {run_dir} from {previous}, which is no longer running")
+        yield
+
+
 def _report_removed(paths) -> None:
     for path in paths:
         print(f"gentax: removed {path} (left by an interrupted write)")
-
-
-#: what a ``train rl`` job spec holds (gentax.study.jobs.rl_segment)
-_JOB_KEYS = ("engine", "init", "out", "start", "end", "rl", "run_spec", "tracking", "manifest", "tasks", "dtype")
 
 
 def rl_problems(spec: dict[str, Any], inputs) -> list[str]:
@@ -149,29 +159,31 @@ def run_job(spec: dict[str, Any], check: bool = False) -> int:
     from gentax.errors import GentaxError
     from gentax.train.config import rl_config
 
-    s = jobspec.take(spec, _JOB_KEYS, verb="train rl")
+    s = jobspec.read("train rl", spec)  # jobspec.RLJob: keys and types
+    cfg = jobspec.section("train rl", "rl", rl_config, s["rl"])  # the resolved RL section's own keys
     jobspec.require("train rl", rl_problems(s, jobspec.OnDisk()))
     if check:
         return jobspec.checked("train rl")
-    run, cfg, run_dir = RunSpec.from_dict(s["run_spec"]), rl_config(s["rl"]), Path(s["out"])
-    gio.write_json(run_dir / runs.RUN_SPEC_FILE, run.to_dict())
-    code = train_rl(s["engine"], cfg, init=s["init"], run=run, start=s["start"], end=s["end"], run_dir=str(run_dir),
-                    progress=False, tracking=s["tracking"])
-    if code != 0:
-        return code
-    saved = runs.saved_steps(s["start"], s["end"], cfg.save_every)
-    checkpoints = {str(step): str(run_dir / "checkpoints" / f"step_{step}") for step in saved}
-    missing = [path for path in checkpoints.values() if not (Path(path) / "config.json").is_file()]
-    if missing:
-        raise GentaxError(f"training finished but these HF checkpoints are missing: {', '.join(missing)}")
-    record = provenance.job_record(spec, s["dtype"], model=s["init"], tasks=s["tasks"])
-    gio.write_json(s["manifest"], {"run_dir": str(run_dir), "start": s["start"], "end": s["end"],
-                                   "checkpoints": checkpoints, "provenance": record})
+    run, run_dir = RunSpec.from_dict(s["run_spec"]), Path(s["out"])
+    with holding(run_dir):  # before any write and any import of the engine: a second job is refused at once
+        gio.write_json(run_dir / runs.RUN_SPEC_FILE, run.to_dict())
+        code = train_rl(s["engine"], cfg, init=s["init"], run=run, start=s["start"], end=s["end"],
+                        run_dir=str(run_dir), progress=False, tracking=s["tracking"])
+        if code != 0:
+            return code
+        saved = runs.saved_steps(s["start"], s["end"], cfg.save_every)
+        checkpoints = {str(step): str(run_dir / "checkpoints" / f"step_{step}") for step in saved}
+        missing = [path for path in checkpoints.values() if not (Path(path) / "config.json").is_file()]
+        if missing:
+            raise GentaxError(f"training finished but these HF checkpoints are missing: {', '.join(missing)}")
+        record = provenance.job_record(spec, s["dtype"], model=s["init"], tasks=s["tasks"])
+        gio.write_json(s["manifest"], {"run_dir": str(run_dir), "start": s["start"], "end": s["end"],
+                                       "checkpoints": checkpoints, "provenance": record})
     return 0
 
 
 def _run_rl(args) -> int:
-    from gentax.errors import GentaxError
+    from gentax.errors import GentaxError, KeyProblem
     from gentax.io import read_yaml
     from gentax.train.config import load_rl_config, parse_steps, read_rl_section
     from gentax.train.tracking import read_section
@@ -183,6 +195,10 @@ def _run_rl(args) -> int:
     if not args.init or not args.out:
         raise ConfigError("gentax train rl: give --init and --out (or --job SPEC)")
     section = read_rl_section(args.config) if args.config else {}
+    try:
+        resolved = load_rl_config(section)
+    except KeyProblem as exc:  # the file that set the key
+        raise ConfigError(f"{args.config or 'config.yaml'}: {exc}") from None
     run = None
     if args.run_spec:
         given = [flag for flag, value in (("--domain", args.domain), ("--variant", args.variant), ("--seed", args.seed))
@@ -196,17 +212,18 @@ def _run_rl(args) -> int:
             raise ConfigError(f"{args.run_spec}: {exc}") from None
     elif args.domain is None:
         raise ConfigError("name the run: --run-spec FILE, or --domain D [--variant V] [--seed S]")
-    steps = args.steps or f"0:{run.steps if run else load_rl_config(section).steps}"
+    steps = args.steps or f"0:{run.steps if run else resolved.steps}"
     start, end = parse_steps(steps)
-    return train_rl(args.engine, section, init=args.init, run=run, domain=args.domain,
+    return train_rl(args.engine, resolved, init=args.init, run=run, domain=args.domain,
                     variant=args.variant or "default", seed=args.seed if args.seed is not None else 0,
                     start=start, end=end, run_dir=args.out, print_config=args.print_config,
                     progress=not args.no_progress, tracking=read_section(args.config) if args.config else None)
 
 
 def _run_export(args) -> int:
-    from gentax.train.verl_engine import export_pending
+    with holding(args.out):  # the run folder's lock before verl's imports: it writes the run's checkpoints
+        from gentax.train.verl_engine import export_pending
 
-    done = export_pending(args.out)
+        done = export_pending(args.out)
     print(f"exported steps: {', '.join(map(str, done)) or 'none (all up to date)'}")
     return 0

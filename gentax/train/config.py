@@ -5,7 +5,9 @@ validated, frozen ``RLConfig``; keys the section leaves out come from ``defaults
 ``rl:`` block (the study's recipe) over ``rl_defaults.yaml`` beside this file (every other key,
 its meaning and source). ``rl_config(resolved)`` takes a section that names every key (a job
 spec's, resolved by the workflow) as it is. An unknown key or a bad value is a ``ConfigError``
-naming it. Both engines read only ``RLConfig``.
+naming it (``KeyProblem``: the key, the closest valid one for an unknown key, the number hint;
+the study config's check words it under ``rl.`` with the file that set it). Both engines read
+only ``RLConfig``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from gentax.errors import ConfigError, key_problems, yaml_number_hint
+from gentax.errors import ConfigError, KeyProblem, is_integer, key_problems, number_hint, unknown_key
 from gentax.io import deep_merge, read_yaml
 from gentax.train.grpo import PENALTY_PLACEMENTS
 
@@ -88,14 +90,16 @@ def load_rl_config(section: Mapping[str, Any] | None = None) -> RLConfig:
     """Validated ``RLConfig`` from ``section`` over ``defaults()`` (see module doc)."""
     base = defaults()
     section = dict(section or {})
-    unknown = sorted(set(section) - {f.name for f in dataclasses.fields(RLConfig)})
+    known = [f.name for f in dataclasses.fields(RLConfig)]
+    unknown = [key for key in section if key not in known]
     if unknown:
-        raise ConfigError(f"unknown RL config key(s): {', '.join(unknown)} (see {DEFAULTS_FILE.name})")
+        raise KeyProblem("RL config", (unknown[0],), f"{unknown_key(unknown[0], known)} ({DEFAULTS_FILE.name} "
+                                                      "documents each)")
     merged = deep_merge(base, section)
     if "verl" in section and isinstance(section["verl"], Mapping):
-        unknown = sorted(set(section["verl"]) - set(base["verl"]))
+        unknown = [key for key in section["verl"] if key not in base["verl"]]
         if unknown:
-            raise ConfigError(f"unknown RL config key(s): verl.{', verl.'.join(unknown)}")
+            raise KeyProblem("RL config", ("verl", unknown[0]), unknown_key(unknown[0], base["verl"]))
     cfg = RLConfig(**merged)
     _validate(cfg)
     return cfg
@@ -112,58 +116,68 @@ def rl_config(resolved: Mapping[str, Any]) -> RLConfig:
     return cfg
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _validate(cfg: RLConfig) -> None:
-    def need(ok: bool, key: str, what: str) -> None:
+    def need(ok: bool, key: str, what: str, *, integer: bool = False) -> None:
+        """``key`` (a dotted path: ``verl.rollout``) is wrong unless ``ok``: one ``KeyProblem``."""
         if not ok:
-            value = getattr(cfg, key.split('.')[0])
-            raise ConfigError(f"RL config {key}={value!r}: {what}{yaml_number_hint(value)}")
+            path = key.split(".")
+            value = getattr(cfg, path[0])
+            for part in path[1:]:
+                value = value.get(part) if isinstance(value, Mapping) else None
+            raise KeyProblem("RL config", path, f"{what}, got {value!r}{number_hint(value, integer=integer)}")
 
     for key in ("group_size", "tasks_per_step", "steps", "save_every", "max_new_tokens", "max_prompt_tokens",
                 "epochs_per_step", "mini_batch_size", "micro_batch_size"):
         value = getattr(cfg, key)
-        need(isinstance(value, int) and not isinstance(value, bool) and value >= 1, key, "must be an integer >= 1")
+        need(is_integer(value) and value >= 1, key, "must be an integer >= 1", integer=True)
     for key in ("history_length", "env_workers", "val_every", "val_tasks", "lora_rank", "max_update_samples"):
         value = getattr(cfg, key)
-        need(isinstance(value, int) and not isinstance(value, bool) and value >= 0, key, "must be an integer >= 0")
+        need(is_integer(value) and value >= 0, key, "must be an integer >= 0", integer=True)
     need(cfg.group_size >= 2, "group_size", "GRPO needs at least 2 rollouts per task")
     for key in ("lr", "clip_ratio", "temperature", "top_p", "val_temperature", "grad_clip"):
         value = getattr(cfg, key)
-        need(isinstance(value, (int, float)) and value > 0, key, "must be a number > 0")
+        need(_number(value) and value > 0, key, "must be a number > 0")
     for key in ("kl_coef", "invalid_penalty", "weight_decay", "entropy_coeff"):
         value = getattr(cfg, key)
-        need(isinstance(value, (int, float)) and value >= 0, key, "must be a number >= 0")
+        need(_number(value) and value >= 0, key, "must be a number >= 0")
+    need(_number(cfg.clip_ratio_c), "clip_ratio_c", "must be a number > 1 (dual clip)")
     need(cfg.top_p <= 1, "top_p", "must be <= 1")
     need(cfg.clip_ratio_c > 1, "clip_ratio_c", "must be > 1 (dual clip)")
     need(cfg.advantage_normalisation in ADVANTAGE_NORMALISATIONS, "advantage_normalisation",
-         f"valid: {', '.join(ADVANTAGE_NORMALISATIONS)}")
+         f"must be one of {', '.join(ADVANTAGE_NORMALISATIONS)}")
     need(cfg.invalid_penalty_placement in PENALTY_PLACEMENTS, "invalid_penalty_placement",
-         f"valid: {', '.join(PENALTY_PLACEMENTS)}")
+         f"must be one of {', '.join(PENALTY_PLACEMENTS)}")
     # cross_step normalises each step sample by the std of its group's step scores, which with the
     # penalty inside are outcomes and penalties mixed: the penalty's size then depends on the group
     need(not (cfg.invalid_penalty_placement == "in_return" and cfg.advantage_normalisation == "cross_step"),
          "invalid_penalty_placement", "in_return cannot go with advantage_normalisation cross_step: the -penalty "
          "would be divided by the std of the group's mixed step scores (outcomes and penalties), so its weight "
          "depends on the group (-2.04 in a 2-trajectory case); use after_normalisation, or in_return with trajectory")
-    need(cfg.lora_save in ("merged", "adapter"), "lora_save", "valid: merged, adapter")
-    need(cfg.dtype in ("float32", "bfloat16"), "dtype", "valid: float32, bfloat16")
-    need(cfg.autocast in ("auto", "bf16", "none"), "autocast", "valid: auto, bf16, none")
-    need(cfg.device in ("auto", "cpu", "cuda"), "device", "valid: auto, cpu, cuda")
-    need(isinstance(cfg.max_steps, dict) and all(isinstance(v, int) and v >= 1 for v in cfg.max_steps.values()),
-         "max_steps", "must map domain -> integer >= 1")
+    need(cfg.lora_save in ("merged", "adapter"), "lora_save", "must be one of merged, adapter")
+    need(cfg.dtype in ("float32", "bfloat16"), "dtype", "must be one of float32, bfloat16")
+    need(cfg.autocast in ("auto", "bf16", "none"), "autocast", "must be one of auto, bf16, none")
+    need(cfg.device in ("auto", "cpu", "cuda"), "device", "must be one of auto, cpu, cuda")
+    need(isinstance(cfg.max_steps, dict), "max_steps", "must map domain -> integer >= 1")
+    for domain, value in cfg.max_steps.items():
+        need(is_integer(value) and value >= 1, f"max_steps.{domain}", "must be an integer >= 1", integer=True)
     need(isinstance(cfg.env_options, dict) and all(isinstance(v, dict) for v in cfg.env_options.values()),
          "env_options", "must map domain -> {option: value}")
     aug = cfg.augmentation
-    need(isinstance(aug, dict) and set(aug) <= {"kind", "p", "eps"} and 0 <= aug.get("p", 0) <= 1
+    need(isinstance(aug, dict) and set(aug) <= {"kind", "p", "eps"} and _number(aug.get("p", 0)) and 0 <= aug.get("p", 0) <= 1
          and isinstance(aug.get("eps", {}), dict), "augmentation", "must be {kind, p in [0, 1], eps: {domain: int}}")
     filler = cfg.filler
     need(isinstance(filler, dict) and set(filler) <= {"source", "token", "reference"}
          and filler.get("source") in ("repeat", "shuffle") and isinstance(filler.get("token"), str) and filler.get("token"),
          "filler", "must be {source: repeat | shuffle, token: a non-empty string, reference: the thinking run folder}")
-    need(cfg.verl.get("rollout") in ROLLOUT_BACKENDS, "verl", f"verl.rollout valid: {', '.join(ROLLOUT_BACKENDS)}")
-    need(cfg.verl.get("rollout") != "hf" or cfg.verl.get("rollout_tp") == 1, "verl",
-         "verl.rollout hf runs one server per GPU: verl.rollout_tp must be 1")
-    need(cfg.verl.get("attn_implementation") in ATTN_IMPLEMENTATIONS, "verl",
-         f"verl.attn_implementation valid: {', '.join(ATTN_IMPLEMENTATIONS)}")
+    need(cfg.verl.get("rollout") in ROLLOUT_BACKENDS, "verl.rollout", f"must be one of {', '.join(ROLLOUT_BACKENDS)}")
+    need(cfg.verl.get("rollout") != "hf" or cfg.verl.get("rollout_tp") == 1, "verl.rollout_tp",
+         "must be 1 with verl.rollout hf (one server per GPU)")
+    need(cfg.verl.get("attn_implementation") in ATTN_IMPLEMENTATIONS, "verl.attn_implementation",
+         f"must be one of {', '.join(ATTN_IMPLEMENTATIONS)}")
     need(cfg.mini_batch_size % cfg.group_size == 0, "mini_batch_size",
          f"must be a multiple of group_size={cfg.group_size} (verl counts mini-batches in groups)")
 

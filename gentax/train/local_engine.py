@@ -162,16 +162,22 @@ class Policy:
         self.autocast_dtype = autocast_dtype(cfg.autocast, self.device.type)
         self._rollout_copy = None  # the bf16 weights rollouts sample from (generator())
         load = {"dtype": dtype}
-        self.tokenizer = AutoTokenizer.from_pretrained(self.init)
+        with gio.reading(self.init, "initial policy", "delete it and rerun the job that wrote it"):
+            self.tokenizer = AutoTokenizer.from_pretrained(self.init)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         weights = resume_dir if resume_dir is not None and not cfg.lora_rank else self.init
-        model = AutoModelForCausalLM.from_pretrained(weights, **load).to(self.device)
+        with gio.reading(weights, "checkpoint" if weights == resume_dir else "initial policy",
+                         runs.resume_fix(resume_dir) if weights == resume_dir else "delete it and rerun the job that wrote it"):
+            model = AutoModelForCausalLM.from_pretrained(weights, **load)
+        model = model.to(self.device)
         self.reference = None
         if cfg.lora_rank:
             from peft import LoraConfig, PeftModel, get_peft_model
 
             if resume_dir is not None:
-                model = PeftModel.from_pretrained(model, resume_dir / runs.STATE_DIR / "adapter", is_trainable=True)
+                adapter = resume_dir / runs.STATE_DIR / "adapter"
+                with gio.reading(adapter, "LoRA adapter", runs.resume_fix(resume_dir)):
+                    model = PeftModel.from_pretrained(model, adapter, is_trainable=True)
             else:
                 model = get_peft_model(model, LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
                                                          target_modules="all-linear", task_type="CAUSAL_LM"))
@@ -274,8 +280,12 @@ class Policy:
             self.tokenizer.save_pretrained(tmp)
             state = tmp / runs.STATE_DIR
             state.mkdir()
-            torch.save(optimizer.state_dict(), state / "optimizer.pt")
-            torch.save({"torch": torch.get_rng_state()}, state / "rng.pt")
+            # through Python file objects: a full disk is an OSError (ENOSPC) naming the file, where torch's
+            # own writer of a path says only "inline_container.cc ... unexpected pos" (gentax.io.write_failure)
+            with open(state / "optimizer.pt", "wb") as fh:
+                torch.save(optimizer.state_dict(), fh)
+            with open(state / "rng.pt", "wb") as fh:
+                torch.save({"torch": torch.get_rng_state()}, fh)
             if self.cfg.lora_rank:
                 self.model.save_pretrained(state / "adapter")
             write_json(state / "state.json", {"step": step, "init": self.init, "lora_rank": self.cfg.lora_rank})
@@ -493,8 +503,11 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
                                   betas=(0.9, 0.999))
     if resume_dir is not None:
         state = resume_dir / runs.STATE_DIR
-        optimizer.load_state_dict(torch.load(state / "optimizer.pt", map_location=policy.device, weights_only=True))
-        torch.set_rng_state(torch.load(state / "rng.pt", weights_only=True)["torch"])
+        with gio.reading(state / "optimizer.pt", "optimizer state", runs.resume_fix(resume_dir), also=(RuntimeError,)):
+            saved = torch.load(state / "optimizer.pt", map_location=policy.device, weights_only=True)
+        optimizer.load_state_dict(saved)
+        with gio.reading(state / "rng.pt", "random state", runs.resume_fix(resume_dir), also=(RuntimeError,)):
+            torch.set_rng_state(torch.load(state / "rng.pt", weights_only=True)["torch"])
         log.info("resuming %s from step %d", run_dir, resume)
         print(f"gentax: resuming {run_dir} from step {resume}")
     from gentax.train.tracking import TrackedMetricsLog, experiment_name  # metrics.csv + TensorBoard/wandb/MLflow

@@ -29,7 +29,6 @@ calls it at start and after success. A step's metrics row is committed before it
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import socket
 from pathlib import Path
@@ -119,6 +118,11 @@ def checkpoint_problem(run_dir: str | Path, step: int, state: bool = False) -> s
     return gio.manifest_problem(folder / STATE_DIR)
 
 
+def resume_fix(checkpoint: str | Path) -> str:
+    """What to do about a checkpoint whose resume state or weights cannot be loaded."""
+    return f"delete {checkpoint} and rerun the job: the run resumes from the checkpoint before it"
+
+
 def intact_checkpoint(run_dir: str | Path, start: int, end: int, state: bool = False) -> list[int]:
     """[the newest checkpoint step in [start, end] that is intact] ([] when none), for
     ``resume_step(..., available=...)``; each damaged newer one is named on stdout."""
@@ -157,9 +161,13 @@ def locked(run_dir: str | Path) -> Iterator[str | None]:
 
     Whatever the body starts is marked as this trainer's and ended with it
     (``gentax.train.processes``); taking over a killed trainer's lock first ends the processes
-    it left on this host (Ray, vLLM engines), naming them."""
+    it left on this host (Ray, vLLM engines), naming them. A trainer that holds it already holds it
+    on (one token, one record: its processes stay marked as the lock file says)."""
     from gentax.train import processes
 
+    if gio.holds(Path(run_dir) / LOCK_FILE):  # this trainer took it before its imports (gentax train rl --job)
+        yield None
+        return
     token = processes.new_token()
     with gio.exclusive(Path(run_dir) / LOCK_FILE, f"run folder {run_dir}", record={"owner": token}) as previous:
         if previous and previous.get("owner") and previous.get("host") == socket.gethostname():
@@ -180,7 +188,8 @@ def check_identity(run_dir: str | Path, identity: dict[str, Any], config: dict[s
     """Write run.json on the first call; later calls must name the same run (else ConfigError)."""
     path = Path(run_dir) / RUN_FILE
     if path.is_file():
-        old = json.loads(path.read_text())
+        old = gio.read_result_json(path, fix="it names the run its folder holds: delete it and rerun the run's "
+                                              "training job (which writes it again; the checkpoints stay)")
         diff = [k for k in IDENTITY_KEYS if str(old.get(k)) != str(identity.get(k))]
         if diff:
             shown = ", ".join(f"{k}: {old.get(k)!r} != {identity.get(k)!r}" for k in diff)
@@ -226,6 +235,12 @@ def domain_success(episodes, weights: dict[str, int]) -> dict[str, float]:
     return out
 
 
+def metrics_fix(run_dir: str | Path) -> str:
+    """What rebuilds a damaged ``metrics.csv``: only training writes its rows."""
+    return (f"it holds the metrics of every trained step, which only training writes: delete the run folder "
+            f"{run_dir} and rerun its training jobs")
+
+
 class MetricsLog:
     """``metrics.csv``: one row per step; rows of steps beyond a resume point are dropped.
 
@@ -239,7 +254,8 @@ class MetricsLog:
         import pandas as pd
 
         self.path = Path(run_dir) / METRICS_FILE
-        rows = pd.read_csv(self.path) if self.path.is_file() and self.path.stat().st_size else pd.DataFrame()
+        rows = gio.read_result_csv(self.path, fix=metrics_fix(run_dir)) if self.path.is_file() and \
+            self.path.stat().st_size else pd.DataFrame()
         if len(rows) and "step" in rows:
             rows = rows[rows["step"] <= resume_from]
         self.rows: list[dict[str, Any]] = rows.to_dict("records")
@@ -280,12 +296,10 @@ def think_reference(run_dir: str | Path, step: int) -> tuple[int, tuple[str, ...
     """(think tokens, think texts) of step ``step`` of the thinking run in ``run_dir``: its
     metrics.csv ``think_tokens_mean`` rounded (0 when no sample of that step had a complete think
     block) and the think blocks kept in ``think_samples``; ConfigError naming what is missing."""
-    import pandas as pd
-
     path = Path(run_dir) / METRICS_FILE
     if not path.is_file():
         raise ConfigError(f"filler arm: the thinking run {run_dir} has no {METRICS_FILE} (train it first)")
-    rows = pd.read_csv(path)
+    rows = gio.read_result_csv(path, fix=metrics_fix(run_dir))
     if THINK_TOKENS_MEAN not in rows:
         raise ConfigError(f"filler arm: {path} has no {THINK_TOKENS_MEAN} column (a thinking run of the local engine "
                           "logs it; the verl engine does not)")
@@ -294,5 +308,6 @@ def think_reference(run_dir: str | Path, step: int) -> tuple[int, tuple[str, ...
         raise ConfigError(f"filler arm: {path} has no row for step {step} (the thinking run must be trained that far)")
     mean = float(row[THINK_TOKENS_MEAN].iloc[-1])
     samples = Path(run_dir) / THINK_SAMPLES / f"step_{step}.json"
-    texts = tuple(json.loads(samples.read_text())["texts"]) if samples.is_file() else ()
+    texts = tuple(gio.read_result_json(samples, keys=("texts",), fix=metrics_fix(run_dir))["texts"]) \
+        if samples.is_file() else ()
     return (0 if np.isnan(mean) else int(round(mean))), texts

@@ -185,10 +185,11 @@ def train_sft(cfg: SFTConfig, data_dir: str | Path, init_model: str | Path, out_
 
     data_dir, init_model, out_dir = Path(data_dir).resolve(), Path(init_model).resolve(), Path(out_dir).resolve()
     if not (init_model / "config.json").is_file():
-        raise GentaxError(f"--init {init_model} is not an HF model folder (no config.json)")
+        raise GentaxError(f"initial model {init_model} is not an HF model folder (no config.json; --init, or the job spec's init)")
     examples = read_examples(data_dir)
     cli = find_llamafactory_cli(cfg)
-    tokenizer = AutoTokenizer.from_pretrained(init_model)
+    with gio.reading(init_model, "initial model", gio.rebuild_hint(init_model)):
+        tokenizer = AutoTokenizer.from_pretrained(init_model)
     if cfg.template is None and not tokenizer.chat_template:
         raise GentaxError(f"{init_model}'s tokenizer has no chat template; set the SFT config key template")
     longest = max(example_token_lengths(examples, tokenizer))
@@ -244,13 +245,16 @@ def _float32_copy(init_model: Path, where: Path) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    stored = json.loads((init_model / "config.json").read_text())
+    fix = gio.rebuild_hint(init_model)
+    stored = gio.read_result_json(init_model / "config.json", fix=fix)
     if stored.get("dtype", stored.get("torch_dtype")) == "float32":
         return init_model
-    model = AutoModelForCausalLM.from_pretrained(init_model, dtype=torch.float32)
+    with gio.reading(init_model, "initial model", fix):
+        model = AutoModelForCausalLM.from_pretrained(init_model, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(init_model)
     model.config.dtype = "float32"
     model.save_pretrained(where)
-    AutoTokenizer.from_pretrained(init_model).save_pretrained(where)
+    tokenizer.save_pretrained(where)
     return where
 
 
@@ -314,7 +318,7 @@ def _finish_folder(final: Path, out_dir: Path, cfg: SFTConfig, args: dict[str, A
         losses = [json.loads(line).get("loss") for line in log_path.read_text().splitlines() if line.strip()]
         losses = [loss for loss in losses if loss is not None]
     manifest_path = data_dir / "manifest.json"
-    data_manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    data_manifest = gio.read_result_json(manifest_path, fix=gio.rebuild_hint(data_dir)) if manifest_path.is_file() else {}
     # the arguments as run, with the temporary folder's paths as they are once it is renamed into place
     recorded = yaml.safe_dump(args, sort_keys=True).replace(str(final), str(out_dir))
     (final / "sft_llamafactory.yaml").write_text(recorded.replace(str(final.parent), "<temporary>"))

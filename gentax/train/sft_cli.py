@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 from gentax import jobspec
 from gentax.errors import GentaxError
@@ -48,10 +49,6 @@ def register(subparsers) -> None:
     train.set_defaults(func=run_train)
 
 
-_DATA_JOB = ("preset", "sft", "domains", "v1", "out", "dtype")  # gentax.study.jobs.sft_data
-_TRAIN_JOB = ("preset", "sft", "data", "init", "out", "tracking", "dtype")  # gentax.study.jobs.sft_train
-
-
 def sft_problems(verb: str, spec: dict, inputs) -> list[str]:
     """The check of an ``sft build-data`` / ``sft train`` job spec against its inputs
     (``gentax.jobspec``'s contract): V1's model (build-data, where the mix has V1 trajectories), the
@@ -65,13 +62,15 @@ def sft_problems(verb: str, spec: dict, inputs) -> list[str]:
     return out
 
 
-def _job(text: str, keys, verb: str):
-    """(spec, SFTConfig) of a job spec: its resolved SFT section taken as it is, after its check."""
+def _job(text: str, verb: str):
+    """(spec, SFTConfig) of a job spec (``jobspec.SFTDataJob`` / ``SFTTrainJob``): its resolved SFT
+    section taken as it is, after its check."""
     from gentax.train.sft_config import sft_config
 
-    spec = jobspec.take(jobspec.load(text), keys, verb=f"sft {verb}")
+    spec = jobspec.read(f"sft {verb}", text)
+    cfg = jobspec.section(f"sft {verb}", "sft", lambda section: sft_config(section, spec["preset"]), spec["sft"])
     jobspec.require(f"sft {verb}", sft_problems(verb, spec, jobspec.OnDisk()))
-    return spec, sft_config(spec["sft"], spec["preset"])
+    return spec, cfg
 
 
 def _required(args, verb: str, *names: str) -> None:
@@ -86,10 +85,11 @@ def _provenance_beside(out, spec: dict, model) -> None:
     from gentax import io as gio
     from gentax import provenance
 
-    gio.write_json(provenance.beside(out), provenance.job_record(spec, spec["dtype"], model=model))
+    gio.write_json(provenance.beside(out), provenance.job_record(spec.to_dict(), spec["dtype"], model=model))
 
 
 def _load(args):
+    from gentax.errors import KeyProblem
     from gentax.train.sft_config import load_sft_config, read_sft_file
 
     section, domains, seed = read_sft_file(args.config, args.preset)
@@ -98,17 +98,20 @@ def _load(args):
         section["seed"] = seed
     if args.seed is not None:
         section["seed"] = args.seed
-    return load_sft_config(section, args.preset), domains
+    try:
+        return load_sft_config(section, args.preset), domains
+    except KeyProblem as exc:  # the file that set the key
+        raise GentaxError(f"{args.config}: {exc}") from None
 
 
 def run_build_data(args) -> int:
-    from gentax.train.sft_data import build_sft_data
+    from gentax import io as gio
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if args.check and not args.job:
         raise GentaxError("gentax sft build-data --check checks a job spec: give --job SPEC")
     if args.job:
-        spec, cfg = _job(args.job, _DATA_JOB, "build-data")
+        spec, cfg = _job(args.job, "build-data")
         if args.check:
             return jobspec.checked("sft build-data")
         out, v1, domains, progress = spec["out"], spec["v1"], spec["domains"], False
@@ -116,9 +119,12 @@ def run_build_data(args) -> int:
         _required(args, "build-data", "out")
         spec, (cfg, domains) = None, _load(args)
         out, v1, progress = args.out, args.v1, not args.quiet
-    manifest = build_sft_data(cfg, out, v1_model=v1, domains=domains, progress=progress)
-    if spec is not None:
-        _provenance_beside(out, spec, v1)
+    with gio.output_lock(out, "SFT dataset"):  # one writer per dataset, refused before any model loads
+        from gentax.train.sft_data import build_sft_data
+
+        manifest = build_sft_data(cfg, out, v1_model=v1, domains=domains, progress=progress)
+        if spec is not None:
+            _provenance_beside(out, spec, v1)
     summary = {
         domain: {key: info[key] for key in ("count", "source", "episodes", "episode_success", "usable_pairs")}
         for domain, info in manifest["domains"].items()
@@ -128,14 +134,13 @@ def run_build_data(args) -> int:
 
 
 def run_train(args) -> int:
-    from gentax.train.sft import train_sft
-
+    from gentax import io as gio
     from gentax.train.tracking import read_section
 
     if args.check and not args.job:
         raise GentaxError("gentax sft train --check checks a job spec: give --job SPEC")
     if args.job:
-        spec, cfg = _job(args.job, _TRAIN_JOB, "train")
+        spec, cfg = _job(args.job, "train")
         if args.check:
             return jobspec.checked("sft train")
         data, init, out, tracking = spec["data"], spec["init"], spec["out"], spec["tracking"]
@@ -143,9 +148,14 @@ def run_train(args) -> int:
         _required(args, "train", "data", "init", "out")
         spec, (cfg, _) = None, _load(args)
         data, init, out, tracking = args.data, args.init, args.out, read_section(args.config)
-    out = train_sft(cfg, data, init, out, tracking=tracking)
-    if spec is not None:
-        _provenance_beside(out, spec, init)
+    # the output's lock before the trainer's checks (the tokenizer, every example's length: seconds to
+    # minutes): a second job on the output is refused at once; train_sft takes it again
+    with gio.output_lock(Path(out).resolve(), "SFT output"):
+        from gentax.train.sft import train_sft
+
+        out = train_sft(cfg, data, init, out, tracking=tracking)
+        if spec is not None:
+            _provenance_beside(out, spec, init)
     summary = json.loads((out / "gentax_sft.json").read_text())
     print(json.dumps({key: summary[key] for key in ("init_model", "steps", "first_loss", "final_loss")}
                      | {"out": str(out)}, indent=2))

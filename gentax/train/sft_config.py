@@ -5,7 +5,9 @@ config.yaml's ``inits.v2.sft`` or ``embedded_base`` block maps to; ``sft_default
 file documents every key and the two presets) and returns a validated, frozen ``SFTConfig``. The
 ``embedded-base`` preset is the ``v2`` preset with its own keys laid over; keys the section leaves
 out come from the preset, keys it gives replace the preset's whole (a ``mix`` is never merged with
-the preset's). An unknown key or a bad value is a ``ConfigError`` naming it.
+the preset's). An unknown key or a bad value is a ``KeyProblem`` naming it (the closest valid key
+for an unknown one, the number hint; the study config's check words it under ``inits.v2.sft.`` or
+``embedded_base.`` with the file that set it).
 
 ``read_sft_file(path, preset) -> (section, domains, seed)`` reads a YAML file for the CLI: the
 section is the file's ``sft:`` block (``embedded_base:`` for that preset) or else the whole mapping
@@ -20,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from gentax.errors import ConfigError, key_problems, yaml_number_hint
+from gentax.errors import ConfigError, KeyProblem, is_integer, key_problems, number_hint, unknown_key
 from gentax.io import read_yaml
 
 DEFAULTS_FILE = Path(__file__).with_name("sft_defaults.yaml")
@@ -98,7 +100,8 @@ def sft_section(sft: dict) -> dict:
     (config files merge key by key, so an override cannot delete a key of config.yaml's mix)."""
     if "mix" not in sft:
         return dict(sft)
-    return {**sft, "mix": {d: w for d, w in sft["mix"].items() if w > 0}}
+    # a weight that is no number stays, for the loader to name it
+    return {**sft, "mix": {d: w for d, w in sft["mix"].items() if not (is_integer(w) and w <= 0)}}
 
 
 def load_sft_config(section: Mapping[str, Any] | None = None, preset: str = "v2") -> SFTConfig:
@@ -108,10 +111,11 @@ def load_sft_config(section: Mapping[str, Any] | None = None, preset: str = "v2"
     presets = _presets()
     merged = {**presets["v2"], **(presets[preset] if preset != "v2" else {})}
     section = dict(section or {})
-    known = {f.name for f in dataclasses.fields(SFTConfig)}
-    unknown = sorted(set(section) - known)
+    known = [f.name for f in dataclasses.fields(SFTConfig)]
+    unknown = [key for key in section if key not in known]
     if unknown:
-        raise ConfigError(f"unknown SFT config key(s): {', '.join(unknown)} (see {DEFAULTS_FILE.name})")
+        raise KeyProblem("SFT config", (unknown[0],), f"{unknown_key(unknown[0], known)} ({DEFAULTS_FILE.name} "
+                                                       "documents each)")
     merged.update(section)
     cfg = SFTConfig(**merged)
     _validate(cfg)
@@ -157,18 +161,23 @@ def read_sft_file(path: str | Path, preset: str = "v2") -> tuple[dict[str, Any],
 def _validate(cfg: SFTConfig) -> None:
     from gentax.domains import REGISTRY, SPLITS
 
-    def need(ok: bool, key: str, what: str) -> None:
+    def need(ok: bool, key: str, what: str, *, integer: bool = False) -> None:
+        """``key`` (a dotted path: ``mix.sciworld``) is wrong unless ``ok``: one ``KeyProblem``."""
         if not ok:
-            raise ConfigError(f"SFT config {key}={getattr(cfg, key)!r}: {what}{yaml_number_hint(getattr(cfg, key))}")
+            path = key.split(".")
+            value = getattr(cfg, path[0])
+            for part in path[1:]:
+                value = value.get(part) if isinstance(value, Mapping) else None
+            raise KeyProblem("SFT config", path, f"{what}, got {value!r}{number_hint(value, integer=integer)}")
 
     def integer(value: Any, low: int) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and value >= low
+        return is_integer(value) and value >= low
 
     for key in ("pairs", "v1_episodes_per_domain", "expert_episodes_per_domain", "max_rounds", "max_new_tokens",
                 "steps", "batch_size", "micro_batch_size", "lora_alpha"):
-        need(integer(getattr(cfg, key), 1), key, "must be an integer >= 1")
+        need(integer(getattr(cfg, key), 1), key, "must be an integer >= 1", integer=True)
     for key in ("history_length", "env_workers", "lora_rank", "freeze_layers", "seed"):
-        need(integer(getattr(cfg, key), 0), key, "must be an integer >= 0")
+        need(integer(getattr(cfg, key), 0), key, "must be an integer >= 0", integer=True)
     for key in ("lr", "temperature", "top_p", "max_grad_norm"):
         value = getattr(cfg, key)
         need(isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0, key, "must be a number > 0")
@@ -179,14 +188,15 @@ def _validate(cfg: SFTConfig) -> None:
     need(cfg.warmup_ratio < 1, "warmup_ratio", "must be < 1")
     need(isinstance(cfg.mix, dict) and bool(cfg.mix) and all(d in REGISTRY for d in cfg.mix), "mix",
          f"must map domains ({', '.join(REGISTRY)}) to weights")
-    need(all(integer(w, 0) for w in cfg.mix.values()) and any(w > 0 for w in cfg.mix.values()), "mix",
-         "weights must be integers >= 0, at least one > 0")
+    for domain, weight in cfg.mix.items():
+        need(integer(weight, 0), f"mix.{domain}", "a mix weight must be an integer >= 0", integer=True)
+    need(any(w > 0 for w in cfg.mix.values()), "mix", "weights must be integers >= 0, at least one > 0")
     need(isinstance(cfg.sources, dict) and all(cfg.sources.get(d) in SOURCES for d in cfg.active_domains()), "sources",
          f"must give every domain of the mix a source ({', '.join(SOURCES)})")
     need(cfg.pairs >= len(cfg.active_domains()), "pairs", "must be at least the number of domains in the mix")
-    need(cfg.split in SPLITS, "split", f"valid: {', '.join(SPLITS)}")
+    need(cfg.split in SPLITS, "split", f"must be one of {', '.join(SPLITS)}")
     need(isinstance(cfg.think, bool), "think", "must be true or false")
-    need(cfg.generator in GENERATORS, "generator", f"valid: {', '.join(GENERATORS)}")
+    need(cfg.generator in GENERATORS, "generator", f"must be one of {', '.join(GENERATORS)}")
     need(isinstance(cfg.expert_think, str) and bool(cfg.expert_think.strip()), "expert_think", "must be a non-empty text")
     try:
         cfg.expert_think.format(action="x")
@@ -194,12 +204,13 @@ def _validate(cfg: SFTConfig) -> None:
         need(False, "expert_think", "may use only the placeholder {action}")
     need(cfg.batch_size % cfg.micro_batch_size == 0, "batch_size",
          f"must be a multiple of micro_batch_size={cfg.micro_batch_size}")
-    need(cfg.cutoff_len is None or integer(cfg.cutoff_len, 16), "cutoff_len", "must be null or an integer >= 16")
+    need(cfg.cutoff_len is None or integer(cfg.cutoff_len, 16), "cutoff_len", "must be null or an integer >= 16",
+         integer=True)
     need(cfg.template is None or (isinstance(cfg.template, str) and bool(cfg.template)), "template",
          "must be null (the tokenizer's own chat template) or a LlamaFactory template name")
     need(cfg.lora_rank == 0 or cfg.freeze_layers == 0, "freeze_layers", "LoRA (lora_rank > 0) and freeze tuning exclude each other")
-    need(cfg.precision in PRECISIONS, "precision", f"valid: {', '.join(PRECISIONS)}")
-    need(cfg.gradient_checkpointing in SWITCHES, "gradient_checkpointing", "valid: auto, true, false")
+    need(cfg.precision in PRECISIONS, "precision", f"must be one of {', '.join(PRECISIONS)}")
+    need(cfg.gradient_checkpointing in SWITCHES, "gradient_checkpointing", "must be one of auto, true, false")
     need(isinstance(cfg.lr_scheduler, str) and bool(cfg.lr_scheduler), "lr_scheduler", "must be a scheduler name")
     need(isinstance(cfg.lora_target, str) and bool(cfg.lora_target), "lora_target", "must be a module list or 'all'")
     need(cfg.deepspeed is None or isinstance(cfg.deepspeed, str), "deepspeed", "must be null or a path")

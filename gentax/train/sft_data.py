@@ -86,20 +86,20 @@ def apportion(total: int, weights: Mapping[str, int]) -> dict[str, int]:
 
 
 def read_examples(data_dir: str | Path) -> list[dict[str, Any]]:
-    """The sharegpt records of a dataset folder written by ``build_sft_data``."""
+    """The sharegpt records of a dataset folder written by ``build_sft_data``; a damaged one is one
+    GentaxError naming the file and the job that rebuilds the folder (``gentax sft build-data``)."""
+    from gentax.io import read_result_json, rebuild_hint
+
     data_dir = Path(data_dir)
     info_path = data_dir / "dataset_info.json"
     if not info_path.is_file():
         raise GentaxError(f"{data_dir} is not an SFT dataset folder (no dataset_info.json)")
-    info = json.loads(info_path.read_text())
-    if DATASET_NAME not in info:
-        raise GentaxError(f"{info_path} does not register the dataset {DATASET_NAME!r}")
+    fix = rebuild_hint(data_dir)
+    info = read_result_json(info_path, keys=(DATASET_NAME,), fix=fix)
     path = data_dir / info[DATASET_NAME]["file_name"]
-    if not path.is_file():
-        raise GentaxError(f"{path} is missing")
-    examples = json.loads(path.read_text())
+    examples = read_result_json(path, fix=fix)
     if not isinstance(examples, list) or not examples:
-        raise GentaxError(f"{path} holds no examples")
+        raise GentaxError(f"{path} holds no examples; {fix}")
     return examples
 
 

@@ -1,0 +1,108 @@
+"""A job's log, kept across its attempts: ``gentax VERB --job SPEC --log FILE``.
+
+Every rule declares its log (``log:``, what ``snakemake -n -p`` and a failed job's report show) and
+hands it to its one command as ``--log``. Snakemake removes a job's declared log before each
+attempt (a retry, a rerun after ``--unlock``), so a log the command appends to by name would lose
+every earlier attempt, and an orphan of a killed Snakemake, still writing into the removed file,
+would lose all it writes. So the log's lines live in a history file beside it,
+``.<name>.attempts``, that no rule declares and nothing removes; the declared log is a second name
+of the same file (a hard link), made again by each attempt: whatever name Snakemake removed, every
+attempt's lines, an orphan's included, stay and read under the log's name.
+
+``attach(log, command)`` (``gentax.cli.main`` calls it before anything else runs) appends one
+header line per attempt, ``==== gentax attempt N: host H, pid P, T UTC: gentax VERB``, and points
+this process's stdout and stderr at the history: the job's own output, and its children's (Ray,
+LlamaFactory, vLLM), follow the header. The shell redirect the rules had (``>> {log} 2>&1``) was
+the one that re-created the log after Snakemake removed it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import fcntl
+import os
+import socket
+import sys
+from pathlib import Path
+
+#: the start of every attempt's header line
+HEADER = "==== gentax attempt "
+HISTORY_SUFFIX = ".attempts"
+
+
+def history(log: str | os.PathLike) -> Path:
+    """The file that holds every attempt of ``log`` (beside it: one filesystem, so a hard link works)."""
+    log = Path(log)
+    return log.with_name(f".{log.name}{HISTORY_SUFFIX}")
+
+
+def attach(log: str | os.PathLike, command: str) -> int:
+    """Append an attempt header for ``command`` to ``log``'s history, make ``log`` a name of it, and
+    send this process's stdout and stderr there; returns the attempt's number."""
+    log = Path(log)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(history(log), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # two attempts at once (an orphan and a retry) number and link in turn
+    try:
+        fd, written = _adopt(log, fd)
+        attempt = _attempts(written) + 1
+        since = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        os.write(fd, f"{HEADER}{attempt}: host {socket.gethostname()}, pid {os.getpid()}, {since} UTC: "
+                     f"{command}\n".encode())
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    return attempt
+
+
+def _adopt(log: Path, fd: int) -> tuple[int, Path]:
+    """Make ``log`` a name of the history open at ``fd``; returns the descriptor to write to and its
+    file (``fd``, the history).
+    A log that is another file (written before logs had a history, or by hand) is appended to the
+    history first, so its lines stay too. On a filesystem without hard links the log itself is
+    appended to (an attempt Snakemake removes is lost there, as before)."""
+    kept = os.fstat(fd)
+    try:
+        found = os.stat(log)
+    except FileNotFoundError:
+        found = None
+    if found is not None and (found.st_dev, found.st_ino) == (kept.st_dev, kept.st_ino):
+        return fd, history(log)
+    if found is not None:
+        with open(log, "rb") as old:
+            for block in iter(lambda: old.read(1 << 20), b""):
+                os.write(fd, block)
+    spare = log.with_name(f".{log.name}.{os.getpid()}.link")
+    spare.unlink(missing_ok=True)
+    try:
+        os.link(history(log), spare)
+    except OSError:
+        spare.unlink(missing_ok=True)
+        os.close(fd)
+        return os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), log
+    os.replace(spare, log)  # atomic: the log's name is never missing once it was there
+    return fd, history(log)
+
+
+def _attempts(path: Path) -> int:
+    """How many attempt headers the history holds."""
+    marker, count, tail = ("\n" + HEADER).encode(), 0, b"\n"  # a header starts the file or a line
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            count += (tail + block).count(marker)
+            tail = block[-(len(marker) - 1):]  # a marker across two blocks, never one counted twice
+    return count
+
+
+def option(argv: list[str]) -> str | None:
+    """The ``--log FILE`` of a command line (None without one), read before the parser is built: the
+    log takes the output of everything after it, the parser's errors included."""
+    if "--log" in argv:
+        at = argv.index("--log")
+        if at + 1 < len(argv):
+            return argv[at + 1]
+    return None
