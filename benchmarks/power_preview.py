@@ -1,5 +1,5 @@
-"""Print `gentax plan --power` for both presets, headed by commit, date and machine: the record
-benchmarks/records/power_<preset>.txt (`python benchmarks/power_preview.py --write`).
+"""Print `gentax plan --power` for the embedded, one-GPU and paper presets, headed by commit, date and
+machine: the records benchmarks/records/power_<preset>.txt (`python benchmarks/power_preview.py --write`).
 
 Usage: python benchmarks/power_preview.py [--write]
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-PRESETS = ("embedded", "paper")
+PRESETS = ("embedded", "gpu1", "paper")
 
 
 def main(argv=None) -> int:

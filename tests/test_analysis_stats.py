@@ -1,5 +1,7 @@
 """Bootstrap intervals (over seeds, over episodes) and rank stability, all seeded."""
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -227,3 +229,99 @@ def test_more_run_evaluations_than_base_ones_use_the_permutation_test():
     assert test.p_value == pytest.approx(expected) and test.p_value > 0.3
     # equal evaluation counts: the sign test (symmetric under the null)
     assert stats.paired_test([(np.zeros((1, 6)), np.ones((1, 6)))]).p_value == pytest.approx(0.03125)
+
+
+# ---------------------------------------------------------------- the decision rule's parts
+
+
+def test_sign_test_p_is_binomtest_elementwise():
+    from scipy.stats import binomtest
+
+    wins, losses = np.meshgrid(np.arange(15), np.arange(15), indexing="ij")
+    batched = stats.sign_test_p(wins, losses)
+    for w in range(15):
+        for l in range(15):
+            expected = binomtest(w, w + l, 0.5).pvalue if w + l else 1.0
+            assert batched[w, l] == pytest.approx(expected, abs=1e-12)
+
+
+def test_one_before_permutation_p_is_the_enumerated_law():
+    """Every assignment of each task's before slot to one of its m + 1 evaluations, enumerated
+    (tiny cases), against the batched exact law; and ``paired_test`` uses it."""
+    import itertools
+
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        tasks, m = int(rng.integers(1, 5)), int(rng.integers(1, 4))
+        joint = (rng.random((m + 1, tasks)) < rng.random()).astype(int)  # row 0: the before side
+        observed = joint[1:].mean(axis=0).sum() - joint[0].sum()
+        extreme = 0
+        for slots in itertools.product(range(m + 1), repeat=tasks):
+            before = np.array([joint[s, t] for t, s in enumerate(slots)])
+            after_sum = joint.sum(axis=0) - before
+            extreme += abs((after_sum / m).sum() - before.sum()) >= abs(observed) - 1e-9
+        expected = extreme / (m + 1) ** tasks
+        got = stats.one_before_permutation_p(joint[1:].sum(axis=0), m, joint[0])
+        assert got == pytest.approx(expected, abs=1e-12)
+        if m > 1:
+            test = stats.paired_test([(joint[:1].astype(float), joint[1:].astype(float))])
+            assert test.method == "permutation" and test.p_value == pytest.approx(expected, abs=1e-12)
+
+
+def test_monte_carlo_permutation_p_counts_the_observed_assignment():
+    """Fractional task values (several episodes each) take the Monte Carlo branch: p =
+    (count + 1) / (draws + 1), so the most extreme arrangement possible still has p > 0."""
+    before, after = np.full((1, 30), 0.0), np.full((3, 30), 0.5)
+    test = stats.paired_test([(before, after)])
+    assert test.method == "permutation, Monte Carlo"
+    assert 0 < test.p_value <= 40 / (stats.PERMUTATION_DRAWS + 1)
+    assert (test.p_value * (stats.PERMUTATION_DRAWS + 1)) == pytest.approx(round(test.p_value * (stats.PERMUTATION_DRAWS + 1)))
+
+
+def test_rejects_at_the_level_itself():
+    assert stats.rejects(0.05, 0.05) and not stats.rejects(0.0500001, 0.05) and not stats.rejects(float("nan"), 0.05)
+    assert stats.resolve([0.025, 0.025], 0.05)[1] == [True, True]  # Holm: 2 x 0.025 = 0.05 <= 0.05
+
+
+def test_seed_level_p_reduces_to_the_normal_and_to_students_t():
+    """A fixed side alone (the other side's seeds identical): the normal test on its binomial
+    bound; a trained side whose other side is (almost) exactly known: Student's t on its seeds."""
+    from scipy.stats import norm, t
+
+    assert float(stats.seed_level_p(0.1, [0.0025, 0.0], [math.inf, 1.0])) == pytest.approx(2 * norm.sf(2.0), rel=1e-6)
+    assert float(stats.seed_level_p(0.3, [1e-14, 0.01], [math.inf, 2.0])) == pytest.approx(2 * t.sf(3.0, 2), rel=1e-5)
+    assert np.isnan(stats.seed_level_p(0.3, [0.001, float("nan")], [math.inf, 0.0]))  # one seed: no test
+    assert float(stats.seed_level_p(0.0, [0.001, 0.001], [math.inf, 2.0])) == 1.0
+
+
+def test_seed_level_test_holds_its_level_whatever_the_seed_variance():
+    """Banerjee's test of a trained side (2 or 3 seeds, normal seed effects of sd τ plus binomial
+    noise) against a fixed policy's mean over 64 tasks: at most the level at every τ (Monte Carlo
+    error: 3 standard errors of a nominal rate), though at some τ the variance estimate has one
+    degree of freedom and the base's noise is as large as the seeds'."""
+    rng = np.random.default_rng(9)
+    draws, tasks, level = 40000, 64, 0.05
+    for seeds in (2, 3):
+        for tau in (0.0, 0.03, 0.1, 0.3):
+            seed_rates = 0.4 + rng.normal(0, tau, (draws, seeds))
+            run = rng.binomial(tasks, np.clip(seed_rates, 0, 1)) / tasks
+            run += (seed_rates - np.clip(seed_rates, 0, 1))  # unclipped: keep the mean exactly at 0.4
+            base_mean = rng.binomial(tasks, 0.4, draws) / tasks
+            smoothed = (base_mean * tasks + 1) / (tasks + 2)
+            rejected = stats.seed_level_rejects(run.mean(axis=1) - base_mean,
+                                                [smoothed * (1 - smoothed) / tasks, run.var(axis=1, ddof=1) / seeds],
+                                                [math.inf, seeds - 1.0], level)
+            assert rejected.mean() <= level + 3 * math.sqrt(level * (1 - level) / draws), (seeds, tau, rejected.mean())
+
+
+def test_the_rule_takes_the_larger_p_and_needs_two_seeds():
+    rows = base("v1", {"sokoban": 0.0}, **outcomes(set()))
+    rows += run("v1", "sokoban", {"sokoban": 0.375}, seeds=(0, 1), **outcomes(set(range(6))))
+    rule = stats.delta_id_rule(windowed(rows), SOKOBAN_RUN, SOKOBAN_BASE)
+    assert rule.tasks.method == "permutation" and rule.seeds.seeds_after == 2 and rule.seeds.seeds_before == 0
+    assert rule.p_value == max(rule.tasks.p_value, rule.seeds.p_value)
+    assert rule.seeds.effect_pct == pytest.approx(37.5)
+    one = base("v1", {"sokoban": 0.0}, **outcomes(set()))
+    one += run("v1", "sokoban", {"sokoban": 0.375}, seeds=(0,), **outcomes(set(range(6))))
+    rule = stats.delta_id_rule(windowed(one), SOKOBAN_RUN, SOKOBAN_BASE)
+    assert math.isnan(rule.seeds.p_value) and math.isnan(rule.p_value) and rule.seeds.text() == "one seed"

@@ -55,12 +55,15 @@ def test_table2_delta_id_intervals_paired_over_tasks():
     assert cell.delta_id == pytest.approx(25.0) and cell.delta_id_ci == "paired tasks"
     assert (cell.delta_id_ci_low_pct, cell.delta_id_ci_high_pct) == (6.25, 50.0)  # see test_analysis_stats
     shown = t.display[(t.display.init == "V1") & (t.display.train_domain == "sokoban")].iloc[0]["sokoban"]
-    # the interval excludes 0, but 4 tasks won and none lost is p = 0.125 by the exact test: not resolved
-    assert shown == "75.0 (ΔID +25.0 [+6.2, +50.0]; 4/0, p 0.12)"
+    # the interval excludes 0, but 4 tasks won and none lost is p = 0.125 by the exact test, and one
+    # seed cannot say how far another training run would land: not resolved
+    assert shown == "75.0 (ΔID +25.0 [+6.2, +50.0]; 4/0, p 0.12; one seed)"
     assert (cell.delta_id_wins, cell.delta_id_losses, cell.delta_id_p) == (4, 0, 0.125)
+    assert cell.delta_id_test == "sign" and math.isnan(cell.delta_id_seed_p)
     assert cell.delta_id_resolved == "no"
-    assert any("paired tasks" in note for note in t.notes)
-    assert any("over the 1 cell(s) this table tests" in note for note in t.notes)
+    assert any("paired tasks" in note and "crossed" in note for note in t.notes)
+    assert any("exact two-sided sign test" in note for note in t.notes)
+    assert any("1 cell(s) with one seed" in note for note in t.notes)
     off = row(t, init="v1", train_domain="sokoban", eval_domain="webshop")
     assert math.isnan(off.delta_id_ci_low_pct) and off.delta_id_ci == ""
 
@@ -337,44 +340,89 @@ def _won(won: int, tasks: int = 16, offset: int = 0) -> str:
 ONE_CHECKPOINT = Settings(n_boot=200, window=(150,))
 
 
+def _two_seeds(init, train, won, tasks=16, steps=(150,), variant="default", domains=None):
+    """A run of two seeds that win the first ``won[i]`` tasks (seed i) on each of ``domains``."""
+    rows = []
+    for seed, k in zip((0, 1), won):
+        rows += run(init, train, {d: k / tasks for d in (domains or [train])}, variant=variant, seeds=(seed,),
+                    steps=steps, task_outcomes=_won(k, tasks), episodes=tasks)
+    return rows
+
+
 def test_table2_resolves_after_holm_over_its_tested_delta_ids():
-    """One checkpoint, one seed (one evaluation per task and side): 6 tasks won, none lost (p = 0.031) resolves alone; beside a second tested cell with the same
-    p, Holm doubles the smaller p to 0.0625 and neither is resolved; 5/0 (p = 0.0625) never is."""
+    """Two seeds that agree, one checkpoint each, against a base at 0 of 16: 3 tasks won by both
+    seeds, none lost. Task test (2 evaluations against 1: the permutation test): p = (1/3)^3 = 0.037;
+    seed test (the seeds agree: the base's binomial bound is all the variance): p = 0.0011; the
+    rule's p is the larger, 0.037: resolved alone at 0.05; beside a second such cell Holm doubles
+    it to 0.074 and neither is; 2 tasks (p = 0.11) never is; nor is one seed, whatever its tasks."""
     rows = base("v1", {"sokoban": 0.0, "alfworld": 0.0}, task_outcomes=_won(0), episodes=16)
-    six = run("v1", "sokoban", {"sokoban": 6 / 16}, seeds=(0,), steps=(150,), task_outcomes=_won(6), episodes=16)
-    alone = compute_tables(pd.DataFrame(rows + six), None, ONE_CHECKPOINT).tables["table2_success"]
+    three = _two_seeds("v1", "sokoban", (3, 3))
+    alone = compute_tables(pd.DataFrame(rows + three), None, ONE_CHECKPOINT).tables["table2_success"]
     cell = row(alone, init="v1", train_domain="sokoban", eval_domain="sokoban")
-    assert cell.delta_id_p == pytest.approx(0.03125) and cell.delta_id_resolved == "yes"
+    assert cell.delta_id_test == "permutation" and cell.delta_id_p == pytest.approx(1 / 27)
+    assert cell.delta_id_seed_p == pytest.approx(0.00107, rel=0.01)
+    assert cell.delta_id_p_holm == pytest.approx(1 / 27) and cell.delta_id_resolved == "yes"
     assert alone.display.iloc[[i for i, r in alone.display.iterrows() if r.train_domain == "sokoban"
-                               and r.init == "V1"][0]]["sokoban"].endswith(f"p 0.031 {tables.RESOLVED_MARK})")
-    other = run("v1", "alfworld", {"alfworld": 6 / 16}, seeds=(0,), steps=(150,), task_outcomes=_won(6), episodes=16)
-    both = compute_tables(pd.DataFrame(rows + six + other), None, ONE_CHECKPOINT).tables["table2_success"]
+                               and r.init == "V1"][0]]["sokoban"].endswith(
+        f"3/0, p 0.037; seeds p 0.0011 {tables.RESOLVED_MARK})")
+    assert any("exact within-task permutation test" in n for n in alone.notes)
+    other = _two_seeds("v1", "alfworld", (3, 3))
+    both = compute_tables(pd.DataFrame(rows + three + other), None, ONE_CHECKPOINT).tables["table2_success"]
     for train in ("sokoban", "alfworld"):
         cell = row(both, init="v1", train_domain=train, eval_domain=train)
-        assert cell.delta_id_p == pytest.approx(0.03125) and cell.delta_id_p_holm == pytest.approx(0.0625)
-        assert cell.delta_id_resolved == "no"
+        assert cell.delta_id_p_holm == pytest.approx(2 / 27) and cell.delta_id_resolved == "no"
     assert any("over the 2 cell(s) this table tests" in n for n in both.notes)
-    five = run("v1", "sokoban", {"sokoban": 5 / 16}, seeds=(0,), steps=(150,), task_outcomes=_won(5), episodes=16)
-    t = compute_tables(pd.DataFrame(rows + five), None, ONE_CHECKPOINT).tables["table2_success"]
-    cell = row(t, init="v1", train_domain="sokoban", eval_domain="sokoban")
-    assert cell.delta_id_p == pytest.approx(0.0625) and cell.delta_id_resolved == "no"
-    # a stricter level is a setting: 6/0 at 0.01 is not resolved
-    strict = compute_tables(pd.DataFrame(rows + six), None, Settings(n_boot=0, window=(150,), test_level=0.01))
+    two = compute_tables(pd.DataFrame(rows + _two_seeds("v1", "sokoban", (2, 2))), None, ONE_CHECKPOINT)
+    assert row(two.tables["table2_success"], init="v1", train_domain="sokoban",
+               eval_domain="sokoban").delta_id_resolved == "no"
+    one = run("v1", "sokoban", {"sokoban": 12 / 16}, seeds=(0,), steps=(150,), task_outcomes=_won(12), episodes=16)
+    single = row(compute_tables(pd.DataFrame(rows + one), None, ONE_CHECKPOINT).tables["table2_success"],
+                 init="v1", train_domain="sokoban", eval_domain="sokoban")
+    assert single.delta_id_p < 0.001 and math.isnan(single.delta_id_seed_p) and single.delta_id_resolved == "no"
+    assert math.isnan(single.delta_id_p_holm)  # outside Holm's family
+    # a stricter level is a setting: the resolved cell at 0.01 is not
+    strict = compute_tables(pd.DataFrame(rows + three), None, Settings(n_boot=0, window=(150,), test_level=0.01))
     assert row(strict.tables["table2_success"], init="v1", train_domain="sokoban",
                eval_domain="sokoban").delta_id_resolved == "no"
 
 
-def test_table2_with_seeds_shows_per_seed_values_and_needs_the_seed_interval():
-    """Two seeds, one +37.5 (6/0 alone) and one +0: pooled over seeds the tasks still read 6/0, but
-    the interval that resamples seeds reaches 0, so the cell is not resolved."""
-    rows = base("v1", {"sokoban": 0.0}, task_outcomes=_won(0), episodes=16)
-    rows += run("v1", "sokoban", {"sokoban": 6 / 16}, seeds=(0,), task_outcomes=_won(6), episodes=16)
-    rows += run("v1", "sokoban", {"sokoban": 0.0}, seeds=(1,), task_outcomes=_won(0), episodes=16)
-    t = compute_tables(pd.DataFrame(rows), None, Settings(n_boot=1000)).tables["table2_success"]
+def test_seeds_of_opposite_sign_are_not_resolved_however_many_tasks_they_win():
+    """Two seeds, one at 100 % of 64 tasks (ΔID +75) and one at 0 % (−25), against a base at 25 %,
+    4 checkpoints each: pooled over seeds the run wins 48 tasks and loses 16, which the task-paired
+    test puts at p < 0.001 (it holds the trained seeds fixed); the seed-level test sees two
+    training runs that disagree in sign: p far above 0.05, so the cell is not resolved."""
+    rows = base("v1", {"sokoban": 0.25}, task_outcomes=_won(16, 64), episodes=64)
+    rows += run("v1", "sokoban", {"sokoban": 1.0}, seeds=(0,), task_outcomes=_won(64, 64), episodes=64)
+    rows += run("v1", "sokoban", {"sokoban": 0.0}, seeds=(1,), task_outcomes=_won(0, 64), episodes=64)
+    t = compute_tables(pd.DataFrame(rows), None, Settings(n_boot=200)).tables["table2_success"]
     cell = row(t, init="v1", train_domain="sokoban", eval_domain="sokoban")
-    assert cell.delta_id_per_seed == "0:+37.5 1:+0.0"
-    assert (cell.delta_id_wins, cell.delta_id_losses) == (6, 0) and cell.delta_id_ci_low_pct == 0.0
-    assert cell.delta_id_resolved == "no"
+    assert cell.delta_id_per_seed == "0:+75.0 1:-25.0"
+    assert (cell.delta_id_wins, cell.delta_id_losses) == (48, 16) and cell.delta_id_p < 0.001
+    assert cell.delta_id_seed_p > 0.5 and cell.delta_id_resolved == "no"
+
+
+def test_table5_resolves_by_the_same_rule_and_not_on_seeds_of_opposite_sign():
+    """ΔOOD (aug vs default run, two seeds a side, WebShop and Sokoban's 32 tasks pooled). Seeds that
+    agree (aug 24 and 23 tasks won on each OOD domain, default 8 and 9): the sign test over tasks
+    (8 evaluations a side) and Banerjee's test over seeds (t with 1 degree of freedom a side) both
+    reject, p_seeds 0.030: resolved. Aug seeds at 32 and 0 (the same mean as 16 and 16): the tasks
+    still read far more won than lost, the seeds disagree: not resolved."""
+    def summary(aug_won):
+        rows = base("v1", {"webshop": 0.25, "sokoban": 0.25}, task_outcomes=_won(8, 32), episodes=32)
+        rows += _two_seeds("v1", "alfworld", (8, 9), tasks=32, steps=WINDOW, domains=["webshop", "sokoban"])
+        rows += _two_seeds("v1", "alfworld", aug_won, tasks=32, steps=WINDOW, variant="aug",
+                           domains=["webshop", "sokoban"])
+        return pd.DataFrame(rows)
+
+    agree = compute_tables(summary((24, 23)), None, Settings(n_boot=0)).tables["table5_augmentation"]
+    r = row(agree, init="v1", train_domain="alfworld", variant="aug")
+    assert r.delta_ood_test == "sign" and (r.delta_ood_wins, r.delta_ood_losses) == (32, 0)
+    assert r.delta_ood_seed_p == pytest.approx(0.030, abs=0.001) and r.delta_ood_resolved == "yes"
+    assert any("exact two-sided sign test" in n and "in 1 cell(s)" in n for n in agree.notes)
+    apart = compute_tables(summary((32, 0)), None, Settings(n_boot=0)).tables["table5_augmentation"]
+    r = row(apart, init="v1", train_domain="alfworld", variant="aug")
+    assert (r.delta_ood_wins, r.delta_ood_losses) == (46, 16) and r.delta_ood_p < 0.001
+    assert r.delta_ood_seed_p > 0.5 and r.delta_ood_resolved == "no"
 
 
 def test_delta_ood_notes_count_undefined_bootstrap_draws():

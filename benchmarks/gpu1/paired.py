@@ -1,6 +1,8 @@
 """ΔID / ΔOOD of every evaluated run of a results folder against its initial policy on the same
 held-out tasks, with the exact paired test (two-sided binomial on the discordant tasks, i.e. exact
-McNemar) and Holm's correction over the ID tests. For a partial run, where Table 2 is not built yet.
+McNemar: one evaluation a side) and Holm's correction over the ID tests. For a partial run, where Table 2
+is not built yet. One seed at a time: each row holds its trained seed fixed, so it says which tasks that
+run moved, not that another seed would (the tables' rule adds a test over seeds: docs/tables.md "Resolved").
 
     python benchmarks/gpu1/paired.py RESULTS_DIR [--out paired.csv]
 

@@ -1,4 +1,5 @@
-"""Bootstrap confidence intervals and rank stability (beyond the paper, which reports neither).
+"""Bootstrap intervals, rank stability and the tables' decision rule ("resolved"), all beyond the
+paper, which reports neither intervals nor tests.
 
 Resampling unit (for one run = (init, train_domain, variant) at one window):
 
@@ -15,23 +16,40 @@ seed bootstrap has only ten distinct outcomes: read it as a rough band, not an e
 ΔID (the run's success on its training domain minus its initial policy's): where every row of
 the run's cell and of the base cell has ``task_outcomes`` (success per held-out task; every
 checkpoint is evaluated on the same tasks), the interval is *paired*: one draw resamples the
-tasks shared by all those rows with replacement (the same tasks for the run's checkpoints and for
-the initial policy) and the run's seeds, so a task that both solve, or both fail, adds no noise to
-the difference. The initial policy's seeds (usually one) are averaged, not resampled. Without task
+tasks shared by all those rows with replacement, the same task draw for every seed of the run and
+for the initial policy, and, independently of it, the run's seeds (crossed: not seeds first and
+then tasks within each seed), so a task that both solve, or both fail, adds no noise to the
+difference. The initial policy's seeds (usually one) are averaged, not resampled. Without task
 outcomes the interval is that of the run's draws minus the initial policy's draws (independent).
+The intervals describe; they do not decide "resolved" (with 2-3 seeds a percentile interval over
+seeds is anti-conservative: two seeds of the same sign exclude 0 half the time under the null).
 
-Exact paired tests (beside each interval; the bootstrap percentile interval is anti-conservative
-with few discordant tasks: 4 tasks won and none lost of 16 excludes 0 in every bootstrap seed, while
-the exact two-sided p is 0.125). ``delta_id_test``: per shared task, the run's success (mean over its
-seeds and window checkpoints) minus the initial policy's; the tasks where that difference is
-positive are wins, negative losses, zero ties (dropped). ``sign_test``: the two-sided exact binomial
-test of wins among the discordant tasks at 1/2 (``scipy.stats.binomtest``); with one evaluation per
-task on each side this is McNemar's exact test. 5 wins and 0 losses give p = 0.0625; an exact 5 %
-test needs 6 and none. ``delta_ood_test`` pools the tasks of every OOD domain (the with run's
-success minus the without run's per task), so its sign follows the ΔOOD formula's numerator when
-the domains have equal task counts. ``holm``: Holm's step-down adjustment over the cells one table
-tests; ``resolved`` = adjusted p below the level (and, with more than one seed, the interval, which
-resamples seeds, excluding 0).
+"Resolved" (docs/tables.md "Resolved"; ``RuleTest``, ``resolve``): the task-paired exact test AND
+the seed-level test both reject, Holm over the cells one table tests, at ``p ≤ level``
+(``rejects``: the one boundary convention).
+
+- Task-paired (``paired_test``; ``delta_id_test`` / ``delta_ood_test``): per shared task, each
+  side's success is the mean over its rows (seeds x window checkpoints); the tasks where the after
+  side is ahead are wins, behind losses, level ties (dropped). Equal evaluation counts per task on
+  both sides: the two-sided exact sign test of the wins at 1/2 (``sign_test``; McNemar's exact
+  test at one evaluation a side). Unequal (a run's seeds x checkpoints against one base
+  evaluation, where the sign test is biased): the within-task permutation test of
+  Σ_tasks (after mean − before mean), exact for 0/1 outcomes, Monte Carlo with
+  (count + 1) / (draws + 1) for fractional ones. ``PairedTest.method`` says which ran. This test
+  holds the trained seeds fixed: its null treats a task's evaluations as exchangeable between the
+  sides, which a seed-to-seed shift of the policy breaks (benchmarks/records/seed_rule.txt: with a
+  seed sd τ of 0.10 it rejects several times its nominal rate of null cells).
+- Seed-level (``seed_side``, ``seed_test``, ``seed_level_p``): each trained side's per-seed value
+  (Σ over the comparison's domains of the seed's mean over its window rows and the shared tasks),
+  its mean, and its sample variance / seeds with seeds − 1 degrees of freedom; a fixed side (the
+  initial policy) its mean and a binomial bound on that mean's variance, df ∞. Banerjee's (1961)
+  test: reject when effect² > Σ_sides q² variance, q the side's t (normal) quantile; valid for
+  any ratio of the unknown seed variance to the evaluation noise when a side's seed values are near
+  normal (proof in ``seed_level_rejects``); a seed law skewed far beyond that (a spread above the
+  mean rate) is where it is not (benchmarks/records/seed_rule.txt, docs/tables.md "Resolved").
+  One seed on a trained side: no test (NaN), the cell cannot be resolved.
+- ``RuleTest.p_value`` = max of the two p's, a valid p whichever of the two assumptions holds;
+  ``holm``: Holm's step-down adjustment over a table's cells with both tests.
 
 Rank stability: for each init, the share of draws (seeds + episodes where available) in which
 each training domain has the best (lowest) OOD ranking score; domains tied for best all count,
@@ -50,14 +68,15 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest, hypergeom
+from scipy.stats import binom, hypergeom, norm
+from scipy.stats import t as student_t
 
 from gentax.analysis import ranking
-from gentax.analysis.summary import CELL_KEY, RUN_KEY, TASK_OUTCOMES, parse_task_outcomes
+from gentax.analysis.summary import BASE, CELL_KEY, RUN_KEY, TASK_OUTCOMES, parse_task_outcomes
 
 CI_LEVEL = 0.95
 DEFAULT_BOOTSTRAP = 1000
-#: the exact tests' level: a cell is resolved when its Holm-adjusted p is below it
+#: the tests' level: a cell is resolved when its Holm-adjusted p is at or below it (``rejects``)
 TEST_LEVEL = 0.05
 
 
@@ -208,26 +227,55 @@ def delta_id_interval(rows: pd.DataFrame, run: tuple, base: tuple, n_boot: int, 
     return low, high, "independent"
 
 
+#: The one boundary convention of every test here: a test rejects, and a cell is resolved, when its
+#: p-value is at or below the level (p ≤ α). A valid p-value has P(p ≤ u) ≤ u under the null for
+#: every u, so "p ≤ α" is the level-α test; ``rejects`` is the only place that compares.
+def rejects(p_value, level: float):
+    """Whether p-value(s) reject at ``level`` (p ≤ level; NaN never rejects)."""
+    return np.asarray(p_value) <= level
+
+
 @dataclass(frozen=True)
 class PairedTest:
-    """An exact paired test over tasks: tasks won and lost (ties dropped) and the two-sided p."""
+    """An exact paired test over tasks: tasks won and lost (ties dropped), the two-sided p and the
+    test that ran (``PAIRED_METHODS``)."""
 
     wins: int
     losses: int
     tasks: int
     p_value: float
+    method: str = "sign"
 
     def text(self) -> str:
         return f"{self.wins}/{self.losses}, p {format_p(self.p_value)}"
 
 
-def sign_test(wins: int, losses: int) -> float:
-    """Two-sided exact sign test of ``wins`` among ``wins + losses`` discordant pairs at 1/2
-    (McNemar's exact test); 1.0 without discordant pairs (no evidence either way)."""
-    if wins < 0 or losses < 0:
+#: the task-paired tests ``paired_test`` chooses between, in words (the tables' notes name the one that ran)
+PAIRED_METHODS = {
+    "sign": "exact two-sided sign test on the won/lost tasks (binomial at 1/2; McNemar's exact test where "
+            "each side has one evaluation per task)",
+    "permutation": "exact within-task permutation test (each task's evaluations exchangeable between the "
+                   "sides; its exact law)",
+    "permutation, Monte Carlo": "within-task permutation test estimated from {draws} seeded permutations, "
+                                "p = (count + 1) / (draws + 1)",
+}
+
+
+def sign_test_p(wins, losses) -> np.ndarray:
+    """Two-sided exact sign test of ``wins`` among ``wins + losses`` discordant pairs at 1/2,
+    element-wise over arrays: 2 x the smaller binomial tail, capped at 1 (the null is symmetric, so
+    this is ``scipy.stats.binomtest``'s two-sided p); 1 without discordant pairs."""
+    wins, losses = np.asarray(wins), np.asarray(losses)
+    if np.any(wins < 0) or np.any(losses < 0):
         raise ValueError(f"wins and losses must be >= 0, got {wins}, {losses}")
-    n = wins + losses
-    return 1.0 if n == 0 else float(binomtest(wins, n, 0.5).pvalue)
+    discordant = wins + losses
+    p = np.minimum(1.0, 2.0 * binom.cdf(np.minimum(wins, losses), discordant, 0.5))
+    return np.where(discordant == 0, 1.0, p)
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """``sign_test_p`` of one pair of counts (McNemar's exact test at one evaluation per task and side)."""
+    return float(sign_test_p(wins, losses))
 
 
 def format_p(p: float) -> str:
@@ -257,11 +305,18 @@ def _cell_rows(rows: pd.DataFrame, cell: tuple) -> pd.DataFrame:
     return rows[(rows[key] == pd.Series(cell, index=key)).all(axis=1)]
 
 
-def task_values(rows: pd.DataFrame, cells: Sequence[tuple]) -> list[np.ndarray] | None:
-    """Per cell, its success per (row, task): a row = one evaluation (seed, checkpoint), over the
-    tasks every row of every cell shares; None when a row lacks task outcomes, a cell has no rows
-    or no task is shared."""
-    parts = [_cell_rows(rows, c) for c in cells]
+class CellValues(NamedTuple):
+    """One cell's evaluations on the tasks a comparison shares: ``values`` (rows = evaluations, i.e.
+    seed x checkpoint; columns = tasks) and the seed of each row."""
+
+    values: np.ndarray
+    seeds: np.ndarray
+
+
+def cell_task_values(rows: pd.DataFrame, cells: Sequence[tuple]) -> list[CellValues] | None:
+    """Per cell, its success per (row, task) over the tasks every row of every cell shares, with
+    each row's seed; None when a row lacks task outcomes, a cell has no rows or no task is shared."""
+    parts = [_cell_rows(rows, c).sort_values(["seed", "step"]) for c in cells]
     if any(p.empty for p in parts):
         return None
     matrix = _task_matrix(pd.concat(parts))
@@ -269,31 +324,80 @@ def task_values(rows: pd.DataFrame, cells: Sequence[tuple]) -> list[np.ndarray] 
         return None
     values = matrix[1]
     bounds = np.cumsum([0] + [len(p) for p in parts])
-    return [values[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    return [CellValues(values[a:b], p["seed"].to_numpy()) for a, b, p in zip(bounds[:-1], bounds[1:], parts)]
+
+
+def task_values(rows: pd.DataFrame, cells: Sequence[tuple]) -> list[np.ndarray] | None:
+    """Per cell, its success per (row, task): a row = one evaluation (seed, checkpoint), over the
+    tasks every row of every cell shares; None when a row lacks task outcomes, a cell has no rows
+    or no task is shared (``cell_task_values`` without the seeds)."""
+    cells_values = cell_task_values(rows, cells)
+    return None if cells_values is None else [c.values for c in cells_values]
 
 
 #: permutation draws where task values are fractions (several episodes of a task in one evaluation)
-_PERMUTATION_DRAWS = 20000
+PERMUTATION_DRAWS = 20000
 
 
-def _permutation_p(pairs: Sequence[tuple[np.ndarray, np.ndarray]], seed: int = 0) -> float:
+def one_before_permutation_p(after_successes, after_evaluations: int, before) -> np.ndarray:
+    """Exact two-sided p of the within-task permutation test (``_permutation_p``) where the before
+    side has one 0/1 evaluation per task and the after side ``after_evaluations`` 0/1 evaluations
+    per task (a run's seeds x checkpoints against its initial policy), batched over leading axes.
+
+    ``after_successes`` (..., tasks): the after side's successes per task (0..after_evaluations);
+    ``before`` (..., tasks): the before side's 0/1 outcome per task. Under the null a task's
+    m + 1 evaluations (m = after_evaluations) are exchangeable, so the before slot holds a success
+    with probability s / (m + 1) at s successes, independently per task, and
+    T = Σ_tasks (after mean − before) = S / m − K (m + 1) / m with S = Σ s and K the before slots'
+    successes: T is affine in K, whose law is Poisson-binomial (computed exactly, task by task).
+    Compared on the integer lattice T x m, so the p is exact, not rounded."""
+    after_successes = np.asarray(after_successes, dtype=np.int64)
+    before = np.asarray(before, dtype=np.int64)
+    m = int(after_evaluations)
+    if m < 1:
+        raise ValueError(f"after_evaluations must be >= 1, got {after_evaluations}")
+    successes = after_successes + before
+    q = successes / (m + 1)
+    tasks = successes.shape[-1]
+    law = np.zeros(successes.shape[:-1] + (tasks + 1,))
+    law[..., 0] = 1.0
+    for t in range(tasks):  # multiply in (1 - q_t + q_t z), over the support reached so far
+        q_t = q[..., t:t + 1]
+        carried = law[..., :t + 1] * q_t
+        law[..., :t + 1] *= 1.0 - q_t
+        law[..., 1:t + 2] += carried
+    k = np.arange(tasks + 1)
+    lattice = np.abs(successes.sum(axis=-1)[..., None] - k * (m + 1))
+    observed = np.abs(after_successes.sum(axis=-1) - before.sum(axis=-1) * m)
+    return np.minimum(1.0, (law * (lattice >= observed[..., None])).sum(axis=-1))
+
+
+def _permutation_p(pairs: Sequence[tuple[np.ndarray, np.ndarray]], seed: int = 0) -> tuple[float, str]:
     """Two-sided p of T = Σ_tasks (mean of the after evaluations − mean of the before ones) under
     the null that a task's evaluations are exchangeable between the sides: every assignment of a
-    task's values to the before side's slots is equally likely, independently per task (E T = 0).
-    Exact where every value is 0 or 1 (one episode per task and evaluation): a task's before-side
-    sum is hypergeometric and T lives on a lattice, so the tasks' laws convolve exactly; else
-    estimated from ``_PERMUTATION_DRAWS`` seeded draws."""
+    task's values to the before side's slots is equally likely, independently per task (E T = 0),
+    and the method (a ``PAIRED_METHODS`` key). Exact where every value is 0 or 1 (one episode per
+    task and evaluation): with one before evaluation per task and the same after count everywhere
+    ``one_before_permutation_p``; otherwise a task's before-side sum is hypergeometric and T lives
+    on a lattice, so the tasks' laws convolve exactly. Else estimated from ``PERMUTATION_DRAWS``
+    seeded draws as (count + 1) / (draws + 1), the observed assignment counted as one of them, so
+    p is never 0 and P(p ≤ u) ≤ u holds for the estimate itself."""
     observed = sum(float(after.mean(axis=0).sum() - before.mean(axis=0).sum()) for before, after in pairs)
     binary = all(np.isin(m, (0.0, 1.0)).all() for pair in pairs for m in pair)
     if not binary:
         rng = np.random.default_rng(seed)
-        total = np.zeros(_PERMUTATION_DRAWS)
+        total = np.zeros(PERMUTATION_DRAWS)
         for before, after in pairs:
             joint, nb = np.concatenate([before, after]), before.shape[0]
             for task in range(joint.shape[1]):
-                shuffled = rng.permuted(np.tile(joint[:, task], (_PERMUTATION_DRAWS, 1)), axis=1)
+                shuffled = rng.permuted(np.tile(joint[:, task], (PERMUTATION_DRAWS, 1)), axis=1)
                 total += shuffled[:, nb:].mean(axis=1) - shuffled[:, :nb].mean(axis=1)
-        return float(np.mean(np.abs(total) >= abs(observed) - 1e-9))
+        count = int(np.sum(np.abs(total) >= abs(observed) - 1e-9))
+        return (count + 1) / (PERMUTATION_DRAWS + 1), "permutation, Monte Carlo"
+    if len({after.shape[0] for _, after in pairs}) == 1 and all(before.shape[0] == 1 for before, _ in pairs):
+        after_successes = np.concatenate([after.sum(axis=0) for _, after in pairs]).astype(int)
+        before = np.concatenate([before[0] for before, _ in pairs]).astype(int)
+        return float(one_before_permutation_p(after_successes, pairs[0][1].shape[0], before)), "permutation"
     # T x L is an integer for L = the product of every side's evaluation count (lcm would do)
     scale = math.lcm(*(m.shape[0] for pair in pairs for m in pair))
     law, offset = np.ones(1), 0  # law[i] = P(T x scale = i + offset)
@@ -309,7 +413,7 @@ def _permutation_p(pairs: Sequence[tuple[np.ndarray, np.ndarray]], seed: int = 0
             np.add.at(step, lattice - lattice.min(), weights)
             law, offset = np.convolve(law, step), offset + int(lattice.min())
     support = np.arange(law.size) + offset
-    return float(min(1.0, law[np.abs(support) >= round(abs(observed) * scale) - 1e-9].sum()))
+    return float(min(1.0, law[np.abs(support) >= round(abs(observed) * scale) - 1e-9].sum())), "permutation"
 
 
 def paired_test(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> PairedTest:
@@ -319,12 +423,12 @@ def paired_test(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> PairedTest:
     difference is symmetric under the null and p is ``sign_test`` (McNemar's exact test at one
     evaluation each); otherwise (a run's seeds x checkpoints against one base evaluation, where the
     sign test would be biased) p is the within-task permutation test ``_permutation_p``, which at
-    one evaluation per side is the same test."""
+    one evaluation per side is the same test. ``method`` says which ran (``PAIRED_METHODS``)."""
     differences = np.concatenate([after.mean(axis=0) - before.mean(axis=0) for before, after in pairs])
     wins, losses = int(np.sum(differences > 1e-12)), int(np.sum(differences < -1e-12))
     balanced = all(before.shape[0] == after.shape[0] for before, after in pairs)
-    p = sign_test(wins, losses) if balanced else _permutation_p(pairs)
-    return PairedTest(wins, losses, int(differences.size), p)
+    p, method = (sign_test(wins, losses), "sign") if balanced else _permutation_p(pairs)
+    return PairedTest(wins, losses, int(differences.size), p, method)
 
 
 def delta_id_test(rows: pd.DataFrame, run: tuple, base: tuple) -> PairedTest | None:
@@ -346,6 +450,179 @@ def delta_ood_test(rows: pd.DataFrame, pairs: Sequence[tuple[tuple, tuple]]) -> 
     return paired_test(matrices) if matrices else None
 
 
+# ---------------------------------------------------------------- the seed-level test
+
+
+class SeedSide(NamedTuple):
+    """One side of a comparison at the seed level (``seed_side``): its value (a fraction, summed
+    over the comparison's domains), the estimated variance of that value, the degrees of freedom of
+    that estimate (``math.inf`` for a fixed policy, whose variance is a binomial bound, not
+    estimated from seeds; 0 when it cannot be estimated) and its number of seeds."""
+
+    value: float
+    variance: float
+    df: float
+    seeds: int
+
+
+def seed_side(domains: Sequence[CellValues], fixed: bool) -> SeedSide:
+    """A side's ``SeedSide`` from its evaluations on each domain of the comparison (one
+    ``CellValues`` per domain: rows = evaluations, columns = the shared tasks).
+
+    Trained (``fixed=False``, a run's seeds are independent training runs): a seed's value is
+    Σ_domains the mean over its rows (window checkpoints) and the domain's tasks, over the seeds
+    every domain has; the side's value is the mean over seeds, its variance the sample variance of
+    the seed values / seeds with seeds − 1 degrees of freedom (none with one seed: df 0, NaN).
+
+    Fixed (the initial policy, one model; its rows, whatever their seed, are repeated evaluations
+    and are averaged): value Σ_domains the mean over all its rows and tasks; variance
+    Σ_domains p̃ (1 − p̃) / (tasks x rows) with p̃ = (successes + 1) / (tasks x rows + 2), df ∞. That
+    bounds the variance of the mean of 0/1 outcomes whose tasks differ in difficulty (their
+    variance is below p̄ (1 − p̄)), and of fractional task values (several episodes each, less
+    variable still); the +1 / +2 keeps a 0 % or 100 % base from claiming no variance at all."""
+    if fixed:
+        value, variance = 0.0, 0.0
+        for cell in domains:
+            evaluations = cell.values.size
+            value += float(cell.values.mean())
+            smoothed = (float(cell.values.sum()) + 1.0) / (evaluations + 2.0)
+            variance += smoothed * (1.0 - smoothed) / evaluations
+        return SeedSide(value, variance, math.inf, 1)
+    common = sorted(set.intersection(*(set(cell.seeds.tolist()) for cell in domains)))
+    per_seed = np.array([sum(float(cell.values[cell.seeds == s].mean()) for cell in domains) for s in common])
+    if len(common) < 2:
+        return SeedSide(float(per_seed.mean()) if len(common) else math.nan, math.nan, 0.0, len(common))
+    return SeedSide(float(per_seed.mean()), float(per_seed.var(ddof=1)) / len(common), len(common) - 1.0,
+                    len(common))
+
+
+#: the smallest p the seed-level test reports (its bisection's lower end)
+_SMALLEST_SEED_P = 1e-16
+
+
+def _two_sided_quantile(alpha, df: float):
+    """The (1 − α/2) quantile of Student's t with ``df`` degrees of freedom (the normal's at ∞)."""
+    return norm.isf(alpha / 2.0) if math.isinf(df) else student_t.isf(alpha / 2.0, df)
+
+
+def seed_level_rejects(effect, variances: Sequence, dfs: Sequence[float], level: float) -> np.ndarray:
+    """Banerjee's (1961) test of "no difference" at ``level``, element-wise over arrays: reject when
+    effect² > Σ_sides q_side² x variance_side, q_side the two-sided ``level`` quantile of t with the
+    side's degrees of freedom (the normal's for a fixed side). Valid for any ratio of the sides'
+    true variances (the seed variance τ is unknown): with X the effect under the null and
+    g(x) = P(χ²₁ > x), convex, P(reject) = E g(Σ λ_side A_side) ≤ Σ λ_side E g(A_side) = level,
+    where λ_side = the side's share of X's variance and A_side = q² x χ²_df / df, each E g(A_side)
+    being exactly the level of the side's own t test. A side without a variance estimate (one
+    seed: df 0) never lets the test reject; nor does a total variance estimate of 0 (every seed
+    identical: no spread to judge by)."""
+    effect = np.asarray(effect, dtype=float)
+    threshold = np.zeros(np.broadcast(effect, *variances).shape)
+    estimable = np.ones(threshold.shape, dtype=bool)
+    for variance, df in zip(variances, dfs):
+        variance = np.asarray(variance, dtype=float)
+        if df <= 0:
+            estimable &= False
+            continue
+        threshold = threshold + _two_sided_quantile(level, df) ** 2 * variance
+        estimable &= ~np.isnan(variance)
+    total = sum(np.asarray(v, dtype=float) for v in variances)
+    return estimable & (total > 0) & (effect ** 2 > threshold)
+
+
+def seed_level_p(effect, variances: Sequence, dfs: Sequence[float], iterations: int = 64) -> np.ndarray:
+    """The p-value of ``seed_level_rejects``: the smallest level at which it rejects (its rejection
+    regions are nested: the quantiles fall as the level rises), found by bisection on log level
+    down to ``_SMALLEST_SEED_P``; element-wise over arrays; NaN where a side has no variance
+    estimate (df 0), 1 where the effect or the total variance estimate is 0."""
+    effect = np.asarray(effect, dtype=float)
+    shape = np.broadcast(effect, *variances).shape
+    if any(df <= 0 for df in dfs):
+        return np.full(shape, math.nan)
+    low = np.full(shape, math.log(_SMALLEST_SEED_P))
+    high = np.zeros(shape)
+    for _ in range(iterations):
+        middle = (low + high) / 2.0
+        rejected = seed_level_rejects(effect, variances, dfs, np.exp(middle))
+        high = np.where(rejected, middle, high)
+        low = np.where(rejected, low, middle)
+    p = np.exp(high)
+    total = sum(np.asarray(v, dtype=float) for v in variances)
+    p = np.where((effect == 0) | (total == 0), 1.0, p)
+    return np.where(np.isnan(total), math.nan, p)
+
+
+@dataclass(frozen=True)
+class SeedTest:
+    """The seed-level test of a comparison: effect (after − before, points), its p (NaN when a
+    trained side has one seed) and each side's seeds (0 = a fixed policy)."""
+
+    effect_pct: float
+    p_value: float
+    seeds_before: int
+    seeds_after: int
+
+    def text(self) -> str:
+        if math.isnan(self.p_value):
+            return "one seed"
+        return f"seeds p {format_p(self.p_value)}"
+
+
+def seed_test(before: SeedSide, after: SeedSide) -> SeedTest:
+    """Banerjee's test (``seed_level_p``) of after.value − before.value = 0 over the two sides'
+    variance estimates."""
+    effect = after.value - before.value
+    p = float(seed_level_p(effect, [before.variance, after.variance], [before.df, after.df]))
+    seeds = [0 if math.isinf(side.df) else side.seeds for side in (before, after)]
+    return SeedTest(100.0 * effect, p, *seeds)
+
+
+@dataclass(frozen=True)
+class RuleTest:
+    """What decides "resolved" for one cell: the task-paired exact test AND the seed-level test.
+    ``p_value`` = the larger of the two: P(max ≤ u) ≤ min(P(p_tasks ≤ u), P(p_seeds ≤ u)) ≤ u when
+    either is valid, so it is a valid p whatever the seed variance (the seed test covers it) and
+    exact-conditional on the seeds where the seed variance is 0 (the task test); NaN when the seed
+    test cannot run (one seed on a trained side)."""
+
+    tasks: PairedTest
+    seeds: SeedTest
+
+    @property
+    def p_value(self) -> float:
+        if math.isnan(self.seeds.p_value):
+            return math.nan
+        return max(self.tasks.p_value, self.seeds.p_value)
+
+
+def _rule_test(rows: pd.DataFrame, pairs: Sequence[tuple[tuple, tuple]]) -> RuleTest | None:
+    """``RuleTest`` of (before cell, after cell) pairs, one per domain, the domains pooled; a cell
+    whose training domain is ``BASE`` is a fixed policy; None without task outcomes."""
+    befores, afters = [], []
+    for before, after in pairs:
+        cells = cell_task_values(rows, [before, after])
+        if cells is None:
+            return None
+        befores.append(cells[0])
+        afters.append(cells[1])
+    if not pairs:
+        return None
+    tasks = paired_test([(b.values, a.values) for b, a in zip(befores, afters)])
+    sides = [seed_side(side, fixed=pairs[0][i][1] == BASE) for i, side in enumerate((befores, afters))]
+    return RuleTest(tasks, seed_test(*sides))
+
+
+def delta_id_rule(rows: pd.DataFrame, run: tuple, base: tuple) -> RuleTest | None:
+    """The decision rule of a ΔID: the run's cell against the base cell (``RuleTest``)."""
+    return _rule_test(rows, [(base, run)])
+
+
+def delta_ood_rule(rows: pd.DataFrame, pairs: Sequence[tuple[tuple, tuple]]) -> RuleTest | None:
+    """The decision rule of a ΔOOD: ``pairs`` = (without cell, with cell) per OOD domain, the
+    domains' tasks pooled for the task test and the domains' successes summed per seed for the
+    seed test (the ΔOOD formula's numerator, Σ_e G_with(e) − G_without(e))."""
+    return _rule_test(rows, pairs)
+
+
 def per_seed_success(rows: pd.DataFrame, cell: tuple) -> dict[int, float]:
     """Seed -> the cell's success (percent), that seed's window mean alone."""
     return {int(s): float(g["success"].mean()) * 100.0 for s, g in _cell_rows(rows, cell).groupby("seed")}
@@ -360,16 +637,13 @@ def per_seed_delta_id(rows: pd.DataFrame, run: tuple, base: tuple) -> dict[int, 
     return {seed: value - base_mean for seed, value in per_seed_success(rows, run).items()}
 
 
-def resolve(p_values: Sequence[float], level: float, seed_checks: Sequence[bool] | None = None
-            ) -> tuple[np.ndarray, list[bool | None]]:
-    """Holm-adjusted p-values over a table's tested cells and whether each is resolved
-    (adjusted p < ``level`` and its ``seed_checks`` entry true: with several seeds, the interval
-    that resamples them excludes 0); None for an untested cell (NaN p)."""
+def resolve(p_values: Sequence[float], level: float) -> tuple[np.ndarray, list[bool | None]]:
+    """Holm-adjusted p-values over a table's tested cells and whether each is resolved (adjusted
+    p ≤ ``level``, ``rejects``); None for an untested cell (NaN p)."""
     if not 0 < level < 1:
         raise ValueError(f"test level must be in (0, 1), got {level}")
     adjusted = holm(p_values)
-    checks = list(seed_checks) if seed_checks is not None else [True] * len(adjusted)
-    return adjusted, [None if math.isnan(a) else bool(a < level and ok) for a, ok in zip(adjusted, checks)]
+    return adjusted, [None if math.isnan(a) else bool(rejects(a, level)) for a in adjusted]
 
 
 def rank_stability(

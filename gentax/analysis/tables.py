@@ -86,7 +86,7 @@ class Settings:
     delta_id_base: str = "matching"
     #: Table 2 marks a cell whose episodes ended with an env error more often than this (percent)
     error_mark_pct: float = 5.0
-    #: the exact paired tests' level: a cell is resolved when its Holm-adjusted p is below it
+    #: the decision rule's level: a cell is resolved when its Holm-adjusted p is at or below it
     test_level: float = stats.TEST_LEVEL
     #: the domains with weight > 0 in V2's SFT mix (config ``inits.v2.sft.mix``; ``summary.sft_mix_domains``);
     #: None: unknown, Table 6's ``in_v2_sft_mix`` column is left empty with a note
@@ -173,12 +173,13 @@ class Values:
     def delta_id_evidence(self, init, train, variant=DEFAULT_VARIANT,
                           draws: stats.BootstrapDraws | None = None) -> dict:
         """Everything printed beside a ΔID: its interval and method (``delta_id_interval`` on this
-        window's rows), the exact paired test over tasks (``stats.delta_id_test``: wins, losses, p)
-        and, with more than one seed, the per-seed ΔIDs (``stats.per_seed_delta_id``)."""
+        window's rows), the decision rule's two tests (``stats.delta_id_rule``: the exact paired
+        test over tasks, wins, losses, p and which test ran; the seed-level test's p) and, with more
+        than one seed, the per-seed ΔIDs (``stats.per_seed_delta_id``)."""
         base = (init, BASE, self.base_variant(init, train, variant), train)
         cell = (init, train, variant, train)
         low, high, method = self.delta_id_interval(self.rows, init, train, variant, draws)
-        test = stats.delta_id_test(self.rows, cell, base)
+        test = stats.delta_id_rule(self.rows, cell, base)
         per_seed = stats.per_seed_delta_id(self.rows, cell, base)
         return {"delta_id_ci_low_pct": low, "delta_id_ci_high_pct": high, "delta_id_ci": method,
                 **_test_columns("delta_id", test),
@@ -235,59 +236,107 @@ def error_notes(values: Values) -> list[str]:
 _LISTED_CELLS = 8
 
 
-def _test_columns(prefix: str, test: stats.PairedTest | None) -> dict:
-    """``<prefix>_wins`` / ``_losses`` / ``_p`` of an exact paired test (NaN when untested)."""
+def _test_columns(prefix: str, test: stats.RuleTest | None) -> dict:
+    """The decision rule's columns of one cell (NaN / "" when untested): ``<prefix>_wins`` /
+    ``_losses`` / ``_p`` / ``_test`` of the exact paired test over tasks (``_test``: which one ran,
+    a ``stats.PAIRED_METHODS`` key) and ``<prefix>_seed_p`` of the seed-level test (NaN with one
+    seed on a trained side)."""
     if test is None:
-        return {f"{prefix}_wins": math.nan, f"{prefix}_losses": math.nan, f"{prefix}_p": math.nan}
-    return {f"{prefix}_wins": test.wins, f"{prefix}_losses": test.losses, f"{prefix}_p": test.p_value}
+        return {f"{prefix}_wins": math.nan, f"{prefix}_losses": math.nan, f"{prefix}_p": math.nan,
+                f"{prefix}_test": "", f"{prefix}_seed_p": math.nan}
+    return {f"{prefix}_wins": test.tasks.wins, f"{prefix}_losses": test.tasks.losses,
+            f"{prefix}_p": test.tasks.p_value, f"{prefix}_test": test.tasks.method,
+            f"{prefix}_seed_p": test.seeds.p_value}
 
 
-def mark_resolved(records: list[dict], prefix: str, level: float, interval: tuple[str, str] | None = None) -> int:
-    """Holm over the records' ``<prefix>_p`` (the cells one table tests): set ``<prefix>_p_holm``
-    and ``<prefix>_resolved`` (adjusted p < ``level``; where the record has more than one seed
-    and an ``interval`` (low, high columns), that interval, which resamples seeds, must exclude 0
-    too; empty for an untested cell). Returns how many cells were tested."""
-    def seeds_agree(r: dict) -> bool:
-        if interval is None or not r.get("n_seeds", 1) > 1 or math.isnan(r.get(interval[0], math.nan)):
-            return True
-        return r[interval[0]] > 0 or r[interval[1]] < 0
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """What ``mark_resolved`` did for one table: the cells in Holm's family, the cells with a task
+    test but no seed-level test (one seed on a trained side), and the task tests that ran (method ->
+    cells)."""
 
-    adjusted, resolved = stats.resolve([r.get(f"{prefix}_p", math.nan) for r in records], level,
-                                       [seeds_agree(r) for r in records])
+    tested: int
+    one_seed: int
+    methods: dict[str, int]
+
+
+def mark_resolved(records: list[dict], prefix: str, level: float) -> Family:
+    """The decision rule over the cells one table tests (docs/tables.md "Resolved"): a cell's p is
+    the larger of its task-paired p (``<prefix>_p``) and its seed-level p (``<prefix>_seed_p``,
+    ``stats.RuleTest``); Holm over the cells that have both sets ``<prefix>_p_holm``, and
+    ``<prefix>_resolved`` is "yes" where that is ≤ ``level`` (``stats.rejects``), else "no". A
+    cell with a task test but no seed-level test (one seed on a trained side) cannot be resolved:
+    "no", outside the family (its p could never reach the level, so it takes no share of it); an
+    untested cell (no task outcomes) is left empty."""
+    def rule_p(r: dict) -> float:
+        task_p, seed_p = r.get(f"{prefix}_p", math.nan), r.get(f"{prefix}_seed_p", math.nan)
+        return math.nan if math.isnan(task_p) or math.isnan(seed_p) else max(task_p, seed_p)
+
+    adjusted, resolved = stats.resolve([rule_p(r) for r in records], level)
+    methods: dict[str, int] = {}
+    one_seed = 0
     for r, a, ok in zip(records, adjusted, resolved):
         r[f"{prefix}_p_holm"] = a
-        r[f"{prefix}_resolved"] = "" if ok is None else ("yes" if ok else "no")
-    return int(sum(ok is not None for ok in resolved))
+        has_task_test = not math.isnan(r.get(f"{prefix}_p", math.nan))
+        if has_task_test:
+            methods[r[f"{prefix}_test"]] = methods.get(r[f"{prefix}_test"], 0) + 1
+        if ok is None:
+            one_seed += has_task_test
+            r[f"{prefix}_resolved"] = "no" if has_task_test else ""
+        else:
+            r[f"{prefix}_resolved"] = "yes" if ok else "no"
+    return Family(int(sum(ok is not None for ok in resolved)), one_seed, methods)
 
 
 RESOLVED_MARK = "✓"
-#: the columns an exact test adds, per prefix (``_test_columns`` + ``mark_resolved``)
-_TEST_COLUMNS = {prefix: tuple(f"{prefix}_{c}" for c in ("wins", "losses", "p", "p_holm", "resolved"))
+#: the columns the decision rule adds, per prefix (``_test_columns`` + ``mark_resolved``)
+_TEST_COLUMNS = {prefix: tuple(f"{prefix}_{c}" for c in ("wins", "losses", "p", "test", "seed_p", "p_holm", "resolved"))
                  for prefix in ("delta_id", "delta_ood")}
 
 
 def _test_text(record: dict, prefix: str) -> str:
-    """``w/l, p P`` (and the resolved mark) of a record's exact test; "" when untested."""
+    """``w/l, p P; seeds p Q`` (and the resolved mark) of a record's rule; ``; one seed`` where the
+    seed-level test could not run; "" when untested."""
     p = record.get(f"{prefix}_p", math.nan)
     if math.isnan(p):
         return ""
+    seed_p = record.get(f"{prefix}_seed_p", math.nan)
+    seeds = "one seed" if math.isnan(seed_p) else f"seeds p {stats.format_p(seed_p)}"
     mark = f" {RESOLVED_MARK}" if record.get(f"{prefix}_resolved") == "yes" else ""
-    return f"{record[f'{prefix}_wins']:.0f}/{record[f'{prefix}_losses']:.0f}, p {stats.format_p(p)}{mark}"
+    return f"{record[f'{prefix}_wins']:.0f}/{record[f'{prefix}_losses']:.0f}, p {stats.format_p(p)}; {seeds}{mark}"
 
 
-def exact_test_notes(what: str, tested: int, level: float, several_seeds: bool) -> list[str]:
-    """The notes of a table's exact tests: what p is, what resolved means, how many cells."""
-    if not tested:
+def rule_notes(what: str, family: Family, level: float) -> list[str]:
+    """The notes of a table's decision rule: the task tests that ran, the seed-level test, what
+    resolved means and how many cells Holm's family holds."""
+    if not family.methods:
         return []
-    notes = [f"{what} tests: exact two-sided sign test (McNemar) on the tasks where the two sides differ, "
-             f"shown as won/lost, p; {RESOLVED_MARK} = resolved: Holm-adjusted p < {level:g} over the {tested} "
-             f"cell(s) this table tests (docs/tables.md)"]
-    if several_seeds:
-        notes.append("with more than one seed a resolved cell's interval (resampling seeds, then tasks) must also "
-                     "exclude 0; the per-seed values are in the CSV")
-    else:
-        notes.append("one seed: the tests and intervals cover the tasks, not the variance between training runs")
+    ran = "; ".join(f"{stats.PAIRED_METHODS[m].format(draws=stats.PERMUTATION_DRAWS)} in {n} cell(s)"
+                    for m, n in sorted(family.methods.items()))
+    notes = [f"{what}, task-paired test (won/lost tasks, p): {ran}",
+             "seeds p: Banerjee's (1961) conservative test over seeds of the difference of the per-seed values "
+             "(a trained side: its seeds' sample variance, t with seeds − 1 degrees of freedom; the initial policy: "
+             "its binomial variance bound), valid whatever the variance between training seeds when each side's seed "
+             "values are near normal (not for a seed spread above a low mean rate: docs/tables.md)",
+             f"{RESOLVED_MARK} = resolved: both tests reject, i.e. Holm-adjusted max(p, seeds p) ≤ {level:g} over the "
+             f"{family.tested} cell(s) this table tests (docs/tables.md \"Resolved\")"]
+    if family.one_seed:
+        notes.append(f"{family.one_seed} cell(s) with one seed on a trained side (\"one seed\"): the variance between "
+                     "training seeds cannot be estimated from one, so they cannot be resolved and are not in Holm's family")
     return notes
+
+
+def interval_notes(data: pd.DataFrame) -> list[str]:
+    """The note on the ΔID intervals of a table's rows (their ``delta_id_ci`` methods), if any."""
+    methods = sorted(set(data["delta_id_ci"]) - {""}) if "delta_id_ci" in data.columns else []
+    if not methods:
+        return []
+    how = {"paired tasks": "paired tasks: each draw resamples the shared tasks once, the same task draw for every "
+                           "seed and the initial policy, and the run's seeds independently of it (crossed, not seeds "
+                           "then tasks within seed)",
+           "independent": "independent: the run's draws minus the initial policy's"}
+    return [f"ΔID intervals [95%], bootstrap percentile, {'; '.join(how[m] for m in methods)}; descriptive: with "
+            "2-3 seeds a percentile interval is anti-conservative, so it does not decide \"resolved\" (docs/tables.md)"]
 
 
 def delta_id_intervals(values: Values, draws: stats.BootstrapDraws | None,
@@ -326,7 +375,7 @@ def table2_success(values: Values, intervals: pd.DataFrame | None = None,
                                   if intervals is not None and key in intervals.index else math.nan)
             records.append(record)
     level = values.settings.test_level
-    tested = mark_resolved(records, "delta_id", level, ("delta_id_ci_low_pct", "delta_id_ci_high_pct"))
+    family = mark_resolved(records, "delta_id", level)
     data = pd.DataFrame.from_records(records)
     display_rows = []
     for (init, train), group in data.groupby(["init", "train_domain"], sort=False):
@@ -343,11 +392,7 @@ def table2_success(values: Values, intervals: pd.DataFrame | None = None,
             row[r["eval_domain"]] = text
         display_rows.append(row)
     display = pd.DataFrame(display_rows, columns=["init", "train_domain", *DOMAINS]).fillna(MISSING)
-    methods = sorted(set(data["delta_id_ci"]) - {""})
-    several = bool((data.loc[data["delta_id_per_seed"] != "", "n_seeds"] > 1).any())
-    notes = (error_notes(values) + ([f"ΔID intervals [95%]: bootstrap, {' / '.join(methods)} (docs/tables.md)"]
-                                    if methods else [])
-             + exact_test_notes("ΔID", tested, level, several))
+    notes = error_notes(values) + interval_notes(data) + rule_notes("ΔID (run vs initial policy)", family, level)
     return Table("table2_success", "Table 2: success (%) on every eval domain, mean ± std over seeds; "
                  "ΔID on the diagonal", data, display, notes)
 
@@ -433,7 +478,7 @@ def _intervention_table(
 ) -> Table:
     """Rows (init, train_domain, with_variant): ΔID and OOD success without → with the
     intervention, ΔOOD by formula with its exact paired test over the OOD tasks
-    (``stats.delta_ood_test``; resolved after Holm over the table's rows), and invalid-action
+    (``stats.delta_ood_rule``: task-paired and seed-level tests; resolved after Holm over the table's rows), and invalid-action
     rates when the summary has them."""
     without_label, with_label = labels
     records, display_rows = [], []
@@ -450,7 +495,7 @@ def _intervention_table(
             "delta_ood_pct": change,
             "n_seeds": min(values.cell(init, train, v, e)["n_seeds"] for v in (without_variant, with_variant)
                            for e in ood_without) if ood_without else math.nan,
-            **_test_columns("delta_ood", None if math.isnan(change) else stats.delta_ood_test(
+            **_test_columns("delta_ood", None if math.isnan(change) else stats.delta_ood_rule(
                 values.rows, [((init, train, without_variant, e), (init, train, with_variant, e)) for e in ood_without])),
         }
         if has_invalid:
@@ -460,7 +505,7 @@ def _intervention_table(
                 record[f"invalid_ood_{label}_pct"] = float(np.mean(ood_invalid)) if ood_invalid else math.nan
         record["note"] = note
         records.append(record)
-    tested = mark_resolved(records, "delta_ood", values.settings.test_level)
+    family = mark_resolved(records, "delta_ood", values.settings.test_level)
     for record in records:
         init, train, with_variant = record["init"], record["train_domain"], record["variant"]
         ood_without = values.ood(init, train, without_variant)
@@ -482,8 +527,8 @@ def _intervention_table(
     data = pd.DataFrame.from_records(records)
     notes = [f"{without_label} → {with_label}; ΔOOD = 100 × Σ_e (G_{with_label}(e) − G_{without_label}(e)) "
              f"/ Σ_e G_{without_label}(e) over the OOD domains e (undefined when that sum is 0)"]
-    notes += exact_test_notes(f"ΔOOD ({with_label} vs {without_label} run, the OOD domains' tasks pooled)", tested,
-                              values.settings.test_level, any(r["n_seeds"] > 1 for r in records))
+    notes += rule_notes(f"ΔOOD ({with_label} vs {without_label} run, the OOD domains' tasks pooled)", family,
+                        values.settings.test_level)
     return Table(name, title, data, pd.DataFrame(display_rows) if display_rows else data.copy(), notes)
 
 
@@ -599,14 +644,15 @@ def table4_extended(summary: pd.DataFrame, values: Values) -> tuple[Table, pd.Da
                 record[f"rank_{domain}"] = ranks.get((train, domain), math.nan)
             record["ranking_score"] = scores.get(train, math.nan)
             records.append(record)
-    tested = mark_resolved(records, "delta_id", s.test_level, ("delta_id_ci_low_pct", "delta_id_ci_high_pct"))
+    family = mark_resolved(records, "delta_id", s.test_level)
     columns = (["init", "train_domain", "window", "steps", "n_seeds", "delta_id", "delta_id_ci_low_pct",
                 "delta_id_ci_high_pct", "delta_id_ci", *_TEST_COLUMNS["delta_id"], "delta_id_per_seed"]
                + [f"ood_{d}_pct" for d in DOMAINS] + [f"rank_{d}" for d in DOMAINS] + ["ranking_score"])
     if not long_runs:
         notes.append(f"no default-variant run has checkpoints beyond step {max(s.window)}")
     notes.append("at the late window the run is ranked against the other training domains' default-window values")
-    notes += exact_test_notes("ΔID", tested, s.test_level, any(r["n_seeds"] > 1 for r in records))
+    notes += interval_notes(pd.DataFrame.from_records(records, columns=["delta_id_ci"]))
+    notes += rule_notes("ΔID (run vs initial policy)", family, s.test_level)
     table = Table("table4_extended", "Table 4: longer training, default window vs the run's last checkpoints",
                   pd.DataFrame.from_records(records, columns=columns), None, notes)
     late = pd.concat(late_rows) if late_rows else summary.iloc[0:0]
@@ -742,7 +788,7 @@ def mixture_ood(values: Values, variants_present: set[tuple], draws: stats.Boots
                                            base, delta_ood) if draws is not None else None)
             low, high = (ci.low, ci.high) if ci is not None else (math.nan, math.nan)
             note = "; ".join(n for n in (note, ci.note() if ci is not None else "") if n)
-            test = None if math.isnan(change) else stats.delta_ood_test(
+            test = None if math.isnan(change) else stats.delta_ood_rule(
                 values.rows, [(base_keys[e], (init, run, variant, e)) for e in ood_domains])
             records.append({
                 "init": init, "mixture": train, "variant": variant, "run": run,
@@ -753,15 +799,14 @@ def mixture_ood(values: Values, variants_present: set[tuple], draws: stats.Boots
                 "delta_ood_pct": change, "delta_ood_ci_low_pct": low, "delta_ood_ci_high_pct": high,
                 **_test_columns("delta_ood", test), "note": note,
             })
-    tested = mark_resolved(records, "delta_ood", values.settings.test_level,
-                           ("delta_ood_ci_low_pct", "delta_ood_ci_high_pct"))
+    family = mark_resolved(records, "delta_ood", values.settings.test_level)
     columns = ["init", "mixture", "variant", "run", "ood_domains", "ood_success_pct", "ood_std_pct", "n_seeds",
                "delta_ood_pct", "delta_ood_ci_low_pct", "delta_ood_ci_high_pct", *_TEST_COLUMNS["delta_ood"], "note"]
     return Table("mixture_ood", "Training on a mixture of domains: ΔOOD (percent) of each mixture run and of "
                  "its members' single-domain runs, over the domains outside the mixture, with 95% bootstrap "
                  "intervals", pd.DataFrame.from_records(records, columns=columns), None,
-                 exact_test_notes("ΔOOD (run vs initial policy, the OOD domains' tasks pooled)", tested,
-                                  values.settings.test_level, any(r["n_seeds"] > 1 for r in records)))
+                 rule_notes("ΔOOD (run vs initial policy, the OOD domains' tasks pooled)", family,
+                            values.settings.test_level))
 
 
 def compute_tables(summary, properties=None, settings: Settings | None = None, controls=None) -> Analysis:

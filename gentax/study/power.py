@@ -1,24 +1,37 @@
 """Power preview (``gentax plan --power``): the smallest ΔID and ΔOOD each table can resolve.
 
 Before GPU-hours are spent: for the configured held-out tasks per domain (``plan.eval_episodes``),
-checkpoints per run's number (``eval.window``), seeds (``grid.seeds``) and the level
-(``eval.test_level``), the smallest effect that the tables' exact test (``stats.sign_test`` over
-tasks, Holm over the table's tested cells) resolves with probability ``POWER`` (80 %).
+checkpoints per run's number (``eval.window``), seeds (``grid.seeds``), the level
+(``eval.test_level``) and the seed spread (``eval.power_seed_sd``), the smallest effect that the
+tables' decision rule resolves with probability ``POWER`` (80 %). The rule is the tables' own
+(``gentax.analysis.stats``, docs/tables.md "Resolved"): the task-paired exact test AND the
+seed-level test both reject, Holm over the table's cells. A cell's power is that of Holm's first
+step, both p ≤ level / cells: what the cell needs when it is the table's strongest effect and the
+other cells are null. With one seed on a trained side the rule never resolves: "none".
 
-Model (stated, not hidden): every task of a domain alike, every evaluation of a task an
-independent Bernoulli draw at the policy's success rate; a side's per-task value is the mean of
-its evaluations (the run: seeds x window checkpoints; the initial policy: one). Tasks that differ
-in difficulty give fewer discordant tasks for the same Δ, so this is the cautious end. A cell's
-power is that of Holm's first step, p < level / cells: what the cell needs when it is the table's
-strongest effect and the other cells are null. With one evaluation per task and side the law is
-exact (the sign test's); a run's several evaluations against one base evaluation use the
-permutation test (``stats.paired_test``), priced by its normal approximation.
-``simulate_detection`` checks both by Monte Carlo through the tables' own test and ``stats.resolve``.
+Model (stated, not hidden):
 
-- ΔID (Tables 2, 4): base rate p0 of the training domain -> p0 + Δ; the smallest Δ (points).
-- ΔOOD (Tables 5, 7: intervention run vs default run; the OOD domains' tasks pooled): every OOD
-  domain's success moves by the same relative change r (percent, the ΔOOD formula's value) from
-  its rate; both sides are trained runs. The smallest increase and the smallest decrease.
+- every task of a domain alike, every evaluation of a task an independent Bernoulli draw at the
+  policy's success rate, a seed's window checkpoints alike (repeated evaluations of one policy:
+  optimistic where a seed's checkpoints differ); the initial policy evaluated once per task. Tasks
+  that differ in difficulty give fewer discordant tasks for the same Δ: the task test's cautious end;
+- a trained seed's success rate on a domain is Beta-distributed with the side's mean and standard
+  deviation τ (``eval.power_seed_sd``: ``id`` for ΔID, ``ood`` for ΔOOD; where the mean is too
+  close to 0 or 1 for that spread, the largest the range allows, sd² ≤ mean (1 − mean) / 2); a
+  seed's rates on the OOD domains are the same quantile of each domain's Beta (a better seed is
+  better everywhere: the larger spread of the summed ΔOOD numerator);
+- ΔID (Tables 2, 4): base rate p0 of the training domain -> the run's mean p0 + Δ; the smallest Δ
+  (points). ΔOOD (Tables 5, 7: intervention run vs default run, both trained, the OOD domains'
+  tasks pooled): every OOD domain's mean moves by the same relative change r (percent, the ΔOOD
+  formula's value); the smallest increase and the smallest decrease.
+
+Computed by simulation through the rule's batched functions (``stats.sign_test_p``,
+``stats.one_before_permutation_p``, ``stats.seed_level_rejects``), ``DRAWS`` seeded replicates
+per effect size with common random numbers: the same uniforms for every effect size (inverse-CDF
+draws), so a replicate's data grow with the effect and the search is a bisection on the 0.5 grid.
+A power estimate's Monte Carlo standard error is at most sqrt(0.8 x 0.2 / DRAWS) = 0.63 points
+near 80 %; ``tests/test_power.py`` checks the smallest effects against independent simulations to
+better than 1 point.
 
 Base rates: each domain's mean success of the initial policy's base evaluation
 (``<results>/summary/base/<init>/default.csv``) where it exists, else ``eval.power_base_success``.
@@ -29,129 +42,255 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
-from scipy.signal import fftconvolve
-from scipy.special import gammaln, xlogy
-from scipy.stats import binom, norm
+from scipy.stats import beta as beta_law
+from scipy.stats import binom
 
 from gentax.analysis import stats
 from gentax.io import repo_path
 from gentax.study import plan as gplan
 
 POWER = 0.8
+#: replicates per power estimate (Monte Carlo standard error <= 0.63 points near 80 % power)
+DRAWS = 4000
 #: ΔID search step (points) and ΔOOD search step (percent)
 _STEP = 0.5
 
 
 @dataclass(frozen=True)
-class Arm:
-    """One side of a paired comparison on one domain: success rate and evaluations per task."""
+class Design:
+    """What one tested cell looks like: seeds per trained side, window checkpoints per seed, the
+    cells of its table (Holm's family) and the level."""
 
-    rate: float
-    evaluations: int
+    seeds: int
+    checkpoints: int
+    cells: int
+    level: float
 
-
-def task_outcome_probabilities(before: Arm, after: Arm) -> tuple[float, float]:
-    """P(a task is won), P(lost): the mean of ``after``'s evaluations above (below) ``before``'s."""
-    a = np.arange(after.evaluations + 1) / after.evaluations
-    b = np.arange(before.evaluations + 1) / before.evaluations
-    pa = binom.pmf(np.arange(after.evaluations + 1), after.evaluations, min(max(after.rate, 0.0), 1.0))
-    pb = binom.pmf(np.arange(before.evaluations + 1), before.evaluations, min(max(before.rate, 0.0), 1.0))
-    joint = np.outer(pa, pb)
-    diff = a[:, None] - b[None, :]
-    return float(joint[diff > 1e-12].sum()), float(joint[diff < -1e-12].sum())
+    @property
+    def cell_level(self) -> float:
+        """Holm's first step: the level a table's strongest cell must reach."""
+        return self.level / max(self.cells, 1)
 
 
-def won_lost_distribution(groups: Sequence[tuple[int, float, float]]) -> np.ndarray:
-    """P(W = w, L = l) over tasks: ``groups`` = (tasks, P(win), P(loss)) per domain; a domain's
-    (W, L) is multinomial, the domains' laws convolved."""
-    dist = np.ones((1, 1))
-    for tasks, win, loss in groups:
-        w = np.arange(tasks + 1)[:, None]
-        l = np.arange(tasks + 1)[None, :]
-        ties = tasks - w - l
-        tie = max(0.0, 1.0 - win - loss)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            log_pmf = (gammaln(tasks + 1) - gammaln(w + 1) - gammaln(l + 1) - gammaln(np.maximum(ties, 0) + 1)
-                       + xlogy(w, win) + xlogy(l, loss) + xlogy(np.maximum(ties, 0), tie))
-        group = np.where(ties >= 0, np.exp(log_pmf), 0.0)
-        dist = np.clip(fftconvolve(dist, group), 0.0, None) if dist.size > 1 else group
-    return dist
+def seed_rates(quantiles: np.ndarray, mean, sd: float) -> np.ndarray:
+    """Success rates of trained seeds: the ``quantiles`` (uniforms) of a Beta with ``mean`` and
+    standard deviation ``sd`` (capped at sqrt(mean (1 − mean) / 2), where the range [0, 1] allows
+    no more; ``mean`` itself at sd 0)."""
+    mean = np.clip(np.asarray(mean, dtype=float), 0.0, 1.0)
+    variance = np.minimum(sd ** 2, mean * (1.0 - mean) / 2.0)
+    inner = (mean > 0) & (mean < 1) & (variance > 0)
+    safe_mean = np.where(inner, mean, 0.5)
+    concentration = np.where(inner, safe_mean * (1.0 - safe_mean) / np.where(inner, variance, 1.0) - 1.0, 1.0)
+    drawn = beta_law.ppf(quantiles, safe_mean * concentration, (1.0 - safe_mean) * concentration)
+    return np.where(inner, drawn, mean)
 
 
-@lru_cache(maxsize=8)
-def _p_table(n: int) -> np.ndarray:
-    """p[w, l] of ``stats.sign_test(w, l)`` for w + l <= n (NaN beyond): the two-sided exact
-    binomial p at 1/2, 2 x the smaller tail, capped at 1 (what ``scipy.stats.binomtest`` gives
-    for a symmetric null; ``tests/test_power.py`` checks the two agree)."""
-    w = np.arange(n + 1)[:, None]
-    l = np.arange(n + 1)[None, :]
-    d = w + l
-    with np.errstate(invalid="ignore"):
-        p = np.minimum(1.0, 2.0 * binom.cdf(np.minimum(w, l), d, 0.5))
-    p[d == 0] = 1.0
-    return np.where(d <= n, p, np.nan)
+def successes(uniforms: np.ndarray, rates: np.ndarray, evaluations: int) -> np.ndarray:
+    """Binomial(``evaluations``, rate) successes by inverse CDF of one uniform each (so, for fixed
+    uniforms, they never fall as the rate rises); ``rates`` broadcast against ``uniforms`` (the
+    CDF is computed at ``rates``' own shape, once per rate, not per uniform)."""
+    count = np.zeros(uniforms.shape, dtype=np.int64)
+    for k in range(evaluations):
+        count += uniforms > binom.cdf(k, evaluations, rates)
+    return count
 
 
-def detection_probability(groups: Sequence[tuple[int, float, float]], level: float, cells: int) -> float:
-    """P(p < level / cells) for the won/lost law of ``groups`` (Holm's first step)."""
-    dist = won_lost_distribution(groups)
-    p = _p_table(dist.shape[0] - 1)
-    return float(dist[np.nan_to_num(p, nan=1.0) < level / max(cells, 1)].sum())
+class DeltaIdDraws:
+    """The uniforms of ``draws`` ΔID replicates: the run's seed quantiles (draws, seeds), its
+    per-(seed, task) evaluation uniforms and the initial policy's per-task ones."""
+
+    def __init__(self, tasks: int, seeds: int, draws: int, seed: int):
+        rng = np.random.default_rng([seed, tasks, seeds])
+        self.seed_quantiles = rng.random((draws, seeds))
+        self.evaluations = rng.random((draws, seeds, tasks), dtype=np.float32)
+        self.base = rng.random((draws, tasks), dtype=np.float32)
+
+    def head(self, count: int) -> "DeltaIdDraws":
+        """The first ``count`` replicates (views, not copies)."""
+        part = object.__new__(DeltaIdDraws)
+        part.seed_quantiles, part.evaluations, part.base = (self.seed_quantiles[:count], self.evaluations[:count],
+                                                            self.base[:count])
+        return part
 
 
-def delta_id_power(p0: float, delta_points: float, tasks: int, run_evals: int, level: float, cells: int) -> float:
-    """Power of a ΔID of ``delta_points`` from base rate ``p0`` on ``tasks`` tasks, the run with
-    ``run_evals`` evaluations per task against one of the initial policy. One each: the exact
-    sign test's law. More: ``stats.paired_test`` uses the within-task permutation test, whose
-    power is taken from its normal approximation (T's mean and variance under the model; its null
-    variance per task S (m + 1 − S) / m² at S successes of the m + 1 evaluations)."""
-    p1 = min(1.0, p0 + delta_points / 100.0)
-    if run_evals == 1:
-        win, loss = task_outcome_probabilities(Arm(p0, 1), Arm(p1, 1))
-        return detection_probability([(tasks, win, loss)], level, cells)
-    m = run_evals
-    mean_s = m * p1 + p0
-    second_s = m * p1 * (1 - p1) + p0 * (1 - p0) + mean_s ** 2
-    null_sd = math.sqrt(tasks * ((m + 1) * mean_s - second_s) / m ** 2)
-    sd = math.sqrt(tasks * (p1 * (1 - p1) / m + p0 * (1 - p0)))
-    if sd == 0:
-        return 1.0 if tasks * (p1 - p0) > 0 else 0.0
-    z = norm.isf(level / max(cells, 1) / 2)
-    shift = tasks * (p1 - p0)
-    return float(norm.sf((z * null_sd - shift) / sd) + norm.cdf((-z * null_sd - shift) / sd))
+class Rejections(NamedTuple):
+    """Per replicate: whether the rule resolves the cell and (where asked for) whether the
+    task-paired test alone rejects (None otherwise: the rule computes it only where the seed test
+    rejects)."""
+
+    rule: np.ndarray
+    tasks: np.ndarray | None
 
 
-def delta_ood_power(rates: dict[str, float], tasks: dict[str, int], change_pct: float, run_evals: int,
-                    level: float, cells: int) -> float:
-    """Power of a ΔOOD of ``change_pct`` (every OOD domain's rate x (1 + change/100)), intervention
-    run vs default run, each with ``run_evals`` evaluations per task, the domains' tasks pooled."""
-    groups = []
-    for domain, rate in rates.items():
-        win, loss = task_outcome_probabilities(Arm(rate, run_evals), Arm(rate * (1 + change_pct / 100.0), run_evals))
-        groups.append((tasks[domain], win, loss))
-    return detection_probability(groups, level, cells)
+def delta_id_rejections(p0: float, delta_points: float, tasks: int, design: Design, tau: float,
+                        draws: DeltaIdDraws, task_test_everywhere: bool = False) -> Rejections:
+    """Per replicate, whether the rule resolves a ΔID of ``delta_points`` from base rate ``p0`` at
+    ``design.cell_level``: the run's seeds (``seed_rates`` around p0 + Δ, sd ``tau``) x checkpoints
+    against one evaluation of the initial policy per task, through the tables' batched tests."""
+    level, m = design.cell_level, design.seeds * design.checkpoints
+    rates = seed_rates(draws.seed_quantiles, p0 + delta_points / 100.0, tau)
+    run = successes(draws.evaluations, rates[:, :, None], design.checkpoints)  # (draws, seeds, tasks)
+    base = (draws.base < p0).astype(np.int64)
+    # the seed-level test: the run's per-seed means against the base's mean and binomial bound
+    per_seed = run.mean(axis=2) / design.checkpoints
+    smoothed = (base.sum(axis=1) + 1.0) / (tasks + 2.0)
+    effect = per_seed.mean(axis=1) - base.mean(axis=1)
+    seed_variance = per_seed.var(axis=1, ddof=1) / design.seeds if design.seeds > 1 else np.full(effect.shape, np.nan)
+    seeds_reject = (stats.seed_level_rejects(effect, [smoothed * (1 - smoothed) / tasks, seed_variance],
+                                             [math.inf, design.seeds - 1.0], level)
+                    if design.seeds > 1 else np.zeros(effect.shape, dtype=bool))
+    # the task-paired test: where the seed test rejects (all the rule needs), or everywhere
+    chosen = np.arange(effect.size) if task_test_everywhere else np.flatnonzero(seeds_reject)
+    tasks_reject = np.zeros(effect.shape, dtype=bool)
+    if chosen.size:
+        after = run[chosen].sum(axis=1)
+        if m == 1:  # one evaluation a side: the sign test
+            p = stats.sign_test_p((after > base[chosen]).sum(axis=1), (after < base[chosen]).sum(axis=1))
+        else:
+            p = stats.one_before_permutation_p(after, m, base[chosen])
+        tasks_reject[chosen] = stats.rejects(p, level)
+    return Rejections(seeds_reject & tasks_reject, tasks_reject if task_test_everywhere else None)
 
 
-def smallest_delta_id(p0: float, tasks: int, run_evals: int, level: float, cells: int) -> float:
-    """The smallest ΔID (points, on a 0.5 grid) with power >= ``POWER``; NaN when none up to 100 %."""
-    for delta in np.arange(_STEP, 100.0 * (1.0 - p0) + 1e-9, _STEP):
-        if delta_id_power(p0, float(delta), tasks, run_evals, level, cells) >= POWER:
-            return float(delta)
-    return math.nan
+class DeltaOodDraws:
+    """The uniforms of ``draws`` ΔOOD replicates, per arm (without, with): seed quantiles (one per
+    seed, shared by its OOD domains) and per-(seed, task) evaluation uniforms, tasks of every OOD
+    domain side by side."""
+
+    def __init__(self, tasks: Sequence[int], seeds: int, draws: int, seed: int):
+        rng = np.random.default_rng([seed, *tasks, seeds, 1])
+        self.seed_quantiles = [rng.random((draws, seeds)) for _ in range(2)]
+        self.evaluations = [rng.random((draws, seeds, sum(tasks)), dtype=np.float32) for _ in range(2)]
+
+    def head(self, count: int) -> "DeltaOodDraws":
+        """The first ``count`` replicates (views, not copies)."""
+        part = object.__new__(DeltaOodDraws)
+        part.seed_quantiles = [q[:count] for q in self.seed_quantiles]
+        part.evaluations = [e[:count] for e in self.evaluations]
+        return part
 
 
-def smallest_delta_ood(rates: dict[str, float], tasks: dict[str, int], run_evals: int, level: float,
-                       cells: int, sign: int) -> float:
+def delta_ood_rejections(rates: Sequence[float], tasks: Sequence[int], change_pct: float, design: Design,
+                         tau: float, draws: DeltaOodDraws, task_test_everywhere: bool = False) -> Rejections:
+    """Per replicate, whether the rule resolves a ΔOOD of ``change_pct`` (every OOD domain's rate x
+    (1 + change / 100)) of the intervention run against the default run, both with ``design``'s
+    seeds x checkpoints, at ``design.cell_level``."""
+    level, bounds = design.cell_level, np.cumsum([0, *tasks])
+    arms = []
+    for arm, factor in enumerate((1.0, 1.0 + change_pct / 100.0)):
+        arms.append(np.concatenate([  # (draws, seeds, tasks): each domain's tasks at its seeds' rates
+            successes(draws.evaluations[arm][:, :, lo:hi], seed_rates(draws.seed_quantiles[arm], rate * factor, tau)[:, :, None],
+                      design.checkpoints) for rate, lo, hi in zip(rates, bounds[:-1], bounds[1:])], axis=2))
+    # the seed-level test: Σ_domains a seed's mean success, Banerjee over the two arms' seeds
+    seed_values = [sum(a[:, :, lo:hi].mean(axis=2) for lo, hi in zip(bounds[:-1], bounds[1:])) / design.checkpoints
+                   for a in arms]
+    effect = seed_values[1].mean(axis=1) - seed_values[0].mean(axis=1)
+    if design.seeds > 1:
+        variances = [v.var(axis=1, ddof=1) / design.seeds for v in seed_values]
+        seeds_reject = stats.seed_level_rejects(effect, variances, [design.seeds - 1.0] * 2, level)
+    else:
+        seeds_reject = np.zeros(effect.shape, dtype=bool)
+    # the task-paired test: both arms have seeds x checkpoints evaluations per task, so the sign test
+    totals = [a.sum(axis=1) for a in arms]
+    p = stats.sign_test_p((totals[1] > totals[0]).sum(axis=1), (totals[1] < totals[0]).sum(axis=1))
+    tasks_reject = stats.rejects(p, level)
+    return Rejections(seeds_reject & tasks_reject, tasks_reject if task_test_everywhere else None)
+
+
+#: a bisection step first looks at this share of the replicates, and at all of them only where that
+#: estimate is within ``_COARSE_MARGIN`` standard errors of ``POWER`` (the decision it would make
+#: otherwise is wrong with probability < 1e-4); the same replicates' first rows: same answer, faster
+_COARSE_SHARE = 8
+_COARSE_MARGIN = 4.0
+
+
+def _smallest(rejections, draws, grid: np.ndarray) -> float:
+    """The first grid value whose power (``rejections(value, draws).rule.mean()``) reaches
+    ``POWER``, by bisection (power rises along the grid: common random numbers); NaN when not even
+    the last does."""
+    total = draws.evaluations[0].shape[0] if isinstance(draws.evaluations, list) else draws.evaluations.shape[0]
+    coarse = draws.head(max(total // _COARSE_SHARE, 1))
+    coarse_se = math.sqrt(POWER * (1 - POWER) / max(total // _COARSE_SHARE, 1))
+
+    def reaches(value: float) -> bool:
+        estimate = float(rejections(float(value), coarse).rule.mean())
+        if abs(estimate - POWER) > _COARSE_MARGIN * coarse_se:
+            return estimate >= POWER
+        return float(rejections(float(value), draws).rule.mean()) >= POWER
+
+    if grid.size == 0 or not reaches(grid[-1]):
+        return math.nan
+    low, high = -1, grid.size - 1  # grid[high] reaches POWER; grid[low] does not (or there is none)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if reaches(grid[middle]):
+            high = middle
+        else:
+            low = middle
+    return float(grid[high])
+
+
+def delta_id_power(p0: float, delta_points: float, tasks: int, design: Design, tau: float,
+                   draws: int = DRAWS, seed: int = 0) -> float:
+    """Share of ``draws`` simulated ΔID cells (module doc) that the rule resolves."""
+    if design.seeds < 2:
+        return 0.0
+    return float(delta_id_rejections(p0, delta_points, tasks, design, tau, _id_draws(tasks, design, draws, seed)).rule.mean())
+
+
+def smallest_delta_id(p0: float, tasks: int, design: Design, tau: float, draws: int = DRAWS, seed: int = 0) -> float:
+    """The smallest ΔID (points, on a 0.5 grid) with power >= ``POWER``; NaN when none up to 100 %
+    (always with one seed)."""
+    if design.seeds < 2:
+        return math.nan
+    grid = np.arange(_STEP, 100.0 * (1.0 - p0) + 1e-9, _STEP)
+    return _smallest(lambda delta, part: delta_id_rejections(p0, delta, tasks, design, tau, part),
+                     _id_draws(tasks, design, draws, seed), grid)
+
+
+def delta_ood_power(rates: Sequence[float], tasks: Sequence[int], change_pct: float, design: Design, tau: float,
+                    draws: int = DRAWS, seed: int = 0) -> float:
+    """Share of ``draws`` simulated ΔOOD cells (module doc) that the rule resolves."""
+    if design.seeds < 2:
+        return 0.0
+    uniforms = _ood_draws(tuple(tasks), design, draws, seed)
+    return float(delta_ood_rejections(rates, tasks, change_pct, design, tau, uniforms).rule.mean())
+
+
+def smallest_delta_ood(rates: Sequence[float], tasks: Sequence[int], design: Design, tau: float, sign: int,
+                       draws: int = DRAWS, seed: int = 0) -> float:
     """The smallest ΔOOD (percent; ``sign`` +1 an increase, -1 a decrease) with power >= ``POWER``;
-    NaN when none (a decrease stops at -100 %, an increase where a rate would pass 100 %)."""
-    top = 100.0 if sign < 0 else 100.0 * (1.0 / max(max(rates.values()), 1e-9) - 1.0)
-    for size in np.arange(_STEP, min(top, 1000.0) + 1e-9, _STEP):
-        if delta_ood_power(rates, tasks, sign * float(size), run_evals, level, cells) >= POWER:
-            return sign * float(size)
-    return math.nan
+    NaN when none (a decrease stops at -100 %, an increase where a rate would pass 100 %; always
+    with one seed)."""
+    if design.seeds < 2:
+        return math.nan
+    top = 100.0 if sign < 0 else 100.0 * (1.0 / max(max(rates), 1e-9) - 1.0)
+    grid = np.arange(_STEP, min(top, 1000.0) + 1e-9, _STEP)
+    return sign * _smallest(lambda size, part: delta_ood_rejections(rates, tasks, sign * size, design, tau, part),
+                            _ood_draws(tuple(tasks), design, draws, seed), grid)
+
+
+def _id_draws(tasks: int, design: Design, draws: int, seed: int) -> DeltaIdDraws:
+    """The replicates' uniforms for a ΔID design (the same for every level, cell count and effect)."""
+    return _cached_id_draws(tasks, design.seeds, draws, seed)
+
+
+def _ood_draws(tasks: tuple[int, ...], design: Design, draws: int, seed: int) -> DeltaOodDraws:
+    """The replicates' uniforms for a ΔOOD design (the same for every level, cell count and effect)."""
+    return _cached_ood_draws(tasks, design.seeds, draws, seed)
+
+
+@lru_cache(maxsize=2)
+def _cached_id_draws(tasks: int, seeds: int, draws: int, seed: int) -> DeltaIdDraws:
+    return DeltaIdDraws(tasks, seeds, draws, seed)
+
+
+@lru_cache(maxsize=2)
+def _cached_ood_draws(tasks: tuple[int, ...], seeds: int, draws: int, seed: int) -> DeltaOodDraws:
+    return DeltaOodDraws(tasks, seeds, draws, seed)
 
 
 # ---------------------------------------------------------------- the configured study
@@ -159,14 +298,21 @@ def smallest_delta_ood(rates: dict[str, float], tasks: dict[str, int], run_evals
 
 def base_rates(cfg: dict, init: str) -> tuple[dict[str, float], str]:
     """Each domain's assumed base success and where it came from (module doc)."""
-    import pandas as pd
+    from gentax.io import read_result_csv
 
     assumed = {d: float(v) for d, v in cfg["eval"].get("power_base_success", {}).items()}
     path = repo_path(cfg["results"]) / "summary" / "base" / init / "default.csv"
     if path.is_file():
-        measured = pd.read_csv(path).groupby("eval_domain")["success"].mean().to_dict()
+        measured = read_result_csv(path).groupby("eval_domain")["success"].mean().to_dict()
         return {**assumed, **{d: float(v) for d, v in measured.items()}}, str(path)
     return assumed, "config eval.power_base_success"
+
+
+def seed_spread(cfg: dict) -> dict[str, float]:
+    """τ, the standard deviation of a trained seed's success, for ΔID (``id``) and ΔOOD (``ood``):
+    config ``eval.power_seed_sd``."""
+    spread = cfg["eval"]["power_seed_sd"]
+    return {"id": float(spread["id"]), "ood": float(spread["ood"])}
 
 
 @dataclass(frozen=True)
@@ -202,30 +348,33 @@ def preview(cfg: dict) -> dict:
     level = float(cfg["eval"].get("test_level", stats.TEST_LEVEL))
     seeds = len(cfg["grid"]["seeds"])
     checkpoints = len([s for s in gplan.window(cfg, cfg["grid"]["steps"]) if s > 0])
-    run_evals = seeds * checkpoints
+    tau = seed_spread(cfg)
     rates, sources = {}, {}
     for init in ("v1", "v2"):
         rates[init], sources[init] = base_rates(cfg, init)
     tables = []
+    smallest_id = lru_cache(maxsize=None)(smallest_delta_id)  # rows of one table often share a design
+    smallest_ood = lru_cache(maxsize=None)(smallest_delta_ood)
     for t in tested_cells(cfg):
+        design = Design(seeds, checkpoints, len(t.cells), level)
         rows = []
         for init, train in dict.fromkeys(t.cells):
             if t.kind == "ΔID":
                 tasks = gplan.eval_episodes(cfg, train)
                 p0 = rates[init][train]
                 rows.append({"init": init, "train_domain": train, "tasks": tasks, "base_pct": 100 * p0,
-                             "smallest": smallest_delta_id(p0, tasks, run_evals, level, len(t.cells))})
+                             "smallest": smallest_id(p0, tasks, design, tau["id"])})
             else:
                 ood = [e for e in gplan.eval_domains(cfg, init) if e != train]
-                ood_rates = {e: rates[init][e] for e in ood}
-                ood_tasks = {e: gplan.eval_episodes(cfg, e) for e in ood}
-                rows.append({"init": init, "train_domain": train, "tasks": sum(ood_tasks.values()),
-                             "base_pct": 100 * float(np.mean(list(ood_rates.values()))),
-                             "smallest_up": smallest_delta_ood(ood_rates, ood_tasks, run_evals, level, len(t.cells), +1),
-                             "smallest_down": smallest_delta_ood(ood_rates, ood_tasks, run_evals, level, len(t.cells), -1)})
+                ood_rates = tuple(rates[init][e] for e in ood)
+                ood_tasks = tuple(gplan.eval_episodes(cfg, e) for e in ood)
+                rows.append({"init": init, "train_domain": train, "tasks": sum(ood_tasks),
+                             "base_pct": 100 * float(np.mean(ood_rates)),
+                             "smallest_up": smallest_ood(ood_rates, ood_tasks, design, tau["ood"], +1),
+                             "smallest_down": smallest_ood(ood_rates, ood_tasks, design, tau["ood"], -1)})
         tables.append({"table": t.table, "kind": t.kind, "cells": len(t.cells), "rows": rows})
     return {"preset": cfg["preset"], "level": level, "power": POWER, "seeds": seeds, "checkpoints": checkpoints,
-            "base_rates": rates, "base_rate_sources": sources, "tables": tables}
+            "seed_sd": tau, "base_rates": rates, "base_rate_sources": sources, "tables": tables}
 
 
 def _fmt(value: float, unit: str) -> str:
@@ -234,9 +383,12 @@ def _fmt(value: float, unit: str) -> str:
 
 def render(result: dict) -> str:
     """The preview as text (what ``gentax plan --power`` prints)."""
-    lines = [f"Power preview ({result['preset']} preset): the smallest effect the tables' exact paired test over "
-             f"tasks resolves with {result['power']:.0%} power at level {result['level']:g}, Holm over each table's "
-             f"cells; {result['seeds']} seed(s) x {result['checkpoints']} checkpoint(s) per run's number",
+    tau = result["seed_sd"]
+    lines = [f"Power preview ({result['preset']} preset): the smallest effect the tables' rule (task-paired exact "
+             f"test AND seed-level test) resolves with {result['power']:.0%} power at level {result['level']:g}, "
+             f"Holm over each table's cells; {result['seeds']} seed(s) x {result['checkpoints']} checkpoint(s) per "
+             f"run's number; seed sd τ {100 * tau['id']:.1f} points (ΔID), {100 * tau['ood']:.1f} (ΔOOD) "
+             "(config eval.power_seed_sd)",
              "assumed base success: " + "; ".join(
                  f"{init.upper()} " + ", ".join(f"{d} {100 * r:.0f}%" for d, r in sorted(rates.items()))
                  + f" ({result['base_rate_sources'][init]})" for init, rates in result["base_rates"].items())]
@@ -249,27 +401,9 @@ def render(result: dict) -> str:
             else:
                 lines.append(where + f"smallest ΔOOD up {_fmt(r['smallest_up'], ' %')}, "
                                      f"down {_fmt(r['smallest_down'], ' %')}")
-    lines.append("none: not even success 0 % / 100 % would be resolved that often. Model: tasks alike, evaluations "
-                 "independent; Holm's first step (level / cells); gentax/study/power.py")
+    if result["seeds"] < 2:
+        lines.append("one seed: the variance between training seeds cannot be estimated, so no cell can be resolved")
+    lines.append(f"none: not even success 0 % / 100 % would be resolved that often. Model: tasks alike, evaluations "
+                 f"independent, a seed's rate Beta with sd τ; Holm's first step (level / cells); {DRAWS} simulated "
+                 "tables per effect; gentax/study/power.py")
     return "\n".join(lines) + "\n"
-
-
-# ---------------------------------------------------------------- the check
-
-
-def simulate_detection(p0: float, delta_points: float, tasks: int, run_evals: int, level: float, cells: int,
-                       trials: int, seed: int) -> float:
-    """Monte-Carlo share of trials in which one ΔID cell of ``delta_points`` is resolved beside
-    ``cells - 1`` null cells (same base rate), through the tables' ``stats.paired_test`` and
-    ``stats.resolve`` (Holm): the check of ``delta_id_power``'s law, approximation and first-step bound."""
-    rng = np.random.default_rng(seed)
-    hits = 0
-    for _ in range(trials):
-        p_values = []
-        for cell in range(cells):
-            base = (rng.random((1, tasks)) < p0).astype(float)
-            rate = p0 + (delta_points / 100.0 if cell == 0 else 0.0)
-            run = (rng.random((run_evals, tasks)) < rate).astype(float)
-            p_values.append(stats.paired_test([(base, run)]).p_value)
-        hits += stats.resolve(p_values, level)[1][0]
-    return hits / trials
