@@ -19,6 +19,7 @@ import gentax.study.checks as gchecks
 import gentax.study.controls as gcontrols
 import gentax.domains as gdomains
 import gentax.io as gio
+import gentax.progress as gprogress
 import gentax.study.plan as gplan
 import gentax.study.config as gconfig
 import gentax.provenance as gprov
@@ -62,7 +63,8 @@ if workflow.is_main_process:  # the budget of what this profile would launch (no
         print(gcost.summary_line(config, gcost.resources_from(_res.default_resources, _res.overwrite_resources)),
               file=sys.stderr)
         print(f"gentax: each job's progress goes to its log (the `log:` line of its block): "
-              f"tail -f {R}/logs/<its log>", file=sys.stderr)
+              f"tail -f {R}/logs/<its log>; a run prints the running jobs' latest lines every "
+              f"{gprogress.EVERY_S:g} s (gentax/progress.py)", file=sys.stderr)
     except ConfigError as exc:
         print(f"gentax: error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -74,6 +76,8 @@ onstart:  # a real run, before any job is started or queued: what every job need
         print(f"gentax: error: {_problem}", file=sys.stderr)
     if _unmet:
         sys.exit(2)
+    # every 15 s, each running job's latest progress line (its log's), here on the console
+    gprogress.follow(f"{R}/logs")
 
 
 include: "rules/common.smk"

@@ -137,6 +137,18 @@ def test_the_reduced_grid_runs_through_slurm(finished):
     assert ran_locally == {rule: n for rule, n in planned.items() if rule in local}, text[-3000:]
 
 
+def test_the_jobs_progress_is_in_their_logs_and_on_the_console(finished):
+    """Each RL segment's and evaluation's log has its progress lines (gentax/progress.py), and
+    Snakemake's console showed running jobs' latest lines (the Snakefile's onstart follower)."""
+    wd, proc = finished
+    logs = wd["work"] / "results" / "logs"
+    segment = next(logs.rglob("segment_0_*.log")).read_text()
+    assert re.search(r"^gentax progress: RL sokoban/default s\d+: step \d+/\d+, ", segment, flags=re.M), segment[-3000:]
+    evaluation = next(p for p in logs.rglob("*.log") if "/eval/" in str(p)).read_text()
+    assert re.search(r"^gentax progress: eval \w+.*: episode \d+/\d+, .*, done$", evaluation, flags=re.M), evaluation[-3000:]
+    assert re.search(r"^gentax: running: \[\S+\.log\] ", proc.stderr, flags=re.M), proc.stderr[-3000:]
+
+
 def test_nothing_is_stale_after_the_run(finished):
     wd, _ = finished
     assert planned_jobs(snakemake(wd, "-n", *TARGETS)) == {}

@@ -59,6 +59,7 @@ import logging
 import time
 from typing import Any
 
+from gentax import progress as gprogress
 from gentax.errors import GentaxError, short_reason
 from gentax.rollout.generators import Generation, SamplingParams, derive_seed
 from gentax.rollout.schema import EPISODE_SCHEMA, STEP_SCHEMA, Rollouts, StepTokens, table_from_rows
@@ -162,6 +163,7 @@ def collect(generator, task_seeds: list[int], cfg: CollectConfig, *, run_id: str
     tokens: list[StepTokens] = []
     episode_rows: list[dict] = []
     clock = _Clock()
+    gprogress.episodes_planned(len(plan))  # the job's progress line (gentax.progress), if a job is active
     stats = {"response_tokens": 0, "prompt_tokens": 0, "turns": 0}
     try:
         batches = [plan[i : i + batch_size] for i in range(0, len(plan), batch_size)]
@@ -264,6 +266,7 @@ def _run_batch(generator, pool, tasks, batch, cfg, run_id, step_rows, tokens, cl
                 tokens.append(StepTokens(generation.prompt_ids, generation.response_ids, generation.logprobs))
                 batch_tokens += len(generation.response_ids)
                 stats["response_tokens"] += len(generation.response_ids)
+                gprogress.tokens(len(generation.response_ids))
                 stats["prompt_tokens"] += len(generation.prompt_ids)
                 t.history.append((view.text, p.action if p.action is not None else _raw_action(p)))
                 t.obs = obs
@@ -275,6 +278,7 @@ def _run_batch(generator, pool, tasks, batch, cfg, run_id, step_rows, tokens, cl
                     t.done, t.won, t.truncated = True, bool(info.get("won")), bool(info.get("truncated"))
                     t.error = _error_reason(info)
                     bar.update(1)
+                    gprogress.episode_finished()
             stats["turns"] += 1
             bar.set_postfix(turn=turn, tok_s=f"{batch_tokens / batch_gen_s:.1f}" if batch_gen_s else "-")
             clock.lap("other_s")

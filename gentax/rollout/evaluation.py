@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gentax import io as gio
+from gentax import progress as gprogress
 from gentax.errors import GentaxError, short_reason
 from gentax.io import write_json
 from gentax.rollout.collector import CollectConfig, collect
@@ -136,7 +137,8 @@ def evaluate(generator, task_seeds: list[int], cfg: CollectConfig, out_prefix: s
              meta: dict[str, Any] | None = None, pool=None, progress: bool = True,
              errors_as_losses: bool = False) -> dict[str, Any]:
     """Roll out ``task_seeds`` under ``cfg``, write the tables and the summary JSON."""
-    with output_lock(out_prefix):
+    with output_lock(out_prefix), gprogress.job(f"eval {cfg.domain} {run_id}".strip(), len(task_seeds) * cfg.group_size,
+                                                "episode"):
         _remove_temporaries(out_prefix)
         rollouts = collect(generator, task_seeds, cfg, run_id=run_id, pool=pool, progress=progress)
         return _replace_result(rollouts, out_prefix, lambda files: {
@@ -162,7 +164,8 @@ def measure_properties(generator, task_seeds: list[int], cfg: CollectConfig, out
     cfg = dataclasses.replace(cfg, max_steps=t_max, aug_eps=int(aug.get("eps", 0)), aug_p=float(aug.get("p", 0.0)),
                               aug_kind=aug.get("kind", cfg.aug_kind))
     cfg.validate()
-    with output_lock(out_prefix):
+    with output_lock(out_prefix), gprogress.job(f"properties {cfg.domain} {run_id}".strip(),
+                                                len(task_seeds) * cfg.group_size, "episode"):
         _remove_temporaries(out_prefix)
         rollouts = collect(generator, task_seeds, cfg, run_id=run_id, progress=progress)
         measures = property_measures(rollouts.steps_frame(), rollouts.episodes_frame(), t_max=t_max, tokenizer=tokenizer)

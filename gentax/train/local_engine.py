@@ -74,6 +74,7 @@ from typing import Any
 import numpy as np
 
 from gentax import io as gio
+from gentax import progress as gprogress
 from gentax.errors import ConfigError, GentaxError
 from gentax.io import atomic_path, write_json
 from gentax.train import grpo, runs
@@ -516,7 +517,9 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
                                     experiment=experiment_name(domain, variant, seed))
     policy.model.eval()
     bar = tqdm(total=end, initial=resume, desc=f"RL {domain}/{variant} s{seed}", unit="step", disable=not progress)
+    job_progress = gprogress.job(f"RL {domain}/{variant} s{seed}", end, "step", done=resume)  # the log's line
     try:
+        job_progress.start()
         for step in range(resume + 1, end + 1):
             started, cpu_started = time.perf_counter(), time.process_time()
             step_seed = derive_seed(seed, "rl-step", step)
@@ -564,7 +567,9 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
             bar.update(1)
             bar.set_postfix(success=f"{row['id_success']:.2f}", invalid=f"{row['invalid_rate']:.2f}",
                             loss=f"{row['loss']:.3g}", kl=f"{row['kl']:.2g}", s=f"{row['seconds']:.0f}")
+            job_progress.advance()
     finally:
+        job_progress.stop()
         bar.close()
         metrics_log.close()
     return 0

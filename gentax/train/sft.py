@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -60,7 +61,8 @@ from typing import Any
 import yaml
 
 from gentax import io as gio
-from gentax.errors import GentaxError
+from gentax import progress as gprogress
+from gentax.errors import GentaxError, short_reason
 from gentax.io import repo_path
 from gentax.train import tracking as gtracking
 from gentax.train.sft_config import SFTConfig
@@ -258,6 +260,10 @@ def _float32_copy(init_model: Path, where: Path) -> Path:
     return where
 
 
+#: a progress bar's "k/n [" (the HF trainer's tqdm, which LlamaFactory prints)
+_STEP_COUNTER = re.compile(r"\b(\d+)/(\d+) \[")
+
+
 def _run(cli: Path, command: str, args: dict[str, Any], scratch: Path, log_lines: list[str], stream,
          extra_env: dict[str, str] | None = None) -> None:
     """Run ``llamafactory-cli COMMAND args.yaml``, echoing its output; raise on failure."""
@@ -279,14 +285,22 @@ def _run(cli: Path, command: str, args: dict[str, Any], scratch: Path, log_lines
     log_lines.append("$ " + " ".join(argv) + "\n")
     stream.write(log_lines[-1])
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                          cwd=scratch, preexec_fn=_end_with_parent) as proc:
-        for line in proc.stdout:
+                          cwd=scratch, preexec_fn=_end_with_parent) as proc, \
+            gprogress.job(f"SFT {command} {scratch.name}", 0, "step") as job_progress:
+        for line in proc.stdout:  # text mode: a progress bar's carriage returns end lines too
             log_lines.append(line)
             stream.write(line)
+            counted = _STEP_COUNTER.search(line)
+            if counted:
+                job_progress.at(int(counted.group(1)), int(counted.group(2)))
         code = proc.wait()
-    if code != 0:
+    if code != 0:  # its whole output is in the job's log already: the error is one line
         tail = "".join(log_lines[-15:])
-        raise GentaxError(f"`{CLI_NAME} {command}` failed with exit code {code}; its last lines:\n{tail}")
+        full = "No space left on device" in tail or "os error 28" in tail
+        where = f"; {gio.free_space(scratch)}" if full else ""
+        last = next((line.strip() for line in reversed(log_lines) if line.strip()), "no output")
+        raise GentaxError(f"`{CLI_NAME} {command}` failed with exit code {code}: {short_reason(last)}{where} "
+                          f"(its output is in the job's log)")
 
 
 def _end_with_parent() -> None:
