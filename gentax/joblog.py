@@ -101,8 +101,9 @@ def _attempts(path: Path) -> int:
 def option(argv: list[str]) -> str | None:
     """The ``--log FILE`` of a command line (None without one), read before the parser is built: the
     log takes the output of everything after it, the parser's errors included."""
-    if "--log" in argv:
-        at = argv.index("--log")
-        if at + 1 < len(argv):
+    for at, word in enumerate(argv):
+        if word == "--log" and at + 1 < len(argv):
             return argv[at + 1]
+        if word.startswith("--log="):  # argparse's other spelling of the same option
+            return word.split("=", 1)[1]
     return None

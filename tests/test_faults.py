@@ -997,3 +997,12 @@ def test_snakemake_keeps_a_jobs_log_across_its_attempts(tmp_path):
     assert [h.split(":")[0] for h in headers] == ["==== gentax attempt 1", "==== gentax attempt 2"], text
     assert all(h.endswith(" UTC: gentax tasks") for h in headers), headers
     assert text.count("sokoban: 16 eval tasks, fingerprint ") == 2, text
+
+
+def test_the_log_option_is_read_in_both_spellings():
+    """``--log FILE`` and ``--log=FILE`` (argparse takes both): the log is attached before the parser."""
+    from gentax.joblog import option
+
+    assert option(["eval", "--job", "{}", "--log", "a.log"]) == "a.log"
+    assert option(["eval", "--job", "{}", "--log=b.log"]) == "b.log"
+    assert option(["eval", "--job", "{}"]) is None
