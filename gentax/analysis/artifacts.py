@@ -10,7 +10,7 @@ Contract (docs/contracts.md "Plan")::
 Everything else derives from it: what the plan builds and what each output reads
 (``gentax.study.plan``: ``table_names``, ``figure_names``, ``artifact_variants``, ``artifact_runs``,
 ``artifact_inputs``, ``jobs`` and so the cost preview), the table and figure names and the
-dispatch of ``gentax.analysis.build.build_one``. Adding a table is one entry here plus its builder.
+dispatch of ``gentax.analysis.tables.build_one``. Adding a table is one entry here plus its builder.
 
 An entry says:
 
