@@ -68,8 +68,10 @@ class Job:
             self.done, self.total = int(done), int(total)
 
     def episodes_planned(self, total: int) -> None:
+        """``total`` more episodes in the running unit (a mixture's step collects once per domain)."""
         with self._lock:
-            self.unit_episodes = (0, int(total))
+            done, planned = self.unit_episodes or (0, 0)
+            self.unit_episodes = (done, planned + int(total))
 
     def episode_finished(self) -> None:
         with self._lock:
@@ -86,7 +88,7 @@ class Job:
     def line(self) -> str:
         with self._lock:
             elapsed = time.monotonic() - self.started
-            parts = [f"{self.unit} {self.done}/{self.total}"]
+            parts = [f"{self.unit} {self.done}/{self.total}"] if self.total > 0 else []  # 0: no count (an export)
             if self.unit_episodes and self.unit != "episode":
                 parts.append(f"{self.unit_episodes[0]}/{self.unit_episodes[1]} episodes of {self.unit} {self.done + 1}")
             if self.token_count and elapsed > 0:
@@ -95,7 +97,7 @@ class Job:
             finished = self.done - self.first_done
             if 0 < finished and self.done < self.total:
                 parts.append(f"ETA {_span(elapsed / finished * (self.total - self.done))}")
-            elif self.done >= self.total:
+            elif self.done >= self.total > 0:
                 parts.append("done")
         return f"{PREFIX}{self.what}: {', '.join(parts)}"
 
@@ -104,8 +106,9 @@ class Job:
         if unless_said and line == self._said:
             return
         self._said = line
-        try:
-            print(line, file=self.stream, flush=True)
+        try:  # one write: the job's own output (LlamaFactory's, echoed) shares the stream
+            self.stream.write(line + "\n")
+            self.stream.flush()
         except (OSError, ValueError):  # a closed or full log: progress is no reason to stop the job
             pass
 
@@ -124,6 +127,8 @@ class Job:
         """Stop the heartbeat and say the last line (where it ended), unless just said."""
         global _active
         self._stop.set()
+        if self._thread is not None:  # its last line, if it was saying one, comes before the final one
+            self._thread.join(timeout=5)
         self.say(unless_said=True)
         if _active is self:
             _active = self._outer
@@ -196,7 +201,14 @@ def new_lines(logs: Path, seen: dict[Path, str], since: float) -> Iterator[str]:
 def follow(logs: str | os.PathLike, every: float | None = None, stream=None) -> threading.Thread | None:
     """Start the console's daemon thread over the job logs below ``logs`` (module doc); None when
     switched off (``GENTAX_PROGRESS_EVERY=0``)."""
-    every = float(os.environ.get("GENTAX_PROGRESS_EVERY", EVERY_S)) if every is None else float(every)
+    if every is None:
+        given = os.environ.get("GENTAX_PROGRESS_EVERY", str(EVERY_S))
+        try:
+            every = float(given)
+        except ValueError:
+            print(f"gentax: note: GENTAX_PROGRESS_EVERY={given!r} is no number of seconds; no progress lines "
+                  "on the console", file=sys.stderr)
+            return None
     if every <= 0:
         return None
     stream = stream or sys.stderr
@@ -207,8 +219,11 @@ def follow(logs: str | os.PathLike, every: float | None = None, stream=None) -> 
         while True:
             time.sleep(every)
             now = time.time()
-            for line in new_lines(logs, seen, last - every):
-                print(f"gentax: running: {line}", file=stream, flush=True)
+            try:  # a log folder removed mid-scan, a closed console: the next look tries again
+                for line in new_lines(logs, seen, last - every):
+                    print(f"gentax: running: {line}", file=stream, flush=True)
+            except (OSError, ValueError):
+                pass
             last = now
 
     thread = threading.Thread(target=watch, name="gentax-progress-follow", daemon=True)

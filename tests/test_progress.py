@@ -112,3 +112,14 @@ def test_the_console_shows_each_running_jobs_newest_line_once(tmp_path):
 def test_the_console_follower_is_off_at_zero_seconds(monkeypatch, tmp_path):
     monkeypatch.setenv("GENTAX_PROGRESS_EVERY", "0")
     assert progress.follow(tmp_path) is None
+
+
+def test_a_mixture_steps_episodes_add_up_and_a_job_without_a_count_claims_no_end():
+    job = progress.Job("RL mix", 2, "step", every=0, stream=Lines())
+    with job:
+        progress.episodes_planned(8)  # a mixture's step: one collect per domain
+        progress.episodes_planned(4)
+        progress.episode_finished()
+        assert "1/12 episodes of step 1" in job.line()
+    export = progress.Job("SFT export", 0, "step", every=0, stream=Lines())
+    assert export.line().startswith("gentax progress: SFT export: 0s elapsed") and "done" not in export.line()

@@ -143,7 +143,7 @@ def test_the_jobs_progress_is_in_their_logs_and_on_the_console(finished):
     wd, proc = finished
     logs = wd["work"] / "results" / "logs"
     segment = next(logs.rglob("segment_0_*.log")).read_text()
-    assert re.search(r"^gentax progress: RL sokoban/default s\d+: step \d+/\d+, ", segment, flags=re.M), segment[-3000:]
+    assert re.search(r"^gentax progress: RL sokoban/\w+ s\d+: step \d+/\d+, ", segment, flags=re.M), segment[-3000:]
     evaluation = next(p for p in logs.rglob("*.log") if "/eval/" in str(p)).read_text()
     assert re.search(r"^gentax progress: eval \w+.*: episode \d+/\d+, .*, done$", evaluation, flags=re.M), evaluation[-3000:]
     assert re.search(r"^gentax: running: \[\S+\.log\] ", proc.stderr, flags=re.M), proc.stderr[-3000:]

@@ -262,6 +262,8 @@ def _float32_copy(init_model: Path, where: Path) -> Path:
 
 #: a progress bar's "k/n [" (the HF trainer's tqdm, which LlamaFactory prints)
 _STEP_COUNTER = re.compile(r"\b(\d+)/(\d+) \[")
+#: a line that names an exception (the reason a failed run gives, wherever its report ends)
+_ERROR_LINE = re.compile(r"\b\w+(Error|Exception)\b")
 
 
 def _run(cli: Path, command: str, args: dict[str, Any], scratch: Path, log_lines: list[str], stream,
@@ -286,19 +288,21 @@ def _run(cli: Path, command: str, args: dict[str, Any], scratch: Path, log_lines
     stream.write(log_lines[-1])
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                           cwd=scratch, preexec_fn=_end_with_parent) as proc, \
-            gprogress.job(f"SFT {command} {scratch.name}", 0, "step") as job_progress:
+            gprogress.job(f"SFT {command}", int(args.get("max_steps") or 0),
+                          "step") as job_progress:
         for line in proc.stdout:  # text mode: a progress bar's carriage returns end lines too
             log_lines.append(line)
             stream.write(line)
             counted = _STEP_COUNTER.search(line)
-            if counted:
-                job_progress.at(int(counted.group(1)), int(counted.group(2)))
+            if counted and int(counted.group(2)) == job_progress.total > 0:  # the training bar, not a loading one
+                job_progress.at(int(counted.group(1)), job_progress.total)
         code = proc.wait()
     if code != 0:  # its whole output is in the job's log already: the error is one line
         tail = "".join(log_lines[-15:])
         full = "No space left on device" in tail or "os error 28" in tail
         where = f"; {gio.free_space(scratch)}" if full else ""
-        last = next((line.strip() for line in reversed(log_lines) if line.strip()), "no output")
+        last = next((line.strip() for line in reversed(log_lines) if _ERROR_LINE.search(line)),  # torchrun's
+                    next((line.strip() for line in reversed(log_lines) if line.strip()), "no output"))  # report ends in =====
         raise GentaxError(f"`{CLI_NAME} {command}` failed with exit code {code}: {short_reason(last)}{where} "
                           f"(its output is in the job's log)")
 
