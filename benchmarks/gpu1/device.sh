@@ -45,18 +45,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 seconds=$1; shift
-nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader
-# only what a call carries is in the checkout on the device: each call keeps its part in /tmp, which
-# lasts while the machine stays warm (30 s after a call: make the calls back to back)
-mkdir -p "$S/carry" && cp -r "$parts_root"/.gpu1p* "$S/carry/" 2>/dev/null
-python3 "$here/benchmarks/gpu1/install.py" "$S/carry" "$S/bundle" --check
+. "$here/benchmarks/gpu1/bundle_env.sh"  # the carried bundle: checked, installed, exported
 case $? in 0) ;; 1) exit 0 ;; *) exit 2 ;; esac  # 1: this call brought one part of several
-python3 "$here/benchmarks/gpu1/install.py" "$S/carry" "$S/bundle" || exit 2
-B=$S/bundle
-export PYTHONPATH=$B/site PATH=$B/bin:$B/jre/bin:$PATH JAVA_HOME=$B/jre DISABLE_VERSION_CHECK=1 \
-       HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
-# NVLink multicast stays off (the lent machines ask for it); vLLM without flashinfer (not carried)
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 VLLM_USE_FLASHINFER_SAMPLER=0
 # up to 12 jobs share the GPU (profiles/gpu1): each evaluation's vLLM engine takes 6 % of it (8.6 GB
 # of an H200: the 135M model's weights, its profile run and KV for thousands of tokens), eager mode
 # (a few hundred decode steps a job: start-up matters more; gentax.rollout.generators.VLLM_ENGINE_ENV)

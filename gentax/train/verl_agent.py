@@ -12,6 +12,10 @@
   with two methods replaced: ``_compute_advantage`` uses ``gentax.train.grpo.step_advantages``
   (paper's trajectory normalisation or verl-agent's cross-step one, plus the per-step invalid
   penalty), and ``_compute_metrics`` also appends the run's ``metrics.csv`` row.
+- Phase trace (measurement only, off unless ``PHASE_TRACE_ENV`` names a file): the trainer appends
+  one JSON line per timed phase of verl's step (gen, old_log_prob, ref, adv, update_actor,
+  update_weights, save_checkpoint): its wall-clock interval and the actor worker's torch peak
+  memory over it (benchmarks/paper_shape/measure.py).
 - ``ExportCheckpoint``: verl checkpoint callback converting each saved FSDP checkpoint into the
   HF folder ``RUN_DIR/checkpoints/step_<N>`` (``verl_engine.export_checkpoint``).
 
@@ -23,6 +27,7 @@ path, and check ``step_sample_advantages`` / ``outputs_from_rollouts`` on real r
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import time
@@ -36,7 +41,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from gentax.train import grpo, runs
-from gentax.train.verl_shared import AGENT_NAME, TRAINER_MODE, VERL_METRICS, export_checkpoint
+from gentax.train.verl_shared import AGENT_NAME, PHASE_TRACE_ENV, TRAINER_MODE, VERL_METRICS, export_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -267,9 +272,66 @@ def _as_list(values) -> list:
     return values.tolist() if hasattr(values, "tolist") else list(values)
 
 
+def actor_memory(reset: bool) -> dict[str, float]:
+    """Runs in the actor worker (rank 0): torch's peak allocated / reserved GiB since the last reset,
+    and what is allocated now; ``reset`` starts a new peak."""
+    import torch
+
+    gib = 1024**3
+    out = {"torch_max_allocated_gib": torch.cuda.max_memory_allocated() / gib,
+           "torch_max_reserved_gib": torch.cuda.max_memory_reserved() / gib,
+           "torch_allocated_gib": torch.cuda.memory_allocated() / gib}
+    if reset:
+        torch.cuda.reset_peak_memory_stats()
+    return out
+
+
+def traced_timer(timer, trainer, path: str):
+    """verl's ``marked_timer`` that also appends the phase's interval and the actor worker's torch
+    peak over it to ``path`` (JSON lines); "step" (which holds the others) is timed, not reset."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def timed(name, timing_raw, *args, **kwargs):
+        inner = name != "step"
+        if inner:
+            worker_memory(trainer, reset=True)
+        start = time.time()
+        with timer(name, timing_raw, *args, **kwargs):
+            yield
+        row = {"phase": name, "step": trainer.global_steps, "start": start, "end": time.time()}
+        row.update(worker_memory(trainer, reset=True) if inner else {})
+        with open(path, "a") as fh:
+            fh.write(json.dumps(row) + "\n")
+
+    return timed
+
+
+def worker_memory(trainer, *, reset: bool) -> dict:
+    """``actor_memory`` of the trainer's actor worker (rank 0), or the error that prevented it."""
+    try:
+        found = trainer.actor_rollout_wg.execute_func_rank_zero(actor_memory, reset)
+        return found[0] if isinstance(found, list) else found
+    except Exception as exc:  # a measurement aid: never fail the run
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 @register_trainer(TRAINER_MODE)
 class GentaxPPOTrainer(PPOTrainerSync):
     """verl's sync V1 trainer with gentax's advantages and metrics log (see module docstring)."""
+
+    def fit(self, *args, **kwargs):
+        import os
+
+        path = os.environ.get(PHASE_TRACE_ENV)
+        if path:  # the phase trace (module docstring): verl's timer, where its step looks it up
+            from verl.trainer.ppo.v1 import trainer_base, trainer_sync
+
+            with open(path, "a") as fh:
+                fh.write(json.dumps({"phase": "fit", "start": time.time(), **worker_memory(self, reset=False)}) + "\n")
+            for module in (trainer_base, trainer_sync):
+                module.marked_timer = traced_timer(module.marked_timer, self, path)
+        return super().fit(*args, **kwargs)
 
     def _compute_advantage(self, batch, metrics):
         import torch

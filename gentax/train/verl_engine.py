@@ -76,7 +76,7 @@ from gentax.errors import ConfigError
 from gentax.runspec import RunSpec
 from gentax.train import runs
 from gentax.train.config import RLConfig
-from gentax.train.verl_shared import AGENT_NAME, TRAINER_MODE, export_checkpoint  # noqa: F401  (re-exported)
+from gentax.train.verl_shared import AGENT_NAME, PHASE_TRACE_ENV, TRAINER_MODE, export_checkpoint  # noqa: F401  (re-exported)
 
 #: verl_plugin's (variable, module): importing verl_plugin itself needs verl, so it is named here
 PLUGIN_ENV = ("VERL_USE_EXTERNAL_MODULES", "gentax.train.verl_plugin")
@@ -214,6 +214,8 @@ def verl_overrides(
     # every verl process imports gentax's plugin on `import verl`: rollout.name=hf resolves there
     plugin_var, plugin_module = PLUGIN_ENV
     pairs.append((f"+ray_kwargs.ray_init.runtime_env.env_vars.{plugin_var}", plugin_module))
+    if os.environ.get(PHASE_TRACE_ENV):  # measurement only (verl_shared.PHASE_TRACE_ENV)
+        pairs.append((f"+ray_kwargs.ray_init.runtime_env.env_vars.{PHASE_TRACE_ENV}", os.environ[PHASE_TRACE_ENV]))
     overrides = [f"{key}={_hydra_value(value)}" for key, value in pairs]
     run_fields = settings.pop("run")  # one override per field: gentax.run.<field> (readable, printed one by one)
     overrides += [f"+gentax.run.{key}={_hydra_value(value)}" for key, value in run_fields.items()]
