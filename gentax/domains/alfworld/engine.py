@@ -14,9 +14,12 @@ Traps handled here, in one place:
   the variable at a temporary folder for the import only, then removes the folder and restores
   the variable: nothing is written outside gentax's own cache.
 - ``fast_downward.pddl2sas`` (called by TextWorld twice per ``PddlState``, and a ``PddlState``
-  is built by both ``load`` and ``reset``) overwrites ``sys.argv``. ``engine_call`` restores it
-  and memoises the translation of the current problem, so ``load`` + ``reset`` translate twice,
-  not four times (translation is most of the cost of starting an episode).
+  is built by both ``load`` and ``reset``) overwrites ``sys.argv``; ``engine_call`` restores it.
+- TextWorld parses a game's grammar (120 ms) and translates its PDDL (70 ms on a small scene,
+  350 ms on a whole floor plan) on every ``load``: most of a reset. Inside ``engine_call`` both
+  go through ``GAME_CACHE``, a per-process LRU (``GameCache``), so a game is parsed and
+  translated once per process, however many episodes and envs reset it (a reset: 240 -> 35 ms
+  on a small scene, 460 -> 85 ms on a whole one; ``benchmarks/alfworld_reset.py``).
 - Each ``PddlEnv`` loads a private 33 MB copy of ``libdownward.so`` (the library keeps one
   global planning state); unloading one crashes the next load, so ``close_engine`` keeps the
   copy for the next engine of the process instead.
@@ -25,6 +28,7 @@ Traps handled here, in one place:
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import importlib
 import importlib.util
@@ -32,8 +36,9 @@ import os
 import shutil
 import sys
 import tempfile
+from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from gentax.errors import GentaxError
 
@@ -71,6 +76,66 @@ def domain_files() -> tuple[str, str]:
     return (data / "alfred.pddl").read_text(), (data / "alfred.twl2").read_text()
 
 
+class _LRU:
+    """A bounded key -> value map that forgets the least recently used entry; counts its work."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.entries: OrderedDict[Any, Any] = OrderedDict()
+        self.made = 0  # values computed (misses)
+        self.reused = 0  # values served from the map (hits)
+
+    def get(self, key, make: Callable[[], Any]):
+        if key in self.entries:
+            self.entries.move_to_end(key)
+            self.reused += 1
+            return self.entries[key]
+        value = make()
+        self.made += 1
+        self.entries[key] = value
+        if len(self.entries) > self.size:
+            self.entries.popitem(last=False)
+        return value
+
+
+class GameCache:
+    """What TextWorld parses from a game's text, kept for the next ``load`` of the same game.
+
+    Two kinds of entries, each keyed by the very text it is computed from (an edited or
+    regenerated game is a new key, never a stale hit):
+
+    - ``grammars``: the parse of a game's ``grammar`` (its actions and text grammar, what
+      ``GameLogic`` is built from). Each use gets a deep copy (2-4 ms against 120 ms to
+      parse), so no engine can change the grammar another engine is playing with.
+    - ``translations``: fast-downward's translation of (domain, problem, optimize), a
+      (PDDL task, SAS text) pair, shared: the SAS is a ``str`` and TextWorld only reads the task
+      (the same pair already served both ``PddlState``s of one ``load`` + ``reset``).
+
+    Everything that changes during an episode (fast-downward's loaded state, the facts, the
+    entity names) is still built per ``load``/``reset``, so an episode plays exactly as without
+    the cache. ``max_games`` bounds the grammars at that many games and the translations at
+    two per game (plain and optimized). The default, 64, holds a 64-task evaluation set or an
+    RL batch's tasks; one game's entries take 1.2 MB (small scene) to 1.7 MB (whole floor
+    plan), so at most about 110 MB per process. ``grammars.made`` / ``translations.made``
+    count parses and translations, ``.reused`` the loads spared them.
+    """
+
+    def __init__(self, max_games: int = 64):
+        self.grammars = _LRU(max_games)
+        self.translations = _LRU(2 * max_games)
+
+    def grammar(self, text: str, parse: Callable[[str], Any]):
+        return copy.deepcopy(self.grammars.get(text, lambda: parse(text)))
+
+    def translation(self, domain: str, problem: str, optimize: bool, translate: Callable[[], Any]):
+        return self.translations.get((domain, problem, optimize), translate)
+
+
+#: the process's cache of parsed games (see GameCache); None = none: each ``engine_call``
+#: scope then keeps its own, so only the ``load`` + ``reset`` of one game share a translation
+GAME_CACHE: GameCache | None = GameCache()
+#: TextWorld's parse of a whole game grammar: ``GameLogic`` calls ``_parse_and_convert(text, rule_name=this)``
+_GAME_GRAMMAR_RULE = "pddlStart"
 _ENGINE_CALL_ACTIVE = False
 #: the variable of the placeholder task fast-downward's translator writes for unsolvable problems
 _TRANSLATOR_UNSOLVABLE = "Atom dummy(val1)"
@@ -78,34 +143,42 @@ _TRANSLATOR_UNSOLVABLE = "Atom dummy(val1)"
 
 @contextlib.contextmanager
 def engine_call() -> Iterator[None]:
-    """Scope for engine calls that translate PDDL: memoised translation, ``sys.argv`` kept.
+    """Scope for engine calls that load games or translate PDDL: ``sys.argv`` kept, grammar
+    parses and translations served by ``GAME_CACHE``.
 
-    Nested scopes share the outer one's memo (a game checked by the generator and then played
-    is translated once).
+    Nested scopes share the outer one's cache (with ``GAME_CACHE`` None, a game checked by
+    the generator and then played is still translated once).
     """
     global _ENGINE_CALL_ACTIVE
     if _ENGINE_CALL_ACTIVE:
         yield
         return
     import fast_downward
+    from textworld.envs.pddl import logic as pddl_logic
 
-    original = fast_downward.pddl2sas
+    cache = GAME_CACHE if GAME_CACHE is not None else GameCache()
+    original_translate = fast_downward.pddl2sas
+    original_parse = pddl_logic._parse_and_convert
     argv = list(sys.argv)
-    memo: dict[tuple, Any] = {}
 
     def pddl2sas(domain, problem, verbose=False, optimize=False):
-        key = (domain, problem, bool(optimize))
-        if key not in memo:
-            memo[key] = original(domain, problem, verbose=verbose, optimize=optimize)
-        return memo[key]
+        translate = functools.partial(original_translate, domain, problem, verbose=verbose, optimize=optimize)
+        return cache.translation(domain, problem, bool(optimize), translate)
+
+    def parse_and_convert(*args, **kwargs):
+        if len(args) != 1 or kwargs != {"rule_name": _GAME_GRAMMAR_RULE}:
+            return original_parse(*args, **kwargs)  # not a game grammar: TextWorld's own path
+        return cache.grammar(args[0], functools.partial(original_parse, rule_name=_GAME_GRAMMAR_RULE))
 
     fast_downward.pddl2sas = pddl2sas
+    pddl_logic._parse_and_convert = parse_and_convert
     _ENGINE_CALL_ACTIVE = True
     try:
         yield
     finally:
         _ENGINE_CALL_ACTIVE = False
-        fast_downward.pddl2sas = original
+        fast_downward.pddl2sas = original_translate
+        pddl_logic._parse_and_convert = original_parse
         sys.argv[:] = argv
 
 
