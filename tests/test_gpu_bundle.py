@@ -128,3 +128,31 @@ def test_the_carry_folders_are_ignored_by_git():
     """A part left in the checkout must never travel with the working tree (64 MiB a call)."""
     done = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", ".gpu1p0/part.00"])
     assert done.returncode == 0
+
+
+def test_a_wheel_unpacks_with_its_execute_bits(tmp_path):
+    """Ray's gcs_server and raylet are executables inside its wheel: zipfile's extractall drops the
+    mode, and verl's Ray then failed to start on the GPU machine (EACCES, 2026-12-03)."""
+    import stat
+    import zipfile
+
+    wheel = tmp_path / "demo-1.0-cp312-cp312-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, mode in (("demo/bin/server", 0o755), ("demo/data.txt", 0o644)):
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (stat.S_IFREG | mode) << 16
+            archive.writestr(info, "x")
+    site = tmp_path / "site"
+    bundle.unpack_wheel(wheel, site)
+    assert os.access(site / "demo" / "bin" / "server", os.X_OK)
+    assert not os.access(site / "demo" / "data.txt", os.X_OK)
+
+
+def test_a_distribution_built_for_one_python_counts_as_binary():
+    """tensordict's ``_C.so`` has no Python tag in its name; its wheel's tag (cp311) marks it, so the
+    bundle downloads the GPU machine's cp312 build instead of copying the venv's (2026-12-03)."""
+    dists = bundle.distributions()
+    if "tensordict" not in dists:
+        pytest.skip("tensordict is not installed in the setup's venvs")
+    assert bundle.has_extension(dists["tensordict"])
+    assert not bundle.has_extension(dists["verl"])  # pure Python: copied file by file

@@ -175,3 +175,45 @@ def test_the_phase_trace_variable_reaches_verls_processes_only_when_set(monkeypa
     assert not [o for o in overrides() if o.startswith(key)]
     monkeypatch.setenv(verl_engine.PHASE_TRACE_ENV, "/tmp/trace.jsonl")
     assert [o for o in overrides() if o.startswith(key)] == [key + "/tmp/trace.jsonl"]
+
+
+RECORD = REPO / "benchmarks" / "paper_shape" / "records" / "2026-12-03"
+
+
+def test_the_memory_check_meets_the_measured_peaks_within_15_percent():
+    """gentax.study.memory at each measured run's shape and settings against the committed record
+    (one H200, 4 and 8 layers, verl without flash-attn): the update and the log-prob pass against
+    torch's peak, the rollout against nvidia-smi's (vLLM is a process of its own)."""
+    compare = _load("compare")
+    machine, records = compare.read_run(RECORD)
+    checked = 0
+    for record in (r for r in records if r["kind"] == "rl"):
+        predicted = compare.predictions(record, machine, 49152)
+        for row in compare.measured_rows(record):
+            if row["phase"] in ("gen", "old_log_prob", "update_actor"):
+                job, part, against = compare.PREDICTED_BY[row["phase"]]
+                ratio = getattr(predicted[job], part) / row[against]
+                assert 0.85 <= ratio <= 1.15, (record["phase"], row["phase"], ratio)
+                checked += 1
+    assert checked == 6
+
+
+def test_the_check_refuses_the_measured_run_on_the_papers_80_gib_gpu():
+    """The 8-layer run as measured (its log-prob pass peaked at 89.5 GiB of torch allocations) does not
+    fit an A100-80G: the plan-time check must say so, naming the phase."""
+    from gentax.errors import ConfigError
+    from gentax.study import memory
+
+    compare = _load("compare")
+    machine, records = compare.read_run(RECORD)
+    record = next(r for r in records if r["phase"] == "rl_L8")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = compare.workflow_config(record, {**machine, "gpu_total_gib": 80},
+                                      compare.measured_config(8, 49152, Path(tmp)))
+        memory.architecture.cache_clear()
+        with pytest.raises(ConfigError, match=r"rl log-probs: model states 24\.0 \+ activations 67\.\d = 91\.\d GiB "
+                                              r"per GPU vs budget 72\.0 GiB \(DOES NOT FIT"):
+            memory.check_memory(cfg)
+    memory.architecture.cache_clear()

@@ -157,7 +157,23 @@ def closure(roots, dists) -> list[str]:
 
 
 def has_extension(dist) -> bool:
-    return any(str(f).endswith(".so") and "cpython" in str(f) for f in dist.files or [])
+    """Built for one Python: a CPython extension, or a wheel tagged with an ABI (tensordict's ``_C.so``
+    carries no Python tag in its name, only its wheel's ``cp311`` says so)."""
+    tags = [line.split(":", 1)[1].strip() for line in (dist.read_text("WHEEL") or "").splitlines()
+            if line.startswith("Tag:")]
+    return (any(str(f).endswith(".so") and "cpython" in str(f) for f in dist.files or [])
+            or any(tag.split("-")[1] != "none" for tag in tags))
+
+
+def unpack_wheel(wheel: Path, site: Path) -> None:
+    """Unzip ``wheel`` into ``site`` keeping each file's mode (zipfile drops it: ray's gcs_server and
+    raylet would lose their execute bits)."""
+    with zipfile.ZipFile(wheel) as archive:
+        for info in archive.infolist():
+            target = archive.extract(info, site)
+            mode = (info.external_attr >> 16) & 0o777
+            if mode:
+                Path(target).chmod(mode)
 
 
 def copy_distribution(dist, site: Path) -> None:
@@ -285,7 +301,7 @@ def build_site(site: Path, work: Path, *, without: frozenset[str] = frozenset())
         else:
             copy_distribution(dist, site)
     for wheel in pip_download(binary, work / "wheels"):
-        zipfile.ZipFile(wheel).extractall(site)
+        unpack_wheel(wheel, site)
     print("binary (cp312 wheels):", " ".join(binary))
     print(f"ray trimmed by {trim(site / 'ray', RAY_UNUSED) >> 20} MiB")
     needed = vllm_closure(site, work)
@@ -294,7 +310,7 @@ def build_site(site: Path, work: Path, *, without: frozenset[str] = frozenset())
         print(f"vLLM needs {name} {needed[name]}: replaces the site's {have[name]}")
         remove_distribution(site, name)
     for wheel in pip_download([f"{n}=={v}" for n, v in sorted(needed.items())], work / "vllm-wheels"):
-        zipfile.ZipFile(wheel).extractall(site)
+        unpack_wheel(wheel, site)
     print(f"vLLM and {len(needed) - 1} more: {' '.join(f'{n}=={v}' for n, v in sorted(needed.items()))}")
     print(f"vLLM trimmed by {trim(site, VLLM_UNUSED) >> 20} MiB")
     # static libraries (xgrammar's 62 MiB libxgrammar.a): for linking C++ against, never loaded by Python

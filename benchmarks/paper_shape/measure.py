@@ -26,6 +26,7 @@ fails is recorded with its exit status and the run goes on to the next.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -40,7 +41,7 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(REPO)]  # model.py beside this file; gentax from the checkout
 import model as shape_model  # noqa: E402  (benchmarks/paper_shape/model.py)
 
 #: what one GPU forces on the paper preset's RL settings (the rest is config.yaml's as it is)
@@ -115,13 +116,19 @@ def run_logged(argv: list[str], log: Path, env: dict, timeout: float) -> int:
 
 def leftovers() -> list[str]:
     """Processes a finished phase left behind (vLLM engines, Ray), which are then ended so that the
-    next phase starts from the same GPU memory; the record lists them."""
-    found = subprocess.run(["pgrep", "-af", "VLLM::|raylet|gcs_server|ray::"], capture_output=True, text=True).stdout
-    names = [line for line in found.splitlines() if "pgrep" not in line]
-    if names:
-        subprocess.run(["pkill", "-9", "-f", "VLLM::|raylet|gcs_server|ray::"], capture_output=True)
+    next phase starts from the same GPU memory; the record lists them. Matched by process name, never by
+    command line (a shell whose command line names them is not one of them)."""
+    import psutil
+
+    ours = {p.pid for p in psutil.Process().parents()} | {os.getpid()}
+    found = [p for p in psutil.process_iter(["name"]) if p.pid not in ours
+             and (p.info["name"] or "").startswith(("VLLM::", "ray::", "raylet", "gcs_server"))]
+    for proc in found:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    if found:
         time.sleep(3)
-    return names
+    return [f"{p.pid} {p.info['name']}" for p in found]
 
 
 def sft_examples(tokenizer_dir: Path, prompt_tokens: int, response_tokens: int, count: int) -> list[dict]:

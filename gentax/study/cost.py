@@ -42,6 +42,11 @@ TIMED = {
 }
 
 
+#: config ``cost`` figure -> how ``report`` shows it
+FIGURES = {"rl_step_minutes": "{:g} min per RL step", "sft_step_seconds": "{:g} s per SFT step",
+           "rollout_episode_seconds": "{:g} s per episode", "job_start_minutes": "{:g} min start-up per job"}
+
+
 @dataclass(frozen=True)
 class RuleCost:
     rule: str
@@ -207,9 +212,12 @@ def report(cfg: dict, costs: list[RuleCost], *, where: str, target: str | None =
             lines.append(f"WARNING: one {c.rule} job is estimated at {c.longest_hours:.1f} h, over the "
                          f"{c.runtime_hours:.1f} h runtime the profile gives it: raise its runtime")
     fig = cfg["cost"]
-    lines.append(f"time figures (config cost): {fig['rl_step_minutes']:g} min per RL step, "
-                 f"{fig['sft_step_seconds']:g} s per SFT step, {fig['rollout_episode_seconds']:g} s per episode, "
-                 f"{fig['job_start_minutes']:g} min start-up per job")
+    own = fig.get("sources", {})
+    lines.append("time figures (config cost), each with where it comes from:")
+    for key, shown in FIGURES.items():
+        said = own.get(key, "see source below" if own else "source below")
+        lines += textwrap.wrap(f"- {shown.format(fig[key])}: {' '.join(said.split())}", width=100,
+                               subsequent_indent="    ")
     lines += textwrap.wrap("source: " + " ".join(str(fig["source"]).split()), width=100, subsequent_indent="  ")
     return "\n".join(lines)
 

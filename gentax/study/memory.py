@@ -55,7 +55,17 @@ from gentax.train.sft_config import load_sft_config, sft_section
 
 GIB = 1024**3
 BF16 = 2
-LOGIT_BYTES = {"hf_loss": 14, "verl": 4, "verl_entropy": 8}
+#: bytes per logit entry (token x vocabulary) beside a micro-batch's layer activations. hf_loss, verl,
+#: verl_entropy: our count of the tensors (module doc), for the cluster's path (flash-attn installed: verl's
+#: in-place cross entropy). verl_unfused / verl_unfused_log_probs: MEASURED for verl without flash-attn
+#: (attn_implementation sdpa/eager: padded batches, torch's log-softmax, entropies for the metrics) on one
+#: H200, at 4 and 8 layers of the paper's shape (benchmarks/paper_shape/records/2026-12-03/report.txt:
+#: fitted at 4 layers, 20.0 bytes in the update and 51.3 in the log-prob pass, per token of
+#: ppo_max_token_len_per_gpu; at 8 layers the same fit gives 19.8 and 49.8); verl_log_probs: the
+#: cluster path's log-prob pass, NOT measured: verl's figure scaled by the measured log-prob / update
+#: ratio of the unfused path (51 / 20)
+LOGIT_BYTES = {"hf_loss": 14, "verl": 4, "verl_entropy": 8, "verl_log_probs": 11,
+               "verl_unfused": 20, "verl_unfused_log_probs": 51}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,16 +235,28 @@ def rl_estimates(cfg: dict, arch: Architecture) -> list[JobMemory]:
                                 offload_optimizer=bool(v[actor + "fsdp_config.optimizer_offload"]),
                                 offload_params=bool(v[actor + "fsdp_config.param_offload"]))
     tokens = int(v[actor + "ppo_max_token_len_per_gpu"])
-    logit = LOGIT_BYTES["verl_entropy" if float(v[actor + "entropy_coeff"]) else "verl"]
-    acts = tokens * arch.activation_bytes_per_token(checkpointing=bool(v[model + "enable_gradient_checkpointing"]),
-                                                    logit_bytes=logit)
+    fused = bool(v[model + "use_remove_padding"])  # on with flash_attention_2: flash-attn is installed
+    logit = LOGIT_BYTES[("verl_entropy" if float(v[actor + "entropy_coeff"]) else "verl") if fused else "verl_unfused"]
+    checkpointing = bool(v[model + "enable_gradient_checkpointing"])
+    acts = tokens * arch.activation_bytes_per_token(checkpointing=checkpointing, logit_bytes=logit)
+    # outside the update (rollout, old / reference log-probs) no gradients: the actor's fp32 parameters and
+    # Adam's two moments stay, 12 bytes a parameter (measured); the log-prob pass keeps no layer inputs but
+    # has wider logit temporaries
+    resident = arch.total_params * ((0 if v[actor + "fsdp_config.param_offload"] else 4)
+                                    + (0 if v[actor + "fsdp_config.optimizer_offload"] else 8)) / (gpus * nodes)
+    probs = tokens * (BF16 * (9 * arch.hidden + 3 * arch.kv + 4 * arch.intermediate)
+                      + arch.vocab * LOGIT_BYTES["verl_log_probs" if fused else "verl_unfused_log_probs"])
     budget = _budget(cfg["cluster"])
     share = float(v["actor_rollout_ref.rollout.gpu_memory_utilization"]) * float(cfg["cluster"]["gpu_memory_gib"])
     world = f"FSDP full shard (ZeRO-3) over {gpus * nodes} GPUs"
     return [
         JobMemory("rl actor update", f"{world}, {tokens} tokens per micro-batch", states / GIB, acts / GIB, budget,
                   "turn on rl.verl.gradient_checkpointing, lower rl.verl.micro_batch_per_gpu, or offload (rl.verl)"),
-        JobMemory("rl rollout", f"{world}, vLLM's gpu_memory_utilization share beside the actor", states / GIB, 0.0,
+        JobMemory("rl log-probs", f"{world}, {tokens} tokens per micro-batch, forward only", resident / GIB,
+                  probs / GIB, budget, "lower rl.verl.micro_batch_per_gpu (the log-prob pass's token budget too), "
+                  "or offload (rl.verl)"),
+        # the rollout: the actor's gradients are freed by then (measured: 12 bytes a parameter stay)
+        JobMemory("rl rollout", f"{world}, vLLM's gpu_memory_utilization share beside the actor", resident / GIB, 0.0,
                   budget, "lower rl.verl.gpu_memory_utilization, or offload (rl.verl)", vllm_gib=share),
     ]
 
