@@ -389,6 +389,15 @@ def alive(pid: int) -> bool:
     return _alive(pid)
 
 
+def wait_until_titled(pids: list[int], titles, timeout: float = 30.0) -> None:
+    from gentax.train.processes import process_name
+
+    deadline = time.monotonic() + timeout
+    while [process_name(pid) for pid in pids] != list(titles):
+        assert time.monotonic() < deadline, [process_name(pid) for pid in pids]
+        time.sleep(0.05)
+
+
 def watcher_of(trainer) -> int:
     """The pid of the watcher ``processes.owning`` started for ``trainer`` (in a session of its own)."""
     from gentax.train.processes import descendants
@@ -501,6 +510,7 @@ def test_the_gpu_smokes_kill_ends_the_vllm_engines_outside_the_trainers_group(tm
     trainer.gentax_attempt = marker
     engines = [int(pid) for pid in trainer.stdout.readline().split()]
     try:
+        wait_until_titled(engines, VLLM_TITLES)  # started as the trainer's engines are: running, not in exec
         assert smoke.kill_everything(trainer) == []
         assert not any(alive(pid) for pid in engines)
     finally:

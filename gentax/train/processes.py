@@ -125,9 +125,14 @@ def kill(pids: list[int], timeout: float = 10.0) -> list[str]:
 
 
 def end_marked(name: str, value: str, timeout: float = 10.0) -> list[str]:
-    """SIGKILL every process ``processes_marked(name, value)`` finds and wait for them to go.
+    """SIGKILL every process ``processes_marked(name, value)`` finds and wait for them to go, then
+    look again until a look finds none (or ``timeout`` passes): a process caught in ``exec`` shows
+    an empty environment for a moment, and one may fork while the others die.
     Returns what was ended ("pid P (NAME)")."""
-    return kill(processes_marked(name, value), timeout)
+    ended, deadline = [], time.monotonic() + timeout
+    while (marked := processes_marked(name, value)) and time.monotonic() < deadline:
+        ended += kill(marked, max(deadline - time.monotonic(), 0.0))
+    return list(dict.fromkeys(ended))
 
 
 def _exit_on_sigterm(signum, _frame):
