@@ -312,12 +312,34 @@ class _RolloutJob(JobKind):
     out: str
 
 
-@dataclass(frozen=True)
-class EvalJob(_RolloutJob):
-    """``gentax eval``: one checkpoint on one eval domain (``jobs.eval_checkpoint``); ``filler`` the
-    filler arm's settings (None: no filler)."""
-    verb: ClassVar[str] = "eval"
+class EvalDomain(typing.TypedDict):
+    """One domain of an evaluation job (``EvalJob.domains``): the keys of its rollout that differ
+    between domains; ``filler`` the filler arm's settings (None: no filler)."""
+    domain: str
+    tasks: str
+    episodes: int
+    batch_size: int | None
+    max_steps: int
+    options: dict[str, Any]
+    out: str
     filler: FillerArm | None
+
+
+#: ``gentax eval``: one checkpoint on each of its eval domains in one process (``jobs.eval_checkpoint``):
+#: a rollout's keys (``_RolloutJob``, in their order) but those that differ between domains, which
+#: move into ``domains`` (``EvalDomain``): the model and the sampling once, then per domain what
+#: differs. ``evaluations(spec)``: each domain's whole settings, a one-domain evaluation's keys.
+EvalJob = dataclasses.make_dataclass(
+    "EvalJob", [(field.name, field.type) for field in dataclasses.fields(_RolloutJob)
+                if field.name not in EvalDomain.__annotations__] + [("domains", "list[EvalDomain]")],
+    bases=(JobKind,), frozen=True, namespace={"verb": "eval", "__module__": __name__})
+
+
+def evaluations(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """An ``eval`` job's spec (a plan's dict or a read ``EvalJob``) as one settings dict per domain,
+    in the spec's order: its shared keys with the domain's (``EvalDomain``)."""
+    shared = {key: spec[key] for key in EvalJob.field_names() if key != "domains"}
+    return [{**shared, **entry} for entry in spec["domains"]]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ wildcard_constraints:
     label="|".join(re.escape(level.label) for level in gcontrols.control_levels(config)) or "(?!)",  # control levels
     domain=DOMAIN_RE,
     train_domain=TRAIN_DOMAIN_RE,
-    eval_domain=DOMAIN_RE,
     seed=r"\d+",
     step=r"\d+",
     start=r"\d+",
@@ -107,10 +106,11 @@ def segment_inputs(wc):
 
 def checkpoint_inputs(wc):
     """For an eval of checkpoint `step`: the manifest of the segment that saved it (or the init)."""
+    thinking = {f"thinking_{d}": path for d, path in filler_eval_inputs(wc, wc.init).items()}
     if wc.train_domain == "base":
-        return {"model": init_model_input(wc.init), **filler_eval_input(wc)}
+        return {"model": init_model_input(wc.init), **thinking}
     start, end = gplan.segment_of(config, planned_run(wc), int(wc.step))
-    return {"model": f"{run_dir(wc)}/segment_{start}_{end}.json", **filler_eval_input(wc)}
+    return {"model": f"{run_dir(wc)}/segment_{start}_{end}.json", **thinking}
 
 
 def checkpoint_path(wc):
@@ -121,6 +121,31 @@ def checkpoint_path(wc):
 
 def eval_file(init, train_domain, variant, seed, step, eval_domain):
     return gpaths.eval_file(config, init, train_domain, variant, seed, step, eval_domain)
+
+
+# ---- evaluations (rules/eval.smk: one rule per initial policy) -----------------------------------
+TRAIN_OR_BASE = f"{TRAIN_DOMAIN_RE}|base"
+CHECKPOINT = "{init}/{train_domain}/{variant}/seed{seed}/step{step}"  # an evaluated checkpoint
+
+
+def eval_checkpoint_job(init):
+    return JobSpec("eval", lambda wc: gjobs.eval_checkpoint(
+        config, model=checkpoint_path(wc), think=think_param(wc),
+        tasks_files={d: gpaths.tasks(config, d) for d in gplan.eval_domains(config, init)},
+        out_jsons={d: eval_file(wc.init, wc.train_domain, wc.variant, wc.seed, wc.step, d)
+                   for d in gplan.eval_domains(config, init)},
+        filler_references=filler_eval_inputs(wc, init) or None))
+
+
+def eval_outputs(init):
+    """Per eval domain its summary and, written before it, its trajectories (declared, so a deleted
+    one is rebuilt): named DOMAIN, DOMAIN_steps, DOMAIN_episodes."""
+    folder = f"{R}/eval/{{init}}/{{train_domain,{TRAIN_OR_BASE}}}/{{variant}}/seed{{seed}}/step{{step}}"
+    out = {}
+    for d in gplan.eval_domains(config, init):
+        out.update({d: f"{folder}/{d}.json", f"{d}_steps": f"{folder}/{d}.steps.parquet",
+                    f"{d}_episodes": f"{folder}/{d}.episodes.parquet"})
+    return out
 
 
 def run_summary_inputs(wc):
@@ -178,13 +203,15 @@ def filler_segment_input(wc):
     return {"thinking": f"{R}/runs/{ref.path}/segment_{start}_{end}.json"}
 
 
-def filler_eval_input(wc):
-    """A filler-mode eval reads the thinking evaluation of the same cell (its mean think tokens)."""
+def filler_eval_inputs(wc, init):
+    """A filler-mode eval reads, per eval domain, the thinking evaluation of the same cell (its mean
+    think tokens): {domain: file}, empty for every other eval."""
     if think_param(wc) != "filler":
         return {}
     if wc.train_domain == "base":
-        return {"thinking": eval_file(wc.init, "base", grunspec.DEFAULT_VARIANT, 0, 0, wc.eval_domain)}
-    return {"thinking": eval_file(wc.init, wc.train_domain, grunspec.DEFAULT_VARIANT, wc.seed, wc.step, wc.eval_domain)}
+        return {d: eval_file(wc.init, "base", grunspec.DEFAULT_VARIANT, 0, 0, d) for d in gplan.eval_domains(config, init)}
+    return {d: eval_file(wc.init, wc.train_domain, grunspec.DEFAULT_VARIANT, wc.seed, wc.step, d)
+            for d in gplan.eval_domains(config, init)}
 
 
 def filler_reference_dir(wc):

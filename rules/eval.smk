@@ -1,40 +1,37 @@
-# Evaluation: pass@1 success of one checkpoint on one eval domain at validation temperature, on
-# the held-out tasks of rules/tasks.smk. train_domain "base" = the initial policy itself (the
+# Evaluation: pass@1 success of one checkpoint on each eval domain of its initial policy at
+# validation temperature, on the held-out tasks of rules/tasks.smk, in one job (the model loaded
+# and the start-up paid once). Its outputs stay per domain; a rerun replays only the domains whose
+# evaluation changed (gentax/rollout/kept.py). train_domain "base" = the initial policy itself (the
 # "Base" rows, step 0). Per run, the evaluated checkpoints are gathered into a long-format summary.
 
-TRAIN_OR_BASE = f"{TRAIN_DOMAIN_RE}|base"
+# One rule per initial policy (gentax.study.plan.eval_rule): its eval domains are the rule's outputs.
+for _init in config["inits"]:
+    _job = eval_checkpoint_job(_init)
 
-
-EVAL_CHECKPOINT_JOB = JobSpec("eval", lambda wc: gjobs.eval_checkpoint(
-    config, domain=wc.eval_domain, model=checkpoint_path(wc), think=think_param(wc),
-    tasks_file=gpaths.tasks(config, wc.eval_domain),
-    out_json=eval_file(wc.init, wc.train_domain, wc.variant, wc.seed, wc.step, wc.eval_domain),
-    filler_reference=filler_eval_input(wc).get("thinking")))
-
-
-rule eval_checkpoint:
-    input:
-        unpack(EVAL_CHECKPOINT_JOB.checked),
-        unpack(checkpoint_inputs),
-        tasks=f"{R}/tasks/{{eval_domain}}.json",
-    output:
-        summary=f"{R}/eval/{{init}}/{{train_domain,{TRAIN_OR_BASE}}}/{{variant}}/seed{{seed}}/step{{step}}/{{eval_domain}}.json",
-        # its trajectories (written before the summary): declared, so a deleted one is rebuilt
-        steps=f"{R}/eval/{{init}}/{{train_domain}}/{{variant}}/seed{{seed}}/step{{step}}/{{eval_domain}}.steps.parquet",
-        episodes=f"{R}/eval/{{init}}/{{train_domain}}/{{variant}}/seed{{seed}}/step{{step}}/{{eval_domain}}.episodes.parquet",
-    params:
-        job=EVAL_CHECKPOINT_JOB.param,
-    log:
-        log_path("eval/{init}/{train_domain}/{variant}/seed{seed}/step{step}/{eval_domain}"),
-    benchmark:
-        bench_path("eval/{init}/{train_domain}/{variant}/seed{seed}/step{step}/{eval_domain}")
-    resources:
-        mem_mb=32000,
-        runtime=120,
-    conda:
-        "../envs/train-verl.yaml"
-    shell:
-        f"{GENTAX} eval --job {{params.job:q}} --log {{log:q}}"
+    rule:
+        name:
+            gplan.eval_rule(_init)
+        input:
+            unpack(_job.checked),
+            unpack(checkpoint_inputs),
+            tasks=[f"{R}/tasks/{d}.json" for d in gplan.eval_domains(config, _init)],
+        output:
+            **eval_outputs(_init),
+        wildcard_constraints:
+            init=_init,
+        params:
+            job=_job.param,
+        log:
+            log_path(f"eval/{CHECKPOINT}"),
+        benchmark:
+            bench_path(f"eval/{CHECKPOINT}")
+        resources:
+            mem_mb=32000,
+            runtime=120,
+        conda:
+            "../envs/train-verl.yaml"
+        shell:
+            f"{GENTAX} eval --job {{params.job:q}} --log {{log:q}}"
 
 
 RUN_SUMMARY_JOB = JobSpec("summarize", lambda wc: gjobs.summary(

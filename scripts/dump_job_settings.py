@@ -57,8 +57,8 @@ def _namedlist(nl) -> dict[str, Any]:
 #: rule -> the verb its one command runs (rules/*.smk: `python -m gentax VERB --job SPEC`)
 VERBS = {"tasks": "tasks", "embedded_model": "model embedded", "embedded_base_data": "sft build-data",
          "sft_data": "sft build-data", "embedded_base": "sft train", "sft_v2": "sft train", "rl_v1": "train rl",
-         "rl_segment": "train rl", "eval_checkpoint": "eval", "properties": "properties",
-         "control_properties": "properties"}
+         "rl_segment": "train rl", "properties": "properties", "control_properties": "properties",
+         **{f"eval_checkpoint_{init}": "eval" for init in ("v1", "v2")}}
 
 
 def _options(options: dict) -> list[str]:
@@ -119,6 +119,11 @@ def _settings(rule: str, spec: dict) -> dict[str, Any]:
         out.update(sft=spec["sft"], domains=spec["domains"] if sub == "build-data" else {})
         if sub == "train":
             out["tracking"] = spec["tracking"]
+    elif verb == "eval":  # one command's settings per domain, as a one-domain evaluation's
+        from gentax.jobspec import evaluations
+
+        return {"commands": [{**out, "args": _rollout_args(verb, settings), "options": settings["options"]}
+                             for settings in evaluations(spec)]}
     else:
         out["args"] = _rollout_args(verb, spec)
         out["options"] = spec["options"]

@@ -44,7 +44,7 @@ def test_one_entry_plans_prices_and_builds_a_new_table(with_toy, paper, tmp_path
     inputs = gplan.artifact_inputs(paper, "toy_best_run", "R")
     assert set(inputs) == {"summaries"} and "R/summary/base/v1/default.csv" in inputs["summaries"]
     jobs = gplan.jobs(paper, ["toy_best_run"])
-    assert jobs["table"] == [0] and jobs["rl_segment"] and jobs["eval_checkpoint"]  # its runs' whole chain
+    assert jobs["table"] == [0] and jobs["rl_segment"] and jobs["eval_checkpoint_v1"]  # its runs' whole chain
     priced = {c.rule: c for c in cost.estimate(paper, cost.profile_resources(REPO / "profiles" / "slurm"),
                                                ["toy_best_run"])}
     assert priced["table"].jobs == 1 and priced["rl_segment"].gpu_hours > 0

@@ -154,10 +154,10 @@ def test_the_paper_grid_with_the_controls_enabled_plans_exactly_the_extra_runs_a
     paper = dry_run_counts("--profile", "profiles/slurm")
     planned = dry_run_counts("--profile", "profiles/slurm", "--configfile", str(on))
     # V2 Sokoban: 3 difficulty levels + richness eps 80 and 240 (p 1.0, unlike the grid's aug run) x 3 seeds =
-    # 15 runs of one segment, evaluated at the last 4 checkpoints on V2's 4 domains; richness eps 0 IS the
+    # 15 runs of one segment, evaluated at the last 4 checkpoints (a job each, V2's 4 domains); richness eps 0 IS the
     # grid's V2 Sokoban default run (read up to step 150) and its property log Table 3's Sokoban log
     assert extra_jobs(paper, planned) == {
-        "rl_segment": 15, "eval_checkpoint": 15 * 4 * 4, "run_summary": 15, "control_properties": 5,
+        "rl_segment": 15, "eval_checkpoint_v2": 15 * 4, "run_summary": 15, "control_properties": 5,
         "controls_properties_table": 1, "table": 2, "figure": 1}
     # a level's property log is a GPU rollout job on the cluster, like Table 3's, and priced as one
     import yaml

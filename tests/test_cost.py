@@ -66,10 +66,12 @@ def test_gpu_hours_follow_the_time_figures_and_the_profiles_gpus():
     assert seg.jobs == 69 and seg.units == 60 * 150 + 3 * (150 + 150 + 90) and seg.gpus == 8
     expected = (seg.jobs * fig["job_start_minutes"] / 60 + seg.units * fig["rl_step_minutes"] / 60) * 8
     assert seg.gpu_hours == pytest.approx(expected)
-    ev = rows["eval_checkpoint"]
-    assert ev.gpus == 1 and ev.units == ev.jobs * cfg["eval"]["episodes"]
-    assert ev.gpu_hours == pytest.approx(ev.jobs * fig["job_start_minutes"] / 60
-                                         + ev.units * fig["rollout_episode_seconds"] / 3600)
+    for init in ("v1", "v2"):  # a job per checkpoint: one start-up, every eval domain's episodes
+        ev = rows[f"eval_checkpoint_{init}"]
+        domains = len(cfg["inits"][init]["domains"])
+        assert ev.gpus == 1 and ev.units == ev.jobs * cfg["eval"]["episodes"] * domains
+        assert ev.gpu_hours == pytest.approx(ev.jobs * fig["job_start_minutes"] / 60
+                                             + ev.units * fig["rollout_episode_seconds"] / 3600)
     assert rows["table"].gpu_hours == 0 and rows["table"].jobs == 9
     # the measured figures (26.9 min a step, an upper figure) put a 150-step segment at 67 h, past the
     # profile's 48 h: flagged (a killed segment resumes from its last checkpoint on the profile's retry)
@@ -82,7 +84,7 @@ def test_cli_prints_the_table_and_flags_a_job_over_the_profiles_runtime(tmp_path
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(profile))
     out = subprocess.run([sys.executable, "-m", "gentax", "plan", "--cost", "--profile", str(tmp_path)], cwd=REPO,
                          capture_output=True, text=True, check=True).stdout
-    assert "rl_segment" in out and "eval_checkpoint" in out and "GPU-hours" in out
+    assert "rl_segment" in out and "eval_checkpoint_v2" in out and "GPU-hours" in out
     assert "WARNING: one rl_segment job" in out and "10.0 h runtime" in out
     assert "source: extrapolated from one H200" in out  # the figures say where they come from,
     assert "- 26.9 min per RL step: upper figure" in out  # each beside its own source
@@ -132,3 +134,10 @@ def test_a_gpu_request_it_cannot_read_is_refused(way, message):
 def test_a_cpu_study_is_priced_in_cpu_job_hours():
     line = cost.summary_line(embedded(), cost.profile_resources(REPO / "profiles" / "embedded"))
     assert "CPU job-hours (no job gets a GPU)" in line and "GPU-hours" not in line
+
+
+def test_a_profile_named_relative_to_the_checkout_is_shown_so():
+    out = subprocess.run([sys.executable, "-m", "gentax", "plan", "--cost", "--profile", "profiles/slurm"], cwd=REPO,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "resources of profiles/slurm" in out.stdout and "eval_checkpoint_v1" in out.stdout

@@ -313,9 +313,10 @@ def test_the_paper_grid_with_filler_plans_exactly_the_extra_runs_and_evals():
     jobs_on, jobs_off = gplan.jobs(on), gplan.jobs(local_off)
     assert sorted(jobs_on["rl_segment"]) == sorted(jobs_off["rl_segment"] + [150] * len(extra))
     episodes = on["eval"]["episodes"]
-    assert len(jobs_on["eval_checkpoint"]) - len(jobs_off["eval_checkpoint"]) == (
-        len(extra) * on["eval"]["window"] * v2_domains + v2_domains)  # + the V2 base row in filler mode
-    assert set(jobs_on["eval_checkpoint"]) == {episodes}
+    assert len(jobs_on["eval_checkpoint_v2"]) - len(jobs_off["eval_checkpoint_v2"]) == (
+        len(extra) * on["eval"]["window"] + 1)  # one job per checkpoint, + the V2 base row in filler mode
+    assert jobs_on["eval_checkpoint_v1"] == jobs_off["eval_checkpoint_v1"]
+    assert set(jobs_on["eval_checkpoint_v2"]) == {episodes * v2_domains}  # every job plays V2's domains
     assert gplan.filler_reference(on, gplan.find_run(on, "v2", "sokoban", "filler", 1)) == gplan.find_run(
         on, "v2", "sokoban", "default", 1)
 
@@ -365,9 +366,16 @@ def test_eval_job_spec_of_a_filler_evaluation():
 
     cfg = gconfig.load_config(["config.yaml", "config/embedded.yaml"])
     cfg["controls"]["filler"]["source"] = "shuffle"
-    args = dict(domain="sokoban", model="m", think="filler", tasks_file="t.json", out_json="e.json")
-    assert jobs.eval_checkpoint(cfg, **args, filler_reference="x.json")["filler"] == {
-        "reference": "x.json", "source": "shuffle", "token": ".", "tokens": None}
+    args = dict(model="m", think="filler", tasks_files={"sokoban": "t.json", "webshop": "w.json"},
+                out_jsons={"sokoban": "e.json", "webshop": "f.json"})
+    references = {"sokoban": "x.json", "webshop": "y.json"}
+
+    def fillers(spec):
+        return [entry["filler"] for entry in spec["domains"]]
+
+    assert fillers(jobs.eval_checkpoint(cfg, **args, filler_references=references)) == [
+        {"reference": "x.json", "source": "shuffle", "token": ".", "tokens": None},
+        {"reference": "y.json", "source": "shuffle", "token": ".", "tokens": None}]
     cfg["controls"]["filler"]["eval_tokens"] = 12
-    assert jobs.eval_checkpoint(cfg, **args, filler_reference="x.json")["filler"]["tokens"] == 12
-    assert jobs.eval_checkpoint(cfg, **{**args, "think": "on"})["filler"] is None
+    assert [f["tokens"] for f in fillers(jobs.eval_checkpoint(cfg, **args, filler_references=references))] == [12, 12]
+    assert fillers(jobs.eval_checkpoint(cfg, **{**args, "think": "on"})) == [None, None]

@@ -37,7 +37,7 @@ def test_the_dry_run_lists_exactly_the_slice(plan):
     assert job_counts(text) == {
         "tasks": 4, "embedded_model": 1, "embedded_base_data": 1, "embedded_base": 1,   # the embedded model
         "rl_v1": 1, "rl_segment": 2,                       # Ckpt V1; the Sokoban run's two segments
-        "eval_checkpoint": 28,                             # 5 checkpoints x 4 domains + V1's and V2's base rows
+        "eval_checkpoint_v1": 6, "eval_checkpoint_v2": 1,  # a job per checkpoint (its 4 domains): 5 + V1's and V2's base rows
         "properties": 4, "properties_table": 1,            # V1's property log
         "sft_data": 1, "sft_v2": 1,                        # V2, for its base rows
         "run_summary": 2, "base_summary": 2, "table": 2}
@@ -53,7 +53,7 @@ def test_the_jobs_run_the_paper_presets_engines(plan):
         assert spec["rl"]["verl"]["n_gpus_per_node"] == 1 and spec["rl"]["verl"]["rollout_tp"] == 1
         assert "actor_rollout_ref.rollout.enforce_eager=true" in spec["rl"]["verl"]["overrides"]
     rollouts = [spec for verb, spec in specs if verb in ("eval", "properties")]
-    assert len(rollouts) == 32 and all(s["generator"] == "vllm" for s in rollouts)
+    assert len(rollouts) == 7 + 4 and all(s["generator"] == "vllm" for s in rollouts)
 
 
 def test_the_last_four_checkpoints_of_each_segment_end_on_all_four_domains(plan):
@@ -61,7 +61,8 @@ def test_the_last_four_checkpoints_of_each_segment_end_on_all_four_domains(plan)
     evaluated = {}
     for verb, spec in specs:
         if verb == "eval":
-            m = re.search(r"/eval/(\w+)/(\w+)/default/seed0/step(\d+)/(\w+)\.parquet$", spec["out"])
-            evaluated.setdefault((m.group(1), m.group(2), int(m.group(3))), set()).add(m.group(4))
+            for entry in spec["domains"]:
+                m = re.search(r"/eval/(\w+)/(\w+)/default/seed0/step(\d+)/(\w+)\.parquet$", entry["out"])
+                evaluated.setdefault((m.group(1), m.group(2), int(m.group(3))), set()).add(m.group(4))
     assert evaluated == {**{("v1", "sokoban", step): DOMAINS for step in (1, 2, 3, 4, 5)},
                          ("v1", "base", 0): DOMAINS, ("v2", "base", 0): DOMAINS}

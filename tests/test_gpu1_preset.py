@@ -14,7 +14,8 @@ from snakemake_plans import REPO, dry_run_counts, dry_run_text
 
 REFERENCE = REPO / "config" / "gpu1_reference.yaml"
 PROFILE = REPO / "profiles" / "gpu1"
-GPU_RULES = ("embedded_base", "rl_v1", "sft_data", "sft_v2", "rl_segment", "eval_checkpoint", "properties")
+GPU_RULES = ("embedded_base", "rl_v1", "sft_data", "sft_v2", "rl_segment", "eval_checkpoint_v1", "eval_checkpoint_v2",
+             "properties")
 
 
 def study(*layers: dict) -> dict:
@@ -88,7 +89,9 @@ def test_the_dry_run_plans_every_job_on_the_shared_gpu(scale, tmp_path_factory):
     counts = dry_run_counts(*args)
     seeds = 3 if scale == "hour" else 2
     assert counts["rl_segment"] == 20 * seeds
-    assert counts["eval_checkpoint"] == 71 * seeds + 14  # the grid's last checkpoints + the base rows (V1 3, V2 4, x2 variants)
+    # a job per checkpoint: the grid's last checkpoints + the base rows (2 variants); 71 per seed + 14 one-domain evaluations
+    assert (counts["eval_checkpoint_v1"], counts["eval_checkpoint_v2"]) == (9 * seeds + 2, 11 * seeds + 2)
+    assert 3 * counts["eval_checkpoint_v1"] + 4 * counts["eval_checkpoint_v2"] == 71 * seeds + 14
     assert counts["embedded_base"] == counts["rl_v1"] == counts["sft_v2"] == 1
     text = dry_run_text(*args)
     assert "gpu_jobs=1" in text

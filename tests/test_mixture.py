@@ -62,8 +62,8 @@ def test_the_paper_grid_with_the_mixture_block_plans_exactly_the_extra_runs_and_
     paper = dry_run_counts("--profile", "profiles/slurm")
     mixed = dry_run_counts("--profile", "profiles/slurm", "--configfile", str(on))
     # V2 x {alfworld+webshop, sokoban+sciworld} x 3 seeds: 6 runs of one segment each, evaluated at
-    # the last 4 checkpoints on all 4 of V2's domains, one summary each, the mixture table and figure
-    assert extra_jobs(paper, mixed) == {"rl_segment": 6, "eval_checkpoint": 6 * 4 * 4, "run_summary": 6, "table": 1,
+    # the last 4 checkpoints (a job each, all 4 of V2's domains), one summary each, the mixture table and figure
+    assert extra_jobs(paper, mixed) == {"rl_segment": 6, "eval_checkpoint_v2": 6 * 4, "run_summary": 6, "table": 1,
                                         "figure": 1}
 
 

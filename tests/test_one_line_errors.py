@@ -70,7 +70,7 @@ def test_a_wrong_typed_value_of_any_key_of_any_verb_is_one_line(spec_of_each_ver
 
 
 @pytest.mark.parametrize("verb, key, value, line", [
-    ("eval", "episodes", "abc", 'key episodes: "abc" (a string) is not an integer'),
+    ("eval", "max_new_tokens", "abc", 'key max_new_tokens: "abc" (a string) is not an integer'),
     ("train rl", "end", "abc", 'key end: "abc" (a string) is not an integer'),
     ("table", "seed", "abc", 'key seed: "abc" (a string) is not an integer'),
     ("tasks", "episodes", 8.0, "key episodes: 8.0 (a number) is not an integer (an integer takes no decimal "
@@ -91,19 +91,30 @@ def test_the_probes_of_the_issue_are_one_line_from_a_real_process(spec_of_each_v
 _FILLER = {"reference": "think.json", "source": "repeat", "token": ".", "tokens": None}
 
 
+def _eval_domain(spec: dict, **changes) -> list[dict]:
+    """An eval spec's ``domains`` with its first domain's keys changed."""
+    return [{**spec["domains"][0], **changes}, *spec["domains"][1:]]
+
+
 @pytest.mark.parametrize("verb, key, value, line", [
-    ("eval", "filler", {**_FILLER, "tokens": "abc"}, 'key filler.tokens: "abc" (a string) is not an integer or null'),
-    ("eval", "filler", {k: v for k, v in _FILLER.items() if k != "source"}, "key filler: missing key(s) source"),
+    ("eval", "domains", lambda spec: _eval_domain(spec, filler={**_FILLER, "tokens": "abc"}),
+     'key domains[0].filler.tokens: "abc" (a string) is not an integer or null'),
+    ("eval", "domains", lambda spec: _eval_domain(spec, filler={k: v for k, v in _FILLER.items() if k != "source"}),
+     "key domains[0].filler: missing key(s) source"),
+    ("eval", "domains", lambda spec: _eval_domain(spec, episodes="abc"),
+     'key domains[0].episodes: "abc" (a string) is not an integer'),
     ("properties", "augmentation", {"eps": 80, "p": "x", "kind": "distractors"},
      'key augmentation.p: "x" (a string) is not a number'),
     ("controls-properties-table", "levels", [{"run_label": "x", "bogus": 1}], "key levels[0]: missing key(s) control, level, order, "),
 ])
 def test_a_wrong_value_inside_a_nested_part_of_a_spec_is_one_line(spec_of_each_verb, verb, key, value, line,
                                                                    tmp_path, monkeypatch, capsys):
-    """The spec's nested parts (an evaluation's filler arm, a property log's augmentation, a control
-    level) are typed as its top-level keys are: the path inside names the key."""
+    """The spec's nested parts (an evaluation's domains and their filler arms, a property log's
+    augmentation, a control level) are typed as its top-level keys are: the path inside names the key."""
     monkeypatch.chdir(tmp_path)
-    assert gentax_main([*verb.split(), "--job", json.dumps({**spec_of_each_verb[verb], key: value})]) == 2
+    spec = spec_of_each_verb[verb]
+    value = value(spec) if callable(value) else value
+    assert gentax_main([*verb.split(), "--job", json.dumps({**spec, key: value})]) == 2
     assert error_line(capsys).startswith(f"gentax: error: gentax {verb} --job: {line}")
 
 

@@ -159,12 +159,11 @@ def test_a_domain_can_have_its_own_eval_episodes(embedded):
     gconfig.validate(cfg)
     assert gplan.eval_episodes(cfg, "sokoban") == 32
     assert gplan.eval_episodes(cfg, "webshop") == cfg["eval"]["episodes"]
-    units = gplan.jobs(cfg)["eval_checkpoint"]
-    plain = gplan.jobs(embedded)["eval_checkpoint"]
     before = gplan.eval_episodes(embedded, "sokoban")
-    sokoban_jobs = sum(1 for u in units if u == 32)
-    assert len(units) == len(plain) and sokoban_jobs > 0
-    assert sum(units) == sum(plain) + sokoban_jobs * (32 - before)
+    for rule in gplan.EVAL_RULES:  # one job per checkpoint, every one with Sokoban among its domains
+        units, plain = gplan.jobs(cfg)[rule], gplan.jobs(embedded)[rule]
+        assert len(units) == len(plain) > 0
+        assert [u - p for u, p in zip(units, plain)] == [32 - before] * len(units)
     for bad, needle in (({"chess": 4}, "episodes_per_domain"), ({"sokoban": 0}, "episodes_per_domain")):
         cfg["eval"]["episodes_per_domain"] = bad
         with pytest.raises(ConfigError, match=needle):
@@ -174,7 +173,8 @@ def test_a_domain_can_have_its_own_eval_episodes(embedded):
 def test_a_domain_can_have_its_own_eval_batch_size(embedded, tmp_path):
     """eval.batch_size_per_domain: that domain's eval and property-log jobs play that many episodes
     at a time (the rollout command keeps it: it is no engine default), the others all at once."""
-    from gentax.rollout.cli import _settings_from_job
+    from gentax.jobspec import evaluations
+    from gentax.rollout.cli import _with_seeds
     from gentax.study import jobs as gjobs
 
     cfg = copy.deepcopy(embedded)
@@ -184,14 +184,15 @@ def test_a_domain_can_have_its_own_eval_batch_size(embedded, tmp_path):
     model = tmp_path / "model"  # the job's check reads that a model folder is there
     model.mkdir()
     (model / "config.json").write_text("{}")
-    specs = {}
-    for domain in ("sciworld", "sokoban"):
-        n = gplan.eval_episodes(cfg, domain)
-        manifest.write_text(json.dumps({"domain": domain, "split": "eval", "seeds": list(range(n))}))
-        specs[domain] = gjobs.eval_checkpoint(cfg, domain=domain, model=str(model), think="on", tasks_file=str(manifest),
-                                              out_json=str(tmp_path / f"{domain}.json"))
-        assert _settings_from_job(specs[domain], "eval")["batch_size"] == specs[domain]["batch_size"]
-    assert (specs["sciworld"]["batch_size"], specs["sokoban"]["batch_size"]) == (3, None)
+    domains = ("sciworld", "sokoban")
+    manifests = {d: tmp_path / f"{d}.tasks.json" for d in domains}
+    for domain, path in manifests.items():
+        path.write_text(json.dumps({"domain": domain, "split": "eval",
+                                    "seeds": list(range(gplan.eval_episodes(cfg, domain)))}))
+    spec = gjobs.eval_checkpoint(cfg, model=str(model), think="on", tasks_files={d: str(p) for d, p in manifests.items()},
+                                 out_jsons={d: str(tmp_path / f"{d}.json") for d in domains})
+    assert [_with_seeds(s, "eval")["batch_size"] for s in evaluations(spec)] == [3, None]
+    manifest.write_text(manifests["sciworld"].read_text())
     prop = gjobs.properties(cfg, domain="sciworld", settings=gjobs.domain_settings(cfg, "sciworld"), model=str(model),
                             tasks_file=str(manifest), out_json=str(tmp_path / "p.json"))
     assert prop["batch_size"] == 3
@@ -214,4 +215,6 @@ def test_gentax_plan_counts_the_evaluations_the_workflow_runs():
     counts = gplan.plan(gconfig.load_config([REPO_ROOT / "config.yaml"]))["counts"]
     assert counts["base_evals"] == 14  # V1 on 3 domains + V2 on 4, each as default and nothink
     dag = dry_run_counts("--profile", "profiles/slurm")
-    assert dag["eval_checkpoint"] == counts["checkpoint_evals"] + counts["base_evals"]
+    cfg = gconfig.load_config([REPO_ROOT / "config.yaml"])
+    assert sum(dag[gplan.eval_rule(init)] * len(gplan.eval_domains(cfg, init)) for init in ("v1", "v2")) == (
+        counts["checkpoint_evals"] + counts["base_evals"])  # a job per checkpoint, its init's domains each

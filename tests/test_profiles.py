@@ -54,7 +54,8 @@ def site_profile(tmp_path_factory):
 def test_each_job_kind_gets_the_profiles_resources_with_account_and_partition(site_profile):
     profile = yaml.safe_load((site_profile / "config.yaml").read_text())
     jobs = job_resources(dry_run_text("--profile", str(site_profile), "results/tables/table3_ranking.csv"))
-    assert {"tasks", "rl_v1", "sft_data", "sft_v2", "rl_segment", "eval_checkpoint", "properties"} <= set(jobs)
+    assert {"tasks", "rl_v1", "sft_data", "sft_v2", "rl_segment", "eval_checkpoint_v1", "eval_checkpoint_v2",
+            "properties"} <= set(jobs)
     site = {key: str(profile["default-resources"][key]) for key in ("slurm_account", "slurm_partition", "nodes")}
     for rule, each in jobs.items():
         per_rule = {key: str(value) for key, value in profile["set-resources"].get(rule, {}).items()}

@@ -64,7 +64,7 @@ def test_a_dry_run_plans_training_and_evaluation_on_the_toy_domain(toy_config):
     text = _run("-m", "snakemake", "-n", target, "--configfile", str(toy_config), "--config", "preset=embedded")
     counts = job_counts(text)
     assert counts["rl_segment"] == 1  # the embedded grid's 2 steps in one segment
-    assert counts["eval_checkpoint"] == 4  # the last checkpoint on each of V2's four eval domains
+    assert counts["eval_checkpoint_v2"] == 1  # the last checkpoint, on V2's four eval domains in one job
     assert "results/tasks/toy.json" in text and "results/eval/v2/toy/aug/seed0/step2/toy.json" in text
 
 

@@ -27,8 +27,10 @@ def test_paper_dry_run_declares_the_whole_study(paper_plan):
     assert c["rl_segment"] == 60 + 9  # 60 first segments + 9 continuations (3 runs x 3 seeds)
     assert c["rl_v1"] == 1 and c["sft_data"] == 1 and c["sft_v2"] == 1
     assert "embedded_model" not in c  # the paper preset uses a local base model folder
-    # last four checkpoints x eval domains (V1: 3, V2: 4) + the extended windows + base rows
-    assert c["eval_checkpoint"] == 998
+    # one job per checkpoint (its init's eval domains: V1 3, V2 4): the last four checkpoints of each run,
+    # the extended windows and the base rows; 998 evaluations of one domain each
+    assert c["eval_checkpoint_v1"] == 122 and c["eval_checkpoint_v2"] == 158
+    assert 3 * c["eval_checkpoint_v1"] + 4 * c["eval_checkpoint_v2"] == 998
     assert c["properties"] == 4 and c["tasks"] == 4
     assert c["table"] == 9 and c["figure"] == 4  # tables 2-8 + bootstrap CIs + rank stability
 

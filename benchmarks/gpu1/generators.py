@@ -42,8 +42,8 @@ def job_specs(cfg: dict, model: str, domain: str, tasks: Path, work: Path) -> di
 
     specs = {}
     for generator in GENERATORS:
-        spec = jobs.eval_checkpoint(cfg, domain=domain, model=model, think="on", tasks_file=str(tasks),
-                                    out_json=str(work / generator / f"{domain}.json"))
+        spec = jobs.eval_checkpoint(cfg, model=model, think="on", tasks_files={domain: str(tasks)},
+                                    out_jsons={domain: str(work / generator / f"{domain}.json")})
         specs[generator] = {**spec, "generator": generator}
     return specs
 
@@ -102,7 +102,9 @@ def main(argv=None) -> int:
     after = np.array([[results["vllm"]["outcomes"][t] for t in tasks]])
     test = paired_test([(before, after)])
     speed = (results["vllm"]["tokens_per_s"] or float("nan")) / (results["hf"]["tokens_per_s"] or float("nan"))
-    spec = specs["vllm"]
+    from gentax.jobspec import evaluations
+
+    spec = evaluations(specs["vllm"])[0]
     settings = {k: spec[k] for k in ("domain", "episodes", "temperature", "top_p", "max_new_tokens", "history_length",
                                      "max_steps", "options", "seed", "tasks")}
     lines = [f"{args.domain}, {len(tasks)} paired tasks, temperature {spec['temperature']}, model {args.model}",

@@ -203,21 +203,46 @@ def rollout_problems(verb: str, spec: dict, inputs) -> list[str]:
     return out
 
 
+def eval_problems(spec, inputs) -> list[str]:
+    """The check of an ``eval`` job spec: at least one domain, none twice, and each domain's
+    evaluation passes ``rollout_problems`` (its problems prefixed with ``domains[i] (DOMAIN)``)."""
+    names = [entry["domain"] for entry in spec["domains"]]
+    if not names:
+        return ["domains: an evaluation job plays at least one domain, got none"]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        return [f"domains: {', '.join(twice)} listed more than once"]
+    return [f"domains[{index}] ({settings['domain']}): {problem}"
+            for index, settings in enumerate(jobspec.evaluations(spec))
+            for problem in rollout_problems("eval", settings, inputs)]
+
+
 def _settings_from_job(spec: dict, verb: str) -> dict:
     """A rollout's settings from its job spec: the spec as it is, after its check; its seeds the
     first ``episodes`` of its task manifest's."""
-    spec = jobspec.read(verb, spec)  # jobspec.EvalJob / PropertiesJob: keys and types
+    spec = jobspec.read(verb, spec)  # jobspec.PropertiesJob: keys and types
     jobspec.require(verb, rollout_problems(verb, spec, jobspec.OnDisk()))
-    seeds = json.loads(Path(spec["tasks"]).read_text())["seeds"][: spec["episodes"]]
-    return {**ENGINE_INTERNALS, **spec.to_dict(), "seeds": [int(s) for s in seeds], "progress": False,
+    return _with_seeds(spec.to_dict(), verb)
+
+
+def _with_seeds(settings: dict, verb: str) -> dict:
+    """Checked settings of one rollout with the engine internals and the task seeds it plays."""
+    seeds = json.loads(Path(settings["tasks"]).read_text())["seeds"][: settings["episodes"]]
+    return {**ENGINE_INTERNALS, **settings, "seeds": [int(s) for s in seeds], "progress": False,
             **({"filler": None} if verb != "eval" else {})}
 
 
 def _setup(s: dict):
     """(generator, task seeds, CollectConfig, output prefix, meta) from a rollout's settings."""
+    cfg = _collect_config(s)  # bad input fails before a model is loaded
+    generator = _generator(s)
+    return generator, list(s["seeds"]), cfg, _prefix(s), _meta(s, generator)
+
+
+def _collect_config(s: dict):
+    """The collector's config of a rollout's settings, validated."""
     from gentax.rollout.collector import CollectConfig
-    from gentax.rollout.evaluation import output_prefix
-    from gentax.rollout.generators import SamplingParams, make_generator
+    from gentax.rollout.generators import SamplingParams
     from gentax.runspec import think_fields
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -236,12 +261,26 @@ def _setup(s: dict):
         history_length=s["history_length"], group_size=s["group_size"], sampling=sampling, max_steps=s["max_steps"],
         env_options=dict(s["options"]), num_workers=s["num_workers"], seed=s["seed"], batch_size=s["batch_size"],
     )
-    cfg.validate()  # bad input fails before a model is loaded
+    cfg.validate()
+    return cfg
+
+
+def _generator(s: dict):
+    from gentax.rollout.generators import make_generator
+
     kw = {"hf": {"max_batch_size": s["max_batch_size"], "device": s["device"], "dtype": s["dtype"]},
           "vllm": {"dtype": s["dtype"]}}.get(s["generator"], {})
-    generator = make_generator(s["generator"], s["model"], **kw)
-    meta = {"model": s["model"], "generator": s["generator"], "dtype": getattr(generator, "compute_dtype", None)}
-    return generator, list(s["seeds"]), cfg, output_prefix(s["out"]), meta
+    return make_generator(s["generator"], s["model"], **kw)
+
+
+def _prefix(s: dict) -> str:
+    from gentax.rollout.evaluation import output_prefix
+
+    return output_prefix(s["out"])
+
+
+def _meta(s: dict, generator) -> dict:
+    return {"model": s["model"], "generator": s["generator"], "dtype": getattr(generator, "compute_dtype", None)}
 
 
 def _think_mode(args: argparse.Namespace) -> str:
@@ -280,17 +319,40 @@ def _output_lock(s: dict):
 
 
 def _eval(args: argparse.Namespace) -> int:
+    """One domain from the command line, or every domain of a job spec in turn with one model
+    (loaded when the first domain that is not kept needs it: gentax.rollout.kept)."""
+    from gentax.rollout import kept
     from gentax.rollout.evaluation import evaluate
 
-    s, job = _settings(args, "eval")
-    if args.check:
-        return jobspec.checked("eval")
-    with _output_lock(s):
-        generator, seeds, cfg, prefix, meta = _setup(s)
-        summary = evaluate(generator, seeds, cfg, prefix, meta=meta, progress=s["progress"],
-                           errors_as_losses=s["errors_as_losses"])
-        _embed_job_provenance(s, job, prefix)
-    _print_summary(summary, prefix)
+    if args.check and not args.job:
+        raise GentaxError("gentax eval --check checks a job spec: give --job SPEC")
+    if not args.job:
+        domains = [(_settings_from_args(args, "eval"), None)]
+    else:
+        spec = jobspec.read("eval", jobspec.load(args.job))
+        jobspec.require("eval", eval_problems(spec, jobspec.OnDisk()))
+        if args.check:
+            return jobspec.checked("eval")
+        domains = [(_with_seeds(settings, "eval"), settings) for settings in jobspec.evaluations(spec)]
+    generator = None
+    for s, job in domains:
+        prefix = _prefix(s)
+        with _output_lock(s):
+            key = None if job is None else kept.result_key(
+                job, model=s["model"], tasks=s["tasks"], filler_reference=(s["filler"] or {}).get("reference"))
+            summary = None if key is None else kept.restore(prefix, key)
+            if summary is not None:
+                print(f"{s['domain']}: kept from an earlier run of this job (its settings, tasks, model and code "
+                      f"unchanged: gentax/rollout/kept.py; {kept.REPLAY_ENV}=1 plays it again)")
+            else:
+                cfg = _collect_config(s)  # bad input fails before a model is loaded
+                generator = generator or _generator(s)
+                summary = evaluate(generator, list(s["seeds"]), cfg, prefix, meta=_meta(s, generator),
+                                   progress=s["progress"], errors_as_losses=s["errors_as_losses"])
+                _embed_job_provenance(s, job, prefix)
+                if key is not None:
+                    kept.keep(prefix, key)
+        _print_summary(summary, prefix)
     return 0
 
 

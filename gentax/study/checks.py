@@ -23,7 +23,7 @@ from gentax import jobspec
 from gentax.analysis.cli import input_problems
 from gentax.domains.spec import names
 from gentax.jobspec import Manifest, OnDisk
-from gentax.rollout.cli import rollout_problems
+from gentax.rollout.cli import eval_problems, rollout_problems
 from gentax.study import paths, plan
 from gentax.train.cli import rl_problems
 from gentax.train.runs import saved_steps
@@ -58,7 +58,7 @@ CHECKS: dict[str, Callable[[Mapping[str, Any], Any], list[str]]] = {
     "sft build-data": lambda spec, inputs: sft_problems("build-data", spec, inputs),
     "sft train": lambda spec, inputs: sft_problems("train", spec, inputs),
     "train rl": rl_problems,
-    "eval": lambda spec, inputs: rollout_problems("eval", spec, inputs),
+    "eval": eval_problems,
     "properties": lambda spec, inputs: rollout_problems("properties", spec, inputs),
     "summarize": lambda spec, inputs: input_problems("summarize", spec, inputs),
     "table": lambda spec, inputs: input_problems("table", spec, inputs),

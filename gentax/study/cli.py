@@ -209,6 +209,6 @@ def _cost(cfg: dict, args) -> int:
         print(json.dumps({"rules": [{**c.__dict__, "gpu_hours": c.gpu_hours, "over_limit": c.over_limit} for c in costs],
                           "total": cost.totals(costs), "figures": cfg["cost"]}, indent=2))
         return 0
-    where = str(profile.relative_to(REPO)) if profile.resolve().is_relative_to(REPO) else str(profile)
+    where = str(profile.resolve().relative_to(REPO)) if profile.resolve().is_relative_to(REPO) else str(profile)
     print(cost.report(cfg, costs, where=where, target=args.target))
     return 0

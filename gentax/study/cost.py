@@ -36,7 +36,7 @@ TIMED = {
     "sft_v2": ("steps", "sft_step_seconds", 1.0),
     "embedded_base": ("steps", "sft_step_seconds", 1.0),
     "sft_data": ("episodes", "rollout_episode_seconds", 1.0),
-    "eval_checkpoint": ("episodes", "rollout_episode_seconds", 1.0),
+    **{rule: ("episodes", "rollout_episode_seconds", 1.0) for rule in gplan.EVAL_RULES},  # a checkpoint's domains
     "properties": ("episodes", "rollout_episode_seconds", 1.0),
     "control_properties": ("episodes", "rollout_episode_seconds", 1.0),  # a level's property log (controls)
 }

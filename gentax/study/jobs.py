@@ -159,18 +159,26 @@ def _rollout(cfg: dict, kind: str, domain: str, settings: Mapping[str, Any], mod
             "errors_as_losses": bool(rs.get("errors_as_losses", False)), "out": out_json[: -len(".json")] + ".parquet"}
 
 
-def eval_checkpoint(cfg: dict, *, domain: str, model: str, think: str, tasks_file: str, out_json: str,
-                    filler_reference: str | None = None) -> dict[str, Any]:
-    """``gentax eval``: pass@1 of one checkpoint on one eval domain (the task manifest's seeds).
-    A filler-mode evaluation names the thinking evaluation of the same cell (``filler_reference``)."""
-    spec = _rollout(cfg, "eval", domain, domain_settings(cfg, domain), model, tasks_file, out_json,
-                    eval_episodes(cfg, domain))
-    spec.update(think=think, filler=None)
-    if filler_reference is not None:
-        filler = filler_settings(cfg)
-        spec["filler"] = {"reference": filler_reference, "source": filler["source"], "token": filler["token"],
-                          "tokens": None if filler["eval_tokens"] == "matched" else int(filler["eval_tokens"])}
-    return jobspec.build("eval", **spec)
+def eval_checkpoint(cfg: dict, *, model: str, think: str, tasks_files: Mapping[str, str],
+                    out_jsons: Mapping[str, str], filler_references: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``gentax eval``: pass@1 of one checkpoint on each eval domain of ``out_jsons`` (in its
+    order; each plays the first episodes of its task manifest ``tasks_files[domain]``), in one
+    process. A filler-mode evaluation names, per domain, the thinking evaluation of the same cell
+    (``filler_references``)."""
+    filler = filler_settings(cfg) if filler_references is not None else None
+    per_domain = []
+    for domain, out_json in out_jsons.items():
+        spec = _rollout(cfg, "eval", domain, domain_settings(cfg, domain), model, tasks_files[domain], out_json,
+                        eval_episodes(cfg, domain))
+        spec.update(think=think, filler=None)
+        if filler is not None:
+            spec["filler"] = {"reference": filler_references[domain], "source": filler["source"],
+                              "token": filler["token"],
+                              "tokens": None if filler["eval_tokens"] == "matched" else int(filler["eval_tokens"])}
+        per_domain.append(spec)
+    own = list(jobspec.EvalDomain.__annotations__)  # in their declared order: the spec's text is stable
+    shared = {key: value for key, value in per_domain[0].items() if key not in own}
+    return jobspec.build("eval", **shared, domains=[{key: spec[key] for key in own} for spec in per_domain])
 
 
 def properties(cfg: dict, *, domain: str, settings: Mapping[str, Any], model: str, tasks_file: str, out_json: str,

@@ -250,6 +250,16 @@ def eval_domains(cfg: dict, init: str) -> list[str]:
     return list(cfg["inits"][init]["domains"])
 
 
+def eval_rule(init: str) -> str:
+    """The rule whose one job per checkpoint of a run from ``init`` plays every eval domain of
+    ``init`` (one rule per initial policy: its domains are the rule's outputs)."""
+    return f"eval_checkpoint_{init}"
+
+
+#: the evaluation rules (rules/eval.smk): one per initial policy
+EVAL_RULES = tuple(eval_rule(init) for init in ("v1", "v2"))
+
+
 def plan(cfg: dict) -> dict[str, Any]:
     """The whole study as data (``gentax plan --json``)."""
     rs = runs(cfg)
@@ -435,8 +445,8 @@ def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
     """The jobs that build the tables/figures ``names`` (default: all of them) from nothing.
 
     ``{rule: [units of each job]}`` where units are training steps (``rl_v1``, ``rl_segment``,
-    ``sft_v2``, ``embedded_base``), episodes (``eval_checkpoint``, ``properties``, ``sft_data``: the
-    V1 episodes it rolls out) or 0 (bookkeeping jobs). What each table/figure reads comes from its
+    ``sft_v2``, ``embedded_base``), episodes (``EVAL_RULES``: a checkpoint's episodes over its eval
+    domains; ``properties``; ``sft_data``: the V1 episodes it rolls out) or 0 (bookkeeping jobs). What each table/figure reads comes from its
     registry entry (``artifact_reads``, the same function as the rules' ``artifact_inputs``); from
     there it follows the rules' input functions (run summary -> checkpoint evaluations -> training
     segments; SFT and V1 below V2), which tests/test_cost.py checks against Snakemake's dry-run.
@@ -459,11 +469,11 @@ def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
         steps = [s for part in sorted(wanted) for s in eval_steps(cfg, run, part)]
         last = max(end for _, end in {segment_of(cfg, run, s) for s in steps})
         out["rl_segment"] += [end - start for start, end in segments(cfg, run) if end <= last]
-        out["eval_checkpoint"] += [eval_episodes(cfg, d) for _ in steps for d in eval_domains(cfg, run.init)]
+        out[eval_rule(run.init)] += [sum(eval_episodes(cfg, d) for d in eval_domains(cfg, run.init)) for _ in steps]
         out["run_summary"] += [0] * len(wanted)
         task_domains |= set(eval_domains(cfg, run.init))
     for init, _ in sorted(bases):
-        out["eval_checkpoint"] += [eval_episodes(cfg, d) for d in eval_domains(cfg, init)]
+        out[eval_rule(init)].append(sum(eval_episodes(cfg, d) for d in eval_domains(cfg, init)))
         out["base_summary"].append(0)
         task_domains |= set(eval_domains(cfg, init))
     inits = {run.init for run in parts} | {init for init, _ in bases}
