@@ -872,8 +872,8 @@ LOCKS = {
     "train rl": (lambda spec: spec["out"], "gentax.train import runs", "runs.locked(sys.argv[1])"),
     "sft train": (lambda spec: spec["out"], "gentax import io", "io.output_lock(sys.argv[1], 'SFT output')"),
     "sft build-data": (lambda spec: spec["out"], "gentax import io", "io.output_lock(sys.argv[1], 'SFT dataset')"),
-    "eval": (lambda spec: spec["out"][: -len(".parquet")], "gentax.rollout import evaluation",
-             "evaluation.output_lock(sys.argv[1])"),
+    "eval": (lambda spec: spec["domains"][-1]["out"][: -len(".parquet")], "gentax.rollout import evaluation",
+             "evaluation.output_lock(sys.argv[1])"),  # its last domain's: every domain's lock is taken first
     "properties": (lambda spec: spec["out"][: -len(".parquet")], "gentax.rollout import evaluation",
                    "evaluation.output_lock(sys.argv[1])"),
     "model embedded": (lambda spec: spec["out"], "gentax import io", "io.output_lock(sys.argv[1], 'model folder')"),
@@ -909,10 +909,11 @@ def writer_specs(tmp_path_factory):
         if spec.get("data"):
             (where / spec["data"]).mkdir(parents=True, exist_ok=True)
             (where / spec["data"] / "dataset_info.json").write_text("{}")
-        if spec.get("tasks") and "domain" in spec:  # an evaluation's or property log's task manifest
-            (where / spec["tasks"]).parent.mkdir(parents=True, exist_ok=True)
-            (where / spec["tasks"]).write_text(json.dumps({"domain": spec["domain"], "split": "eval",
-                                                           "seeds": list(range(spec["episodes"]))}))
+    for verb, spec in specs.items():  # an evaluation's (each domain's) or property log's task manifest
+        for rollout in spec["domains"] if verb == "eval" else [spec] if verb == "properties" else []:
+            (where / rollout["tasks"]).parent.mkdir(parents=True, exist_ok=True)
+            (where / rollout["tasks"]).write_text(json.dumps({"domain": rollout["domain"], "split": "eval",
+                                                              "seeds": list(range(rollout["episodes"]))}))
     return where, specs
 
 

@@ -182,7 +182,7 @@ def test_embedded_model_trains_a_step(tmp_path):
     from gentax.rollout.embedded_model import embedded_model_path
 
     run = tmp_path / "run"
-    section = {"max_new_tokens": 24, "mini_batch_size": 64, "lr": 1e-5}
+    section = {"max_new_tokens": 16, "mini_batch_size": 64, "lr": 1e-5, "max_steps": {"sokoban": 2}}  # 2 turns a trajectory
     assert train(run, embedded_model_path(), (0, 1), section) == 0
     row = pd.read_csv(run / runs.METRICS_FILE).iloc[0]
     assert all(math.isfinite(row[c]) for c in ("loss", "kl", "entropy", "adv_std"))

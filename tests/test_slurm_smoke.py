@@ -131,7 +131,7 @@ def test_the_reduced_grid_runs_through_slurm(finished):
     local = set(re.search(r"^localrules: (.+)$", (REPO / "Snakefile").read_text(), flags=re.M).group(1).split(", "))
     planned = planned_jobs(proc)
     submitted = set(re.findall(r"submitted with SLURM jobid (\d+)", text))
-    assert len(submitted) == sum(n for rule, n in planned.items() if rule not in local | {"all"}) >= 15, text[-3000:]
+    assert len(submitted) == sum(n for rule, n in planned.items() if rule not in local | {"all"}) >= 12, text[-3000:]
     ran_locally = Counter(re.findall(r"^localrule (\w+):", text, flags=re.M))
     del ran_locally["all"]
     assert ran_locally == {rule: n for rule, n in planned.items() if rule in local}, text[-3000:]
@@ -284,7 +284,7 @@ def test_editing_one_eval_file_reruns_only_its_downstream(finished):
     # Snakemake 9 compares checksums of small inputs, so a bare `touch` (same content) reruns
     # nothing; an eval file whose content changed must rerun exactly what reads it.
     wd, _ = finished
-    evals = sorted((wd["work"] / "results" / "eval" / "v1" / "sokoban" / "aug").rglob("*.json"))
+    evals = sorted((wd["work"] / "results" / "eval" / "v1" / "sokoban" / "aug").rglob("*.json"))  # not .kept/ (its names end .kept)
     assert evals
     data = json.loads(evals[0].read_text())
     data["success_rate"] = 1.0 - data["success_rate"]

@@ -25,6 +25,7 @@ tokens (the thinking evaluation of the same cell; ``--filler-tokens`` fixes the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 from pathlib import Path
@@ -335,9 +336,11 @@ def _eval(args: argparse.Namespace) -> int:
             return jobspec.checked("eval")
         domains = [(_with_seeds(settings, "eval"), settings) for settings in jobspec.evaluations(spec)]
     generator = None
-    for s, job in domains:
-        prefix = _prefix(s)
-        with _output_lock(s):
+    with contextlib.ExitStack() as locks:
+        for s, _ in domains:  # every domain's output lock before any work: a second job is refused at once
+            locks.enter_context(_output_lock(s))
+        for s, job in domains:
+            prefix = _prefix(s)
             key = None if job is None else kept.result_key(
                 job, model=s["model"], tasks=s["tasks"], filler_reference=(s["filler"] or {}).get("reference"))
             summary = None if key is None else kept.restore(prefix, key)
@@ -352,7 +355,7 @@ def _eval(args: argparse.Namespace) -> int:
                 _embed_job_provenance(s, job, prefix)
                 if key is not None:
                     kept.keep(prefix, key)
-        _print_summary(summary, prefix)
+            _print_summary(summary, prefix)
     return 0
 
 

@@ -13,7 +13,7 @@ The key is the sha256 of: the domain's settings (its part of the job spec with t
 ``gentax.jobspec.evaluations``), the task manifest's bytes, the model folder's files (name, size,
 modification time: a checkpoint saved again is a new model), the filler reference's bytes, and
 every file of the gentax package (changed code replays every domain). Kept results are in
-``<result folder>/.kept/``, named ``<result name>.<key>.<suffix>``: the tables as hard links (no
+``<result folder>/.kept/``, named ``<result name>.<key><suffix>.kept``: the tables as hard links (no
 second copy on disk), the small JSON as a copy (an output edited in place does not change what is
 kept). A kept result is put back only when its JSON's table digests match its tables (so a table
 changed in place is played again). ``GENTAX_EVAL_REPLAY=1`` in the environment plays every domain.
@@ -67,7 +67,8 @@ def result_key(settings: Mapping[str, Any], *, model: str | None, tasks: str, fi
 
 def _kept(prefix: str, key: str) -> list[Path]:
     folder, name = Path(prefix).parent, Path(prefix).name
-    return [folder / KEPT / f"{name}.{key}{suffix}" for suffix in _SUFFIXES]
+    # ".kept" last: a glob for the results' *.json or *.parquet does not find what is kept
+    return [folder / KEPT / f"{name}.{key}{suffix}{KEPT}" for suffix in _SUFFIXES]
 
 
 def restore(prefix: str, key: str) -> dict | None:
