@@ -1,20 +1,22 @@
 """The generator's levers (prefill, and the decode KV cache) on and off in one run, on whole
-evaluations as the eval jobs run them.
+evaluations as the eval jobs run them; and the decode step (the fast step or transformers' forward).
 
     python benchmarks/prefill_levers.py --model results/model/embedded_base [--domains webshop,sciworld]
                                         [--repeats 2] [--threads 1]
 
 For each domain: the embedded preset's evaluation (`gentax eval` arguments from
 benchmarks/eval_model.py, hf generator, in this process) collected in four settings,
-alternately ``--repeats`` times each: all levers on (what the jobs run), the KV cache grown by
-concatenation, prefix reuse off, both prefill levers off. The levers
-(gentax.rollout.generators.HFGenerator, docs/rollout.md):
+alternately ``--repeats`` times each: all levers on (what the jobs run), decode steps through
+transformers' forward ("hf step"), that with the KV cache grown by concatenation, prefix reuse
+off, both prefill levers off. The levers (gentax.rollout.generators.HFGenerator, docs/rollout.md):
 - ``group_prefill``: a micro-batch's prompts prefilled in groups of similar length, each padded
   only to its own longest prompt (``prefill_groups``);
 - ``reuse_prefix``: the previous call's KV reused for a prompt that begins with one of its
   prompts (an episode's intro and task, one turn later);
 - ``preallocate_kv``: decoding into a KV cache allocated once per micro-batch for its whole
-  response length (gentax.rollout.kv_cache) instead of one grown by ``torch.cat`` every step.
+  response length (gentax.rollout.kv_cache) instead of one grown by ``torch.cat`` every step
+  (transformers' forward only: the fast step has its own static cache);
+- ``fast_decode``: decode steps through gentax.rollout.llama_decode where it runs the model.
 Printed per domain and setting: the collector's generation seconds (best of the repeats) and
 the generator's own split of them (``stats``: prefill seconds, decode-step seconds with sampling),
 the prompt positions the prefill calls computed (padding included), and whether the responses
@@ -62,12 +64,14 @@ def main() -> None:
     for domain in args.domains.split(","):
         parsed = build_parser().parse_args(eval_arguments(cfg, domain, args.model, eval_episodes(cfg, domain), out))
         generator, seeds, collect_cfg, _, _ = rollout_cli._setup(parsed)
-        settings = {"all on": (True, True, True), "kv grown": (True, True, False),
-                    "reuse off": (True, False, True), "both off": (False, False, True)}
+        settings = {"all on": (True, True, True, True), "hf step": (True, True, True, False),
+                    "kv grown": (True, True, False, False), "reuse off": (True, False, True, True),
+                    "both off": (False, False, True, True)}
         best, split, prefilled, responses = {}, {}, {}, {}
         for _ in range(args.repeats):
-            for name, (grouped, reuse, preallocate) in settings.items():
+            for name, (grouped, reuse, preallocate, fast) in settings.items():
                 generator.group_prefill, generator.reuse_prefix, generator.preallocate_kv = grouped, reuse, preallocate
+                generator.fast_decode = fast
                 generator.clear_prefix_cache()  # nothing carried over from the previous setting's run
                 before = dict(generator.stats)
                 rollouts = collect(generator, seeds, collect_cfg, progress=False)

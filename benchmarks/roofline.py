@@ -12,12 +12,15 @@ Measured on the machine it runs on, in one run (so the ratios hold whatever the 
   (SmolLM2-135M): prefill tokens/s of ``--prompts`` prompts of ``--prompt-tokens`` tokens, as a
   fraction of the dtype's matrix peak (2 x non-embedding parameters FLOPs per token, plus the
   attention products); decode ms per step of the same batch against its floor, the weight bytes
-  read once per step divided by the bandwidth; in bf16, with the sampling levers
-  (gentax.rollout.cpu_inference: grouped attention, prepacked linears) on and off in one run, and
-  what a step's parts take on their own: every linear layer of the model once on a [batch, 1]
-  input (the weight streaming a step cannot avoid) and the sampler on the batch's logits (its
-  per-row exponential noise over the vocabulary, ``torch.multinomial``); the rest of a step is
-  the other ~1,000 small ops of the model's forward and their dispatch;
+  read once per step divided by the bandwidth: the generator's decode loop (its ``stats``,
+  sampling included; before 2026-12-03 the whole call less a separately timed prefill, which
+  moved with that prefill's noise) with the fast step (gentax.rollout.llama_decode: what jobs run)
+  and with transformers' forward, in bf16 that with the sampling levers
+  (gentax.rollout.cpu_inference: grouped attention, prepacked linears) on and off, all in one run;
+  and what a step's parts take on their own: every weight product of the fast step once on a
+  [batch, in] input (the weight streaming a step cannot avoid) and the sampler on the batch's
+  logits (its per-row exponential noise over the vocabulary, ``torch.multinomial``); the rest of
+  a step is its attention over the KV cache and ~1,200 small calls;
 - the shared-prefix lever: prefill of a GRPO group (``--prompts`` copies of one prompt) with
   the common prefix prefilled once (the generator's default) and without, in one run;
 - the local engine's update: its own ``Policy.logprobs`` over the same prompts + sampled
@@ -25,7 +28,8 @@ Measured on the machine it runs on, in one run (so the ratios hold whatever the 
   against the peak (6 x body parameters FLOPs per token, 6 x LM-head parameters per response
   position, 3 x the attention products).
 
-Prints one table and the CPU flags that decide the dtype (avx512_bf16, amx_bf16). Timings
+Prints the commit, the CPU's model and the date, then one table and the CPU flags that decide
+the dtype (avx512_bf16, amx_bf16). Timings
 depend on whatever else runs on the machine: run it on an idle one. Even idle, the shares of one
 machine moved by 4-8 points between runs (docs/performance.md); ``--rounds N`` measures
 everything N times and ends with each share's median and range.
@@ -34,8 +38,38 @@ everything N times and ends with each share's median and range.
 from __future__ import annotations
 
 import argparse
+import platform
 import statistics
+import subprocess
 import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def machine() -> dict:
+    """What a record of a measurement says first: the commit (``+changes`` with uncommitted
+    changes to tracked files), the CPU's model name and bf16 flags, the date, the package versions."""
+    import torch
+    import transformers
+
+    from gentax.dtype import BF16_FLAGS, cpu_flags
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
+                 platform.processor())
+    return {"commit": commit, "cpu": model, "cpu_bf16_flags": sorted(cpu_flags() & set(BF16_FLAGS)),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "torch": torch.__version__, "transformers": transformers.__version__}
+
+
+def machine_line(header: dict) -> str:
+    return (f"commit {header['commit']}; {header['cpu']} (bf16 flags: {', '.join(header['cpu_bf16_flags']) or 'none'}); "
+            f"{header['date']}; torch {header['torch']}, transformers {header['transformers']}")
 
 
 def best_of(fn, repeats: int) -> float:
@@ -79,22 +113,47 @@ def bandwidth(repeats: int) -> tuple[float, float]:
     return 2 * nbytes / copy_s / 1e9, nbytes / read_s / 1e9
 
 
+def decode_seconds(generator, prompts, params, variants, repeats: int) -> dict:
+    """{(fast, levers): the least time the generator's decode loop took (its ``stats["decode_s"]``:
+    the steps after the prefill, sampling included)} over ``repeats`` calls of each variant, taken
+    in turn after a warm-up round (so a change of the machine's load reaches every variant);
+    seeded: the same tokens each call."""
+    from gentax.rollout import cpu_inference
+
+    times = {variant: [] for variant in variants}
+    for _ in range(repeats + 1):
+        for fast, levers in variants:
+            generator.fast_decode = fast
+            cpu_inference.accelerate(generator.model, enabled=levers)
+            before = generator.stats["decode_s"]
+            generator.generate_ids(prompts, params)
+            times[fast, levers].append(generator.stats["decode_s"] - before)
+    return {variant: min(seconds[1:]) for variant, seconds in times.items()}
+
+
 def decode_parts(generator, rows: int, params, repeats: int) -> tuple[float, float]:
-    """(ms of every linear layer once on a [rows, 1, in] input, ms of sampling ``rows`` rows):
-    the two parts of a decode step that can be timed alone, in the model's dtype and levers."""
+    """(ms of every weight product of a decode step once on a [rows, in] input, ms of sampling
+    ``rows`` rows): the two parts of a decode step that can be timed alone, as jobs run it (the
+    fast step's fused, packed products where it applies; else the model's linear layers)."""
     import torch
 
     model = generator.model
     dtype = next(model.parameters()).dtype
-    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    inputs = {m.in_features: torch.randn(rows, 1, m.in_features, dtype=dtype) for m in linears}
+    decoder = generator._llama_decoder()
+    if decoder is not None:
+        decoder._refresh()
+        products = [(p, p.in_features) for layer in decoder._layers for p in (layer.qkv, layer.out, layer.gate_up, layer.down)]
+        products.append((decoder._head, decoder._head.in_features))
+    else:
+        products = [(m, m.in_features) for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    inputs = {width: torch.randn(rows, width, dtype=dtype) for _, width in products}
     vocab = model.config.vocab_size
     logits = torch.randn(rows, vocab)
     rngs = [torch.Generator().manual_seed(p.seed) for p in params[:rows]]
 
     def all_linears():
-        for m in linears:
-            m(inputs[m.in_features])
+        for product, width in products:
+            product(inputs[width])
 
     def sample():
         torch.stack([generator._sample(logits[k], params[k], rngs[k]) for k in range(rows)]).tolist()
@@ -138,6 +197,7 @@ def main() -> None:
     from gentax.rollout.embedded_model import embedded_model_path
 
     torch.set_num_threads(args.threads)
+    print(machine_line(machine()))
     flags = cpu_flags()
     path = args.model or str(embedded_model_path())
     shares: dict[str, list[tuple[float, str]]] = {}  # label -> (share, unit) of each round
@@ -205,16 +265,20 @@ def measure(args, path) -> list[tuple]:
         weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         floor_ms = weight_bytes / (bw * 1e9) * 1000
         levers = generator.cpu_levers  # bf16 on a CPU: grouped attention, prepacked linears (same tokens)
-        used_ms = None  # the decode step as jobs run it: levers on where there are any (the loop's first)
-        for on in ((True, False) if levers else (False,)):
-            cpu_inference.accelerate(model, enabled=on)
-            total = best_of(lambda: generator.generate_ids(prompts, params), args.repeats)  # seeded: same tokens each time
-            decode_ms = max(total - seconds, 1e-9) / max(steps - 1, 1) * 1000  # the prefill is timed above
-            used_ms = decode_ms if used_ms is None else used_ms
-            label = f"decode {name} (batch {args.prompts})" + (f", levers {'on' if on else 'off'}" if levers else "")
+        # the decode step as jobs run it first (the fast step where it applies), then transformers'
+        # forward, with the levers on and (where there are any) off; all with the same prefill
+        variants = [(True, bool(levers))] if generator._llama_decoder() is not None else []
+        variants += [(False, True), (False, False)] if levers else [(False, False)]
+        decode_s = decode_seconds(generator, prompts, params, variants, args.repeats)
+        used_ms = decode_s[variants[0]] / max(steps - 1, 1) * 1000
+        for fast, on in variants:
+            decode_ms = decode_s[fast, on] / max(steps - 1, 1) * 1000
+            label = f"decode {name} (batch {args.prompts}), " + ("fast step" if fast else "transformers' forward") + (
+                f", levers {'on' if on else 'off'}" if levers and not fast else "")
             rows.append((label, f"{decode_ms:.1f} ms/step",
                          f"floor {floor_ms:.1f} ms (weights {weight_bytes / 1e6:.0f} MB / bandwidth)",
                          f"{decode_ms / floor_ms:.2f}x the floor", (decode_ms / floor_ms, "x")))
+        generator.fast_decode = True
         cpu_inference.accelerate(model, enabled=bool(levers))
         linear_ms, sample_ms = decode_parts(generator, args.prompts, params, args.repeats)
         rows.append((f"decode {name}: parts of a step", f"linears {linear_ms:.1f} ms",
@@ -235,8 +299,7 @@ def measure(args, path) -> list[tuple]:
 
         # the local engine's update: its own Policy.logprobs (prompts left-padded, responses
         # right-padded, the LM head on the response positions only) and a policy-gradient backward
-        policy = Policy(load_rl_config({"autocast": "bf16" if name == "bfloat16" else "none", "kl_coef": 0.0},
-                                       preset="embedded"), path, None)
+        policy = Policy(load_rl_config({"autocast": "bf16" if name == "bfloat16" else "none", "kl_coef": 0.0}), path, None)
         policy.model.train()
         responses = [o.response_ids for o in outs]
         head_positions = args.prompts * (max(map(len, responses)) + 1)

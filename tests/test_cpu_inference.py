@@ -82,6 +82,7 @@ def test_generator_samples_the_same_tokens_with_levers_on_and_off():
     from gentax.rollout.generators import HFGenerator, SamplingParams
 
     gen = HFGenerator(str(embedded_model_path()), device="cpu", dtype="bfloat16", max_batch_size=4)
+    gen.fast_decode = False  # decode through the model's forward too, where the levers act (the fast step: tests/test_llama_decode.py)
     assert gen.cpu_levers == LEVERS
     prompts = [[{"role": "user", "content": f"Room {i}: you see a box and a key. Pick one action."}] for i in range(3)]
     params = [SamplingParams(temperature=1.0, max_new_tokens=12, seed=i, stop=()) for i in range(3)]

@@ -397,6 +397,7 @@ def test_embedded_preallocated_kv_cache_gives_the_same_output(embedded, dtype, m
               SamplingParams(temperature=1.0, max_new_tokens=20, seed=8, stop=("three",)),
               SamplingParams(temperature=0.0, max_new_tokens=14)]
     gen.max_batch_size = 4
+    gen.fast_decode = False  # transformers' forward, whose cache this is (tests/test_llama_decode.py: the fast step's)
     try:
         gen.preallocate_kv = True
         gen.clear_prefix_cache()
@@ -405,7 +406,7 @@ def test_embedded_preallocated_kv_cache_gives_the_same_output(embedded, dtype, m
         gen.clear_prefix_cache()  # the same prefill as the first call's (no KV reused from it)
         grown = gen.generate(prompts, params)
     finally:
-        gen.preallocate_kv, gen.max_batch_size = True, 2
+        gen.preallocate_kv, gen.max_batch_size, gen.fast_decode = True, 2, gen.autocast_dtype is None
     assert calls == [19]  # one micro-batch, room for its longest response
     split = gen.stats["prefill_s"] + gen.stats["decode_s"]
     assert gen.stats["prefill_s"] > 0 and gen.stats["decode_s"] > 0 and split <= gen.stats["seconds"]

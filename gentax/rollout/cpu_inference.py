@@ -5,7 +5,9 @@ and the same attention for the local engine's bf16 log-prob passes.
     with attention_for(model, rows, length, autocast_dtype): ...   # a log-prob forward (+ backward)
 
 Two levers for a bf16 model that samples on a CPU (the ``hf`` generator's models and the local RL
-engine's bf16 rollout copy; ``HFGenerator`` applies them). Measured on the embedded model, one
+engine's bf16 rollout copy; ``HFGenerator`` applies them). They act on the model's forward: the
+prefill, and decode steps where the generator's own step (gentax.rollout.llama_decode, which
+packs its fused weights itself) does not run. Measured on the embedded model, one
 thread, 330 cached tokens (``python benchmarks/roofline.py``, rows "decode ... levers"):
 
 - **grouped attention**: transformers' eager attention, except that grouped-query attention folds

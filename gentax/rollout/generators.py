@@ -289,6 +289,12 @@ class HFGenerator:
         #: move by ~1e-5 (the attention's reductions run over the masked, longer key axis), under
         #: bf16 autocast by bf16 rounding (up to ~0.1 nats, as padding does)
         self.preallocate_kv = True
+        #: decode steps through gentax.rollout.llama_decode (fused products, one static KV cache,
+        #: ~40 torch calls a layer) where it runs the model: a Llama-architecture model in float32 or
+        #: bf16 on a CPU, not under autocast; else transformers' forward. The same tokens to float
+        #: rounding (bit for bit in bf16 where oneDNN runs fused products as separate ones)
+        self.fast_decode = autocast_dtype is None
+        self._decoder = None  # built on first use: (model, LlamaDecoder or None)
         self._kept: list[_KeptPrompt] = []  # the previous call's prompts with their KV cache
         self._kept_weights: tuple | None = None
         #: bf16 on a CPU: grouped attention and prepacked weights, the same logits (bit for bit
@@ -352,6 +358,16 @@ class HFGenerator:
             self.model.train(was_training)
         return results
 
+    def _llama_decoder(self):
+        """The model's ``LlamaDecoder`` where ``fast_decode`` is on and it runs the model, else None."""
+        if not self.fast_decode or self.autocast_dtype is not None:
+            return None
+        if self._decoder is None or self._decoder[0] is not self.model:
+            from gentax.rollout.llama_decode import LlamaDecoder
+
+            self._decoder = (self.model, LlamaDecoder.for_model(self.model))
+        return self._decoder[1]
+
     def clear_prefix_cache(self) -> None:
         """Drop the KV kept for ``reuse_prefix`` (it holds the last call's prefill cache)."""
         self._kept, self._kept_weights = [], None
@@ -372,7 +388,10 @@ class HFGenerator:
             started = time.perf_counter()
             next_logits, cache, mask = self._prefill(prompt_ids, earlier)
             last_pos = mask.sum(-1) - 1  # LEFT padding: a row's last token is its last column
-            if self.preallocate_kv:  # room for every token fed back (the last one never is)
+            decoder = self._llama_decoder()
+            if decoder is not None:  # room for every token fed back (the last one never is)
+                state = decoder.start(cache, mask, max(limit) - 1)
+            elif self.preallocate_kv:
                 from gentax.rollout.kv_cache import preallocate
 
                 cache, mask = preallocate(cache, mask, max(limit) - 1)
@@ -396,15 +415,20 @@ class HFGenerator:
                     break
                 if len(keep) < len(live):  # drop finished rows from the batch and the cache
                     index = torch.tensor(keep, device=device)
-                    cache.batch_select_indices(index)
-                    mask, last_pos = mask[index], last_pos[index]
-                    picked = picked[index]
+                    if decoder is not None:
+                        state.keep(index)
+                    else:
+                        cache.batch_select_indices(index)
+                        mask = mask[index]
+                    last_pos, picked = last_pos[index], picked[index]
                     live = [live[k] for k in keep]
-                step_ids = picked[:, None]
+                last_pos = last_pos + 1
+                if decoder is not None:
+                    next_logits = decoder.step(state, picked, last_pos)
+                    continue
                 if not self.preallocate_kv:
                     mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=1)
-                last_pos = last_pos + 1
-                next_logits = self.model(input_ids=step_ids, attention_mask=mask, position_ids=last_pos[:, None],
+                next_logits = self.model(input_ids=picked[:, None], attention_mask=mask, position_ids=last_pos[:, None],
                                          past_key_values=cache, use_cache=True).logits[:, -1, :]
             self.stats["decode_s"] += time.perf_counter() - decoding
         return [

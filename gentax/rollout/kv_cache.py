@@ -1,4 +1,5 @@
-"""A decode KV cache allocated once per micro-batch, for the ``hf`` generator.
+"""A decode KV cache allocated once per micro-batch, for the ``hf`` generator's decode steps
+through transformers' forward (where gentax.rollout.llama_decode, which keeps its own, does not apply).
 
     cache, mask = preallocate(cache, mask, extra)   # after the prefill, before the first decode step
 

@@ -1,0 +1,132 @@
+"""The hf generator's fast decode step (gentax.rollout.llama_decode) against transformers' own
+forward on the embedded model: logits of a left-padded prefill's next steps equal to float32
+rounding in float32 (transformers runs sdpa and MKL there, the step eager attention and oneDNN)
+and bit for bit in bf16 on a CPU without AMX (the same ops in the same order; with AMX oneDNN may
+pick other kernels for the fused products: bf16 rounding, the same argmax); greedy and seeded
+tokens of the generator equal with the step on and off, rows leaving the batch at different
+steps; a weight changed in place is read again; models it cannot run keep transformers' forward."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gentax.dtype import attention_implementation, cpu_flags  # noqa: E402
+from gentax.rollout import cpu_inference, llama_decode  # noqa: E402
+from gentax.rollout.generators import HFGenerator, SamplingParams  # noqa: E402
+
+EXACT_BF16 = "amx_bf16" not in cpu_flags()
+STEPS = 4
+
+
+def _model(dtype: str):
+    from transformers import AutoModelForCausalLM
+
+    from gentax.rollout.embedded_model import embedded_model_path
+
+    model = AutoModelForCausalLM.from_pretrained(embedded_model_path(), dtype=getattr(torch, dtype),
+                                                 attn_implementation=attention_implementation(dtype, "cpu")).eval()
+    cpu_inference.accelerate(model)  # as the generator runs it (bf16: grouped attention, packed linears)
+    return model
+
+
+def _decode(model, decoder=None) -> torch.Tensor:
+    """Logits [STEPS, rows, vocab] of STEPS decode steps after a prefill of 3 rows, one padded by 7,
+    into a cache with room for two more tokens than fed (unwritten columns masked): through
+    ``decoder``'s step, or without one transformers' forward."""
+    from gentax.rollout.kv_cache import preallocate
+
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(100, 40000, (3, 40), generator=gen)
+    mask = torch.ones(3, 40, dtype=torch.long)
+    mask[1, :7] = 0
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    tokens = torch.randint(100, 4000, (STEPS, 3), generator=gen)
+    logits = []
+    with torch.inference_mode():
+        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
+        last = positions[:, -1]
+        if decoder is not None:
+            state = decoder.start(out.past_key_values, mask, STEPS + 2)
+        else:
+            cache, mask = preallocate(out.past_key_values, mask, STEPS + 2)
+        for step in range(STEPS):
+            last = last + 1
+            if decoder is not None:
+                logits.append(decoder.step(state, tokens[step], last))
+            else:
+                logits.append(model(input_ids=tokens[step][:, None], attention_mask=mask, position_ids=last[:, None],
+                                    past_key_values=cache, use_cache=True).logits[:, -1])
+    return torch.stack(logits).float()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_fast_step_gives_transformers_logits(dtype):
+    model = _model(dtype)
+    assert llama_decode.unsupported(model) is None
+    plain, fast = _decode(model), _decode(model, llama_decode.LlamaDecoder.for_model(model))
+    assert torch.equal(plain.argmax(-1), fast.argmax(-1))
+    if dtype == "float32":  # measured: largest difference 7e-5 of logits up to ~30
+        assert torch.allclose(plain, fast, rtol=0, atol=1e-3)
+    elif EXACT_BF16:
+        assert torch.equal(plain, fast)
+    else:  # bf16 rounding of other kernels (one bf16 step of a logit near 32 is 0.25)
+        difference = (plain - fast).abs()
+        assert difference.max() <= 0.5 and difference.mean() < 0.01
+
+
+@pytest.mark.slow
+def test_a_weight_changed_in_place_is_read_again():
+    """The local engine updates its policy (and refreshes its rollout copy) in place between calls."""
+    model = _model("float32")
+    decoder = llama_decode.LlamaDecoder.for_model(model)
+    _decode(model, decoder)
+    packed = decoder._layers[0].qkv
+    with torch.no_grad():
+        model.model.layers[0].self_attn.k_proj.weight.mul_(1.5)
+        model.model.layers[2].mlp.up_proj.weight.add_(0.01)
+    fast = _decode(model, decoder)
+    assert decoder._layers[0].qkv is not packed
+    assert torch.allclose(_decode(model), fast, rtol=0, atol=1e-3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_generator_gives_the_same_tokens_with_the_fast_step(dtype):
+    """Greedy and seeded rows of different lengths (EOS, a stop string, their own limits): the
+    same tokens with the fast step and with transformers' forward, log-probs to float rounding."""
+    from gentax.rollout.embedded_model import embedded_model_path
+
+    gen = HFGenerator(str(embedded_model_path()), device="cpu", dtype=dtype, max_batch_size=4)
+    assert gen._llama_decoder() is not None
+    under_autocast = HFGenerator.from_model(gen.model, gen.tokenizer, autocast_dtype=torch.bfloat16)
+    assert under_autocast._llama_decoder() is None  # the local engine's LoRA sampling: transformers' forward
+    prompts = [[{"role": "user", "content": "What is the capital of France? Answer in one short sentence."}],
+               [{"role": "user", "content": "Tell me a long story about a robot."}],
+               [{"role": "user", "content": "Name three colours of the rainbow, one per line. " * 4}]]
+    params = [SamplingParams(temperature=0.0, max_new_tokens=16), SamplingParams(temperature=1.0, max_new_tokens=6, seed=7),
+              SamplingParams(temperature=1.0, max_new_tokens=16, seed=8, stop=("three",))]
+    fast = gen.generate(prompts, params)
+    gen.fast_decode = False
+    gen.clear_prefix_cache()  # the same prefill as the first call's
+    plain = gen.generate(prompts, params)
+    assert len({len(g.response_ids) for g in plain}) >= 2  # rows left the batch at different steps
+    for a, b in zip(fast, plain):
+        assert a.response_ids == b.response_ids and a.text == b.text and a.finish_reason == b.finish_reason
+        if dtype == "float32" or not EXACT_BF16:
+            assert a.logprobs == pytest.approx(b.logprobs, abs=1e-3 if dtype == "float32" else 0.5)
+        else:
+            assert a.logprobs == b.logprobs
+
+
+def test_models_it_cannot_run_keep_transformers_forward():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1)
+    assert llama_decode.unsupported(LlamaForCausalLM(config)) is None
+    assert "bias" in llama_decode.unsupported(LlamaForCausalLM(LlamaConfig(**{**config.to_dict(), "attention_bias": True})))
+    assert "float16" in llama_decode.unsupported(LlamaForCausalLM(config).to(torch.float16))
+    assert "LlamaForCausalLM" in llama_decode.unsupported(torch.nn.Linear(2, 2))
