@@ -60,8 +60,8 @@ if workflow.is_main_process:  # the budget of what this profile would launch (no
 
     _res = workflow.resource_settings
     try:
-        print(gcost.summary_line(config, gcost.resources_from(_res.default_resources, _res.overwrite_resources)),
-              file=sys.stderr)
+        _given = gcost.resources_from(_res.default_resources, _res.overwrite_resources, _res.resources)
+        print(gcost.summary_line(config, _given), file=sys.stderr)
         print(f"gentax: each job's progress goes to its log (the `log:` line of its block): "
               f"tail -f {R}/logs/<its log>; a run prints the running jobs' latest lines every "
               f"{gprogress.EVERY_S:g} s (gentax/progress.py)", file=sys.stderr)

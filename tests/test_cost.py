@@ -141,3 +141,24 @@ def test_a_profile_named_relative_to_the_checkout_is_shown_so():
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "resources of profiles/slurm" in out.stdout and "eval_checkpoint_v1" in out.stdout
+
+
+def test_the_one_gpu_profile_prices_its_shared_gpu():
+    """profiles/gpu1: 12 `gpu_jobs` slots of one GPU; a GPU job holds one, so 1/12 of the GPU, and
+    the study is priced in GPU-hours (what the one GPU is busy), not as CPU jobs."""
+    from gentax.study import config as gconfig
+
+    from gentax.io import read_yaml
+
+    gpu1 = gconfig.load_config(gconfig.with_preset(read_yaml(REPO / "config.yaml"), {"preset": "gpu1"}))
+    resources = cost.profile_resources(REPO / "profiles" / "gpu1")
+    assert resources["rl_segment"]["gpu"] == resources["eval_checkpoint_v2"]["gpu"] == pytest.approx(1 / 12)
+    costs = cost.estimate(gpu1, resources)
+    rows = {c.rule: c for c in costs}
+    assert rows["rl_segment"].gpu_hours == pytest.approx(rows["rl_segment"].hours / 12)
+    total = cost.totals(costs)
+    assert total["gpu_hours"] == pytest.approx(sum(c.hours for c in costs if c.gpus) / 12)
+    assert total["gpu_hours"] > 0
+    assert "GPU-hours" in cost.summary_line(gpu1, resources)
+    with pytest.raises(ConfigError, match="gpu_jobs=1 but the profile has no pool"):
+        cost.resources_from(None, {"rl_segment": {"gpu_jobs": 1}})

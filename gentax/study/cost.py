@@ -9,7 +9,10 @@ Snakefile declares; tests/test_cost.py checks them against Snakemake's dry-run) 
 - the GPUs each rule gets from a Snakemake profile (``profile_resources``: its
   ``default-resources`` and ``set-resources``), read from any of the SLURM plugin's ways to ask for
   them: ``gpu: 8``, ``gres: "gpu:8"`` (or ``"gpu:a100:8"``), ``gpus_per_task: 8`` (times
-  ``tasks``); a value it cannot read, or two that disagree, is a ConfigError naming the rule.
+  ``tasks``); a value it cannot read, or two that disagree, is a ConfigError naming the rule. A
+  one-GPU profile (profiles/gpu1) shares its GPU out as ``gpu_jobs`` slots: its ``resources:
+  [gpu_jobs=N]`` is the pool, and a job holding k slots counts as k/N of one GPU (N jobs at once
+  keep the one GPU; their GPU-hours add up to the wall time of the GPU).
 
 Hours of a job = start-up + units x figure; GPU-hours = hours x the job's GPUs. Bookkeeping jobs
 (task splits, summaries, tables, figures) take no GPU and are counted, not timed. A job whose
@@ -112,9 +115,20 @@ def _gres_gpus(gres: Any, rule: str) -> float:
     return total
 
 
-def _gpus(merged: dict[str, Any], rule: str) -> float:
-    """GPUs per job from ``gpu``, ``gres`` or ``gpus_per_task`` x ``tasks``; they must agree."""
+#: a one-GPU profile's slots of its GPU (module docstring)
+SHARED_GPU = "gpu_jobs"
+
+
+def _gpus(merged: dict[str, Any], rule: str, pool: float | None = None) -> float:
+    """GPUs per job from ``gpu``, ``gres``, ``gpus_per_task`` x ``tasks`` or its ``gpu_jobs``
+    share of a ``pool`` of slots on one GPU; they must agree."""
     ways = {}
+    if merged.get(SHARED_GPU) not in (None, ""):
+        slots = _number(merged[SHARED_GPU], f"resources of {rule}: {SHARED_GPU}")
+        if not pool:
+            raise ConfigError(f"resources of {rule}: {SHARED_GPU}={slots:g} but the profile has no pool of them "
+                              f"(resources: [{SHARED_GPU}=N]: N jobs share one GPU)")
+        ways[SHARED_GPU] = slots / pool
     if merged.get("gpu") not in (None, ""):
         ways["gpu"] = _number(merged["gpu"], f"resources of {rule}: gpu")
     if merged.get("gres") not in (None, ""):
@@ -128,13 +142,16 @@ def _gpus(merged: dict[str, Any], rule: str) -> float:
     return next(iter(ways.values()), 0.0)
 
 
-def resources_from(default: Any, per_rule: dict[str, Any] | None) -> dict[str, dict[str, float]]:
-    """``{rule: {"gpu": n, "runtime": minutes or absent}}`` from default and per-rule resources."""
+def resources_from(default: Any, per_rule: dict[str, Any] | None, pools: Any = None) -> dict[str, dict[str, float]]:
+    """``{rule: {"gpu": n, "runtime": minutes or absent}}`` from default and per-rule resources and
+    the profile's global ``resources`` (``pools``: a one-GPU profile's ``gpu_jobs`` slots)."""
     base = _resource_map(default)
+    pool = _resource_map(pools).get(SHARED_GPU)
+    pool = _number(pool, f"resources: {SHARED_GPU}") if pool not in (None, "") else None
     out = {}
     for rule in {*TIMED, *(per_rule or {})}:
         merged = {**base, **_resource_map((per_rule or {}).get(rule))}
-        entry = {"gpu": _gpus(merged, rule)}
+        entry = {"gpu": _gpus(merged, rule, pool)}
         if merged.get("runtime") not in (None, ""):
             entry["runtime"] = _number(merged["runtime"], f"resources of {rule}: runtime")
         out[rule] = entry
@@ -148,7 +165,7 @@ def profile_resources(profile: str | Path) -> dict[str, dict[str, float]]:
     if not path.is_file():
         raise ConfigError(f"Snakemake profile not found: {profile} (a profile is a folder with a config.yaml)")
     data = gio.read_yaml(path)
-    return resources_from(data.get("default-resources"), data.get("set-resources"))
+    return resources_from(data.get("default-resources"), data.get("set-resources"), data.get("resources"))
 
 
 def estimate(cfg: dict, resources: dict[str, dict[str, float]], names: Iterable[str] | None = None) -> list[RuleCost]:
@@ -201,7 +218,7 @@ def report(cfg: dict, costs: list[RuleCost], *, where: str, target: str | None =
         if c.unit is None:
             continue
         work = f"{c.units:,} {c.unit}"
-        lines.append(f"{c.rule:<19}{c.jobs:>6,}{work:>20}{_num(c.hours):>11}{c.gpus:>10g}{_num(c.gpu_hours):>11}")
+        lines.append(f"{c.rule:<19}{c.jobs:>6,}{work:>20}{_num(c.hours):>11}{c.gpus:>10.3g}{_num(c.gpu_hours):>11}")
     cpu = [f"{c.rule} {c.jobs}" for c in costs if c.unit is None]
     if cpu:
         lines += textwrap.wrap("CPU-only bookkeeping jobs (not timed): " + ", ".join(cpu), width=100,
