@@ -95,6 +95,14 @@ include: "rules/tables.smk"
 # wait in the queue and start its own Snakemake for a few seconds of work.
 localrules: run_summary, base_summary, properties_table, controls_properties_table, table, figure
 
+# A profile's set-resources for a rule the workflow has not (a renamed one) would be dropped
+# silently, and its jobs would run without the GPUs it asks for: one error instead.
+if workflow.is_main_process:
+    _unknown = gcost.unknown_rules(workflow.resource_settings.overwrite_resources, [r.name for r in workflow.rules])
+    if _unknown:
+        print(f"gentax: error: {_unknown}", file=sys.stderr)
+        sys.exit(2)
+
 
 rule all:
     input:

@@ -5,6 +5,7 @@ dropping its other default resources."""
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,15 @@ def test_a_config_on_the_command_line_keeps_the_profiles_preset():
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "gentax budget estimate (whole study, preset paper)" in proc.stderr
+
+
+def test_a_profile_naming_a_rule_the_workflow_has_not_is_one_error(tmp_path):
+    """A site profile copied before `eval_checkpoint` became one rule per initial policy would lose
+    its evaluation jobs' GPU requests without a word: the plan stops, naming the rule and its heirs."""
+    text = (REPO / "profiles" / "slurm" / "config.yaml").read_text().replace("eval_checkpoint_v1:", "eval_checkpoint:")
+    (tmp_path / "config.yaml").write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile", str(tmp_path)], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode != 0
+    assert ("gentax: error: the profile's set-resources names rules this workflow does not have: eval_checkpoint "
+            "(now eval_checkpoint_v1 and eval_checkpoint_v2") in proc.stderr, proc.stderr[-2000:]

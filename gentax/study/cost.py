@@ -158,6 +158,20 @@ def resources_from(default: Any, per_rule: dict[str, Any] | None, pools: Any = N
     return out
 
 
+#: rules that were renamed: old name -> what replaced it (a profile that still names it is told)
+RENAMED_RULES = {"eval_checkpoint": "eval_checkpoint_v1 and eval_checkpoint_v2 (one evaluation job per checkpoint)"}
+
+
+def unknown_rules(per_rule: Any, rules: Iterable[str]) -> str | None:
+    """What is wrong when a profile's ``set-resources`` names rules the workflow does not have
+    (None: nothing), one line naming each and, for a renamed rule, what replaced it."""
+    unknown = sorted(set(map(str, per_rule or {})) - set(rules))
+    if not unknown:
+        return None
+    said = "; ".join(f"{rule} (now {RENAMED_RULES[rule]})" if rule in RENAMED_RULES else rule for rule in unknown)
+    return f"the profile's set-resources names rules this workflow does not have: {said}; rename or remove them"
+
+
 def profile_resources(profile: str | Path) -> dict[str, dict[str, float]]:
     """The resources a Snakemake profile folder (its config.yaml) gives each rule."""
     path = Path(profile)
