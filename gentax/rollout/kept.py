@@ -47,7 +47,7 @@ def code_digest() -> str:
 
 
 def _file_digest(path: str | None) -> str | None:
-    return None if path is None else hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return None if path is None else gio.file_digest(path)["sha256"]
 
 
 def _model_identity(model: str | None) -> list | None:
