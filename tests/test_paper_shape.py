@@ -182,20 +182,22 @@ RECORD = REPO / "benchmarks" / "paper_shape" / "records" / "2026-12-03"
 
 def test_the_memory_check_meets_the_measured_peaks_within_15_percent():
     """gentax.study.memory at each measured run's shape and settings against the committed record
-    (one H200, 4 and 8 layers, verl without flash-attn): the update and the log-prob pass against
-    torch's peak, the rollout against nvidia-smi's (vLLM is a process of its own)."""
+    (one H200, 4 and 8 layers, verl without flash-attn; the SFT step at 8 layers): the update, the
+    log-prob pass, the checkpoint save and the SFT step against torch's peak, the rollout against
+    nvidia-smi's (vLLM is a process of its own)."""
     compare = _load("compare")
     machine, records = compare.read_run(RECORD)
-    checked = 0
-    for record in (r for r in records if r["kind"] == "rl"):
+    checked = []
+    for record in records:
         predicted = compare.predictions(record, machine, 49152)
         for row in compare.measured_rows(record):
-            if row["phase"] in ("gen", "old_log_prob", "update_actor"):
+            if row["phase"] in compare.PREDICTED_BY:
                 job, part, against = compare.PREDICTED_BY[row["phase"]]
                 ratio = getattr(predicted[job], part) / row[against]
                 assert 0.85 <= ratio <= 1.15, (record["phase"], row["phase"], ratio)
-                checked += 1
-    assert checked == 6
+                checked.append((record["phase"], row["phase"]))
+    assert sorted(checked) == sorted([(f"rl_L{n}", phase) for n in (4, 8) for phase in
+                                      ("gen", "old_log_prob", "update_actor", "save_checkpoint")] + [("sft_L8", "sft")])
 
 
 def test_the_check_refuses_the_measured_run_on_the_papers_80_gib_gpu():

@@ -29,14 +29,17 @@ sys.path.insert(0, str(HERE))
 import model as shape_model  # noqa: E402
 
 #: measured phase -> (the check's job it is compared with (gentax.study.memory.JobMemory.job), its part,
-#: the measured figure it is held against). The rollout's vLLM engine is a process of its own, so the
-#: rollout is held against nvidia-smi (the whole GPU above its memory before the run); the rest run in
-#: the actor worker (RL) or the trainer (SFT): torch's peak allocated. The checkpoint save holds the
-#: model states only. The reference log-probs (parameters offloaded, verl_engine) have no figure.
+#: the measured figure it is held against). The check's figures are allocations (states + activations),
+#: the GPU's context and the allocator's cache being the budget's margin (``cluster.memory_check``), so a
+#: phase is held against torch's peak allocated in the process that runs it: the actor worker (RL), the
+#: trainer (SFT: the HF Trainer's tracker; one process, nothing else on the GPU). The rollout's vLLM
+#: engine is a process of its own, which torch's counter in the actor worker does not see, so the rollout
+#: is held against nvidia-smi (the whole GPU above its memory before the run). The reference log-probs
+#: (parameters offloaded, verl_engine) have no figure.
 PREDICTED_BY = {"gen": ("rl rollout", "total_gib", "smi_gib"),
                 "old_log_prob": ("rl log-probs", "total_gib", "torch_gib"),
                 "update_actor": ("rl actor update", "total_gib", "torch_gib"),
-                "save_checkpoint": ("rl actor update", "model_states_gib", "torch_gib"),
+                "save_checkpoint": ("rl checkpoint save", "total_gib", "torch_gib"),
                 "sft": ("sft_v2", "total_gib", "torch_gib")}
 GIB = 1024**3
 

@@ -14,13 +14,15 @@ device, so no weights are needed:
 
 - SFT (LlamaFactory, full fine-tuning): the DeepSpeed JSON it is handed (``inits.v2.sft.deepspeed``)
   over ``cluster.gpus_per_node`` GPUs: ZeRO-3 -> the stage-3 estimate, ZeRO-2 -> the stage-2 one,
-  offload flags from the JSON's ``offload_optimizer`` / ``offload_param``. Without DeepSpeed (or
-  stage 0) nothing is partitioned: every GPU holds all states, DeepSpeed's stage-2 estimate for
-  one GPU. Stage 1 has no DeepSpeed estimator and is refused.
+  offload flags from the JSON's ``offload_optimizer`` / ``offload_param``; ZeRO-3 without offload
+  at the measured bytes a parameter (``ZERO3_STATE_BYTES``) in the stage-3 estimate's place.
+  Without DeepSpeed (or stage 0) nothing is partitioned: every GPU holds all states, DeepSpeed's
+  stage-2 estimate for one GPU. Stage 1 has no DeepSpeed estimator and is refused.
 - RL (verl's FSDP actor): FSDP FULL_SHARD partitions like ZeRO-3, over ``trainer.n_gpus_per_node``
   x ``trainer.nnodes``, with ``param_offload`` / ``optimizer_offload`` as verl receives them
-  (``gentax.study.settings.rl_settings``). The rollout phase is checked too: vLLM's
-  ``gpu_memory_utilization`` share of the GPU beside the actor's resident states.
+  (``gentax.study.settings.rl_settings``). The phases outside the update hold the measured bytes a
+  parameter (``FSDP_RESIDENT_BYTES``, ``FSDP_SAVE_BYTES``): the rollout (vLLM's
+  ``gpu_memory_utilization`` share of the GPU beside them), the log-prob pass and the checkpoint save.
 
 Activations are our estimate (bf16; FlashAttention/SDPA, so no sequence x sequence scores), per
 token of the largest micro-batch a GPU processes:
@@ -29,8 +31,8 @@ token of the largest micro-batch a GPU processes:
   recomputed at a time in the backward pass: its RMSNorm inputs/outputs, q/o projections,
   attention output and residuals (``9 h``), k/v before and after RoPE (``3 kv``), and the
   SwiGLU MLP's gate, up, activation and product (``4 I``); without checkpointing every layer's;
-- the LM head's logits, ``V`` x bytes per entry: 14 with Hugging Face's loss (LlamaFactory: bf16
-  logits, their fp32 copy, fp32 log-softmax, fp32 gradient); 4 with verl (bf16 logits and their
+- the LM head's logits, ``V`` x bytes per entry: with Hugging Face's loss (LlamaFactory) the figure
+  fitted to the measured SFT step (``LOGIT_BYTES["hf_loss"]``); 4 with verl (bf16 logits and their
   gradient; flash-attn's in-place cross entropy), plus 4 when verl computes entropies
   (``entropy_coeff`` != 0: softmax and product).
 
@@ -55,17 +57,43 @@ from gentax.train.sft_config import load_sft_config, sft_section
 
 GIB = 1024**3
 BF16 = 2
-#: bytes per logit entry (token x vocabulary) beside a micro-batch's layer activations. hf_loss, verl,
-#: verl_entropy: our count of the tensors (module doc), for the cluster's path (flash-attn installed: verl's
-#: in-place cross entropy). verl_unfused / verl_unfused_log_probs: MEASURED for verl without flash-attn
-#: (attn_implementation sdpa/eager: padded batches, torch's log-softmax, entropies for the metrics) on one
+#: bytes per logit entry (token x vocabulary) beside a micro-batch's layer activations. verl, verl_entropy:
+#: our count of the tensors (module doc), for the cluster's path (flash-attn installed: verl's in-place cross
+#: entropy). hf_loss (LlamaFactory's SFT step): a ONE-DEPTH FIT to the measured step (one H200, 8 layers, ZeRO-3,
+#: micro-batch 2 x 6,656 tokens; record 2026-12-03, sft_L8.train_results.json): torch's peak 43,627,953,152
+#: bytes less the states at ZERO3_STATE_BYTES (and DeepSpeed's 4 x the largest layer) leaves 635,651 bytes a
+#: token, 7.6 a logit entry beside the counted layer activations; rounded up to 8. One depth cannot tell the
+#: loss's temporaries from the layers' or from states the step holds only at its peak: this is the figure that
+#: makes states + activations meet that peak, not a count (ours was 14: bf16 logits, their fp32 copy, fp32
+#: log-softmax, fp32 gradient, all at once). verl_unfused / verl_unfused_log_probs: MEASURED for verl without
+#: flash-attn (attn_implementation sdpa/eager: padded batches, torch's log-softmax, entropies for the metrics) on one
 #: H200, at 4 and 8 layers of the paper's shape (benchmarks/paper_shape/records/2026-12-03/report.txt:
 #: fitted at 4 layers, 20.0 bytes in the update and 51.3 in the log-prob pass, per token of
 #: ppo_max_token_len_per_gpu; at 8 layers the same fit gives 19.8 and 49.8); verl_log_probs: the
 #: cluster path's log-prob pass, NOT measured: verl's figure scaled by the measured log-prob / update
 #: ratio of the unfused path (51 / 20)
-LOGIT_BYTES = {"hf_loss": 14, "verl": 4, "verl_entropy": 8, "verl_log_probs": 11,
+LOGIT_BYTES = {"hf_loss": 8, "verl": 4, "verl_entropy": 8, "verl_log_probs": 11,
                "verl_unfused": 20, "verl_unfused_log_probs": 51}
+#: bytes a parameter of verl's FSDP actor on its GPUs outside the update's passes, MEASURED (torch's peak
+#: allocated) on one H200 at 4 and 8 layers (benchmarks/paper_shape/records/2026-12-03/report.txt): the line
+#: through the two depths over their parameters (1,275,105,280 and 2,147,553,280, the stand-in's vocabulary
+#: 49,152) has slope 12.00 in the rollout and 16.00 in the checkpoint save (3.250 GiB a layer of 218,112,000
+#: parameters), intercept 0.06 GiB in both. Read as fp32 parameters (4) and Adam's two moments (8), the
+#: gradients freed, in the rollout and the log-prob passes; the fp32 gradients (4) still held when verl saves
+#: after the update. The update keeps DeepSpeed's ZeRO-3 estimate (18 and the largest layer): its own line's
+#: slope is 18.7 bytes a parameter, 1.0 of them the kept layer inputs, nearer 18 than 16.
+FSDP_RESIDENT_BYTES = 12
+FSDP_SAVE_BYTES = 16
+#: what each offload flag takes off the GPU outside the update (our reading, not measured): param_offload the
+#: fp32 parameters, which verl loads back for the save (its FSDP engine's save_checkpoint; counted there with
+#: their gradients); optimizer_offload Adam's moments, in the save too
+FSDP_OFFLOADED_BYTES = {"param_offload": 4, "optimizer_offload": 8}
+#: bytes a parameter of LlamaFactory's ZeRO-3 states without offload, MEASURED on one H200 at 8 layers (record
+#: 2026-12-03, sft_L8.train_results.json, the HF Trainer's tracker): allocated after the two steps (the states
+#: alone, activations freed) = before_init_mem_gpu + init_mem_gpu_alloc_delta + train_mem_gpu_alloc_delta =
+#: 34,461,520,384 bytes, 16.05 a parameter of 2,147,553,280. DeepSpeed's stage-3 estimator counts 18; its
+#: 4 x the largest layer (a gathered layer, transient) is kept.
+ZERO3_STATE_BYTES = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +240,12 @@ def sft_estimate(cfg: dict, arch: Architecture) -> JobMemory | None:
     cluster = cfg["cluster"]
     gpus = int(cluster["gpus_per_node"])
     ds = deepspeed_settings(sft.deepspeed)
-    states = model_states_bytes(arch, gpus_per_node=gpus, **ds)
+    if ds == {"zero_stage": 3, "offload_optimizer": False, "offload_params": False}:
+        # DeepSpeed's stage-3 estimate (4 x the largest layer + 18 bytes a parameter over the GPUs) at the
+        # measured bytes a parameter
+        states = 4 * arch.largest_layer_params + ZERO3_STATE_BYTES * arch.total_params / gpus
+    else:
+        states = model_states_bytes(arch, gpus_per_node=gpus, **ds)
     seq = sft.cutoff_len or rl.max_prompt_tokens + rl.max_new_tokens
     tokens = sft.micro_batch_size * seq
     checkpointing = sft.gradient_checkpointing in ("auto", True)  # auto: on with CUDA
@@ -239,11 +272,12 @@ def rl_estimates(cfg: dict, arch: Architecture) -> list[JobMemory]:
     logit = LOGIT_BYTES[("verl_entropy" if float(v[actor + "entropy_coeff"]) else "verl") if fused else "verl_unfused"]
     checkpointing = bool(v[model + "enable_gradient_checkpointing"])
     acts = tokens * arch.activation_bytes_per_token(checkpointing=checkpointing, logit_bytes=logit)
-    # outside the update (rollout, old / reference log-probs) no gradients: the actor's fp32 parameters and
-    # Adam's two moments stay, 12 bytes a parameter (measured); the log-prob pass keeps no layer inputs but
-    # has wider logit temporaries
-    resident = arch.total_params * ((0 if v[actor + "fsdp_config.param_offload"] else 4)
-                                    + (0 if v[actor + "fsdp_config.optimizer_offload"] else 8)) / (gpus * nodes)
+    # outside the update its states at the measured bytes a parameter, less what is offloaded; the log-prob
+    # pass keeps no layer inputs but has wider logit temporaries
+    offloaded = {flag: bytes_ if v[actor + "fsdp_config." + flag] else 0 for flag, bytes_ in FSDP_OFFLOADED_BYTES.items()}
+    per_gpu = arch.total_params / (gpus * nodes)
+    resident = per_gpu * (FSDP_RESIDENT_BYTES - sum(offloaded.values()))
+    saved = per_gpu * (FSDP_SAVE_BYTES - offloaded["optimizer_offload"])  # verl loads offloaded parameters to save
     probs = tokens * (BF16 * (9 * arch.hidden + 3 * arch.kv + 4 * arch.intermediate)
                       + arch.vocab * LOGIT_BYTES["verl_log_probs" if fused else "verl_unfused_log_probs"])
     budget = _budget(cfg["cluster"])
@@ -255,9 +289,10 @@ def rl_estimates(cfg: dict, arch: Architecture) -> list[JobMemory]:
         JobMemory("rl log-probs", f"{world}, {tokens} tokens per micro-batch, forward only", resident / GIB,
                   probs / GIB, budget, "lower rl.verl.micro_batch_per_gpu (the log-prob pass's token budget too), "
                   "or offload (rl.verl)"),
-        # the rollout: the actor's gradients are freed by then (measured: 12 bytes a parameter stay)
         JobMemory("rl rollout", f"{world}, vLLM's gpu_memory_utilization share beside the actor", resident / GIB, 0.0,
                   budget, "lower rl.verl.gpu_memory_utilization, or offload (rl.verl)", vllm_gib=share),
+        JobMemory("rl checkpoint save", f"{world}, the actor's states with its gradients", saved / GIB, 0.0, budget,
+                  "offload the optimizer (rl.verl.optimizer_offload)"),
     ]
 
 
