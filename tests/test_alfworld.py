@@ -229,3 +229,29 @@ def test_importing_alfworld_writes_nothing_to_home(tmp_path):
     assert out.stdout.strip() == "None"
     assert not (tmp_path / ".cache" / "alfworld").exists()
     assert alf_engine.alfworld_root().is_dir()
+
+
+def test_fast_downward_copies_live_in_memory_not_on_disk(tmp_path, monkeypatch):
+    """Each live engine needs its own copy of libdownward.so (one global planning state); fast-downward
+    writes each to $TMPDIR, where a loaded copy keeps its 33 MB until the process ends. gentax loads
+    them from memfds of the bytes read once per process (engine.load_library): none under $TMPDIR."""
+    import tempfile
+
+    from gentax.domains.alfworld import engine
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(engine, "_RELEASED_LIBS", [])  # copies other tests' engines released stay theirs
+
+    def copies():
+        maps = Path("/proc/self/maps").read_text().splitlines()
+        return {line.split()[4]: line.split(None, 5)[-1] for line in maps if "libdownward" in line}
+
+    before = copies()
+    first, second = engine.make_engine(), engine.make_engine()
+    new = {inode: name for inode, name in copies().items() if inode not in before}
+    assert len(new) == 2 and all(name.startswith("/memfd:libdownward.so") for name in new.values()), new
+    assert first.unwrapped.downward_lib._handle != second.unwrapped.downward_lib._handle
+    assert not list(tmp_path.iterdir())  # nothing left on disk
+    engine.close_engine(first)
+    engine.close_engine(second)
+    assert not {inode for inode in copies() if inode not in before} - set(new)  # closed copies are reused

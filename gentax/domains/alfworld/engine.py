@@ -21,8 +21,15 @@ Traps handled here, in one place:
   translated once per process, however many episodes and envs reset it (a reset: 240 -> 35 ms
   on a small scene, 460 -> 85 ms on a whole one; ``benchmarks/alfworld_reset.py``).
 - Each ``PddlEnv`` loads a private 33 MB copy of ``libdownward.so`` (the library keeps one
-  global planning state); unloading one crashes the next load, so ``close_engine`` keeps the
-  copy for the next engine of the process instead.
+  global planning state, so every live engine needs its own); unloading one crashes the next
+  load, so ``close_engine`` keeps the copy for the next engine of the process instead: a process
+  holds as many copies as it ever had engines open at once (an evaluation batch of 64 ALFWorld
+  episodes: 64), never one per game. fast-downward's own ``load_lib`` writes each copy to a
+  temporary folder under $TMPDIR and deletes it at once, but a loaded library keeps its file's
+  33 MB allocated on that disk until the process ends (64 copies: 2.1 GB per job, up to 12 jobs at
+  once on the one-GPU machine's one disk). ``make_engine`` loads each copy from memory instead
+  (``load_library``: the library is read once per process, each copy is a memfd): no disk, and the
+  memory goes with the process.
 """
 
 from __future__ import annotations
@@ -184,6 +191,59 @@ def engine_call() -> Iterator[None]:
 
 #: fast-downward library copies of closed engines, handed to the next new engine
 _RELEASED_LIBS: list[Any] = []
+#: the memfds of this process's library copies, open for its lifetime: a closed one's number would be
+#: reused, and dlopen of a path it has loaded before hands back that copy instead of a new one
+_LIBRARY_FDS: list[int] = []
+
+
+@functools.lru_cache(maxsize=1)
+def _library_bytes() -> bytes:
+    """``libdownward.so`` as fast-downward installs it, read once per process."""
+    from fast_downward import interface
+
+    return Path(interface.DOWNWARD_LIB_PATH).read_bytes()
+
+
+def load_library():
+    """A new copy of fast-downward's library, as ``fast_downward.load_lib`` makes one (the same
+    function signatures), but loaded from an in-memory file (memfd) of the bytes this process read
+    once, not from a copy on disk (module doc). Where memfd is missing (not Linux): ``load_lib``."""
+    import ctypes
+
+    from fast_downward import interface
+
+    if not hasattr(os, "memfd_create"):
+        return interface.load_lib()
+    fd = os.memfd_create("libdownward.so")
+    _LIBRARY_FDS.append(fd)
+    with open(fd, "wb", closefd=False) as fh:
+        fh.write(_library_bytes())
+    path = f"/proc/self/fd/{fd}"
+    saved = interface.shutil, interface.cdll  # load_lib copies the file, then loads the copy: neither, here
+    interface.shutil = _NoCopy
+    interface.cdll = _FromMemory(path, ctypes.CDLL)
+    try:
+        return interface.load_lib()
+    finally:
+        interface.shutil, interface.cdll = saved
+
+
+class _NoCopy:
+    """``shutil`` as ``fast_downward.load_lib`` sees it in ``load_library``: its copy is not made."""
+
+    @staticmethod
+    def copyfile(source, target):
+        return target
+
+
+class _FromMemory:
+    """``ctypes.cdll`` as ``fast_downward.load_lib`` sees it in ``load_library``: loads the memfd."""
+
+    def __init__(self, path: str, loader):
+        self.path, self.loader = path, loader
+
+    def LoadLibrary(self, _ignored):  # noqa: N802 (ctypes' name)
+        return self.loader(self.path)
 
 
 def make_engine():
@@ -195,8 +255,7 @@ def make_engine():
 
     infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
     original = fast_downward.load_lib
-    if _RELEASED_LIBS:
-        fast_downward.load_lib = _RELEASED_LIBS.pop
+    fast_downward.load_lib = _RELEASED_LIBS.pop if _RELEASED_LIBS else load_library
     try:
         core = PddlEnv(infos)
     finally:
