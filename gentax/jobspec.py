@@ -5,7 +5,8 @@
 ``KINDS`` (``EvalJob``, ``RLJob``, ...): the plan builds every spec through it
 (``gentax.study.jobs``) and the verb reads its spec back into it (``read(verb, spec)``), so what
 the plan writes and what the verb reads cannot drift. Reading checks that the spec has every key
-and no unknown one, then each value's type: a bad spec is one ``GentaxError`` naming the verb, the
+(but an optional one, a field with a default, which the spec holds only when it is not that
+default) and no unknown one, then each value's type: a bad spec is one ``GentaxError`` naming the verb, the
 key, the value and the type wanted, before any work starts. A job kind is a read-only mapping of
 its keys as well (``spec[key]``), so the verbs' checks take a plan's spec (a dict) and a read one alike.
 
@@ -168,6 +169,15 @@ class ControlDomain(typing.TypedDict):
     options: dict[str, Any]
 
 
+class CheckpointKeep(typing.TypedDict):
+    """What a training segment keeps of its run's checkpoints (``jobs.rl_segment``, config
+    ``disk.keep_checkpoints: evaluated``; ``gentax.study.plan.checkpoint_keep``): the steps whose
+    weights the plan's evaluations (or later jobs) read, and whether the newest checkpoint keeps its
+    resume state (a later segment of the run is planned)."""
+    steps: list[int]
+    resume_state: bool
+
+
 class ControlLevelSpec(typing.TypedDict):
     """One level of the controls' table (``gentax.study.controls.ControlLevel`` and its runs' label)."""
     control: str
@@ -202,15 +212,24 @@ class JobKind:
         return [field.name for field in dataclasses.fields(cls)]
 
     @classmethod
+    def optional_names(cls) -> list[str]:
+        """Keys a spec may leave out: those with a default, which ``to_dict`` leaves out at it (a key
+        added for one setting leaves every other spec's text, and so its job, as it was)."""
+        return [field.name for field in dataclasses.fields(cls) if field.default is not dataclasses.MISSING]
+
+    @classmethod
     def read(cls, spec: Mapping[str, Any]):
         """The spec as this kind: missing or unknown keys, then each value's type (one GentaxError)."""
-        problems = key_problems(spec, cls.field_names())
+        optional = cls.optional_names()
+        problems = key_problems(spec, [name for name in cls.field_names() if name not in optional], optional)
         if problems:
             raise GentaxError(f"gentax {cls.verb} --job: {problems}")
         return cls(**spec)
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.field_names()}
+        defaults = {field.name: field.default for field in dataclasses.fields(self)}
+        return {name: getattr(self, name) for name in self.field_names()
+                if name not in self.optional_names() or getattr(self, name) != defaults[name]}
 
     def __getitem__(self, key: str) -> Any:
         if key not in self.field_names():
@@ -261,6 +280,7 @@ class RLJob(JobKind):
     manifest: str
     tasks: str | None
     dtype: str
+    keep: CheckpointKeep | None = None  # None (left out of the spec): every checkpoint stays
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ RL_SEGMENT_JOB = JobSpec("train rl", lambda wc: gjobs.rl_segment(
     config, planned_run(wc), start=int(wc.start), end=int(wc.end), save_every=config["rl"]["save_every"],
     init_model=init_model_path(wc.init), run_folder=run_dir(wc),
     manifest=gpaths.segment_manifest(run_dir(wc), int(wc.start), int(wc.end)),
-    filler_reference=filler_reference_dir(wc)))
+    filler_reference=filler_reference_dir(wc), keep=gplan.checkpoint_keep(config, planned_run(wc), int(wc.end))))
 
 
 rule rl_segment:

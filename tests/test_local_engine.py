@@ -6,6 +6,7 @@ rl_helpers); one slow test trains the real embedded model for a step.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -250,3 +251,36 @@ def test_a_non_finite_gradient_is_dropped_and_counted(tiny, monkeypatch):
     stats = update_policy(policy, optimizer, samples, cfg, np.random.default_rng(0))
     assert stats["skipped_updates"] == 0 and stats["updates"] == 1
     assert not all(torch.equal(a, b) for a, b in zip(before, policy.trainable_parameters()))
+
+
+def test_a_pruned_run_resumes_exactly_and_keeps_only_what_its_spec_names(straight_run, tiny, tmp_path, capsys):
+    """disk.keep_checkpoints: evaluated (gentax.jobspec.CheckpointKeep): segment 0:2 of a run whose
+    plan evaluates steps 1 and 3 keeps step 1's weights and step 2 whole (a later segment resumes
+    from it); segment 2:3, the last, resumes exactly, then keeps steps 1 and 3 without any resume
+    state; asking again trains nothing."""
+    from gentax.runspec import from_rl_config
+    from gentax.train.config import load_rl_config
+    from rl_helpers import run_job
+
+    cfg = load_rl_config(TINY_RL)
+    run, folder = from_rl_config(cfg, init=str(tiny), domain="sokoban", variant="default", seed=0, steps=3), tmp_path / "run"
+
+    def spec(start, end, resume_state):
+        return {"engine": "local", "init": str(tiny), "out": str(folder), "start": start, "end": end,
+                "rl": cfg.to_dict(), "run_spec": run.to_dict(), "tracking": {"backends": []},
+                "manifest": str(folder / f"segment_{start}_{end}.json"), "tasks": None, "dtype": "auto",
+                "keep": {"steps": [1, 3], "resume_state": resume_state}}
+
+    def states():
+        return [s for s in runs.checkpoint_steps(folder) if (runs.checkpoint_dir(folder, s) / runs.STATE_DIR).exists()]
+
+    assert run_job("train rl", spec(0, 2, True)) == 0
+    assert runs.checkpoint_steps(folder) == [1, 2] and states() == [2]
+    assert json.loads((folder / "segment_0_2.json").read_text())["checkpoints"] == {"1": str(runs.checkpoint_dir(folder, 1))}
+    assert run_job("train rl", spec(2, 3, False)) == 0
+    assert "resuming" in capsys.readouterr().out
+    assert runs.checkpoint_steps(folder) == [1, 3] and states() == []
+    ours, ref = weights(runs.checkpoint_dir(folder, 3)), weights(runs.checkpoint_dir(straight_run, 3))
+    assert all(torch.equal(ours[k], ref[k]) for k in ref)  # the uninterrupted run's weights
+    assert run_job("train rl", spec(2, 3, False)) == 0 and "nothing to train" in capsys.readouterr().out
+    assert runs.checkpoint_steps(folder) == [1, 3]

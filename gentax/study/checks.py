@@ -4,8 +4,9 @@ A job checks its spec against its inputs before any work (each verb owns its che
 ``gentax.jobspec``'s contract; ``--check`` stops after it). The same check runs at plan time on
 ``Planned``, the inputs as the plan's jobs will write them, derived from the config by the
 functions the job specs come from: a domain's task manifest lists ``plan.manifest_size`` tasks
-(split ``eval``); the model folders are the initial policies and the checkpoints each run's
-segments save (``train.runs.saved_steps``). Other files a spec names are declared inputs of its
+(split ``eval``); the model folders are the initial policies and the checkpoints each run keeps
+(``plan.kept_steps``: every one its segments save, or with ``disk.keep_checkpoints: evaluated``
+the evaluated ones). Other files a spec names are declared inputs of its
 rule, which Snakemake's DAG already refuses when no rule makes them.
 
 The workflow runs ``problems`` for every job Snakemake builds (``rules/common.smk`` ``job_spec``),
@@ -26,7 +27,6 @@ from gentax.jobspec import Manifest, OnDisk
 from gentax.rollout.cli import eval_problems, rollout_problems
 from gentax.study import paths, plan
 from gentax.train.cli import rl_problems
-from gentax.train.runs import saved_steps
 from gentax.train.sft_cli import sft_problems
 
 
@@ -74,11 +74,9 @@ class Planned:
     def __init__(self, cfg: dict):
         self.manifests = {paths.tasks(cfg, d): Manifest(d, "eval", plan.manifest_size(cfg, d)) for d in names()}
         models = {paths.embedded_model(cfg), paths.base_model(cfg), paths.init_model(cfg, "v1"), paths.init_model(cfg, "v2")}
-        every = int(cfg["rl"]["save_every"])
         for run in plan.runs(cfg):
             folder = paths.run_dir(cfg, run.init, run.train_domain, run.variant_label, run.seed)
-            for start, end in plan.segments(cfg, run):
-                models |= {paths.checkpoint(folder, step) for step in saved_steps(start, end, every)}
+            models |= {paths.checkpoint(folder, step) for step in plan.kept_steps(cfg, run)}
         self.models = frozenset(models)
 
     def manifest(self, path: str) -> Manifest | None:

@@ -104,12 +104,14 @@ def embedded_model(cfg: dict, out: str) -> dict[str, Any]:
 
 
 def rl_segment(cfg: dict, run, *, start: int, end: int, save_every: int, init_model: str, run_folder: str,
-               manifest: str, filler_reference: str | None = None, tasks_file: str | None = None) -> dict[str, Any]:
+               manifest: str, filler_reference: str | None = None, tasks_file: str | None = None,
+               keep: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``gentax train rl``: steps start+1..end of one run (resuming its folder), then its manifest.
 
     ``run`` is the planned run (``gentax.runspec.RunSpec``); a filler run names the folder of the
     thinking run it matches (``filler_reference``); ``tasks_file``, a task manifest the provenance
-    record fingerprints (Ckpt V1's training domain)."""
+    record fingerprints (Ckpt V1's training domain); ``keep``, what the segment keeps of the run's
+    checkpoints (``plan.checkpoint_keep``; None: all, and the spec has no ``keep``)."""
     rl = resolved_rl(cfg, save_every=save_every)
     if filler_reference is not None:
         filler = filler_settings(cfg)
@@ -117,7 +119,8 @@ def rl_segment(cfg: dict, run, *, start: int, end: int, save_every: int, init_mo
                         "reference": str(filler_reference)}
     return jobspec.build("train rl", engine=cfg["engines"]["rl"], init=init_model, out=run_folder, start=int(start),
                          end=int(end), rl=rl, run_spec=run.to_dict(), tracking=_plain(cfg.get("tracking") or {}),
-                         manifest=manifest, tasks=tasks_file, dtype=_dtype(cfg))
+                         manifest=manifest, tasks=tasks_file, dtype=_dtype(cfg),
+                         keep=None if keep is None else _plain(keep))
 
 
 def _sft_data_section(cfg: dict, sft: Mapping[str, Any], *, with_generator: bool) -> dict[str, Any]:

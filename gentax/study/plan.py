@@ -10,7 +10,8 @@ validating the config is ``gentax.study.config``. Contract:
   and handed as it is to the rules, the engines and evaluation. An extended run (Tables 4/9/10) is
   the default run with more steps, never a second run. ``v1_run(cfg)`` is Ckpt V1's training run.
 - ``segments(cfg, run)`` splits a run into resumable training segments: ``[(0, 150), (150, 300)]``;
-  segment k+1 resumes from the state segment k saved.
+  segment k+1 resumes from the state segment k saved. ``checkpoint_keep(cfg, run, end)`` = what a
+  segment keeps of the run's checkpoints (``disk.keep_checkpoints``).
 - ``eval_steps(cfg, run, part)`` = the checkpoints evaluated: the last ``eval.window`` checkpoints at
   ``grid.steps`` ("main") and at an extended run's own last step ("extended"), or all checkpoints
   with ``eval.all_checkpoints``.
@@ -38,6 +39,7 @@ from gentax.domains.spec import is_mixture, mixture_weights, names
 from gentax.errors import ConfigError
 from gentax.runspec import RunSpec
 from gentax.study.controls import PROPERTIES_TABLE, ControlLevel, control_levels, enabled, property_path
+from gentax.train.runs import saved_steps
 from gentax.train.sft_config import load_sft_config, sft_section  # noqa: F401  (sft_section: read as gplan.sft_section)
 
 VARIANTS = runspec.variant_names()  # what each means: gentax/runspec.py
@@ -237,6 +239,39 @@ def eval_steps(cfg: dict, run: Run, part: str | None = None) -> list[int]:
     if part == "extended":
         return [s for s in steps if s > main_end]
     return steps
+
+
+def keep_evaluated(cfg: dict) -> bool:
+    """Whether runs keep only the checkpoints the plan reads (config ``disk.keep_checkpoints:
+    evaluated``); else every checkpoint stays (``all``)."""
+    return (cfg.get("disk") or {}).get("keep_checkpoints", "all") == "evaluated"
+
+
+def kept_steps(cfg: dict, run: Run) -> list[int]:
+    """The checkpoints of ``run`` whose weights stay: every one it saves, or with ``keep_evaluated``
+    the ones its evaluations read (``eval_steps``, both parts: a later segment never drops an
+    earlier segment's evaluated checkpoint before its evaluation has run)."""
+    if keep_evaluated(cfg):
+        return eval_steps(cfg, run)
+    every = int(cfg["rl"]["save_every"])
+    return sorted({step for start, end in segments(cfg, run) for step in saved_steps(start, end, every)})
+
+
+def checkpoint_keep(cfg: dict, run: Run, end: int) -> dict[str, Any] | None:
+    """What the training segment of ``run`` that ends at ``end`` keeps when it ends (its job
+    spec's ``keep``, ``gentax.jobspec.CheckpointKeep``); None: everything (``disk.keep_checkpoints:
+    all``). The newest checkpoint keeps its resume state only while a later segment of the run is
+    planned (extended training resumes from it); the run's last segment drops it."""
+    if not keep_evaluated(cfg):
+        return None
+    return {"steps": kept_steps(cfg, run), "resume_state": any(start >= end for start, _ in segments(cfg, run))}
+
+
+def v1_checkpoint_keep(cfg: dict) -> dict[str, Any] | None:
+    """``checkpoint_keep`` of Ckpt V1's one training job: its last checkpoint (the initial policy V1)."""
+    if not keep_evaluated(cfg):
+        return None
+    return {"steps": [int(cfg["inits"]["v1"]["rl"]["steps"])], "resume_state": False}
 
 
 def segment_of(cfg: dict, run: Run, step: int) -> tuple[int, int]:

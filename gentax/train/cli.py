@@ -66,13 +66,14 @@ def register(subparsers) -> None:
 def train_rl(engine: str, section: dict[str, Any] | RLConfig | None, *, init: str, start: int, end: int, run_dir: str,
              run: RunSpec | None = None, domain: str | None = None, variant: str = "default", seed: int = 0,
              print_config: bool = False, progress: bool = True,
-             tracking: dict[str, Any] | None = None) -> int:
+             tracking: dict[str, Any] | None = None, keep: list[int] | None = None) -> int:
     """Library entry (the workflow calls this): one run segment ``start:end`` with ``engine``.
 
     ``section`` is an RL section merged over the defaults (``load_rl_config``), or an ``RLConfig`` used as it
     is (a job spec's, resolved by the workflow). The run is ``run`` (a ``RunSpec``), or the one
     ``domain``/``variant``/``seed`` name with the RL section's domain settings and augmentation
-    budget (``runspec.from_rl_config``)."""
+    budget (``runspec.from_rl_config``). ``keep``: the steps whose checkpoints stay while it trains
+    (None: all; the local engine prunes as it saves, ``runs.prune_checkpoints``)."""
     from gentax.runspec import from_rl_config
     from gentax.train.config import load_rl_config
 
@@ -110,7 +111,7 @@ def train_rl(engine: str, section: dict[str, Any] | RLConfig | None, *, init: st
         else:
             from gentax.train.local_engine import train_local
 
-            train = functools.partial(train_local, cfg, **where, progress=progress, tracking=tracking)
+            train = functools.partial(train_local, cfg, **where, progress=progress, tracking=tracking, keep=keep)
         _report_removed(runs.remove_temporaries(run_dir))
         code = train()
         if code == 0:
@@ -153,6 +154,9 @@ def rl_problems(spec: dict[str, Any], inputs) -> list[str]:
 def run_job(spec: dict[str, Any], check: bool = False) -> int:
     """One training segment of the workflow: the run spec into the run folder (``runs.RUN_SPEC_FILE``),
     steps start+1..end, then the segment's manifest (its HF checkpoints and provenance), written last.
+    A spec with ``keep`` (config ``disk.keep_checkpoints: evaluated``) keeps of the run's checkpoints
+    up to ``end`` only those it names, and the resume state of the last one only with its
+    ``resume_state`` (``runs.prune_checkpoints``; both engines), before the manifest.
     ``check``: only the spec's check against its inputs (``rl_problems``)."""
     from gentax import io as gio
     from gentax import provenance
@@ -167,11 +171,16 @@ def run_job(spec: dict[str, Any], check: bool = False) -> int:
     run, run_dir = RunSpec.from_dict(s["run_spec"]), Path(s["out"])
     with holding(run_dir):  # before any write and any import of the engine: a second job is refused at once
         gio.write_json(run_dir / runs.RUN_SPEC_FILE, run.to_dict())
+        keep = s["keep"]
         code = train_rl(s["engine"], cfg, init=s["init"], run=run, start=s["start"], end=s["end"],
-                        run_dir=str(run_dir), progress=False, tracking=s["tracking"])
+                        run_dir=str(run_dir), progress=False, tracking=s["tracking"],
+                        keep=None if keep is None else keep["steps"])
         if code != 0:
             return code
         saved = runs.saved_steps(s["start"], s["end"], cfg.save_every)
+        if keep is not None:
+            runs.prune_checkpoints(run_dir, keep["steps"], upto=s["end"], states=1 if keep["resume_state"] else 0)
+            saved = [step for step in saved if step in keep["steps"]]
         checkpoints = {str(step): str(run_dir / "checkpoints" / f"step_{step}") for step in saved}
         missing = [path for path in checkpoints.values() if not (Path(path) / "config.json").is_file()]
         if missing:

@@ -29,7 +29,8 @@ peft adapter whose ``adapter_config.json`` names the base path (``lora_save: ada
 ``AutoModelForCausalLM.from_pretrained`` loads it when peft is installed). Its ``gentax_state/``
 holds what a resume needs beyond the weights: optimizer state, torch RNG state, the step, and
 the LoRA adapter. Only the newest ``runs.STATES_KEPT`` checkpoints keep ``gentax_state`` (older
-ones are pruned). Each checkpoint carries a manifest of its files (``gentax.io.write_manifest``;
+ones are pruned); with a ``keep`` list (config ``disk.keep_checkpoints: evaluated``) an older
+checkpoint the plan does not evaluate goes whole (``runs.prune_checkpoints``). Each checkpoint carries a manifest of its files (``gentax.io.write_manifest``;
 ``gentax_state`` its own): a resume skips a damaged checkpoint, naming it, for the one before.
 All other randomness is derived from (run seed, step), so a resumed or extended run repeats
 exactly what an uninterrupted run would have done (tests/test_local_engine.py checks weights).
@@ -65,7 +66,6 @@ import contextlib
 import copy
 import logging
 import math
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,6 +159,9 @@ class Policy:
                                    ("cpu" if cfg.device == "auto" else cfg.device))
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ConfigError("RL config device=cuda but no CUDA device is available")
+        from gentax.dtype import deterministic_kernels
+
+        deterministic_kernels(self.device)  # before the first CUDA product: the same bits in two runs
         dtype = getattr(torch, cfg.dtype)
         self.autocast_dtype = autocast_dtype(cfg.autocast, self.device.type)
         self._rollout_copy = None  # the bf16 weights rollouts sample from (generator())
@@ -473,9 +476,10 @@ def _validate(policy, cfg: RLConfig, run, *, run_id: str, collect, filler=None) 
 
 
 def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, run_dir: str | Path,
-                progress: bool = True, tracking: dict | None = None) -> int:
+                progress: bool = True, tracking: dict | None = None, keep: list[int] | None = None) -> int:
     """Train steps start+1..end of ``run`` (a ``gentax.runspec.RunSpec``), resuming from its newest
-    checkpoint; see module doc."""
+    checkpoint; see module doc. ``keep``: the steps whose checkpoints stay (None: all; a job spec's
+    ``keep``, ``runs.prune_checkpoints``)."""
     import torch
     from tqdm.auto import tqdm
 
@@ -492,6 +496,9 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
     run_dir.mkdir(parents=True, exist_ok=True)
     runs.check_identity(run_dir, {"engine": "local", "init": init, "domain": domain, "variant": variant, "seed": seed,
                                   "run_spec": run.to_dict()}, cfg.to_dict())
+    if runs.finished(run_dir, end):  # its resume state dropped when the segment ended (disk.keep_checkpoints)
+        print(f"gentax: {run_dir} already holds step {end}; nothing to train for --steps {start}:{end}")
+        return 0
     resume = runs.resume_step(run_dir, start, end, available=runs.intact_checkpoint(run_dir, start, end, state=True))
     if resume >= end:
         print(f"gentax: {run_dir} already holds step {resume}; nothing to train for --steps {start}:{end}")
@@ -563,7 +570,8 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
             metrics_log.append(row)  # before the checkpoint: a kill between the two then loses no row
             if step % cfg.save_every == 0 or step == end:
                 policy.save(runs.checkpoint_dir(run_dir, step), optimizer, step)
-                _prune_states(run_dir)
+                runs.prune_checkpoints(run_dir, runs.checkpoint_steps(run_dir) if keep is None else keep, upto=step,
+                                       states=runs.STATES_KEPT)
             bar.update(1)
             bar.set_postfix(success=f"{row['id_success']:.2f}", invalid=f"{row['invalid_rate']:.2f}",
                             loss=f"{row['loss']:.3g}", kl=f"{row['kl']:.2g}", s=f"{row['seconds']:.0f}")
@@ -581,8 +589,3 @@ def _think_texts(parts: dict[str, Any]) -> list[str]:
     texts = (think_text(r) for rollouts in parts.values() for r in rollouts.steps.column("response").to_pylist())
     return [t for t in texts if t]
 
-
-def _prune_states(run_dir: Path) -> None:
-    """Drop the resume state of every checkpoint but the newest ``runs.STATES_KEPT``."""
-    for step in runs.checkpoint_steps(run_dir)[:-runs.STATES_KEPT]:
-        shutil.rmtree(runs.checkpoint_dir(run_dir, step) / runs.STATE_DIR, ignore_errors=True)

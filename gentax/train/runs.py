@@ -24,12 +24,20 @@ vLLM engines included, are ended). ``remove_temporaries`` deletes
 what a killed atomic write left (a half-written checkpoint is a whole model's size); the trainer
 calls it at start and after success. A step's metrics row is committed before its checkpoint
 (see ``MetricsLog``), so every kill point resumes with the row of every step it keeps.
+
+Disk: ``prune_checkpoints`` drops what a job spec's ``keep`` (config ``disk.keep_checkpoints:
+evaluated``, resolved by the plan) does not keep: while a run trains, the newest ``STATES_KEPT``
+checkpoints stay whole (what a resume starts from) and older ones keep their weights only when
+the plan evaluates them; when its segment ends, the newest keeps its resume state only while a
+later segment of the run is planned (the verl engine's ``verl/`` FSDP checkpoints alike). A
+finished segment whose last checkpoint has lost its resume state is done: rerunning it trains nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+import shutil
 import socket
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -48,6 +56,8 @@ METRICS_FILE = "metrics.csv"
 LOCK_FILE = ".gentax.lock"
 THINK_SAMPLES = "think_samples"
 VERL_DATA = "verl_data"
+VERL_DIR = "verl"  # the verl engine's FSDP checkpoints: its resume state
+PRUNED = ".removing"  # a checkpoint being deleted is renamed to .<name>.removing first: never half a checkpoint
 THINK_SAMPLES_KEPT = 64
 #: checkpoints that keep their resume state: the newest, and one to fall back to if it is corrupt
 STATES_KEPT = 2
@@ -114,8 +124,47 @@ def checkpoint_problem(run_dir: str | Path, step: int, state: bool = False) -> s
     if problem or not state:
         return problem
     if not (folder / STATE_DIR / "state.json").is_file():
-        return f"{folder / STATE_DIR}: no resume state (only the newest {STATES_KEPT} checkpoints keep one)"
+        return (f"{folder / STATE_DIR}: no resume state (only the newest {STATES_KEPT} checkpoints keep one; with "
+                "disk.keep_checkpoints: evaluated none once the run's last planned segment has ended: to train "
+                "it further, delete the run folder and train it again)")
     return gio.manifest_problem(folder / STATE_DIR)
+
+
+def finished(run_dir: str | Path, end: int) -> bool:
+    """Whether a segment ending at ``end`` is done although its last checkpoint has no resume state
+    (``prune_checkpoints`` dropped it when the segment ended): its weights are intact."""
+    folder = checkpoint_dir(run_dir, end)
+    return folder.is_dir() and not (folder / STATE_DIR).exists() and checkpoint_problem(run_dir, end) is None
+
+
+def prune_checkpoints(run_dir: str | Path, keep: Iterable[int], *, upto: int, states: int) -> list[Path]:
+    """Of the checkpoints at or before step ``upto`` (a later segment's are its own), keep the newest
+    ``states`` whole (weights and resume state) and, of the others, the weights of the steps in
+    ``keep`` without their resume state; delete the rest. With ``states`` 0 the verl engine's FSDP
+    checkpoints (``VERL_DIR``) go too. Returns what it deleted."""
+    run_dir, keep = Path(run_dir), set(keep)
+    for leftover in (run_dir / CHECKPOINTS).glob(f".*{PRUNED}"):  # a kill during an earlier deletion
+        shutil.rmtree(leftover, ignore_errors=True)
+    steps = [step for step in checkpoint_steps(run_dir) if step <= upto]
+    whole = set(steps[len(steps) - states:]) if states > 0 else set()
+    removed = []
+    for step in steps:
+        folder = checkpoint_dir(run_dir, step)
+        if step in whole:
+            continue
+        if step in keep:
+            if (folder / STATE_DIR).exists():
+                shutil.rmtree(folder / STATE_DIR)
+                removed.append(folder / STATE_DIR)
+            continue
+        doomed = folder.with_name(f".{folder.name}{PRUNED}")
+        folder.rename(doomed)  # gone from the checkpoint list at once
+        shutil.rmtree(doomed)
+        removed.append(folder)
+    if states == 0 and (run_dir / VERL_DIR).is_dir():
+        shutil.rmtree(run_dir / VERL_DIR)
+        removed.append(run_dir / VERL_DIR)
+    return removed
 
 
 def resume_fix(checkpoint: str | Path) -> str:

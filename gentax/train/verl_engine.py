@@ -81,7 +81,7 @@ from gentax.train.verl_shared import AGENT_NAME, PHASE_TRACE_ENV, TRAINER_MODE, 
 #: verl_plugin's (variable, module): importing verl_plugin itself needs verl, so it is named here
 PLUGIN_ENV = ("VERL_USE_EXTERNAL_MODULES", "gentax.train.verl_plugin")
 AGENT_LOOPS_YAML = Path(__file__).with_name("verl_agent_loops.yaml")
-VERL_DIR = "verl"
+VERL_DIR = runs.VERL_DIR  # its FSDP checkpoints (the run folder layout: gentax.train.runs)
 
 
 def episode_settings(cfg: RLConfig, *, run: RunSpec, run_dir: str | Path) -> dict[str, Any]:
