@@ -62,6 +62,11 @@ if workflow.is_main_process:  # the budget of what this profile would launch (no
     try:
         _given = gcost.resources_from(_res.default_resources, _res.overwrite_resources, _res.resources)
         print(gcost.summary_line(config, _given), file=sys.stderr)
+        # the results folder's disk (gentax/study/cost.py "Disk"): a dry-run says it, a run stops at onstart
+        _DISK_AT_ONCE = gcost.rl_at_once(_given, jobs=_res.nodes, cores=_res.cores)
+        _disk = gcost.disk_problem(config, _DISK_AT_ONCE, base=os.getcwd())
+        if _disk:
+            print(f"gentax: note: {_disk} (a run stops before its first job)", file=sys.stderr)
         print(f"gentax: each job's progress goes to its log (the `log:` line of its block): "
               f"tail -f {R}/logs/<its log>; a run prints the running jobs' latest lines every "
               f"{gprogress.EVERY_S:g} s (gentax/progress.py)", file=sys.stderr)
@@ -74,7 +79,11 @@ onstart:  # a real run, before any job is started or queued: what every job need
     _unmet = gconfig.unmet_inputs(config)
     for _problem in _unmet:
         print(f"gentax: error: {_problem}", file=sys.stderr)
-    if _unmet:
+    _disk = gcost.disk_problem(config, _DISK_AT_ONCE, base=os.getcwd(),  # what its jobs write fits the disk
+                               running=[job.rule.name for job in workflow.dag.needrun_jobs()])
+    if _disk:
+        print(f"gentax: error: {_disk}", file=sys.stderr)
+    if _unmet or _disk:
         sys.exit(2)
     # every 15 s, each running job's latest progress line (its log's), here on the console
     gprogress.follow(f"{R}/logs")

@@ -162,3 +162,63 @@ def test_the_one_gpu_profile_prices_its_shared_gpu():
     assert "GPU-hours" in cost.summary_line(gpu1, resources)
     with pytest.raises(ConfigError, match="gpu_jobs=1 but the profile has no pool"):
         cost.resources_from(None, {"rl_segment": {"gpu_jobs": 1}})
+
+
+def gpu1(*layers):
+    return gconfig.load_config([REPO / "config.yaml", REPO / "config" / "gpu1.yaml", *layers, {"preset": "gpu1"}])
+
+
+def test_the_disk_estimate_counts_the_checkpoints_each_run_keeps():
+    """The one-GPU reference size (40 runs + Ckpt V1, one checkpoint each): with every checkpoint kept
+    (the run that filled its machine's 64 GiB disk) each keeps fp32 weights and an AdamW state of 8 bytes
+    a parameter; with disk.keep_checkpoints: evaluated (the preset's) the weights only."""
+    params = cost.parameter_count("config/models/SmolLM2-135M-Instruct.json")
+    assert params == 134_515_008 and cost.parameter_count("config/models/Llama-3.1-8B-Instruct.json") == 8_030_261_248
+    reference = REPO / "config" / "gpu1_reference.yaml"
+    kept = cost.disk_need(gpu1(reference, {"disk": {"keep_checkpoints": "all"}}), at_once=12)
+    assert (kept.checkpoints, kept.weights, kept.states, kept.training) == (41, 41 * 4 * params, 41 * 8 * params, 0)
+    assert 60 * 2**30 < kept.total < 66 * 2**30  # measured: 61.4 GiB of checkpoints and optimizer states
+    pruned = cost.disk_need(gpu1(reference), at_once=12)
+    assert (pruned.weights, pruned.states, pruned.training) == (41 * 4 * params, 0, 12 * 8 * params)
+    hour = cost.disk_need(gpu1(), at_once=12)  # steps 10 and 20 saved, 20 evaluated; Ckpt V1
+    assert hour.checkpoints == 61 and hour.training == 12 * (2 * 8 * params + 4 * params)
+
+
+def test_a_plan_that_does_not_fit_its_disk_is_refused_in_one_line(monkeypatch, tmp_path):
+    """The plan-time check: a small free-space figure (no large file written) refuses, naming what the
+    plan writes and the free space; disk.check_free_space: false skips it; a run of no RL job needs
+    little; ``gentax plan --cost`` prints both figures."""
+    cfg = gpu1({"results": str(tmp_path / "results")})
+    monkeypatch.setattr(cost, "disk_free", lambda folder: (5 * 2**30, tmp_path))
+    problem = cost.disk_problem(cfg, at_once=12)
+    assert problem.startswith("the plan writes 62.4 GiB under ") and "its disk has 5.0 GiB free" in problem
+    assert "\n" not in problem
+    assert cost.disk_problem({**cfg, "disk": {**cfg["disk"], "check_free_space": False}}, at_once=12) is None
+    assert cost.disk_problem(cfg, at_once=12, running=["tasks", "eval_checkpoint_v1"]) is None
+    assert "writes 45.1 GiB" in cost.disk_problem(cfg, at_once=12, running=["rl_segment"] * 30)  # half the runs
+    monkeypatch.setattr(cost, "disk_free", lambda folder: (100 * 2**30, tmp_path))
+    assert cost.disk_problem(cfg, at_once=12) is None
+    lines = cost.disk_report(cfg, cost.disk_need(cfg, 12))
+    assert lines[0] == f"disk (disk.keep_checkpoints: evaluated): the plan writes 62.4 GiB under {tmp_path}/results/"
+    assert lines[-1].startswith("  free: 100.0 GiB on the disk of ")
+
+
+def test_each_rl_job_spec_names_what_it_keeps_only_when_the_config_prunes():
+    """The plan resolves what an RL job keeps (plan.checkpoint_keep): the run's evaluated steps, and the
+    resume state only while a later segment is planned (an extended run's first one); the spec holds
+    ``keep`` only then, so under the default (all) every spec is as it was (the golden dumps)."""
+    from gentax import jobspec
+    from gentax.study import jobs
+
+    cfg = gpu1({"grid": {"extended": [{"init": "v1", "variant": "default", "train_domain": "sokoban", "steps": 40}]}})
+    extended = gplan.find_run(cfg, "v1", "sokoban", "default", 0)
+    assert gplan.checkpoint_keep(cfg, extended, 20) == {"steps": [20, 40], "resume_state": True}
+    assert gplan.checkpoint_keep(cfg, extended, 40) == {"steps": [20, 40], "resume_state": False}
+    assert gplan.checkpoint_keep(cfg, gplan.find_run(cfg, "v2", "webshop", "aug", 1), 20) == \
+        {"steps": [20], "resume_state": False}
+    assert gplan.v1_checkpoint_keep(cfg) == {"steps": [10], "resume_state": False}
+    args = dict(start=0, end=20, save_every=10, init_model="m", run_folder="r", manifest="r/segment_0_20.json")
+    spec = jobs.rl_segment(cfg, extended, keep=gplan.checkpoint_keep(cfg, extended, 20), **args)
+    assert jobspec.read("train rl", spec)["keep"] == {"steps": [20, 40], "resume_state": True}
+    plain = jobs.rl_segment({**cfg, "disk": {"keep_checkpoints": "all"}}, extended, **args)
+    assert "keep" not in plain and jobspec.read("train rl", plain)["keep"] is None

@@ -139,6 +139,12 @@ def _plan(args) -> int:
     for problem in gconfig.unmet_inputs(cfg):  # a plan may be made away from the cluster: said, not refused
         print(f"gentax: note: {problem} (a run stops before its first job)", file=sys.stderr)
     if args.check:
+        from gentax.study import cost
+
+        _, resources, at_once = _profile(cfg, args)
+        disk = cost.disk_problem(cfg, at_once)  # a plan may be made away from the disk it runs on: said, not refused
+        if disk:
+            print(f"gentax: note: {disk} (a run stops before its first job)", file=sys.stderr)
         return _check_plan(cfg, args.config)
     if args.settings and args.verl:
         from gentax.study import settings
@@ -199,16 +205,29 @@ def _check_plan(cfg: dict, configfiles: list[str]) -> int:
     return 0
 
 
-def _cost(cfg: dict, args) -> int:
+def _profile(cfg: dict, args) -> tuple[Path, dict, int | None]:
+    """(the Snakemake profile, the resources it gives each rule, the RL jobs it runs at once)."""
     from gentax.study import cost
 
     profile = Path(args.profile) if args.profile else PROFILES[cfg["preset"]]
+    resources, data = cost.profile_resources(profile), cost.read_profile(profile)
+    return profile, resources, cost.rl_at_once(resources, jobs=data.get("jobs"), cores=data.get("cores"))
+
+
+def _cost(cfg: dict, args) -> int:
+    from gentax.study import cost
+
+    profile, resources, at_once = _profile(cfg, args)
     names = [Path(args.target).stem] if args.target else None
-    costs = cost.estimate(cfg, cost.profile_resources(profile), names)
+    costs = cost.estimate(cfg, resources, names)
+    disk = cost.disk_need(cfg, at_once)
     if args.json:
         print(json.dumps({"rules": [{**c.__dict__, "gpu_hours": c.gpu_hours, "over_limit": c.over_limit} for c in costs],
-                          "total": cost.totals(costs), "figures": cfg["cost"]}, indent=2))
+                          "total": cost.totals(costs), "figures": cfg["cost"],
+                          "disk": {**disk.__dict__, "total": disk.total,
+                                   "free": cost.disk_free(cost.results_folder(cfg))[0]}}, indent=2))
         return 0
     where = str(profile.resolve().relative_to(REPO)) if profile.resolve().is_relative_to(REPO) else str(profile)
     print(cost.report(cfg, costs, where=where, target=args.target))
+    print("\n".join(cost.disk_report(cfg, disk)) + (" (the whole study's)" if args.target else ""))
     return 0

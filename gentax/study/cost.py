@@ -19,6 +19,14 @@ Hours of a job = start-up + units x figure; GPU-hours = hours x the job's GPUs. 
 estimate exceeds the ``runtime`` the profile gives its rule is flagged: SLURM would kill it.
 ``gentax plan --cost`` prints ``report(...)``; the Snakefile prints ``summary_line(...)`` in a dry-run.
 A study whose jobs get no GPU (the embedded one) is priced in CPU job-hours.
+
+Disk (``disk_need``, ``disk_report``, ``disk_problem``): the bytes the plan leaves under the results
+folder (the checkpoints its runs keep: parameters x bytes a parameter x checkpoints, plus the resume
+states they keep; config ``disk.keep_checkpoints``), what RL jobs training at once hold beyond that,
+and roughly the initial policies, evaluations and property logs, beside the free space of the
+results folder's disk (what is there already counts as written). ``gentax plan --cost`` prints it;
+a run (the Snakefile's ``onstart``) whose plan does not fit stops before its first job, in one line
+(``disk.check_free_space: false`` skips that); a dry-run and ``gentax plan --check`` say it as a note.
 """
 
 from __future__ import annotations
@@ -172,13 +180,18 @@ def unknown_rules(per_rule: Any, rules: Iterable[str]) -> str | None:
     return f"the profile's set-resources names rules this workflow does not have: {said}; rename or remove them"
 
 
-def profile_resources(profile: str | Path) -> dict[str, dict[str, float]]:
-    """The resources a Snakemake profile folder (its config.yaml) gives each rule."""
+def read_profile(profile: str | Path) -> dict[str, Any]:
+    """A Snakemake profile folder's config.yaml."""
     path = Path(profile)
     path = path / "config.yaml" if path.is_dir() else path
     if not path.is_file():
         raise ConfigError(f"Snakemake profile not found: {profile} (a profile is a folder with a config.yaml)")
-    data = gio.read_yaml(path)
+    return gio.read_yaml(path)
+
+
+def profile_resources(profile: str | Path) -> dict[str, dict[str, float]]:
+    """The resources a Snakemake profile folder (its config.yaml) gives each rule."""
+    data = read_profile(profile)
     return resources_from(data.get("default-resources"), data.get("set-resources"), data.get("resources"))
 
 
@@ -258,3 +271,184 @@ def summary_line(cfg: dict, resources: dict[str, dict[str, float]]) -> str:
     total = totals(estimate(cfg, resources))
     return (f"gentax budget estimate (whole study, preset {cfg.get('preset', 'paper')}): {total['jobs']:,} jobs, "
             f"{_hours(total)}; per job kind and per target: gentax plan --cost")
+
+
+# ---- disk: what the plan writes beside the free space of the results folder's disk --------------
+#: bytes of one step row of an evaluation's or property log's trajectory tables (prompt, response,
+#: observation text): ~1.9 KB measured on the embedded study's evaluations, rounded up; rough
+STEP_ROW_BYTES = 2048
+
+
+def parameter_count(config_json: str | Path) -> int:
+    """Parameters of a Llama-shaped causal LM from its HF ``config.json`` (embeddings, attention,
+    gated MLP, norms, the LM head unless tied), counted from the shapes without torch (a dry-run
+    reads it): Llama-3.1-8B 8,030,261,248 and SmolLM2-135M 134,515,008, as torch counts them."""
+    path = gio.REPO_ROOT / config_json if not Path(config_json).is_absolute() else Path(config_json)
+    if not path.is_file():
+        raise ConfigError(f"config key cluster.model_config: {path} not found (an HF config.json of model.base)")
+    c = gio.read_yaml(path)  # JSON is YAML
+    hidden, layers, heads = int(c["hidden_size"]), int(c["num_hidden_layers"]), int(c["num_attention_heads"])
+    head_dim = int(c.get("head_dim") or hidden // heads)
+    kv = int(c.get("num_key_value_heads") or heads) * head_dim
+    layer = 2 * hidden * heads * head_dim + 2 * hidden * kv + 3 * hidden * int(c["intermediate_size"]) + 2 * hidden
+    embed = int(c["vocab_size"]) * hidden
+    return embed * (1 if c.get("tie_word_embeddings") else 2) + layers * layer + hidden
+
+
+@dataclass(frozen=True)
+class DiskNeed:
+    """Bytes the plan leaves on the results folder's disk, and what it holds at most while it runs."""
+
+    weights: int        # the checkpoints the runs keep (their weights)
+    states: int         # the resume states they keep (optimizer, the verl engine's FSDP checkpoints)
+    training: int       # more while RL jobs train (``at_once`` of them): their newest checkpoints whole
+    other: int          # initial policies, evaluations and property logs (rough)
+    checkpoints: int    # how many checkpoints the runs keep
+    at_once: int        # RL jobs that may train at once
+    how: str            # the figures per checkpoint, in words
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.states + self.training + self.other
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:,.1f} GiB"
+
+
+def rl_at_once(resources: dict[str, dict[str, float]], *, jobs: int | None = None, cores: int | None = None) -> int | None:
+    """RL jobs that may run at once under a profile: a one-GPU profile's pool of ``gpu_jobs`` slots
+    over an RL job's share, its ``jobs`` and ``cores`` (a job takes a core at least); None: no limit."""
+    limits = [int(n) for n in (jobs, cores) if n]
+    share = resources.get("rl_segment", {}).get("gpu", 0.0)
+    if 0 < share < 1:  # a share of one GPU (profiles/gpu1)
+        limits.append(int(round(1 / share)))
+    return min(limits) if limits else None
+
+
+def disk_need(cfg: dict, at_once: int | None = None) -> DiskNeed:
+    """What the plan of ``cfg`` writes (``DiskNeed``), from the model's parameter count
+    (``cluster.model_config``) and what each run keeps (``plan.kept_steps``, config
+    ``disk.keep_checkpoints``). The local engine writes its weights in ``rl.dtype`` and an AdamW
+    state of 8 bytes a parameter; the verl engine exports bf16 weights and keeps one FSDP checkpoint
+    (12 bytes a parameter) as its resume state; a LoRA run's optimizer state is not counted."""
+    from gentax.study.jobs import resolved_rl
+    from gentax.train import runs as truns
+
+    params = parameter_count(cfg["cluster"]["model_config"])
+    rl = resolved_rl(cfg, save_every=int(cfg["rl"]["save_every"]))
+    verl = cfg["engines"]["rl"] == "verl"
+    weight = params * (2 if verl or rl["dtype"] == "bfloat16" else 4)
+    state = 0 if rl["lora_rank"] else params * (12 if verl else 8)
+    states_kept = 1 if verl else truns.STATES_KEPT
+    evaluated = gplan.keep_evaluated(cfg)
+    v1_steps = int(cfg["inits"]["v1"]["rl"]["steps"])
+    kept, states, most_saved = 1, 0 if evaluated else state, 1  # Ckpt V1's run: one checkpoint
+    every = int(cfg["rl"]["save_every"])
+    runs = gplan.runs(cfg)
+    for run in runs:
+        steps = gplan.kept_steps(cfg, run)
+        kept += len(steps)
+        states += 0 if evaluated else state * min(states_kept, len(steps))
+        most_saved = max([most_saved] + [len(truns.saved_steps(a, b, every)) for a, b in gplan.segments(cfg, run)])
+    rl_jobs = 1 + sum(len(gplan.segments(cfg, run)) for run in runs)
+    at_once = min(rl_jobs, at_once or rl_jobs)
+    # while a job trains with keep evaluated, beyond the weights it keeps: its newest checkpoints whole (local:
+    # up to STATES_KEPT), or its FSDP checkpoint and the segment's other exports until it ends (verl); with keep
+    # all, what stays holds all of that already
+    whole = min(truns.STATES_KEPT, most_saved)
+    per_job = (state + weight * (most_saved - 1) if verl else whole * state + (whole - 1) * weight) if evaluated else 0
+    planned = gplan.jobs(cfg)
+    rows = sum(sum(planned.get(rule, [])) for rule in gplan.EVAL_RULES) * \
+        max(int(d["max_steps"]) for d in cfg["domains"].values())  # episodes x the longest step limit
+    rows += sum(planned.get("properties", []) + planned.get("control_properties", [])) * int(cfg["properties"]["t_max"])
+    inits = 3 if cfg["model"]["embedded"] else 1  # the embedded model and its warm start; V2
+    other = rows * STEP_ROW_BYTES + inits * params * 4
+    how = (f"{params / 1e6:,.0f}M parameters: {_gib(weight)} of weights a checkpoint"
+           + (f", {_gib(state)} of resume state" if state else "") + f"; Ckpt V1's at step {v1_steps} included")
+    return DiskNeed(kept * weight, states, per_job * at_once, other, kept, at_once, how)
+
+
+def results_folder(cfg: dict, base: str | Path | None = None) -> Path:
+    """The results folder as a path (a relative one under ``base``, default the repository)."""
+    path = Path(cfg["results"])
+    return path if path.is_absolute() else Path(base or gio.REPO_ROOT) / path
+
+
+def disk_free(folder: str | Path) -> tuple[int, Path]:
+    """(free bytes, the folder asked) of the disk that holds ``folder`` (its nearest existing folder)."""
+    import shutil
+
+    where = Path(folder).absolute()
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    return shutil.disk_usage(where).free, where
+
+
+def written(folder: str | Path) -> int:
+    """Bytes already under ``folder`` (a rerun's outputs: counted as written)."""
+    import os
+
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def disk_report(cfg: dict, need: DiskNeed, *, base: str | Path | None = None) -> list[str]:
+    """The disk lines of ``gentax plan --cost``: what the plan writes beside the free space."""
+    folder = results_folder(cfg, base)
+    free, where = disk_free(folder)
+    there = written(folder) if folder.is_dir() else 0
+    keep = (cfg.get("disk") or {}).get("keep_checkpoints", "all")
+    lines = [f"disk (disk.keep_checkpoints: {keep}): the plan writes {_gib(need.total)} under {cfg['results']}/",
+             f"  {need.checkpoints:,} checkpoints kept: {_gib(need.weights)} ({need.how})",
+             f"  resume states kept: {_gib(need.states)}",
+             f"  while up to {need.at_once} RL jobs train at once: {_gib(need.training)} more (their newest checkpoints)",
+             f"  initial policies, evaluations, property logs: ~{_gib(need.other)}",
+             f"  free: {_gib(free)} on the disk of {folder} (measured at {where})"
+             + (f"; {_gib(there)} of it written already" if there else "")]
+    problem = _disk_problem(need, free, there, folder)
+    if problem:
+        lines.append(f"WARNING: {problem}")
+    return lines
+
+
+def _disk_problem(need: DiskNeed, free: int, there: int, folder: Path) -> str | None:
+    more = need.total - there
+    if more <= free:
+        return None
+    return (f"the plan writes {_gib(need.total)} under {folder} ({_gib(more)} more than is there), but its disk has "
+            f"{_gib(free)} free: free space, keep fewer checkpoints (disk.keep_checkpoints: evaluated) or set "
+            "disk.check_free_space: false (gentax plan --cost shows the estimate)")
+
+
+#: the rules whose jobs write checkpoints
+RL_RULES = ("rl_v1", "rl_segment")
+
+
+def disk_problem(cfg: dict, at_once: int | None = None, *, base: str | Path | None = None,
+                 running: list[str] | None = None) -> str | None:
+    """The plan-time disk check: one line naming what the plan writes and the free space of the
+    results folder's disk when it does not fit; None when it fits, or when ``disk.check_free_space``
+    is false. ``running``: the rules of the jobs a run will start (Snakemake's DAG at ``onstart``):
+    then the need is their share (the checkpoints of the RL jobs among them; the rest of the outputs
+    when any other job runs), else the whole plan's less what is already under the results folder."""
+    if not (cfg.get("disk") or {}).get("check_free_space", True):
+        return None
+    folder = results_folder(cfg, base)
+    free, _ = disk_free(folder)
+    need = disk_need(cfg, at_once)
+    if running is None:
+        return _disk_problem(need, free, written(folder) if folder.is_dir() else 0, folder)
+    planned = 1 + sum(len(gplan.segments(cfg, run)) for run in gplan.runs(cfg))
+    rl = sum(rule in RL_RULES for rule in running)
+    share = min(1.0, rl / planned)
+    need = DiskNeed(int(need.weights * share), int(need.states * share),
+                    need.training * min(rl, need.at_once) // max(need.at_once, 1),
+                    need.other if set(running) - set(RL_RULES) else 0, need.checkpoints, need.at_once, need.how)
+    return _disk_problem(need, free, 0, folder)
