@@ -22,6 +22,7 @@ provenance record (``compute``) of every workflow result.
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 from gentax.errors import ConfigError
@@ -108,3 +109,23 @@ def attention_implementation(dtype: str, device: str = "cpu") -> str:
     generator then computes that eager attention without copying the KV cache per query head
     (gentax.rollout.cpu_inference: the same logits; bit for bit on a CPU without AMX)."""
     return "eager" if dtype == "bfloat16" and not str(device).startswith("cuda") else "sdpa"
+
+
+#: cuBLAS's setting for bitwise reproducible products (NVIDIA's cuBLAS guide, "Results
+#: reproducibility"; torch's ``use_deterministic_algorithms`` asks for it)
+CUBLAS_WORKSPACE_CONFIG = ":4096:8"
+
+
+def deterministic_kernels(device) -> None:
+    """Make the CUDA work of this process repeatable, where ``device`` is a CUDA device (else nothing):
+    cuBLAS's reproducible workspace and torch's deterministic algorithms where they exist (a warning
+    where an op has none, not an error). Then two runs of a job give the same bits whatever else
+    shares the GPU (benchmarks/gpu1/device.sh measures it). Call it before the process's first CUDA
+    product: cuBLAS reads the variable when it starts."""
+    if not str(device).startswith("cuda"):
+        return
+    import torch
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE_CONFIG)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.benchmark = False

@@ -3,6 +3,7 @@
 # 10 minutes). Run from the repository's root on the device (its working tree):
 #   bash benchmarks/gpu1/device.sh [--parts-root DIR] [--detach] [--kill K ...] [--compare ARGS] SECONDS [snakemake args...]
 #   bash benchmarks/gpu1/device.sh --collect WAIT_SECONDS
+#   bash benchmarks/gpu1/device.sh --detach --twin 'TARGETS' SECONDS [snakemake args...]
 # The bundle (benchmarks/gpu1/bundle.py: site, jre, bin; one part carried a call in the git-ignored
 # folders DIR/.gpu1p<k>/, DIR default the working tree) is copied to /tmp/gpu1dev/carry and checked
 # part by part as the parts arrive (benchmarks/gpu1/install.py: a missing or damaged part stops here,
@@ -16,15 +17,24 @@
 # session of its own (past this call; collect it with a later call's --collect, which waits until it
 # is done or WAIT_SECONDS have passed). $OUT gets results.tar.xz (everything but weights) and
 # record/ (drive.json, gpu_samples.csv, the Snakemake logs) for benchmarks/gpu1/report.py.
+# --twin 'TARGETS' (with --detach) also runs Snakemake for TARGETS, with the same arguments, in a second
+# copy of the code from its own empty results folder at the same time (Snakemake's own, unwatched):
+# two runs of one config on one GPU; --collect then compares what both made (benchmarks/gpu1/twin.py,
+# $OUT/twin.json) and brings the twin's log.
 set -u
 S=/tmp/gpu1dev
 here=$(pwd)
-parts_root=$here detach=0 drive_args=()
+parts_root=$here detach=0 drive_args=() twin_targets=
 collect() {  # results (no weights) and the drive's record into $OUT
   [ -d "$S/repo/results" ] && tar -C "$S/repo" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.bin' \
       --exclude='*.gguf' --exclude='optimizer*' --exclude='global_step_*' -cf - results | xz -3 -T8 > "$OUT/results.tar.xz"
   [ -d "$S/record" ] && tar -C "$S" -cf - record | xz -3 -T8 > "$OUT/record.tar.xz"
   cp "$S/drive.log" "$OUT/" 2>/dev/null
+  if [ -d "$S/twin/results" ]; then
+    [ -e "$S/twin.done" ] && echo "twin done: $(cat "$S/twin.done")" || echo "twin still running"
+    python3 "$here/benchmarks/gpu1/twin.py" "$S/repo/results" "$S/twin/results" --out "$OUT/twin.json" | tail -3
+    tail -c 200000 "$S/twin.log" > "$OUT/twin.log" 2>/dev/null
+  fi
   ls -la "$OUT"
 }
 while [ $# -gt 0 ]; do
@@ -35,6 +45,7 @@ while [ $# -gt 0 ]; do
     --kill-until) drive_args+=(--kill-until "$2"); shift 2 ;;
     --compare) drive_args+=(--compare "$2"); shift 2 ;;
     --commit) drive_args+=(--commit "$2"); shift 2 ;;
+    --twin) twin_targets=$2; shift 2 ;;
     --collect)
       end=$(( $(date +%s) + $2 ))
       while [ ! -e "$S/drive.done" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 5; done
@@ -52,7 +63,16 @@ case $? in 0) ;; 1) exit 0 ;; *) exit 2 ;; esac  # 1: this call brought one part
 # (a few hundred decode steps a job: start-up matters more; gentax.rollout.generators.VLLM_ENGINE_ENV)
 export GENTAX_VLLM_GPU_MEMORY_UTILIZATION=${GENTAX_VLLM_GPU_MEMORY_UTILIZATION:-0.06} \
        GENTAX_VLLM_ENFORCE_EAGER=${GENTAX_VLLM_ENFORCE_EAGER:-1}
-python3 -c 'import torch, vllm, verl, ray, snakemake; print("torch", torch.__version__, "vllm", vllm.__version__, "verl", verl.__version__, "ray", ray.__version__, "snakemake", snakemake.__version__)' || exit 3
+# the bundle's versions (the one-GPU preset's bundle has no vLLM, verl or Ray: bundle.py --without)
+python3 -c '
+import importlib
+for name in ("torch", "transformers", "snakemake", "vllm", "verl", "ray"):
+    try:
+        print(name, importlib.import_module(name).__version__, end="  ")
+    except ImportError:
+        print(name, "-", end="  ")
+print()' || exit 3
+python3 -c 'import torch, transformers, snakemake' || exit 3
 mkdir -p "$S/repo" "$S/record"
 # the code only: results/ and .snakemake/ of earlier calls stay
 tar --exclude='./.gpu1p*' --exclude=./results --exclude=./.snakemake -cf - . | tar -C "$S/repo" -xf -
@@ -64,6 +84,12 @@ cmd=(python3 benchmarks/gpu1/drive.py "$S/record" --seconds "$seconds" "${drive_
      --profile profiles/gpu1 --workflow-profile none --scheduler greedy --keep-going "$@")
 if [ "$detach" = 1 ]; then
   setsid nohup bash -c '"$@" > '"$S/drive.log"' 2>&1; echo "exit $?" > '"$S/drive.done" _ "${cmd[@]}" < /dev/null &
+  if [ -n "$twin_targets" ] && [ ! -d "$S/twin" ]; then  # the second run: its own copy, its own results
+    mkdir -p "$S/twin" && tar --exclude='./.gpu1p*' --exclude=./results --exclude=./.snakemake -C "$here" -cf - . | tar -C "$S/twin" -xf -
+    (cd "$S/twin" && setsid nohup bash -c 'python3 -m snakemake "$@" > '"$S/twin.log"' 2>&1; echo "exit $?" > '"$S/twin.done" \
+        _ --profile profiles/gpu1 --workflow-profile none --scheduler greedy --keep-going "$@" $twin_targets < /dev/null &)
+    echo "twin started: $twin_targets"
+  fi
   sleep 2; echo "drive detached (log $S/drive.log)"
   exit 0
 fi

@@ -34,7 +34,9 @@ Contract (docs/contracts.md "Generators")::
 
 Reproducibility: ``hf`` output is a deterministic function of (model, device, dtype, prompt,
 params); batch composition (padding, grouped prefill) changes only float rounding (log-probs move
-by ~1e-4 in float32, up to ~0.12 nats in bf16; greedy tokens can flip only at near-ties). ``vllm`` seeds each
+by ~1e-4 in float32, up to ~0.12 nats in bf16; tokens can flip only at near-ties). Its random draws
+are counter-based (``token_uniform``: one uniform per request seed and token index), so they do not
+depend on the batch, the process or the device. ``vllm`` seeds each
 request (``SamplingParams.seed``); its batching may change results across runs in rare ties.
 
 What only a GPU exercises: the ``vllm`` generator as a whole (engine construction, its
@@ -118,6 +120,57 @@ def per_request_params(params: SamplingParams | Sequence[SamplingParams], n: int
     if len(params) != n:
         raise ValueError(f"{len(params)} sampling params for {n} prompts")
     return params
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def _mix64(value: int) -> int:
+    """splitmix64's finaliser: a bijection of 64-bit integers whose outputs look independent."""
+    value = (value + 0x9E3779B97F4A7C15) & _MASK64
+    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return value ^ (value >> 31)
+
+
+def token_uniform(seed: int, index: int) -> float:
+    """The uniform draw in [0, 1) behind token ``index`` of the request seeded ``seed``: a function of
+    the two alone (counter-based), so a request samples the same tokens whatever shares its batch,
+    in whatever process, on whatever device (given the same probabilities)."""
+    return (_mix64(_mix64(seed & _MASK64) ^ index) >> 11) * 2.0**-53
+
+
+def sample_rows(logits, params: Sequence[SamplingParams], indices: Sequence[int]):
+    """The next token of every row of ``logits`` [rows, vocab] (float32), as a tensor on their device:
+    greedy where a row's temperature is 0; else inverse-CDF sampling (in vocabulary order) of
+    softmax(logits / temperature), cut to the nucleus ``top_p``, at the uniform ``token_uniform(seed, index)``
+    of the row's request and token index. A handful of batched calls whatever the number of rows."""
+    import torch
+
+    device = logits.device
+    tokens = torch.argmax(logits, dim=-1)
+    if all(p.temperature < _GREEDY_BELOW for p in params):
+        return tokens
+    greedy = torch.tensor([p.temperature < _GREEDY_BELOW for p in params], device=device)
+    temperature = torch.tensor([max(p.temperature, _GREEDY_BELOW) for p in params], device=device)
+    probs = torch.softmax(logits / temperature[:, None], dim=-1)
+    nucleus = [k for k, p in enumerate(params) if p.top_p < 1.0]
+    if nucleus:  # those rows alone: a row's tokens must not depend on which rows share its batch
+        rows = torch.tensor(nucleus, device=device)
+        cut = probs[rows]
+        ordered, ids = torch.sort(cut, dim=-1, descending=True)
+        # keep the smallest most-probable prefix whose mass reaches top_p (always at least one token)
+        drop = ordered.cumsum(-1) - ordered >= torch.tensor([params[k].top_p for k in nucleus], device=device)[:, None]
+        probs[rows] = cut.masked_fill(torch.zeros_like(drop).scatter(1, ids, drop), 0.0)
+    cdf = probs.cumsum(-1)  # in vocabulary order for every row
+    total = cdf[:, -1:]
+    uniform = torch.tensor([token_uniform(p.seed, i) for p, i in zip(params, indices)], device=device,
+                           dtype=cdf.dtype)[:, None]
+    # the first column whose cumulative mass passes the draw: a token of positive probability (the
+    # draw stays below the total, so the column exists)
+    target = torch.minimum(uniform * total, torch.nextafter(total, torch.zeros_like(total)))
+    sampled = torch.searchsorted(cdf, target, right=True)[:, 0]
+    return torch.where(greedy, tokens, sampled)
 
 
 def chat_prompt_ids(tokenizer, messages: list[dict[str, str]]) -> list[int]:
@@ -242,9 +295,10 @@ class HFGenerator:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from gentax.dtype import attention_implementation, compute_dtype
+        from gentax.dtype import attention_implementation, compute_dtype, deterministic_kernels
 
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        deterministic_kernels(device)  # before the first CUDA product: the same bits in two runs
         chosen = compute_dtype(dtype, device)
         with gio.reading(model_path, "model folder", "delete it and rerun the job that wrote it"):
             tokenizer = AutoTokenizer.from_pretrained(model_path)
@@ -290,9 +344,11 @@ class HFGenerator:
         #: bf16 autocast by bf16 rounding (up to ~0.1 nats, as padding does)
         self.preallocate_kv = True
         #: decode steps through gentax.rollout.llama_decode (fused products, one static KV cache,
-        #: ~40 torch calls a layer) where it runs the model: a Llama-architecture model in float32 or
-        #: bf16 on a CPU, not under autocast; else transformers' forward. The same tokens to float
-        #: rounding (bit for bit in bf16 where oneDNN runs fused products as separate ones)
+        #: ~40 torch calls a layer, batched attention) where it runs the model: a Llama-architecture
+        #: model in float32 or bf16 on a CPU or a CUDA GPU, not under autocast (the local engine's
+        #: LoRA sampling; its full fine-tuning samples a bf16 copy, which this runs); else
+        #: transformers' forward. The same tokens to float rounding (bit for bit in bf16 where oneDNN
+        #: runs fused products as separate ones; on a GPU: benchmarks/gpu1/decode.py)
         self.fast_decode = autocast_dtype is None
         self._decoder = None  # built on first use: (model, LlamaDecoder or None)
         self._kept: list[_KeptPrompt] = []  # the previous call's prompts with their KV cache
@@ -377,7 +433,6 @@ class HFGenerator:
         import torch
 
         device, n = self.device, len(prompt_ids)
-        rngs = [torch.Generator(device=device).manual_seed(p.seed) for p in params]
         limit = [p.max_new_tokens for p in params]
         responses: list[list[int]] = [[] for _ in range(n)]
         logprobs: list[list[float]] = [[] for _ in range(n)]
@@ -399,8 +454,8 @@ class HFGenerator:
             self.stats["prefill_s"] += decoding - started
             while True:
                 logits = next_logits.float()
-                # sample every row on the device, then read tokens and logprobs back in one go
-                picked = torch.stack([self._sample(logits[k], params[row], rngs[row]) for k, row in enumerate(live)])
+                # sample every row in one go on the device, then read tokens and logprobs back together
+                picked = sample_rows(logits, [params[row] for row in live], [len(responses[row]) for row in live])
                 picked_logprobs = torch.log_softmax(logits, dim=-1).gather(1, picked[:, None])[:, 0]
                 tokens, token_logprobs = picked.tolist(), picked_logprobs.tolist()
                 keep = []
@@ -565,22 +620,6 @@ class HFGenerator:
         shortest = min(len(ids) for ids in prompt_ids) - 1
         length = min(len(os.path.commonprefix(prompt_ids)), shortest)  # commonprefix takes any sequences
         return length if length >= self.min_shared_prefix else 0
-
-    @staticmethod
-    def _sample(logits, params: SamplingParams, rng):
-        """The next token of one row, as a 0-d tensor on the logits' device (no host sync)."""
-        import torch
-
-        if params.temperature < _GREEDY_BELOW:
-            return torch.argmax(logits)
-        probs = torch.softmax(logits / params.temperature, dim=-1)
-        if params.top_p < 1.0:
-            sorted_probs, sorted_ids = torch.sort(probs, descending=True)
-            # keep the smallest prefix whose mass reaches top_p (always at least one token)
-            drop = sorted_probs.cumsum(-1) - sorted_probs >= params.top_p
-            sorted_probs[drop] = 0.0
-            return sorted_ids[torch.multinomial(sorted_probs, 1, generator=rng)[0]]
-        return torch.multinomial(probs, 1, generator=rng)[0]
 
     def _hit_stop(self, response: list[int], stop: tuple[str, ...]) -> bool:
         if not stop:

@@ -1,6 +1,7 @@
-"""The ``hf`` generator's decode step on a CPU for Llama-architecture models (the embedded
-SmolLM2): one token per row through the model in ~42 torch calls a layer (1,257 a step of the
+"""The ``hf`` generator's decode step for Llama-architecture models (the embedded SmolLM2) on a CPU
+or a CUDA GPU: one token per row through the model in ~42 torch calls a layer (1,257 a step of the
 embedded model; transformers' forward: 2,010, or 7,129 with the calls those make, torch's profiler).
+On a GPU, where each call is a kernel launch, that count is the step's time at small batches.
 
     decoder = LlamaDecoder.for_model(model)          # None where it does not apply (``unsupported``)
     state = decoder.start(cache, mask, extra)        # after the prefill: its KV in a static cache
@@ -47,14 +48,15 @@ _BATCH_HINT = 8  # oneDNN's layout hint: decode micro-batches are 1-16 rows
 
 def unsupported(model) -> str | None:
     """Why ``model`` cannot decode here (None: it can): a plain transformers ``LlamaForCausalLM``
-    in float32 or bf16 on a CPU, without biases, with SiLU and the default rotary embedding."""
+    in float32 or bf16 on a CPU or a CUDA GPU, without biases, with SiLU and the default rotary
+    embedding."""
     from transformers import LlamaForCausalLM
 
     if type(model) is not LlamaForCausalLM:
         return f"{type(model).__name__} is not a plain LlamaForCausalLM"
     param = next(model.parameters())
-    if param.device.type != "cpu" or param.dtype not in (torch.float32, torch.bfloat16):
-        return f"{param.dtype} on {param.device.type}: float32 or bfloat16 on a CPU only"
+    if param.device.type not in ("cpu", "cuda") or param.dtype not in (torch.float32, torch.bfloat16):
+        return f"{param.dtype} on {param.device.type}: float32 or bfloat16 on a CPU or a CUDA GPU only"
     config = model.config
     rope = getattr(config, "rope_parameters", None) or {}
     if config.attention_bias or config.mlp_bias or config.hidden_act != "silu":
@@ -75,7 +77,7 @@ class _Product:
     def __init__(self, weight: torch.Tensor):
         self.packed = self.weight = None
         self.in_features = weight.shape[1]
-        if weight.dtype == torch.float32 or torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        if weight.device.type == "cpu" and (weight.dtype == torch.float32 or torch.ops.mkldnn._is_mkldnn_bf16_supported()):
             self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), _BATCH_HINT)
         else:
             self.weight = weight.contiguous()
@@ -122,6 +124,7 @@ class LlamaDecoder:
         self.eps = config.rms_norm_eps
         self.scaling = self.head_dim**-0.5
         self.dtype = next(model.parameters()).dtype
+        self.device = next(model.parameters()).device
         self._layers: list[_Layer] = []
         self._weights_key = None
 
@@ -148,6 +151,7 @@ class LlamaDecoder:
         self._embed = self.model.model.embed_tokens.weight
         self._final_norm = self.model.model.norm.weight
         self._inv_freq = self.model.model.rotary_emb.inv_freq.float()
+        self._sign = torch.tensor([-1.0, 1.0], dtype=self.dtype, device=self.device).view(1, 1, 2, 1)
         self._weights_key = key
 
     def start(self, cache, mask: torch.Tensor, extra: int) -> DecodeState:
@@ -163,7 +167,7 @@ class LlamaDecoder:
             keys[index, :, :, :columns] = layer.keys
             values[index, :, :, :columns] = layer.values
         lowest = torch.finfo(self.dtype).min
-        additive = torch.full((rows, columns + extra), lowest, dtype=self.dtype)
+        additive = torch.full((rows, columns + extra), lowest, dtype=self.dtype, device=mask.device)
         additive[:, :columns].masked_fill_(mask.bool(), 0.0)
         return DecodeState(keys, values, additive, columns)
 
@@ -179,7 +183,7 @@ class LlamaDecoder:
         angles = positions.float()[:, None] * self._inv_freq[None, :]
         both = torch.cat((angles, angles), dim=-1)
         cos = both.cos().to(dtype).view(rows, 1, 2, half)
-        sin = both.sin().to(dtype).view(rows, 1, 2, half) * torch.tensor([-1.0, 1.0], dtype=dtype).view(1, 1, 2, 1)
+        sin = both.sin().to(dtype).view(rows, 1, 2, half) * self._sign
         hidden = F.embedding(tokens, self._embed)
         mask = state.mask[:, None, :]  # [rows, 1, width]: the same for every query head
         width = state.mask.shape[1]

@@ -62,6 +62,7 @@ import yaml
 
 from gentax import io as gio
 from gentax import progress as gprogress
+from gentax.dtype import CUBLAS_WORKSPACE_CONFIG
 from gentax.errors import GentaxError, short_reason
 from gentax.io import repo_path
 from gentax.train import tracking as gtracking
@@ -280,6 +281,9 @@ def _run(cli: Path, command: str, args: dict[str, Any], scratch: Path, log_lines
         "WANDB_DISABLED": "true",
         "TOKENIZERS_PARALLELISM": "false",
         "PYTHONUNBUFFERED": "1",
+        # cuBLAS's reproducible products on a GPU (gentax.dtype.deterministic_kernels; LlamaFactory's
+        # own full_determinism would also turn every op without a deterministic kernel into an error)
+        "CUBLAS_WORKSPACE_CONFIG": os.environ.get("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE_CONFIG),
         **(extra_env or {}),
     }
     env.pop("VIRTUAL_ENV", None)  # the main venv's; the CLI's own interpreter decides
