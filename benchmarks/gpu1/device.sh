@@ -18,7 +18,8 @@
 # is done or WAIT_SECONDS have passed). $OUT gets results.tar.xz (everything but weights) and
 # record/ (drive.json, gpu_samples.csv, the Snakemake logs) for benchmarks/gpu1/report.py.
 # --twin 'TARGETS' (with --detach) also runs Snakemake for TARGETS, with the same arguments, in a second
-# copy of the code from its own empty results folder at the same time (Snakemake's own, unwatched):
+# copy of the code from its own empty results folder at the same time (Snakemake's own, unwatched; the
+# targets go first: an option such as --configfile takes every word up to the next option as its value):
 # two runs of one config on one GPU; --collect then compares what both made (benchmarks/gpu1/twin.py,
 # $OUT/twin.json) and brings the twin's log.
 set -u
@@ -87,7 +88,7 @@ if [ "$detach" = 1 ]; then
   if [ -n "$twin_targets" ] && [ ! -d "$S/twin" ]; then  # the second run: its own copy, its own results
     mkdir -p "$S/twin" && tar --exclude='./.gpu1p*' --exclude=./results --exclude=./.snakemake -C "$here" -cf - . | tar -C "$S/twin" -xf -
     (cd "$S/twin" && setsid nohup bash -c 'python3 -m snakemake "$@" > '"$S/twin.log"' 2>&1; echo "exit $?" > '"$S/twin.done" \
-        _ --profile profiles/gpu1 --workflow-profile none --scheduler greedy --keep-going "$@" $twin_targets < /dev/null &)
+        _ --profile profiles/gpu1 --workflow-profile none --scheduler greedy --keep-going $twin_targets "$@" < /dev/null &)
     echo "twin started: $twin_targets"
   fi
   sleep 2; echo "drive detached (log $S/drive.log)"
