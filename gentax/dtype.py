@@ -119,9 +119,9 @@ CUBLAS_WORKSPACE_CONFIG = ":4096:8"
 def deterministic_kernels(device) -> None:
     """Make the CUDA work of this process repeatable, where ``device`` is a CUDA device (else nothing):
     cuBLAS's reproducible workspace and torch's deterministic algorithms where they exist (a warning
-    where an op has none, not an error). Then two runs of a job give the same bits whatever else
-    shares the GPU (benchmarks/gpu1/device.sh measures it). Call it before the process's first CUDA
-    product: cuBLAS reads the variable when it starts."""
+    where an op has none, not an error), so that two runs of a job give the same bits whatever else
+    shares the GPU (``benchmarks/gpu1/device.sh --twin`` measures it; not yet run). Call it before the
+    process's first CUDA product: cuBLAS reads the variable when it starts."""
     if not str(device).startswith("cuda"):
         return
     import torch
