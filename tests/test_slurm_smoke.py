@@ -12,7 +12,9 @@ that read it.
 Preemption: two copies of the finished workflow extend one run (a second segment,
 1 -> EXTENDED_STEPS); in one copy the segment's SLURM job is `scancel`ed mid-training, as a
 preemption would; Snakemake's retry resubmits it, it resumes from its last checkpoint, and every
-step, table and final weight equals the uninterrupted copy's.
+step, table and final weight equals the uninterrupted copy's. The copies run in the background from
+the moment the grid has finished, while the other tests check the finished workflow (they only read
+it, or edit it after the copies were taken); the module's last test waits for them.
 On the same finished run: every result carries its provenance record, and the
 HTML report (`snakemake --report`) opens in headless Chromium with every marked table and
 figure and its provenance row (tests/report_browser.py).
@@ -24,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -185,58 +188,53 @@ def start_snakemake(wd, *args) -> tuple[subprocess.Popen, Path]:
         return subprocess.Popen(cmd, cwd=wd["work"], stdout=fh, stderr=subprocess.STDOUT, text=True), out
 
 
-def test_a_preempted_rl_segment_resumes_and_changes_nothing(finished):
+PREEMPT_TEST = "test_a_preempted_rl_segment_resumes_and_changes_nothing"
+
+
+def preempt_segment(proc: subprocess.Popen, wd: dict, found: dict) -> None:
+    """Wait for a checkpoint of the new segment (step 2 or later), then `scancel` its SLURM job, as a
+    preemption would: ``found["cancelled"]`` is the last step saved then, ``found["error"]`` what
+    went wrong (raised by the test)."""
+    run = wd["work"] / EXTENDED_RUN
+    try:
+        deadline = time.monotonic() + 900
+        while True:
+            assert proc.poll() is None, "the workflow ended before its RL segment could be cancelled"
+            assert time.monotonic() < deadline, "no checkpoint of the extended segment within 15 minutes"
+            saved = [int(p.name.split("_")[1]) for p in (run / "checkpoints").glob("step_*")]
+            if max(saved, default=0) >= 2:
+                slurm_id = squeue_job(f"rule_rl_segment_wildcards_v1_sokoban_default_0_1_{EXTENDED_STEPS}", wd["work"])
+                assert slurm_id, "the RL segment's SLURM job is not in squeue"
+                subprocess.run(["scancel", slurm_id], check=True)
+                found["cancelled"] = max(saved)
+                return
+            time.sleep(0.1)
+    except BaseException as exc:  # noqa: BLE001 - handed to the test, which raises it
+        found["error"] = exc
+
+
+@pytest.fixture(scope="module", autouse=True)
+def preemption(request, finished):
+    """Both extended copies start as soon as the grid has finished and run in the background (a
+    thread preempts the one) while the module's other tests check the finished workflow, which the
+    copies do not touch; test_a_preempted_rl_segment_resumes_and_changes_nothing, the module's last,
+    waits for them and checks. Started only when that test is selected."""
+    if not any(item.originalname == PREEMPT_TEST and item.path == request.path for item in request.session.items):
+        yield None
+        return
     wd, _ = finished
     straight, preempted = extended_copy(wd, "wf_straight"), extended_copy(wd, "wf_preempted")
     # both copies at once: the uninterrupted one is the reference, the other one is preempted
     jobs = [start_snakemake(straight), start_snakemake(preempted, "--retries", "1")]
-    run = preempted["work"] / EXTENDED_RUN
+    found: dict = {}
+    watcher = threading.Thread(target=preempt_segment, args=(jobs[1][0], preempted, found), daemon=True)
+    watcher.start()
     try:
-        deadline = time.monotonic() + 900
-        cancelled = None
-        while cancelled is None:  # wait for a checkpoint of the new segment, then preempt its job
-            assert jobs[1][0].poll() is None, "the workflow ended before its RL segment could be cancelled"
-            assert time.monotonic() < deadline, "no checkpoint of the extended segment within 15 minutes"
-            saved = [int(p.name.split("_")[1]) for p in (run / "checkpoints").glob("step_*")]
-            if max(saved, default=0) >= 2:
-                slurm_id = squeue_job(f"rule_rl_segment_wildcards_v1_sokoban_default_0_1_{EXTENDED_STEPS}",
-                                      preempted["work"])
-                assert slurm_id, "the RL segment's SLURM job is not in squeue"
-                subprocess.run(["scancel", slurm_id], check=True)
-                cancelled = max(saved)
-            time.sleep(0.1)
-        for proc, _ in jobs:
-            proc.wait(timeout=1500)
+        yield {"straight": straight, "preempted": preempted, "jobs": jobs, "watcher": watcher, "found": found}
     finally:
         for proc, _ in jobs:
             if proc.poll() is None:
                 proc.kill()
-    outputs = [out.read_text() for _, out in jobs]
-    assert jobs[0][0].returncode == 0, outputs[0][-4000:]
-    assert jobs[1][0].returncode == 0, outputs[1][-4000:]
-    text = outputs[1]
-    assert cancelled < EXTENDED_STEPS, "the segment finished before the cancel"
-    segment = f"rule_rl_segment/v1_sokoban_default_0_1_{EXTENDED_STEPS}/"
-    submissions = [line for line in text.splitlines() if "submitted with SLURM jobid" in line and segment in line]
-    assert len(submissions) == 2, text[-4000:]  # the cancelled job and Snakemake's retry
-    # scancel's SIGTERM ends the trainer through its handler (gentax.train.processes), which frees
-    # the run folder's lock; a SIGKILL would leave it to be taken over. Either way the retry trains.
-    log = next((preempted["work"] / "results" / "logs").rglob(f"segment_1_{EXTENDED_STEPS}*.log")).read_text()
-    assert "is in use by" not in log, log[-3000:]
-    from gentax.joblog import HEADER
-
-    assert log.count(HEADER) == 2, log[-3000:]  # the log keeps both attempts, each under its header
-    resumed = int(re.search(r"resuming \S+ from step (\d+)", log.split(HEADER)[-1]).group(1))  # the retry's
-    assert cancelled <= resumed < EXTENDED_STEPS  # from its last checkpoint, not from the start
-    import pandas as pd
-
-    metrics = [pd.read_csv(w["work"] / EXTENDED_RUN / "metrics.csv") for w in (straight, preempted)]
-    assert metrics[1]["step"].tolist() == list(range(1, EXTENDED_STEPS + 1))  # no step twice, none lost
-    pd.testing.assert_series_equal(metrics[1]["loss"], metrics[0]["loss"])
-    last = f"{EXTENDED_RUN}/checkpoints/step_{EXTENDED_STEPS}/model.safetensors"
-    assert (preempted["work"] / last).read_bytes() == (straight["work"] / last).read_bytes()
-    for table in (t for t in EXTENDED_TARGETS if t.endswith(".csv")):  # the tables (figures are PNGs)
-        assert (preempted["work"] / table).read_text() == (straight["work"] / table).read_text(), table
 
 
 def test_results_carry_their_provenance(finished):
@@ -301,3 +299,39 @@ def test_changing_one_eps_reruns_only_what_reads_it(finished):
     jobs = planned_jobs(proc)
     # the one aug run's segment, its eval (1 checkpoint, its 2 domains in one job), its summary, table 5, the ΔOOD figure
     assert jobs == {"rl_segment": 1, "eval_checkpoint_v1": 1, "run_summary": 1, "table": 1, "figure": 1}, proc.stdout[-3000:]
+
+
+def test_a_preempted_rl_segment_resumes_and_changes_nothing(preemption):
+    straight, preempted, jobs = preemption["straight"], preemption["preempted"], preemption["jobs"]
+    preemption["watcher"].join()  # the cancel (or what stopped it)
+    if "error" in preemption["found"]:
+        raise preemption["found"]["error"]
+    cancelled = preemption["found"]["cancelled"]
+    for proc, _ in jobs:
+        proc.wait(timeout=1500)
+    outputs = [out.read_text() for _, out in jobs]
+    assert jobs[0][0].returncode == 0, outputs[0][-4000:]
+    assert jobs[1][0].returncode == 0, outputs[1][-4000:]
+    text = outputs[1]
+    assert cancelled < EXTENDED_STEPS, "the segment finished before the cancel"
+    segment = f"rule_rl_segment/v1_sokoban_default_0_1_{EXTENDED_STEPS}/"
+    submissions = [line for line in text.splitlines() if "submitted with SLURM jobid" in line and segment in line]
+    assert len(submissions) == 2, text[-4000:]  # the cancelled job and Snakemake's retry
+    # scancel's SIGTERM ends the trainer through its handler (gentax.train.processes), which frees
+    # the run folder's lock; a SIGKILL would leave it to be taken over. Either way the retry trains.
+    log = next((preempted["work"] / "results" / "logs").rglob(f"segment_1_{EXTENDED_STEPS}*.log")).read_text()
+    assert "is in use by" not in log, log[-3000:]
+    from gentax.joblog import HEADER
+
+    assert log.count(HEADER) == 2, log[-3000:]  # the log keeps both attempts, each under its header
+    resumed = int(re.search(r"resuming \S+ from step (\d+)", log.split(HEADER)[-1]).group(1))  # the retry's
+    assert cancelled <= resumed < EXTENDED_STEPS  # from its last checkpoint, not from the start
+    import pandas as pd
+
+    metrics = [pd.read_csv(w["work"] / EXTENDED_RUN / "metrics.csv") for w in (straight, preempted)]
+    assert metrics[1]["step"].tolist() == list(range(1, EXTENDED_STEPS + 1))  # no step twice, none lost
+    pd.testing.assert_series_equal(metrics[1]["loss"], metrics[0]["loss"])
+    last = f"{EXTENDED_RUN}/checkpoints/step_{EXTENDED_STEPS}/model.safetensors"
+    assert (preempted["work"] / last).read_bytes() == (straight["work"] / last).read_bytes()
+    for table in (t for t in EXTENDED_TARGETS if t.endswith(".csv")):  # the tables (figures are PNGs)
+        assert (preempted["work"] / table).read_text() == (straight["work"] / table).read_text(), table
