@@ -909,11 +909,13 @@ def writer_specs(tmp_path_factory):
         if spec.get("data"):
             (where / spec["data"]).mkdir(parents=True, exist_ok=True)
             (where / spec["data"] / "dataset_info.json").write_text("{}")
-    for verb, spec in specs.items():  # an evaluation's (each domain's) or property log's task manifest
+    manifests = {}  # an evaluation's (each domain's) or property log's task manifest, as many tasks as
+    for verb, spec in specs.items():  # the jobs reading it play (which jobs come first varies by plan)
         for rollout in spec["domains"] if verb == "eval" else [spec] if verb == "properties" else []:
-            (where / rollout["tasks"]).parent.mkdir(parents=True, exist_ok=True)
-            (where / rollout["tasks"]).write_text(json.dumps({"domain": rollout["domain"], "split": "eval",
-                                                              "seeds": list(range(rollout["episodes"]))}))
+            manifests[rollout["tasks"]] = (rollout["domain"], max(rollout["episodes"], manifests.get(rollout["tasks"], ("", 0))[1]))
+    for tasks, (domain, episodes) in manifests.items():
+        (where / tasks).parent.mkdir(parents=True, exist_ok=True)
+        (where / tasks).write_text(json.dumps({"domain": domain, "split": "eval", "seeds": list(range(episodes))}))
     return where, specs
 
 

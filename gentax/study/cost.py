@@ -295,6 +295,16 @@ def parameter_count(config_json: str | Path) -> int:
     return embed * (1 if c.get("tie_word_embeddings") else 2) + layers * layer + hidden
 
 
+def trained_model_config(cfg: dict) -> str | Path:
+    """The config.json of the model the runs train: ``model.base``'s own where it is a local folder
+    that has one (a user's model, the tests' tiny one), else ``cluster.model_config`` (the paper's
+    model, whose weights need not be here; the embedded presets point it at the embedded model's)."""
+    base = cfg["model"].get("base")
+    if not cfg["model"].get("embedded") and base and (Path(base) / "config.json").is_file():
+        return Path(base).resolve() / "config.json"
+    return cfg["cluster"]["model_config"]
+
+
 @dataclass(frozen=True)
 class DiskNeed:
     """Bytes the plan leaves on the results folder's disk, and what it holds at most while it runs."""
@@ -327,15 +337,15 @@ def rl_at_once(resources: dict[str, dict[str, float]], *, jobs: int | None = Non
 
 
 def disk_need(cfg: dict, at_once: int | None = None) -> DiskNeed:
-    """What the plan of ``cfg`` writes (``DiskNeed``), from the model's parameter count
-    (``cluster.model_config``) and what each run keeps (``plan.kept_steps``, config
+    """What the plan of ``cfg`` writes (``DiskNeed``), from the trained model's parameter count
+    (``trained_model_config``) and what each run keeps (``plan.kept_steps``, config
     ``disk.keep_checkpoints``). The local engine writes its weights in ``rl.dtype`` and an AdamW
     state of 8 bytes a parameter; the verl engine exports bf16 weights and keeps one FSDP checkpoint
     (12 bytes a parameter) as its resume state; a LoRA run's optimizer state is not counted."""
     from gentax.study.jobs import resolved_rl
     from gentax.train import runs as truns
 
-    params = parameter_count(cfg["cluster"]["model_config"])
+    params = parameter_count(trained_model_config(cfg))
     rl = resolved_rl(cfg, save_every=int(cfg["rl"]["save_every"]))
     verl = cfg["engines"]["rl"] == "verl"
     weight = params * (2 if verl or rl["dtype"] == "bfloat16" else 4)
