@@ -33,7 +33,7 @@ collect() {  # results (no weights) and the drive's record into $OUT
   cp "$S/drive.log" "$OUT/" 2>/dev/null
   if [ -d "$S/twin/results" ]; then
     [ -e "$S/twin.done" ] && echo "twin done: $(cat "$S/twin.done")" || echo "twin still running"
-    python3 "$here/benchmarks/gpu1/twin.py" "$S/repo/results" "$S/twin/results" --out "$OUT/twin.json" | tail -3
+    python3 "$here/benchmarks/gpu1/twin.py" "$S/repo" "$S/twin" --out "$OUT/twin.json"
     tail -c 200000 "$S/twin.log" > "$OUT/twin.log" 2>/dev/null
   fi
   ls -la "$OUT"

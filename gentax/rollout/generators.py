@@ -149,9 +149,10 @@ def sample_rows(logits, params: Sequence[SamplingParams], indices: Sequence[int]
 
     device = logits.device
     tokens = torch.argmax(logits, dim=-1)
-    if all(p.temperature < _GREEDY_BELOW for p in params):
+    greedy_rows = [p.temperature < _GREEDY_BELOW for p in params]
+    if all(greedy_rows):
         return tokens
-    greedy = torch.tensor([p.temperature < _GREEDY_BELOW for p in params], device=device)
+    greedy = torch.tensor(greedy_rows, device=device)
     temperature = torch.tensor([max(p.temperature, _GREEDY_BELOW) for p in params], device=device)
     probs = torch.softmax(logits / temperature[:, None], dim=-1)
     nucleus = [k for k, p in enumerate(params) if p.top_p < 1.0]
