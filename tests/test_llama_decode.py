@@ -4,7 +4,9 @@ rounding in float32 (transformers runs sdpa and MKL there, the step eager attent
 and bit for bit in bf16 on a CPU without AMX (the same ops in the same order; with AMX oneDNN may
 pick other kernels for the fused products: bf16 rounding, the same argmax); greedy and seeded
 tokens of the generator equal with the step on and off, rows leaving the batch at different
-steps; a weight changed in place is read again; models it cannot run keep transformers' forward."""
+steps; a weight changed in place is read again; models it cannot run keep transformers' forward;
+the fixed-shape step that a GPU captures as a CUDA graph (run uncaptured on the CPU) gives the
+eager step's logits, rows leaving the batch included.""" 
 
 from __future__ import annotations
 
@@ -31,10 +33,11 @@ def _model(dtype: str):
     return model
 
 
-def _decode(model, decoder=None) -> torch.Tensor:
+def _decode(model, decoder=None, graph=False, leave_after=None) -> torch.Tensor:
     """Logits [STEPS, rows, vocab] of STEPS decode steps after a prefill of 3 rows, one padded by 7,
     into a cache with room for two more tokens than fed (unwritten columns masked): through
-    ``decoder``'s step, or without one transformers' forward."""
+    ``decoder``'s step (``graph``: its fixed-shape step), or without one transformers' forward.
+    ``leave_after`` k: row 1 leaves the batch after step k (its later logits: zeros)."""
     from gentax.rollout.kv_cache import preallocate
 
     gen = torch.Generator().manual_seed(0)
@@ -47,14 +50,21 @@ def _decode(model, decoder=None) -> torch.Tensor:
     with torch.inference_mode():
         out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
         last = positions[:, -1]
-        if decoder is not None:
-            state = decoder.start(out.past_key_values, mask, STEPS + 2)
-        else:
+        if decoder is None:
             cache, mask = preallocate(out.past_key_values, mask, STEPS + 2)
+        else:
+            state = decoder.start(out.past_key_values, mask, STEPS + 2, graph=graph)
+        rows = torch.arange(3)
         for step in range(STEPS):
             last = last + 1
             if decoder is not None:
-                logits.append(decoder.step(state, tokens[step], last))
+                if step == leave_after:
+                    keep = torch.tensor([0, 2])
+                    state.keep(keep)
+                    rows, last = rows[keep], last[keep]
+                full = torch.zeros(3, model.config.vocab_size, dtype=model.dtype)
+                full[rows] = decoder.step(state, tokens[step][rows], last)
+                logits.append(full)
             else:
                 logits.append(model(input_ids=tokens[step][:, None], attention_mask=mask, position_ids=last[:, None],
                                     past_key_values=cache, use_cache=True).logits[:, -1])
@@ -130,3 +140,19 @@ def test_models_it_cannot_run_keep_transformers_forward():
     assert "bias" in llama_decode.unsupported(LlamaForCausalLM(LlamaConfig(**{**config.to_dict(), "attention_bias": True})))
     assert "float16" in llama_decode.unsupported(LlamaForCausalLM(config).to(torch.float16))
     assert "LlamaForCausalLM" in llama_decode.unsupported(torch.nn.Linear(2, 2))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_fixed_shape_step_gives_the_eager_steps_logits(dtype):
+    """The step a GPU captures (tokens, positions and column read from buffers, finished rows kept
+    and ignored) computes what the eager step computes: bit for bit while every row is in the
+    batch; after a row left, the eager step's smaller products round within bf16 of it."""
+    model = _model(dtype)
+    decoder = llama_decode.LlamaDecoder.for_model(model)
+    assert torch.equal(_decode(model, decoder), _decode(model, decoder, graph=True))
+    eager, fixed = _decode(model, decoder, leave_after=2), _decode(model, decoder, graph=True, leave_after=2)
+    assert torch.equal(eager[:, 1], fixed[:, 1]) and not fixed[2:, 1].any()  # the row that left: read no more
+    assert torch.equal(eager[:2], fixed[:2])
+    assert torch.equal(eager.argmax(-1), fixed.argmax(-1))
+    assert torch.allclose(eager, fixed, rtol=0, atol=1e-3 if dtype == "float32" else 0.5)

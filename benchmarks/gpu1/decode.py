@@ -3,20 +3,22 @@
     python benchmarks/gpu1/decode.py OUT.json --model DIR                 # a model folder (the embedded model)
     python benchmarks/gpu1/decode.py OUT.json --random TOKENIZER_DIR     # SmolLM2-135M's shape, random weights
 
-Decode paths (``HFGenerator.fast_decode``): "transformers" (the model's own forward each step, the
-path of the one-GPU reference run of 2026-12-02) and "fast" (gentax.rollout.llama_decode: fused
-products, one static KV cache, batched attention). Measured, each written to OUT.json as it is done
-and printed:
+Decode paths (``HFGenerator.fast_decode``, ``cuda_graphs``): "transformers" (the model's own forward
+each step, the path of the one-GPU reference run of 2026-12-02), "fast" (gentax.rollout.llama_decode:
+fused products, one static KV cache, batched attention; one Python call a kernel, the path of the
+2026-12-03 run) and "graph" (the same step captured once a micro-batch as a CUDA graph and replayed,
+finished rows kept in the batch: the default on a GPU). Measured, each written to OUT.json as it is
+done and printed:
 
 - ``speed``: decode tokens/s (response tokens over the decode loop's seconds, sampling included) at
   each ``--batches`` size, temperature 1.0, ``--tokens`` new tokens a row and no stop string, the
   model in bf16 as an evaluation loads it (``dtype auto`` on a bf16 GPU), one process alone on the GPU;
 - ``greedy``: the prompt set of benchmarks/records/decode_prompts.json (four prompts of every
-  domain, one ``generate`` call per domain as an evaluation batches them), greedy, both paths: the
-  prompts whose tokens differ and the largest |log-prob difference| before the first difference
+  domain, one ``generate`` call per domain as an evaluation batches them), greedy, each path against
+  "graph": the prompts whose tokens differ and the largest |log-prob difference| before the first difference
   (benchmarks/decode_equivalence.py's ``compare``) of the bf16 model (the local RL engine samples a
   bf16 copy of its policy: the same path);
-- ``sampled``: the prompt set sampled at temperature 1.0 (seeded per request) three ways: together,
+- ``sampled``: the prompt set sampled at temperature 1.0 (seeded per request, the "graph" path) three ways: together,
   one prompt a call, and reversed among 48 other prompts; the share of requests whose tokens equal
   the first way's (the draws are counter-based, so only the logits' rounding across batch shapes
   can move a token).
@@ -42,6 +44,7 @@ from decode_equivalence import DOMAINS, PROMPTS, compare  # noqa: E402
 EMBEDDED_SHAPE = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
                       num_key_value_heads=3, max_position_embeddings=8192, rms_norm_eps=1e-5, rope_theta=100000.0,
                       tie_word_embeddings=True, vocab_size=49152)
+PATHS = ("transformers", "fast", "graph")  # "graph" last: the others are compared with it
 
 
 def load(args, dtype):
@@ -64,7 +67,7 @@ def generator(model, tokenizer, decode: str):
     from gentax.rollout.generators import HFGenerator
 
     gen = HFGenerator.from_model(model, tokenizer, max_batch_size=256)
-    gen.fast_decode = decode == "fast"
+    gen.fast_decode, gen.cuda_graphs = decode != "transformers", decode == "graph"
     gen.reuse_prefix = False  # each call prefills in full: calls stay independent of the ones before
     return gen
 
@@ -73,7 +76,7 @@ def speed(model, tokenizer, prompts, batches, tokens, repeats=3) -> list[dict]:
     from gentax.rollout.generators import SamplingParams
 
     rows = []
-    for decode in ("transformers", "fast"):
+    for decode in PATHS:
         gen = generator(model, tokenizer, decode)
         for batch in batches:
             messages = [prompts[i % len(prompts)]["messages"] for i in range(batch)]
@@ -97,7 +100,7 @@ def greedy(model, tokenizer, prompts) -> dict:
     from gentax.rollout.generators import SamplingParams
 
     results = {}
-    for decode in ("transformers", "fast"):
+    for decode in PATHS:
         gen = generator(model, tokenizer, decode)
         results[decode] = {}
         for domain in DOMAINS:
@@ -105,13 +108,13 @@ def greedy(model, tokenizer, prompts) -> dict:
             params = [SamplingParams(temperature=0.0, max_new_tokens=p["max_new_tokens"]) for p in batch]
             for prompt, out in zip(batch, gen.generate([p["messages"] for p in batch], params)):
                 results[decode][prompt["id"]] = {"response_ids": out.response_ids, "logprobs": out.logprobs}
-    return compare(results["transformers"], results["fast"])
+    return {f"{decode}_vs_graph": compare(results[decode], results["graph"]) for decode in PATHS[:-1]}
 
 
 def sampled(model, tokenizer, prompts) -> dict:
     from gentax.rollout.generators import SamplingParams
 
-    gen = generator(model, tokenizer, "fast")
+    gen = generator(model, tokenizer, "graph")
     messages = [p["messages"] for p in prompts]
     params = [SamplingParams(temperature=1.0, max_new_tokens=p["max_new_tokens"], seed=1000 + i) for i, p in enumerate(prompts)]
     together = [g.response_ids for g in gen.generate(messages, params)]

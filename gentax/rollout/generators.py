@@ -351,6 +351,11 @@ class HFGenerator:
         #: transformers' forward. The same tokens to float rounding (bit for bit in bf16 where oneDNN
         #: runs fused products as separate ones; on a GPU: benchmarks/gpu1/decode.py)
         self.fast_decode = autocast_dtype is None
+        #: on a CUDA GPU, each micro-batch's fast decode steps replay one captured CUDA graph
+        #: (gentax.rollout.llama_decode's ``_GraphedStep``): finished rows stay in the batch, computed
+        #: and ignored. Off: one Python call a kernel, finished rows dropped (benchmarks/gpu1/decode.py
+        #: measures both)
+        self.cuda_graphs = True
         self._decoder = None  # built on first use: (model, LlamaDecoder or None)
         self._kept: list[_KeptPrompt] = []  # the previous call's prompts with their KV cache
         self._kept_weights: tuple | None = None
@@ -446,7 +451,7 @@ class HFGenerator:
             last_pos = mask.sum(-1) - 1  # LEFT padding: a row's last token is its last column
             decoder = self._llama_decoder()
             if decoder is not None:  # room for every token fed back (the last one never is)
-                state = decoder.start(cache, mask, max(limit) - 1)
+                state = decoder.start(cache, mask, max(limit) - 1, graph=self.cuda_graphs and device.type == "cuda")
             elif self.preallocate_kv:
                 from gentax.rollout.kv_cache import preallocate
 

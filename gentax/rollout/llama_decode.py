@@ -8,6 +8,13 @@ On a GPU, where each call is a kernel launch, that count is the step's time at s
     logits = decoder.step(state, tokens, positions)  # [rows, vocab], the model's dtype
     state.keep(index)                                # rows that finished leave the batch
 
+On a CUDA GPU, ``start(..., graph=True)`` runs every step of the micro-batch as one CUDA graph,
+captured at its first step (``_GraphedStep``): the ~1,257 kernels of a step launched by one call
+instead of one Python call each (at batch 64 the eager step took 14 ms on an H200, nearly all of
+it launches: benchmarks/gpu1/decode.py). A graph's shapes are fixed, so there the rows stay in the
+buffers to the end of the micro-batch and ``keep`` only narrows which rows are read; finished rows
+are computed and ignored (a step is launch-bound at these sizes, not arithmetic-bound).
+
 Why it is faster (docs/performance.md; ``python benchmarks/roofline.py``, rows "decode"): a decode
 step of a 135M model on one CPU thread streams its weights through small products and spends the
 rest on small calls. Here
@@ -38,6 +45,7 @@ before this step existed: benchmarks/decode_equivalence.py. Only under ``torch.i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import torch
@@ -106,10 +114,14 @@ class DecodeState:
     values: torch.Tensor
     mask: torch.Tensor  # [rows, width], additive: 0 where a row attends, the dtype's lowest value elsewhere
     column: int  # the column the next step writes
+    graph: "_GraphedStep | None" = None  # the micro-batch's captured step (``start(graph=True)``)
 
     def keep(self, index: torch.Tensor) -> None:
         """Keep only the rows ``index`` (in that order)."""
-        self.keys, self.values, self.mask = self.keys[:, index], self.values[:, index], self.mask[index]
+        if self.graph is not None:  # fixed shapes: the rows stay, fewer are read
+            self.graph.keep(index)
+        else:
+            self.keys, self.values, self.mask = self.keys[:, index], self.values[:, index], self.mask[index]
 
 
 class LlamaDecoder:
@@ -154,10 +166,11 @@ class LlamaDecoder:
         self._sign = torch.tensor([-1.0, 1.0], dtype=self.dtype, device=self.device).view(1, 1, 2, 1)
         self._weights_key = key
 
-    def start(self, cache, mask: torch.Tensor, extra: int) -> DecodeState:
+    def start(self, cache, mask: torch.Tensor, extra: int, graph: bool = False) -> DecodeState:
         """The state after a prefill: ``cache`` (transformers' ``Cache``, per layer keys and values
         [rows, kv heads, columns, head dim]) and its 2D mask [rows, columns] copied into buffers
-        with room for ``extra`` more tokens a row."""
+        with room for ``extra`` more tokens a row. ``graph``: the steps through ``_GraphedStep``
+        (captured as a CUDA graph on a GPU; on a CPU the same fixed-shape step runs uncaptured)."""
         self._refresh()
         rows, columns = mask.shape
         first = cache.layers[0].keys
@@ -169,15 +182,30 @@ class LlamaDecoder:
         lowest = torch.finfo(self.dtype).min
         additive = torch.full((rows, columns + extra), lowest, dtype=self.dtype, device=mask.device)
         additive[:, :columns].masked_fill_(mask.bool(), 0.0)
-        return DecodeState(keys, values, additive, columns)
+        state = DecodeState(keys, values, additive, columns)
+        if graph:
+            state.graph = _GraphedStep(self, keys, values, additive)
+        return state
 
     def step(self, state: DecodeState, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Logits [rows, vocab] of feeding ``tokens`` [rows] at rotary ``positions`` [rows]; writes
-        their keys and values into column ``state.column`` and moves it on."""
-        rows, column = tokens.shape[0], state.column
+        their keys and values into column ``state.column`` and moves it on. Under ``graph`` the
+        logits are a view of the graph's output, overwritten by the next step."""
+        if state.graph is not None:
+            logits = state.graph(tokens, positions, state.column)
+        else:
+            logits = self.forward(state.keys, state.values, state.mask, tokens, positions, state.column)
+        state.column += 1
+        return logits
+
+    def forward(self, all_keys: torch.Tensor, all_values: torch.Tensor, additive: torch.Tensor,
+                tokens: torch.Tensor, positions: torch.Tensor, column: int | torch.Tensor) -> torch.Tensor:
+        """One step's arithmetic over the cache buffers (``DecodeState``'s fields); ``column`` a
+        number, or a one-element tensor (the graph's: read when the kernels run, not when captured)."""
+        rows = tokens.shape[0]
         heads, kv_heads, dim, dtype = self.heads, self.kv_heads, self.head_dim, self.dtype
         groups, half = heads // kv_heads, self.head_dim // 2
-        state.mask[:, column] = 0.0  # every row attends to the token it feeds now
+        _write_column(additive, 1, column, 0.0)  # every row attends to the token it feeds now
         # the rotary angles as transformers computes them (float32, cos/sin over both halves), then
         # rotate_half(x) * sin as the halves swapped times (-sin, sin): the same products, negated exactly
         angles = positions.float()[:, None] * self._inv_freq[None, :]
@@ -185,15 +213,15 @@ class LlamaDecoder:
         cos = both.cos().to(dtype).view(rows, 1, 2, half)
         sin = both.sin().to(dtype).view(rows, 1, 2, half) * self._sign
         hidden = F.embedding(tokens, self._embed)
-        mask = state.mask[:, None, :]  # [rows, 1, width]: the same for every query head
-        width = state.mask.shape[1]
+        mask = additive[:, None, :]  # [rows, 1, width]: the same for every query head
+        width = additive.shape[1]
         for index, layer in enumerate(self._layers):
             qkv = layer.qkv(_rms_norm(hidden, layer.input_norm, self.eps))
             halves = qkv[:, : (heads + kv_heads) * dim].view(rows, heads + kv_heads, 2, half)
             rotated = (halves * cos + halves.flip(2) * sin).view(rows, heads + kv_heads, dim)
-            keys, values = state.keys[index], state.values[index]  # [rows, kv heads, width, dim]
-            keys[:, :, column] = rotated[:, heads:]
-            values[:, :, column] = qkv[:, (heads + kv_heads) * dim :].view(rows, kv_heads, dim)
+            keys, values = all_keys[index], all_values[index]  # [rows, kv heads, width, dim]
+            _write_column(keys, 2, column, rotated[:, heads:])
+            _write_column(values, 2, column, qkv[:, (heads + kv_heads) * dim :].view(rows, kv_heads, dim))
             # a KV head's query heads as the rows of one product (no copy of the cache per query
             # head): [rows x kv heads, groups, dim] against [rows x kv heads, width, dim]
             query = rotated[:, :heads].reshape(rows * kv_heads, groups, dim)
@@ -204,8 +232,83 @@ class LlamaDecoder:
             hidden = hidden + layer.out(attended.view(rows, heads * dim))
             gate, up = layer.gate_up(_rms_norm(hidden, layer.post_norm, self.eps)).chunk(2, dim=-1)
             hidden = hidden + layer.down(F.silu(gate) * up)
-        state.column += 1
         return self._head(_rms_norm(hidden, self._final_norm, self.eps))
+
+
+def _write_column(buffer: torch.Tensor, dim: int, column: int | torch.Tensor, value) -> None:
+    """``buffer``'s slice ``column`` along ``dim`` set to ``value`` (a number, or a tensor shaped as
+    the slice): by index where ``column`` is a number, by ``index_copy_``/``index_fill_`` where it
+    is a one-element tensor."""
+    if isinstance(column, int):
+        target = buffer.select(dim, column)
+        target.copy_(value) if torch.is_tensor(value) else target.fill_(value)
+    elif torch.is_tensor(value):
+        buffer.index_copy_(dim, column, value.unsqueeze(dim))
+    else:
+        buffer.index_fill_(dim, column, value)
+
+
+@contextlib.contextmanager
+def _plain_index_writes():
+    """Deterministic-algorithms mode off while a step is captured: its only index writes set one
+    column at one index (no duplicates to order), the same bits either way, and the mode's
+    sorting index_put is not made to be captured. Restored after."""
+    enabled, warn_only = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(False)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+
+
+class _GraphedStep:
+    """A micro-batch's decode step over fixed buffers: its tokens, positions and column are copied
+    into tensors the step reads, so one capture serves every step. On a CUDA device the first call
+    runs the step once (lazy initialisation of cuBLAS and the allocator, outside the capture; it
+    writes the same column the replay then writes again, with the same values) and captures it as
+    a CUDA graph; every call replays it. On a CPU the step runs as it is (no capture): the tests'
+    view of the same buffers and bookkeeping."""
+
+    def __init__(self, decoder: LlamaDecoder, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor):
+        rows, device = mask.shape[0], mask.device
+        self._step = lambda: decoder.forward(keys, values, mask, self.tokens, self.positions, self.column)
+        self.tokens = torch.zeros(rows, dtype=torch.long, device=device)
+        self.positions = torch.zeros(rows, dtype=torch.long, device=device)
+        self.column = torch.zeros(1, dtype=torch.long, device=device)
+        self.live: torch.Tensor | None = None  # the rows read (None: all), in the caller's order
+        self.graph, self.logits = None, None
+
+    def keep(self, index: torch.Tensor) -> None:
+        self.live = index if self.live is None else self.live[index]
+
+    def __call__(self, tokens: torch.Tensor, positions: torch.Tensor, column: int) -> torch.Tensor:
+        if self.live is None:
+            self.tokens.copy_(tokens)
+            self.positions.copy_(positions)
+        else:  # finished rows keep feeding their last token: computed, never read
+            self.tokens.index_copy_(0, self.live, tokens)
+            self.positions.index_copy_(0, self.live, positions)
+        self.column.fill_(column)
+        if self.tokens.device.type != "cuda":
+            self.logits = self._step()
+        elif self.graph is None:
+            self._capture()
+        else:
+            self.graph.replay()
+        return self.logits if self.live is None else self.logits.index_select(0, self.live)
+
+    def _capture(self) -> None:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with _plain_index_writes():
+            with torch.cuda.stream(side):
+                self._step()
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                self.logits = self._step()
+        graph.replay()  # capturing ran nothing: this is the step
+        self.graph = graph
 
 
 def _rms_norm(hidden: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
