@@ -81,9 +81,11 @@ def compare(a: Path, b: Path) -> list[str]:
         return frame.drop(columns=[c for c in frame.columns if _timing(c)])
 
     kinds = {
-        "RL metrics (timings left out)": ("runs/**/metrics.csv",
+        "RL metrics (timings left out)": ("**/metrics.csv",  # the study's runs and the V1 warm start's
                                           lambda p, q: untimed(pd.read_csv(p)).equals(untimed(pd.read_csv(q)))),
-        "checkpoint weights": ("**/checkpoints/step_*/model.safetensors", lambda p, q: _digest(p) == _digest(q)),
+        # every model the workflow trains: the embedded base, V2's SFT model, each RL checkpoint
+        "weights": ("**/*.safetensors", lambda p, q: _digest(p) == _digest(q)),
+        "training data (the embedded base's and V2's SFT data)": ("**/*_data/**/*", lambda p, q: _digest(p) == _digest(q)),
         "evaluation summaries (timings, provenance left out)": ("eval/**/*.json", lambda p, q: _strip(
             json.loads(p.read_text())) == _strip(json.loads(q.read_text()))),
         "evaluation episodes": ("eval/**/*.episodes.parquet",
@@ -91,7 +93,7 @@ def compare(a: Path, b: Path) -> list[str]:
         "tables": ("tables/*.csv", lambda p, q: p.read_text() == q.read_text()),
     }
     for name, (pattern, same) in kinds.items():
-        files = sorted(p.relative_to(ra) for p in ra.glob(pattern))
+        files = sorted(p.relative_to(ra) for p in ra.glob(pattern) if p.is_file())
         missing = [str(f) for f in files if not (rb / f).exists()]
         differ = [f for f in files if (rb / f).exists() and not same(ra / f, rb / f)]
         lines.append(f"{name}: {len(files)} compared, {len(differ)} differ"

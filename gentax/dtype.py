@@ -21,6 +21,7 @@ provenance record (``compute``) of every workflow result.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from pathlib import Path
@@ -119,9 +120,11 @@ CUBLAS_WORKSPACE_CONFIG = ":4096:8"
 def deterministic_kernels(device) -> None:
     """Make the CUDA work of this process repeatable, where ``device`` is a CUDA device (else nothing):
     cuBLAS's reproducible workspace and torch's deterministic algorithms where they exist (a warning
-    where an op has none, not an error), so that two runs of a job give the same bits whatever else
-    shares the GPU (``benchmarks/gpu1/device.sh --twin`` measures it; not yet run). Call it before the
-    process's first CUDA product: cuBLAS reads the variable when it starts."""
+    where an op has none, not an error: the sampler's float ``cumsum`` has none on CUDA), so that two
+    runs of a job give the same bits whatever else shares the GPU. Not enough for training: the
+    attention backward needs ``strict_determinism`` (the 2026-12-03 twin on the H200, whose V1
+    checkpoints differed, benchmarks/gpu1/runs/2026-12-03b). Call it before the process's first CUDA
+    product: cuBLAS reads the variable when it starts."""
     if not str(device).startswith("cuda"):
         return
     import torch
@@ -129,3 +132,24 @@ def deterministic_kernels(device) -> None:
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE_CONFIG)
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.backends.cudnn.benchmark = False
+
+
+@contextlib.contextmanager
+def strict_determinism(device):
+    """Within: torch's deterministic mode strict (an op without a deterministic kernel raises) on a
+    CUDA ``device``; else nothing. For a backward pass: the attention backward of sdpa's cuDNN and
+    memory-efficient kernels takes its deterministic algorithm only in the strict mode (torch's
+    attention_backward.cu; in warn-only mode it warns "cuDNN Attention defaults to a
+    non-deterministic algorithm" and splits the keys, so two runs' weights differ: measured on the
+    H200, 2026-12-03). The mode is global: the autograd threads see it. Restored after."""
+    if not str(device).startswith("cuda"):
+        yield
+        return
+    import torch
+
+    enabled, warn_only = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=False)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)

@@ -179,3 +179,26 @@ def test_local_engine_rollouts_sample_a_bf16_copy_of_the_current_weights(tmp_pat
         assert torch.equal(target, source.to(torch.bfloat16))
     plain = Policy(small_rl({**TINY_RL, "autocast": "none"}), model, None)
     assert plain.generator().model is plain.model
+
+
+def test_strict_determinism_holds_only_inside_and_only_on_a_gpu():
+    """The local engine's backward runs strict on a GPU (the attention backward's deterministic
+    kernel); the mode the process had (deterministic_kernels': warn-only) comes back after, also
+    after an error; on a CPU nothing changes."""
+    import torch
+
+    from gentax.dtype import strict_determinism
+
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        with strict_determinism("cpu"):
+            assert torch.is_deterministic_algorithms_warn_only_enabled()
+        with pytest.raises(RuntimeError, match="inside"):
+            with strict_determinism("cuda:0"):
+                assert torch.are_deterministic_algorithms_enabled()
+                assert not torch.is_deterministic_algorithms_warn_only_enabled()
+                raise RuntimeError("inside")
+        assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])

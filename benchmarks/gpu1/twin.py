@@ -1,6 +1,7 @@
 """Do two runs of one config agree? What the second run (the "twin", which ran fewer targets) made,
 compared with the same files of the first, by ``benchmarks/equivalence.py``'s ``compare``: RL
-metrics and evaluation episodes less their timings, checkpoint weights by sha256, evaluation
+metrics and evaluation episodes less their timings, every trained model's weights and the training
+data by sha256, evaluation
 summaries less timings and provenance, tables.
 
     python3 benchmarks/gpu1/twin.py FIRST_RUN TWIN_RUN [--out twin.json]   # folders holding results/

@@ -75,6 +75,7 @@ import numpy as np
 
 from gentax import io as gio
 from gentax import progress as gprogress
+from gentax.dtype import strict_determinism
 from gentax.errors import ConfigError, GentaxError
 from gentax.io import atomic_path, write_json
 from gentax.train import grpo, runs
@@ -368,7 +369,8 @@ def update_policy(policy: Policy, optimizer, samples: Samples, cfg: RLConfig, rn
                 ref_t = old_t if same_as_old else _pad([ref[i] for i in idx], width, logp.device)
                 adv = torch.tensor(samples.advantages[idx], dtype=torch.float32, device=logp.device)
                 loss, sums = grpo.grpo_loss(logp, old_t, ref_t, adv, mask, tokens, loss_cfg, entropy=entropy)
-                loss.backward()
+                with strict_determinism(logp.device):  # the attention backward's deterministic kernel (gentax.dtype)
+                    loss.backward()
                 for key, value in sums.items():
                     totals[key] += value
                 totals["entropy"] += float((entropy.detach() * mask).sum())
