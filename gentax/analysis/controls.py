@@ -255,3 +255,19 @@ def controls_tables(rows: pd.DataFrame, values, levels: pd.DataFrame | None,
               None, ["ordinary least squares over the control runs (one point per run and seed); 95% intervals from "
                      "resampling the runs; standardized = slope × the predictor's standard deviation over the runs"]),
     ]
+
+
+def build(analysis, name: str):
+    """The registry builder of both tables (``gentax.analysis.artifacts``), over a
+    ``gentax.analysis.tables.Analysis``: the pair is computed once per analysis (``Analysis.shared``),
+    empty without the controls' properties table."""
+    def both():
+        if analysis.controls is None:
+            tables = controls_tables(analysis.summary.iloc[0:0], analysis.values, None, None, 0, 0)
+        else:
+            s = analysis.settings
+            tables = controls_tables(analysis.values.rows, analysis.values, analysis.controls, analysis.draws,
+                                     s.n_boot, s.seed)
+        return {t.name: t for t in tables}
+
+    return analysis.shared("controls_tables", both)[name]

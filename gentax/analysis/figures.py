@@ -55,11 +55,6 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-def _drawn_table(analysis, name: str):
-    """The table a figure draws, as its registry builder makes it (empty when the inputs give none)."""
-    return artifacts.builder(name)(analysis, name)
-
-
 def _new_figure(width: float, height: float, **margins) -> Figure:
     fig = Figure(figsize=(width, height), dpi=100)
     FigureCanvasAgg(fig)
@@ -139,16 +134,16 @@ def delta_ood_bars(table, title: str) -> Figure:
 
 
 def delta_ood_augmentation(analysis, name: str = "delta_ood_augmentation") -> Figure:
-    return delta_ood_bars(analysis.tables["table5_augmentation"], "ΔOOD of state augmentation")
+    return delta_ood_bars(analysis.table("table5_augmentation"), "ΔOOD of state augmentation")
 
 
 def delta_ood_thinking(analysis, name: str = "delta_ood_thinking") -> Figure:
-    return delta_ood_bars(analysis.tables["table7_thinking"], "ΔOOD of thinking off (and of filler thinking)")
+    return delta_ood_bars(analysis.table("table7_thinking"), "ΔOOD of thinking off (and of filler thinking)")
 
 
 def mixture_delta_ood(analysis, name: str = "mixture_delta_ood") -> Figure:
     """The ``mixture_ood`` table's bars (``mixture_bars``)."""
-    return mixture_bars(_drawn_table(analysis, "mixture_ood"))
+    return mixture_bars(analysis.table("mixture_ood"))
 
 
 def mixture_bars(table) -> Figure:
@@ -237,7 +232,7 @@ def training_curves(analysis, name: str = "training_curves") -> Figure:
 
 
 def controls_delta_ood(analysis, name: str = "controls_delta_ood") -> Figure:
-    data = _drawn_table(analysis, SWEEP_TABLE).data
+    data = analysis.table(SWEEP_TABLE).data
     fig = _new_figure(10.0, 4.2, left=0.08, wspace=0.25, bottom=0.2)
     panels = (("difficulty", "complexity", "measured planning complexity (mean steps, failures = T_max)",
                "difficulty sweep: ΔOOD vs planning complexity"),
@@ -274,19 +269,13 @@ def build_figure(name: str, analysis) -> Figure:
     return artifacts.builder(name)(analysis, name)
 
 
-#: when ``write_all`` draws a figure planned only with the mixtures or the controls
-_DRAWN_WHEN = {"always": lambda analysis: True,
-               "mixtures": lambda analysis: "mixture_ood" in analysis.tables,
-               "controls": lambda analysis: analysis.controls is not None}
-
-
 def write_all(analysis, folder: Path) -> list[Path]:
     """Draw every registered figure into ``folder`` as ``<name>.png`` and ``<name>.svg`` (the
     mixture figure only when the analysis has mixture runs, like its table; the controls' only
     with the controls' properties)."""
     paths = []
     for name in artifacts.names("figure"):
-        if not _DRAWN_WHEN[artifacts.get(name).planned](analysis):
+        if not analysis.present(name):
             continue
         fig = build_figure(name, analysis)
         paths += [save(fig, folder / f"{name}.{ext}") for ext in _FORMATS]

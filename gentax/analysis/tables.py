@@ -1,6 +1,7 @@
 """Every table of the study (STUDY.md "Tables") from a validated success summary.
 
-``compute_tables(summary, properties, settings)`` returns the tables in memory;
+``compute_tables(summary, properties, settings)`` returns the tables in memory (``analyse``: the
+inputs, each table built by its registry builder on first use, ``gentax.analysis.artifacts``);
 ``build_all(summary, properties, out_dir, ...)`` also computes the bootstrap statistics and
 figures and writes everything to ``out_dir`` atomically (built in a temporary sibling folder,
 then renamed into place). Definitions, columns and the choices made where the paper is vague:
@@ -20,6 +21,7 @@ above ``Settings.error_mark_pct``, and the notes give the cells with errors and 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -749,20 +751,86 @@ def write_table(table: Table, folder: Path) -> list[Path]:
 # ---------------------------------------------------------------- everything
 
 
-@dataclasses.dataclass
 class Analysis:
-    """Everything ``compute_tables`` computed (in memory): tables, statistics, inputs, notes."""
+    """One build's validated inputs and the values its tables share (``analyse``).
 
-    settings: Settings
-    tables: dict[str, Table]
-    intervals: pd.DataFrame
-    stability: pd.DataFrame
-    values: Values
-    summary: pd.DataFrame
-    properties: pd.DataFrame | None
-    notes: list[str]
-    #: the controls' properties table (``gentax.analysis.controls.load_levels``), when given
-    controls: pd.DataFrame | None = None
+    Read by every builder: ``settings``, ``summary`` (validated, the excluded rows dropped),
+    ``properties``, ``controls`` (the controls' properties table or None), ``values`` (the window's
+    cell means; its ``rows`` the windowed rows), ``variants_present`` and ``notes``. Computed on
+    first use and kept, so a table job computes only what its table reads: ``extended`` (Table 4
+    and its late-window rows), ``draws`` (the bootstrap draws, of the window's and the late rows),
+    ``intervals``, ``stability``; a builder elsewhere keeps its own shared value with ``shared``.
+    ``table(name)`` builds one registered table (once); ``tables`` every table this analysis has
+    (``present``), in registry order: the full build."""
+
+    def __init__(self, settings: Settings, summary: pd.DataFrame, properties: pd.DataFrame | None,
+                 notes: list[str], controls: pd.DataFrame | None):
+        self.settings, self.summary, self.properties, self.controls = settings, summary, properties, controls
+        rows, window_notes = window_rows(summary, settings.window)
+        self.values = Values(rows, settings)
+        self.variants_present = {tuple(k) for k in summary[list(CELL_KEY[:3])].drop_duplicates().itertuples(index=False)}
+        self.notes = notes + window_notes + error_notes(self.values)
+        known = {DEFAULT_VARIANT, settings.nothink_variant, settings.filler_variant, *settings.aug_variants,
+                 *(controls["label"] if controls is not None else ())}
+        unused = sorted({k[2] for k in self.variants_present} - known)
+        if unused:
+            self.notes.append(f"variant(s) in no table: {', '.join(unused)} (see success_ci)")
+        self._built: dict[str, Table] = {}
+        self._shared: dict[str, object] = {}
+
+    @functools.cached_property
+    def extended(self) -> tuple[Table, pd.DataFrame]:
+        """Table 4 and the late-window rows of its runs (``table4_extended``)."""
+        return table4_extended(self.summary, self.values)
+
+    @functools.cached_property
+    def draws(self) -> stats.BootstrapDraws:
+        """The bootstrap draws of every cell, the late windows' included (``stats.bootstrap``)."""
+        return stats.bootstrap(pd.concat([self.values.rows, self.extended[1]]), self.settings.n_boot,
+                               self.settings.seed)
+
+    @functools.cached_property
+    def intervals(self) -> pd.DataFrame:
+        """Every cell's mean with its bootstrap intervals (``success_ci``'s rows)."""
+        late_rows = self.extended[1]
+        means = pd.concat([self.values.success, cell_means(late_rows)]) if not late_rows.empty else self.values.success
+        return means.join(stats.success_intervals(self.draws), how="left")
+
+    @functools.cached_property
+    def stability(self) -> pd.DataFrame:
+        s = self.settings
+        return stats.rank_stability(self.draws, domains_of, INITS, DEFAULT_VARIANT, s.tie_points, s.rank_decimals)
+
+    @functools.cached_property
+    def has_mixtures(self) -> bool:
+        return any(MIX_SEP in train for _, train, _ in self.variants_present)
+
+    def shared(self, key: str, compute):
+        """A value several builders share, computed by ``compute()`` on first use and kept."""
+        if key not in self._shared:
+            self._shared[key] = compute()
+        return self._shared[key]
+
+    def present(self, name: str) -> bool:
+        """Whether this analysis has the registered table or figure ``name``: an entry planned with
+        the mixtures only when the summary has mixture runs, one planned with the controls only
+        with the controls' properties (``build_one`` still writes it, empty)."""
+        planned = artifacts.get(name).planned
+        return {"always": True, "mixtures": self.has_mixtures, "controls": self.controls is not None}[planned]
+
+    def table(self, name: str) -> Table:
+        """The registered table ``name``, built by its registry builder on first use."""
+        if name not in self._built:
+            artifact = artifacts.get(name)
+            if artifact.kind != "table":
+                raise GentaxError(f"{name!r} is a {artifact.kind}, not a table")
+            self._built[name] = artifacts.builder(name)(self, name)
+        return self._built[name]
+
+    @property
+    def tables(self) -> dict[str, Table]:
+        """Every table this analysis has (``present``), in registry order."""
+        return {name: self.table(name) for name in artifacts.names("table") if self.present(name)}
 
 
 def mixture_ood(values: Values, variants_present: set[tuple], draws: stats.BootstrapDraws | None = None) -> Table:
@@ -809,68 +877,72 @@ def mixture_ood(values: Values, variants_present: set[tuple], draws: stats.Boots
                             values.settings.test_level))
 
 
-def compute_tables(summary, properties=None, settings: Settings | None = None, controls=None) -> Analysis:
-    """Validate the inputs and compute every table and statistic (nothing is written).
-    ``controls``: the controls' properties table (``gentax.analysis.controls``); with it the
-    controls' tables are computed too."""
+def analyse(summary, properties=None, settings: Settings | None = None, controls=None) -> Analysis:
+    """Validate the inputs and window the runs; every table and statistic is left to be computed
+    on first use (``Analysis``). ``controls``: the controls' properties table
+    (``gentax.analysis.controls``); with it the controls' tables are present."""
     settings = settings or Settings()
     summary = load_summary(summary)
     properties = load_properties(properties) if properties is not None else None
     levels = control_tables.load_levels(controls) if controls is not None else None
     summary, notes = drop_excluded(summary)
-    rows, window_notes = window_rows(summary, settings.window)
-    notes += window_notes
-    values = Values(rows, settings)
-    notes += error_notes(values)
-    table4, late_rows = table4_extended(summary, values)
-    draws = stats.bootstrap(pd.concat([rows, late_rows]), settings.n_boot, settings.seed)
-    intervals = stats.success_intervals(draws)
-    means = pd.concat([values.success, cell_means(late_rows)]) if not late_rows.empty else values.success
-    intervals = means.join(intervals, how="left")
-    stability = stats.rank_stability(draws, domains_of, INITS, DEFAULT_VARIANT,
-                                     settings.tie_points, settings.rank_decimals)
-    variants_present = {tuple(k) for k in summary[list(CELL_KEY[:3])].drop_duplicates().itertuples(index=False)}
-    tables = [
-        table2_success(values, intervals, delta_id_intervals(values, draws)),
-        table3_ranking(values, properties),
-        table4,
-        table5_augmentation(values, variants_present),
-        table6_relative_change(values),
-        table7_thinking(values, variants_present),
-        table8_rank_detail(values),
-        Table("success_ci", "Every success figure (percent) with 95% bootstrap intervals "
-              "(over seeds; over seeds and episodes where episode counts exist); variant "
-              "default@N = the run's checkpoints ending at step N",
-              intervals.reset_index()),
-        Table("rank_stability", "Rank stability: share of bootstrap draws in which each training "
-              "domain has the best (lowest) OOD ranking score", stability),
-    ]
-    mixtures = mixture_ood(values, variants_present, draws)
-    if not mixtures.data.empty:  # only a summary with mixture runs gets this table
-        tables.append(mixtures)
-    if levels is not None:
-        tables += control_tables.controls_tables(rows, values, levels, draws, settings.n_boot, settings.seed)
-    known = {t for t in (DEFAULT_VARIANT, settings.nothink_variant, settings.filler_variant, *settings.aug_variants,
-                         *(levels["label"] if levels is not None else ()))}
-    unused = sorted({k[2] for k in variants_present} - known)
-    if unused:
-        notes.append(f"variant(s) in no table: {', '.join(unused)} (see success_ci)")
-    return Analysis(settings, {t.name: t for t in tables}, intervals, stability, values,
-                    summary, properties, notes, levels)
+    return Analysis(settings, summary, properties, notes, levels)
 
 
-def computed_table(analysis: Analysis, name: str) -> Table:
-    """The builder of the tables ``compute_tables`` makes together (``gentax.analysis.artifacts``):
-    the named one, or that table empty when its inputs do not give rise to it (no mixture runs,
-    no controls' table)."""
-    if name in analysis.tables:
-        return analysis.tables[name]
-    if name in control_tables.TABLES:
-        tables = control_tables.controls_tables(analysis.summary.iloc[0:0], analysis.values, None, None, 0, 0)
-        return {t.name: t for t in tables}[name]
-    if name == "mixture_ood":
-        return mixture_ood(analysis.values, set())
-    raise GentaxError(f"compute_tables makes no table {name!r}")
+def compute_tables(summary, properties=None, settings: Settings | None = None, controls=None) -> Analysis:
+    """Validate the inputs and compute every table of the registry the inputs give rise to (nothing
+    is written): ``analyse`` and then each present table's builder, in registry order."""
+    analysis = analyse(summary, properties, settings, controls)
+    analysis.tables  # noqa: B018 (builds them)
+    return analysis
+
+
+# ---------------------------------------------------------------- builders (gentax.analysis.artifacts)
+# Each registered table's builder, ``(analysis, name) -> Table``, over the analysis's shared values.
+
+
+def build_table2(analysis: Analysis, name: str) -> Table:
+    return table2_success(analysis.values, analysis.intervals, delta_id_intervals(analysis.values, analysis.draws))
+
+
+def build_table3(analysis: Analysis, name: str) -> Table:
+    return table3_ranking(analysis.values, analysis.properties)
+
+
+def build_table4(analysis: Analysis, name: str) -> Table:
+    return analysis.extended[0]
+
+
+def build_table5(analysis: Analysis, name: str) -> Table:
+    return table5_augmentation(analysis.values, analysis.variants_present)
+
+
+def build_table6(analysis: Analysis, name: str) -> Table:
+    return table6_relative_change(analysis.values)
+
+
+def build_table7(analysis: Analysis, name: str) -> Table:
+    return table7_thinking(analysis.values, analysis.variants_present)
+
+
+def build_table8(analysis: Analysis, name: str) -> Table:
+    return table8_rank_detail(analysis.values)
+
+
+def build_success_ci(analysis: Analysis, name: str) -> Table:
+    return Table("success_ci", "Every success figure (percent) with 95% bootstrap intervals "
+                 "(over seeds; over seeds and episodes where episode counts exist); variant "
+                 "default@N = the run's checkpoints ending at step N", analysis.intervals.reset_index())
+
+
+def build_rank_stability(analysis: Analysis, name: str) -> Table:
+    return Table("rank_stability", "Rank stability: share of bootstrap draws in which each training "
+                 "domain has the best (lowest) OOD ranking score", analysis.stability)
+
+
+def build_mixture_ood(analysis: Analysis, name: str) -> Table:
+    """``mixture_ood``; empty (and no draws computed) when the summary has no mixture runs."""
+    return mixture_ood(analysis.values, analysis.variants_present, analysis.draws if analysis.has_mixtures else None)
 
 
 _OUTPUTS = {"table": TABLE_FORMATS, "figure": ("png", "svg")}
@@ -883,8 +955,8 @@ def build_one(name: str, summary, properties, outputs, controls=None, **options)
     ``outputs`` maps ``csv``, ``md``, ``tex`` (a table) or ``png``, ``svg`` (a figure) to paths.
     ``summary`` may be a list of per-run files; ``options`` are ``Settings`` fields (``window``,
     ``n_boot``, ``seed``, ...), ``n_boot`` forced to 0 for an entry that needs no bootstrap;
-    ``controls`` the controls' properties table (the controls' tables and figure need it). This
-    is what a workflow rule calls.
+    ``controls`` the controls' properties table (the controls' tables and figure need it). Only
+    what the entry's builder reads is computed (``analyse``). This is what a workflow rule calls.
     """
     artifact = artifacts.get(name)  # an unknown name is one GentaxError
     outputs = dict(outputs)
@@ -894,14 +966,14 @@ def build_one(name: str, summary, properties, outputs, controls=None, **options)
         raise GentaxError(f"{name}: no output path for {', '.join(missing)}")
     if not artifact.bootstrap:
         options["n_boot"] = 0
-    analysis = compute_tables(summary, properties, Settings(**options), controls)
-    built = artifacts.builder(name)(analysis, name)
+    analysis = analyse(summary, properties, Settings(**options), controls)
     if artifact.kind == "table":
-        for ext, text in render(built).items():
+        for ext, text in render(analysis.table(name)).items():
             write_text(outputs[ext], text)
     else:
         from gentax.analysis import figures  # defers matplotlib to the figure jobs
 
+        built = artifacts.builder(name)(analysis, name)
         for ext in wanted:
             figures.save(built, outputs[ext])
     return analysis
