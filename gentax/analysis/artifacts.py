@@ -2,7 +2,8 @@
 
 Contract (docs/contracts.md "Tables and figures")::
 
-    ARTIFACTS: tuple[Artifact, ...]      # in the order the workflow lists them
+    ARTIFACTS: tuple[Artifact, ...]      # the built-ins, in the order the workflow lists them
+    entries() -> tuple[Artifact, ...]    # ARTIFACTS, then the GENTAX_ARTIFACTS modules' entries
     get(name) -> Artifact                # an unknown name is one GentaxError listing the known ones
     names(kind=None, planned=None) -> tuple[str, ...]
     builder(name) -> callable            # (analysis, name) -> tables.Table | matplotlib Figure
@@ -13,7 +14,10 @@ Everything else derives from it: what the plan builds and what each output reads
 (``gentax.study.power.tested_cells``), the table and figure names, what a table or figure job builds
 (``gentax.analysis.tables.build_one``: that entry's builder only) and the full build
 (``gentax.analysis.tables.compute_tables`` / ``build_all``: every entry's, in this order). Adding a
-table is one entry here plus its builder.
+table is one entry here plus its builder; a study extension may keep its entries in a module of
+its own, a module-level ``ARTIFACTS`` tuple, named in the environment variable ``GENTAX_ARTIFACTS``
+(comma-separated module names, read by every process like ``GENTAX_DOMAINS``: the Snakefile, its
+jobs, the CLIs; tests/toy_table.py).
 
 An entry says:
 
@@ -38,10 +42,12 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 from typing import Callable
 
 from gentax.errors import GentaxError
 
+ENV_VAR = "GENTAX_ARTIFACTS"
 KINDS = ("table", "figure")
 PLANNED = ("always", "mixtures", "controls")
 EFFECTS = ("ΔID", "ΔOOD")
@@ -120,10 +126,30 @@ ARTIFACTS: tuple[Artifact, ...] = (
 )
 
 
+def _extensions() -> list[Artifact]:
+    """The entries of the modules ``GENTAX_ARTIFACTS`` names, each with a module-level ``ARTIFACTS``."""
+    out = []
+    for module_name in [m.strip() for m in os.environ.get(ENV_VAR, "").split(",") if m.strip()]:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise GentaxError(f"artifact module {module_name!r} (from {ENV_VAR}) cannot be imported: {exc}") from None
+        found = getattr(module, "ARTIFACTS", None)
+        if not isinstance(found, (tuple, list)) or not all(isinstance(a, Artifact) for a in found):
+            raise GentaxError(f"artifact module {module_name!r} has no ARTIFACTS = (Artifact(...), ...)")
+        out += found
+    return out
+
+
+def entries() -> tuple[Artifact, ...]:
+    """Every registered entry, in order: ``ARTIFACTS``, then those of the ``GENTAX_ARTIFACTS`` modules."""
+    return tuple(_by_name().values())
+
+
 def _by_name() -> dict[str, Artifact]:
     # read at call time, so a test (or a study extension) that replaces ARTIFACTS is seen everywhere
     found: dict[str, Artifact] = {}
-    for artifact in ARTIFACTS:
+    for artifact in (*ARTIFACTS, *_extensions()):
         if artifact.name in found:
             raise GentaxError(f"artifact {artifact.name!r} is registered twice")
         found[artifact.name] = artifact

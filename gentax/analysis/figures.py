@@ -40,7 +40,7 @@ from matplotlib.patches import Patch
 
 from gentax.analysis import artifacts
 from gentax.analysis.controls import SWEEP_TABLE
-from gentax.analysis.summary import BASE, DEFAULT_VARIANT, INITS, domains_of
+from gentax.analysis.summary import BASE, DEFAULT_VARIANT, INITS
 from gentax.domains import DOMAINS
 from gentax.errors import GentaxError
 from gentax.io import atomic_path
@@ -83,7 +83,7 @@ def ood_vs_properties(analysis, name: str = "ood_vs_properties") -> Figure:
         plotted = 0
         for init in INITS:
             points = []
-            for train in domains_of(init):
+            for train in analysis.settings.domains(init):
                 ood = list(values.ood(init, train).values())
                 if properties is None or prop not in properties.columns or train not in properties.index:
                     continue
@@ -198,7 +198,7 @@ def training_curves(analysis, name: str = "training_curves") -> Figure:
     for row, init in enumerate(INITS):
         for column, train in enumerate(DOMAINS):
             ax = axes[row][column]
-            if train not in domains_of(init):
+            if train not in analysis.settings.domains(init):
                 ax.set_axis_off()
                 continue
             ax.set_title(f"{init.upper()} {train}", fontsize=10)
@@ -211,7 +211,7 @@ def training_curves(analysis, name: str = "training_curves") -> Figure:
                 per_step = run.groupby(["step", "eval_domain"])["success"].mean().unstack("eval_domain") * 100.0
                 if train in per_step.columns:
                     ax.plot(per_step.index, per_step[train], color=colours[variant], marker=".")
-                ood = [d for d in domains_of(init) if d != train and d in per_step.columns]
+                ood = [d for d in analysis.settings.domains(init) if d != train and d in per_step.columns]
                 if ood:
                     ax.plot(per_step.index, per_step[ood].mean(axis=1), color=colours[variant],
                             linestyle="--", marker=".")

@@ -28,7 +28,7 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -64,8 +64,6 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-#: Training domains the paper augments (Table 5); others appear when the summary has them.
-AUGMENTED_DOMAINS = ("alfworld", "webshop", "sokoban")
 DELTA_ID_BASES = ("matching", "default")
 MANIFEST = "manifest.json"
 
@@ -93,6 +91,13 @@ class Settings:
     #: the domains with weight > 0 in V2's SFT mix (config ``inits.v2.sft.mix``; ``summary.sft_mix_domains``);
     #: None: unknown, Table 6's ``in_v2_sft_mix`` column is left empty with a note
     sft_mix: tuple[str, ...] | None = None
+    #: each init's training and evaluation domains (config ``inits.<init>.domains``;
+    #: ``summary.config_settings``); rows of an init on another domain are dropped with a note.
+    #: None: every registered domain for each init
+    init_domains: Mapping[str, tuple[str, ...]] | None = None
+    #: Table 5's rows beyond those the summary has: per init, the domains the study augments (config
+    #: ``augmentation.<init>.eps`` > 0; ``summary.config_settings``). None: the summary's rows only
+    augmented: Mapping[str, tuple[str, ...]] | None = None
 
     def __post_init__(self):
         window = tuple(sorted(set(int(s) for s in self.window)))
@@ -112,6 +117,20 @@ class Settings:
             if unknown:
                 raise GentaxError(f"sft_mix names unknown domain(s) {', '.join(unknown)}; valid: {', '.join(DOMAINS)}")
             object.__setattr__(self, "sft_mix", tuple(self.sft_mix))
+        for field in ("init_domains", "augmented"):
+            value = getattr(self, field)
+            if value is None:
+                continue
+            if set(value) != set(INITS):
+                raise GentaxError(f"{field} must name the inits {', '.join(INITS)}, got {', '.join(value) or 'none'}")
+            unknown = sorted({d for domains in value.values() for d in domains} - set(DOMAINS))
+            if unknown:
+                raise GentaxError(f"{field} names unknown domain(s) {', '.join(unknown)}; valid: {', '.join(DOMAINS)}")
+            object.__setattr__(self, field, {init: tuple(value[init]) for init in INITS})
+
+    def domains(self, init: str) -> tuple[str, ...]:
+        """The init's training and evaluation domains, in the study's order (``summary.domains_of``)."""
+        return domains_of(init, self.init_domains)
 
 
 class Values:
@@ -188,16 +207,16 @@ class Values:
                 "delta_id_per_seed": " ".join(f"{s}:{v:+.1f}" for s, v in per_seed.items()) if len(per_seed) > 1 else ""}
 
     def ood(self, init, train, variant=DEFAULT_VARIANT) -> dict[str, float]:
-        return {e: self.mean(init, train, variant, e) for e in domains_of(init) if e != train}
+        return {e: self.mean(init, train, variant, e) for e in self.settings.domains(init) if e != train}
 
     def success_grid(self, init, variant=DEFAULT_VARIANT) -> dict[tuple[str, str], float]:
-        domains = domains_of(init)
+        domains = self.settings.domains(init)
         return {(t, e): self.mean(init, t, variant, e) for t in domains for e in domains}
 
     def ranking(self, init, variant=DEFAULT_VARIANT, grid=None):
         grid = self.success_grid(init, variant) if grid is None else grid
         s = self.settings
-        return ranking.ranking_table(grid, domains_of(init), s.tie_points, s.rank_decimals)
+        return ranking.ranking_table(grid, s.domains(init), s.tie_points, s.rank_decimals)
 
 
 # ---------------------------------------------------------------- formulas
@@ -209,9 +228,9 @@ class Values:
 # ---------------------------------------------------------------- tables
 
 
-def _domain_grid(include_base: bool) -> Iterable[tuple[str, str]]:
+def _domain_grid(settings: Settings, include_base: bool) -> Iterable[tuple[str, str]]:
     for init in INITS:
-        for train in ((BASE,) if include_base else ()) + domains_of(init):
+        for train in ((BASE,) if include_base else ()) + settings.domains(init):
             yield init, train
 
 
@@ -346,7 +365,7 @@ def delta_id_intervals(values: Values, draws: stats.BootstrapDraws | None,
     """(init, training domain) -> its ΔID's interval, method, exact test and per-seed values
     (``Values.delta_id_evidence``)."""
     return {(init, train): values.delta_id_evidence(init, train, variant, draws)
-            for init, train in _domain_grid(include_base=False)}
+            for init, train in _domain_grid(values.settings, include_base=False)}
 
 
 _NO_EVIDENCE = {"delta_id_ci_low_pct": math.nan, "delta_id_ci_high_pct": math.nan, "delta_id_ci": "",
@@ -359,8 +378,8 @@ def table2_success(values: Values, intervals: pd.DataFrame | None = None,
     its 95% interval and exact paired test (``delta_id_intervals``); ``delta_id_resolved`` after
     Holm over the table's tested ΔIDs (``mark_resolved``)."""
     records = []
-    for init, train in _domain_grid(include_base=True):
-        for eval_domain in domains_of(init):
+    for init, train in _domain_grid(values.settings, include_base=True):
+        for eval_domain in values.settings.domains(init):
             cell = values.cell(init, train, DEFAULT_VARIANT, eval_domain)
             is_id = train == eval_domain
             record = {
@@ -406,7 +425,7 @@ def table8_rank_detail(values: Values) -> Table:
     """Per init and eval domain: each competing training domain's success and rank."""
     records, display_rows = [], []
     for init in INITS:
-        domains = domains_of(init)
+        domains = values.settings.domains(init)
         scores, ranks = values.ranking(init)
         for eval_domain in domains:
             for train in domains:
@@ -538,8 +557,8 @@ def table5_augmentation(values: Values, variants_present: set[tuple[str, str, st
     s = values.settings
     rows = []
     for variant in s.aug_variants:
-        for init, train in _domain_grid(include_base=False):
-            if train in AUGMENTED_DOMAINS or (init, train, variant) in variants_present:
+        for init, train in _domain_grid(s, include_base=False):
+            if train in (s.augmented or {}).get(init, ()) or (init, train, variant) in variants_present:
                 rows.append((init, train, variant))
     table = _intervention_table(values, "table5_augmentation", "Table 5: state information augmentation",
                                 rows, ("default", "aug"), DEFAULT_VARIANT)
@@ -552,10 +571,10 @@ def table7_thinking(values: Values, variants_present: set[tuple[str, str, str]] 
     (same think tokens, no reasoning content) for each (init, training domain) with a filler run.
     A filler row's own columns are named ``*_filler_*`` (``*_nothink_*`` stay empty there)."""
     s = values.settings
-    rows = [(init, train, s.nothink_variant) for init, train in _domain_grid(include_base=False)]
+    rows = [(init, train, s.nothink_variant) for init, train in _domain_grid(s, include_base=False)]
     title = "Table 7: thinking on vs off"
     table = _intervention_table(values, "table7_thinking", title, rows, ("think", "nothink"), DEFAULT_VARIANT)
-    filler_rows = [(init, train, s.filler_variant) for init, train in _domain_grid(include_base=False)
+    filler_rows = [(init, train, s.filler_variant) for init, train in _domain_grid(s, include_base=False)
                    if (init, train, s.filler_variant) in variants_present]
     if not filler_rows:
         return table
@@ -581,7 +600,7 @@ def table6_relative_change(values: Values) -> Table:
                       "in_v2_sft_mix": math.nan if mix is None else eval_domain in mix}
             notes = []
             for init in INITS:
-                in_grid = train in domains_of(init) and eval_domain in domains_of(init)
+                in_grid = train in values.settings.domains(init) and eval_domain in values.settings.domains(init)
                 after = values.mean(init, train, DEFAULT_VARIANT, eval_domain) if in_grid else math.nan
                 before = values.base(init, eval_domain) if in_grid else math.nan
                 change, note = relative_change(after, before)
@@ -632,7 +651,7 @@ def table4_extended(summary: pd.DataFrame, values: Values) -> tuple[Table, pd.Da
         for label, source in (("default", values), ("last", late)):
             window = s.window if label == "default" else late_window
             grid = values.success_grid(init)
-            for eval_domain in domains_of(init):
+            for eval_domain in s.domains(init):
                 grid[(train, eval_domain)] = source.mean(init, train, DEFAULT_VARIANT, eval_domain)
             scores, ranks = values.ranking(init, grid=grid)
             record = {"init": init, "train_domain": train, "window": label,
@@ -799,7 +818,7 @@ class Analysis:
     @functools.cached_property
     def stability(self) -> pd.DataFrame:
         s = self.settings
-        return stats.rank_stability(self.draws, domains_of, INITS, DEFAULT_VARIANT, s.tie_points, s.rank_decimals)
+        return stats.rank_stability(self.draws, s.domains, INITS, DEFAULT_VARIANT, s.tie_points, s.rank_decimals)
 
     @functools.cached_property
     def has_mixtures(self) -> bool:
@@ -846,7 +865,7 @@ def mixture_ood(values: Values, variants_present: set[tuple], draws: stats.Boots
     records = []
     for init, train, variant in sorted(k for k in variants_present if MIX_SEP in k[1]):
         members = list(mixture_weights(train))
-        ood_domains = [e for e in domains_of(init) if e not in members]
+        ood_domains = [e for e in values.settings.domains(init) if e not in members]
         base = {e: values.base(init, e, variant) for e in ood_domains}
         base_keys = {e: (init, BASE, values.base_variant(init, e, variant), e) for e in ood_domains}
         for run in [train, *members]:
@@ -885,7 +904,7 @@ def analyse(summary, properties=None, settings: Settings | None = None, controls
     summary = load_summary(summary)
     properties = load_properties(properties) if properties is not None else None
     levels = control_tables.load_levels(controls) if controls is not None else None
-    summary, notes = drop_excluded(summary)
+    summary, notes = drop_excluded(summary, settings.init_domains)
     return Analysis(settings, summary, properties, notes, levels)
 
 

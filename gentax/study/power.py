@@ -53,6 +53,7 @@ from scipy.stats import binom
 
 from gentax.analysis import artifacts, stats
 from gentax.domains.spec import is_mixture
+from gentax.errors import ConfigError
 from gentax.io import repo_path
 from gentax.study import plan as gplan
 
@@ -306,10 +307,15 @@ def base_rates(cfg: dict, init: str) -> tuple[dict[str, float], str]:
 
     assumed = {d: float(v) for d, v in cfg["eval"].get("power_base_success", {}).items()}
     path = repo_path(cfg["results"]) / "summary" / "base" / init / "default.csv"
+    source = "config eval.power_base_success"
     if path.is_file():
         measured = read_result_csv(path).groupby("eval_domain")["success"].mean().to_dict()
-        return {**assumed, **{d: float(v) for d, v in measured.items()}}, str(path)
-    return assumed, "config eval.power_base_success"
+        assumed, source = {**assumed, **{d: float(v) for d, v in measured.items()}}, str(path)
+    missing = [d for d in gplan.eval_domains(cfg, init) if d not in assumed]
+    if missing:
+        raise ConfigError(f"config key eval.power_base_success: no base success for {', '.join(missing)} "
+                          f"({init.upper()}'s domains without a base evaluation in {path.parent}): set it there")
+    return assumed, source
 
 
 def seed_spread(cfg: dict) -> dict[str, float]:
