@@ -394,6 +394,8 @@ class TableJob(JobKind):
     error_mark_pct: float
     test_level: float
     sft_mix: list[str]
+    init_domains: dict[str, list[str]]
+    augmented: dict[str, list[str]]
 
 
 @dataclass(frozen=True)

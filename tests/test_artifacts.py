@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from analysis_cases import STUDY
 from test_analysis_figures_cli import figure_case
 
-from gentax.study import cost
+from gentax.study import cost, power
 from gentax.study import plan as gplan
 from gentax.study import config as gconfig
 from gentax.analysis import artifacts, figures, tables
@@ -16,7 +17,8 @@ from gentax.analysis.formatting import Table
 from gentax.errors import ConfigError, GentaxError
 
 REPO = Path(__file__).resolve().parents[1]
-TOY = artifacts.Artifact("toy_best_run", "table", f"{__name__}:toy_best_run", variants=("default", "aug"))
+TOY = artifacts.Artifact("toy_best_run", "table", f"{__name__}:toy_best_run", variants=("default", "aug"),
+                         tests=artifacts.Tested("ΔID", "aug"))
 
 
 def toy_best_run(analysis, name):
@@ -48,10 +50,13 @@ def test_one_entry_plans_prices_and_builds_a_new_table(with_toy, paper, tmp_path
     priced = {c.rule: c for c in cost.estimate(paper, cost.profile_resources(REPO / "profiles" / "slurm"),
                                                ["toy_best_run"])}
     assert priced["table"].jobs == 1 and priced["rl_segment"].gpu_hours > 0
+    tested = {c.table: c for c in power.tested_cells(paper)}  # its entry says what it tests: the power preview prices it
+    assert list(tested) == ["table2_success", "table4_extended", "table5_augmentation", "table7_thinking", "toy_best_run"]
+    assert tested["toy_best_run"].kind == "ΔID" and tested["toy_best_run"].cells == tested["table5_augmentation"].cells
     summary = tmp_path / "summary.csv"
     figure_case().to_csv(summary, index=False)
     outputs = {ext: tmp_path / f"toy.{ext}" for ext in ("csv", "md", "tex")}
-    tables.build_one("toy_best_run", [summary], None, outputs, window=[105, 120, 135, 150])
+    tables.build_one("toy_best_run", [summary], None, outputs, window=[105, 120, 135, 150], **STUDY)
     built = pd.read_csv(outputs["csv"])
     assert list(built.columns) == ["train_domain", "mean_pct"] and len(built) > 0
 
@@ -71,3 +76,34 @@ def test_the_registry_is_the_one_list_of_names():
     assert gplan.TABLES_WITH_PROPERTIES == {"table3_ranking", "ood_vs_properties"}
     with pytest.raises(GentaxError, match="kind must be one of"):
         dataclasses.replace(TOY, kind="chart")
+
+
+def test_a_table_job_computes_its_table_and_what_it_reads_only(tmp_path, monkeypatch):
+    summary = tmp_path / "summary.csv"
+    figure_case().to_csv(summary, index=False)
+
+    def never(*args, **kwargs):
+        raise AssertionError("another table's builder ran")
+
+    monkeypatch.setattr(tables, "table2_success", never)
+    monkeypatch.setattr(tables, "table4_extended", never)
+    outputs = {ext: tmp_path / f"t5.{ext}" for ext in ("csv", "md", "tex")}
+    analysis = tables.build_one("table5_augmentation", [summary], None, outputs, window=[105, 120, 135, 150], **STUDY)
+    assert "draws" not in vars(analysis) and "extended" not in vars(analysis)  # shared values: computed on first use
+    assert pd.read_csv(outputs["csv"])["variant"].eq("aug").all()
+    monkeypatch.undo()
+    calls = []
+    monkeypatch.setattr(tables.stats, "bootstrap", lambda *a, **k: calls.append(a) or tables.stats.BootstrapDraws(n_boot=0))
+    analysis = tables.analyse(summary, settings=tables.Settings(**STUDY, n_boot=10))
+    analysis.table("success_ci"), analysis.table("rank_stability"), analysis.table("table2_success")
+    assert len(calls) == 1  # the draws are shared: computed once for the three tables that read them
+    assert analysis.table("success_ci") is analysis.table("success_ci")
+
+
+def test_the_power_preview_prices_the_tables_whose_entry_says_what_they_test(paper):
+    tested = {c.table: c for c in power.tested_cells(paper)}
+    assert {n for n in tested} == {a.name for a in artifacts.ARTIFACTS if a.tests}
+    assert tested["table4_extended"].cells == (("v1", "sokoban"),) * 2 + (("v2", "sciworld"),) * 2 + (("v2", "sokoban"),) * 2
+    assert tested["table7_thinking"].kind == "ΔOOD" and len(tested["table7_thinking"].cells) == 7
+    with pytest.raises(GentaxError, match="only a table tests cells"):
+        dataclasses.replace(artifacts.get("training_curves"), tests=artifacts.Tested("ΔID"))

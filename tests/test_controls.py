@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis_cases import base, run
+from analysis_cases import STUDY, base, run
 from gentax.study import controls
 from gentax.io import REPO_ROOT, deep_merge
 from gentax.study import plan as gplan
 from gentax.study import config as gconfig
 from gentax.analysis import controls as control_tables
-from gentax.analysis.tables import build_one, compute_tables, render
+from gentax.analysis.tables import Settings, build_one, compute_tables, render
 from gentax.errors import ConfigError, GentaxError
 
 WINDOW = (105, 120, 135, 150)
@@ -46,7 +46,7 @@ def _hand_summary() -> pd.DataFrame:
 
 
 def test_sweep_table_gives_delta_ood_with_a_seed_interval_and_undefined_cells_as_such(tmp_path):
-    analysis = compute_tables(_hand_summary(), controls=_levels(), settings=None)
+    analysis = compute_tables(_hand_summary(), controls=_levels(), settings=Settings(**STUDY))
     sweep = analysis.tables["controls_sweep"].data.set_index("level")
     assert sweep.at["easy", "delta_ood_pct"] == pytest.approx(10.0)
     assert sweep.at["easy", "delta_ood_ci_low"] == pytest.approx(0.0)     # both seeds drawn as seed 0
@@ -95,23 +95,23 @@ def test_controls_table_and_figure_build_from_the_synthetic_sweeps(tmp_path):
     levels.to_csv(levels_path, index=False)
     outputs = {ext: tmp_path / f"controls_regression.{ext}" for ext in ("csv", "md", "tex")}
     build_one("controls_regression", [str(summary_path)], None, outputs, controls=str(levels_path),
-              window=(75, 150), n_boot=200)
+              window=(75, 150), n_boot=200, **STUDY)
     fit = pd.read_csv(outputs["csv"]).set_index("term")
     assert fit.at["complexity", "estimate"] < 0 and set(fit["n_runs"]) == {12}  # the planted tax grows with complexity
     assert "(12 runs)" in outputs["md"].read_text()
     figure = {ext: tmp_path / f"controls_delta_ood.{ext}" for ext in ("png", "svg")}
     build_one("controls_delta_ood", [str(summary_path)], None, figure, controls=str(levels_path), window=(75, 150),
-              n_boot=50)
+              n_boot=50, **STUDY)
     assert figure["png"].stat().st_size > 0 and "difficulty sweep" in figure["svg"].read_text()
 
 
 def test_without_the_controls_input_the_tables_are_empty_and_no_figure_is_drawn(tmp_path):
     outputs = {ext: tmp_path / f"controls_sweep.{ext}" for ext in ("csv", "md", "tex")}
-    build_one("controls_sweep", _hand_summary(), None, outputs, window=WINDOW)
+    build_one("controls_sweep", _hand_summary(), None, outputs, window=WINDOW, **STUDY)
     assert pd.read_csv(outputs["csv"]).empty
     from gentax.analysis.tables import build_all
 
-    analysis = build_all(_hand_summary(), None, tmp_path / "all", window=WINDOW, n_boot=0)
+    analysis = build_all(_hand_summary(), None, tmp_path / "all", window=WINDOW, n_boot=0, **STUDY)
     assert "controls_sweep" not in analysis.tables and not (tmp_path / "all" / "figures" / "controls_delta_ood.png").exists()
 
 

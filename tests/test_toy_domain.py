@@ -1,11 +1,14 @@
 """Issue 14's done-when for a fifth domain: ONE module outside gentax/domains/ (tests/toy_domain.py),
 registered the documented way (GENTAX_DOMAINS), goes through the plan, a Snakemake dry-run, a short
-evaluation and the tables without touching any other file of the project."""
+evaluation and the tables without touching any other file of the project. Issue 41's for a table
+beside it: ONE entry in a module outside gentax/analysis/ (tests/toy_table.py, GENTAX_ARTIFACTS) is
+planned, priced (cost and power) and built, with the toy domain in its rows."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,12 +34,14 @@ grid:
 controls: {difficulty: {enabled: false}, richness: {enabled: false}, filler: {enabled: false}}
 augmentation:
   v2: {p: 0.5, eps: {toy: 16}}
+eval:
+  power_base_success: {toy: 0.3}
 """
 
 
 def _env() -> dict[str, str]:
     path = os.pathsep.join([str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])
-    return {**os.environ, "GENTAX_DOMAINS": "toy_domain", "PYTHONPATH": path}
+    return {**os.environ, "GENTAX_DOMAINS": "toy_domain", "GENTAX_ARTIFACTS": "toy_table", "PYTHONPATH": path}
 
 
 def _run(*args: str, cwd: Path = REPO) -> str:
@@ -79,12 +84,43 @@ def test_a_short_evaluation_and_the_tables_include_the_toy_domain(tmp_path):
     summary = tmp_path / "summary.csv"
     _run("-c", script, str(summary))
     assert "toy" in set(pd.read_csv(summary)["eval_domain"])
+    # the config's V2 domains with the toy (as TOY_CONFIG's inits.v2.domains, here with ALFWorld too)
     _run("-m", "gentax", "tables", "--summary", str(summary), "--out", str(tmp_path / "tables"), "--window", "75,150",
-         "--bootstrap", "20", "--no-figures")
+         "--bootstrap", "20", "--no-figures", "--init-domains", "v2=alfworld,webshop,sokoban,sciworld,toy")
     table2 = pd.read_csv(tmp_path / "tables" / "table2_success.csv")
     toy = table2[(table2["init"] == "v2") & (table2["train_domain"] == "toy")]
     assert set(toy["eval_domain"]) == {"webshop", "sokoban", "sciworld", "toy", "alfworld"}
     assert toy.loc[toy["eval_domain"] == "toy", "is_id"].all() and "toy" in set(table2["eval_domain"])
+    assert "toy" not in set(table2.loc[table2["init"] == "v1", "eval_domain"])  # not among the config's V1 domains
+    # the full build loops over the registry: the toy table is built too, with the toy domain's row
+    built = pd.read_csv(tmp_path / "tables" / "toy_table.csv")
+    assert ("v2", "toy") in set(zip(built["init"], built["train_domain"]))
+
+
+def test_a_toy_table_entry_is_planned_priced_and_built_by_its_job(toy_config, tmp_path):
+    target = "results/tables/toy_table.csv"
+    text = _run("-m", "snakemake", "-n", "-p", target, "--configfile", str(toy_config), "--config", "preset=embedded")
+    counts = job_counts(text)
+    assert counts["table"] == 1 and counts["rl_segment"] == 3  # its variants' runs: toy, sokoban default; toy aug
+    assert "results/summary/main/v2/toy/aug/seed0.csv" in text
+    config = ["--config", "config.yaml", "--config", "config/embedded.yaml", "--config", str(toy_config)]
+    cost = _run("-m", "gentax", "plan", *config, "--cost", "--target", target)
+    assert re.search(r"\btable 1\b", cost) and re.search(r"^rl_segment +3 ", cost, re.M), cost  # its job and its runs
+    power = _run("-m", "gentax", "plan", *config, "--power")
+    assert "toy_table: 2 ΔID cell(s) tested" in power and "V2  toy" in power.split("toy_table:")[1]
+    # the table job's own command: its spec from the plan, only its builder run
+    spec = json.loads(text.split("gentax table --job ")[1].split(" --log")[0].strip("'"))
+    summary = tmp_path / "summary.csv"
+    script = ("import sys; from gentax.analysis.synthetic import synthetic_summary; "
+              "synthetic_summary(seeds=(0,), episodes=16, every=1, steps=2).to_csv(sys.argv[1], index=False)")
+    _run("-c", script, str(summary))
+    spec.update(summaries=[str(summary)], outputs={e: str(tmp_path / f"toy_table.{e}") for e in ("csv", "md", "tex")},
+                provenance=str(tmp_path / "toy_table.provenance.json"))
+    assert spec["init_domains"]["v2"] == ["webshop", "sokoban", "sciworld", "toy"]  # the config's, as the job reads it
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    _run("-m", "gentax", "table", "--job", f"@{tmp_path / 'spec.json'}")
+    built = pd.read_csv(tmp_path / "toy_table.csv")
+    assert set(built.loc[built["init"] == "v2", "train_domain"]) == {"webshop", "sokoban", "sciworld", "toy"}
 
 
 def test_without_registration_the_toy_domain_is_one_clear_error(tmp_path):

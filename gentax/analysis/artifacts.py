@@ -1,16 +1,23 @@
 """The one registry of the study's tables and figures: each is one ``Artifact`` entry.
 
-Contract (docs/contracts.md "Plan")::
+Contract (docs/contracts.md "Tables and figures")::
 
-    ARTIFACTS: tuple[Artifact, ...]      # in the order the workflow lists them
+    ARTIFACTS: tuple[Artifact, ...]      # the built-ins, in the order the workflow lists them
+    entries() -> tuple[Artifact, ...]    # ARTIFACTS, then the GENTAX_ARTIFACTS modules' entries
     get(name) -> Artifact                # an unknown name is one GentaxError listing the known ones
     names(kind=None, planned=None) -> tuple[str, ...]
     builder(name) -> callable            # (analysis, name) -> tables.Table | matplotlib Figure
 
 Everything else derives from it: what the plan builds and what each output reads
 (``gentax.study.plan``: ``table_names``, ``figure_names``, ``artifact_variants``, ``artifact_runs``,
-``artifact_inputs``, ``jobs`` and so the cost preview), the table and figure names and the
-dispatch of ``gentax.analysis.tables.build_one``. Adding a table is one entry here plus its builder.
+``artifact_inputs``, ``jobs`` and so the cost preview), the tables the power preview prices
+(``gentax.study.power.tested_cells``), the table and figure names, what a table or figure job builds
+(``gentax.analysis.tables.build_one``: that entry's builder only) and the full build
+(``gentax.analysis.tables.compute_tables`` / ``build_all``: every entry's, in this order). Adding a
+table is one entry here plus its builder; a study extension may keep its entries in a module of
+its own, a module-level ``ARTIFACTS`` tuple, named in the environment variable ``GENTAX_ARTIFACTS``
+(comma-separated module names, read by every process like ``GENTAX_DOMAINS``: the Snakefile, its
+jobs, the CLIs; tests/toy_table.py).
 
 An entry says:
 
@@ -23,21 +30,44 @@ An entry says:
 - ``bootstrap``: whether it needs the bootstrap draws (the others are built with ``n_boot=0``);
 - ``planned``: ``always``, ``mixtures`` (when ``grid.mixtures`` is enabled) or ``controls`` (when
   a ``controls`` sweep is enabled);
-- ``build``: ``"module:function"``, imported on first use (so planning never imports pandas or
-  matplotlib), called as ``function(analysis, name)`` with the ``gentax.analysis.tables.Analysis``.
+- ``build``: its builder, ``"module:function"``, imported on first use (so planning never imports
+  pandas or matplotlib), called as ``function(analysis, name)`` with the
+  ``gentax.analysis.tables.Analysis``, whose shared values (the window's cell means, the bootstrap
+  draws, the intervals, ...) are computed on first use and kept for the other builders;
+- ``tests``: what its decision rule tests (``Tested``: ΔID or ΔOOD, of which runs), for a table
+  the power preview prices; None for the others.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 from typing import Callable
 
 from gentax.errors import GentaxError
 
+ENV_VAR = "GENTAX_ARTIFACTS"
 KINDS = ("table", "figure")
 PLANNED = ("always", "mixtures", "controls")
-COMPUTED = "gentax.analysis.tables:computed_table"  # a table ``compute_tables`` makes with the others
+EFFECTS = ("ΔID", "ΔOOD")
+
+
+@dataclasses.dataclass(frozen=True)
+class Tested:
+    """What a table's decision rule tests, so that ``gentax plan --power`` prices it
+    (``gentax.study.power``): ``effect`` "ΔID" (each ``variant`` run against its initial policy) or
+    "ΔOOD" (each ``variant`` run against the default run of its init and training domain, the OOD
+    domains' tasks pooled); with ``extended``, the default runs trained beyond ``grid.steps``, each
+    tested twice (at the default window and at its last checkpoints). Mixture runs are not tested."""
+
+    effect: str
+    variant: str = "default"
+    extended: bool = False
+
+    def __post_init__(self):
+        if self.effect not in EFFECTS:
+            raise GentaxError(f"tested effect must be one of {EFFECTS}, got {self.effect!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +81,7 @@ class Artifact:
     extended: bool = False
     bootstrap: bool = False
     planned: str = "always"
+    tests: Tested | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -59,10 +90,12 @@ class Artifact:
             raise GentaxError(f"artifact {self.name!r}: planned must be one of {PLANNED}, got {self.planned!r}")
         if ":" not in self.build:
             raise GentaxError(f"artifact {self.name!r}: build must be 'module:function', got {self.build!r}")
+        if self.tests is not None and self.kind != "table":
+            raise GentaxError(f"artifact {self.name!r}: only a table tests cells (tests=)")
 
 
-def _table(name, **kw) -> Artifact:
-    return Artifact(name, "table", COMPUTED, **kw)
+def _table(name, function, module="tables", **kw) -> Artifact:
+    return Artifact(name, "table", f"gentax.analysis.{module}:{function}", **kw)
 
 
 def _figure(name, function, **kw) -> Artifact:
@@ -70,18 +103,20 @@ def _figure(name, function, **kw) -> Artifact:
 
 
 ARTIFACTS: tuple[Artifact, ...] = (
-    _table("table2_success", bootstrap=True),
-    _table("table3_ranking", properties=True),
-    _table("table4_extended", extended=True, bootstrap=True),
-    _table("table5_augmentation", variants=("default", "aug")),
-    _table("table6_relative_change"),
-    _table("table7_thinking", variants=("default", "nothink", "filler")),  # filler: runs only with controls.filler
-    _table("table8_rank_detail"),
-    _table("success_ci", variants=("default", "aug", "nothink", "filler"), bootstrap=True),  # beyond the paper
-    _table("rank_stability", bootstrap=True),  # beyond the paper: share of resamples ranked best
-    _table("mixture_ood", bootstrap=True, planned="mixtures"),  # beyond the paper: grid.mixtures
-    _table("controls_sweep", controls=True, bootstrap=True, planned="controls"),  # beyond the paper: controls
-    _table("controls_regression", controls=True, bootstrap=True, planned="controls"),
+    _table("table2_success", "build_table2", bootstrap=True, tests=Tested("ΔID")),
+    _table("table3_ranking", "build_table3", properties=True),
+    _table("table4_extended", "build_table4", extended=True, bootstrap=True, tests=Tested("ΔID", extended=True)),
+    _table("table5_augmentation", "build_table5", variants=("default", "aug"), tests=Tested("ΔOOD", "aug")),
+    _table("table6_relative_change", "build_table6"),
+    # filler: runs only with controls.filler (its rows a Holm family of their own, not priced)
+    _table("table7_thinking", "build_table7", variants=("default", "nothink", "filler"), tests=Tested("ΔOOD", "nothink")),
+    _table("table8_rank_detail", "build_table8"),
+    # beyond the paper: every cell's intervals; the share of resamples ranked best; grid.mixtures; controls
+    _table("success_ci", "build_success_ci", variants=("default", "aug", "nothink", "filler"), bootstrap=True),
+    _table("rank_stability", "build_rank_stability", bootstrap=True),
+    _table("mixture_ood", "build_mixture_ood", bootstrap=True, planned="mixtures"),
+    _table("controls_sweep", "build", "controls", controls=True, bootstrap=True, planned="controls"),
+    _table("controls_regression", "build", "controls", controls=True, bootstrap=True, planned="controls"),
     _figure("ood_vs_properties", "ood_vs_properties", properties=True),
     _figure("delta_ood_augmentation", "delta_ood_augmentation", variants=("default", "aug")),
     _figure("delta_ood_thinking", "delta_ood_thinking", variants=("default", "nothink", "filler")),
@@ -91,10 +126,30 @@ ARTIFACTS: tuple[Artifact, ...] = (
 )
 
 
+def _extensions() -> list[Artifact]:
+    """The entries of the modules ``GENTAX_ARTIFACTS`` names, each with a module-level ``ARTIFACTS``."""
+    out = []
+    for module_name in [m.strip() for m in os.environ.get(ENV_VAR, "").split(",") if m.strip()]:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise GentaxError(f"artifact module {module_name!r} (from {ENV_VAR}) cannot be imported: {exc}") from None
+        found = getattr(module, "ARTIFACTS", None)
+        if not isinstance(found, (tuple, list)) or not all(isinstance(a, Artifact) for a in found):
+            raise GentaxError(f"artifact module {module_name!r} has no ARTIFACTS = (Artifact(...), ...)")
+        out += found
+    return out
+
+
+def entries() -> tuple[Artifact, ...]:
+    """Every registered entry, in order: ``ARTIFACTS``, then those of the ``GENTAX_ARTIFACTS`` modules."""
+    return tuple(_by_name().values())
+
+
 def _by_name() -> dict[str, Artifact]:
     # read at call time, so a test (or a study extension) that replaces ARTIFACTS is seen everywhere
     found: dict[str, Artifact] = {}
-    for artifact in ARTIFACTS:
+    for artifact in (*ARTIFACTS, *_extensions()):
         if artifact.name in found:
             raise GentaxError(f"artifact {artifact.name!r} is registered twice")
         found[artifact.name] = artifact

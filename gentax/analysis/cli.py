@@ -86,6 +86,13 @@ def register(subparsers) -> None:
     parser.add_argument("--sft-mix", type=_name_list, default=None,
                         help="domains in V2's SFT mix, Table 6's in_v2_sft_mix (comma-separated; default: the "
                              "repository config's inits.v2.sft.mix, weights > 0)")
+    parser.add_argument("--init-domains", type=_per_init, action="append", default=[], metavar="INIT=DOMAINS",
+                        help="an init's training and evaluation domains, e.g. v1=alfworld,webshop,sokoban (repeat "
+                             "per init; default: the repository config's inits.<init>.domains); rows of an init on "
+                             "another domain are left out with a note")
+    parser.add_argument("--augmented", type=_per_init, action="append", default=[], metavar="INIT=DOMAINS",
+                        help="an init's augmented training domains, Table 5's rows beyond the summary's (repeat per "
+                             "init; default: the repository config's augmentation.<init>.eps > 0)")
     parser.set_defaults(func=run)
     _register_jobs(subparsers)
 
@@ -150,7 +157,8 @@ def _artifact(args) -> int:
         return 0
     build_one(s["name"], list(s["summaries"]), s["properties"], s["outputs"], controls=s["controls"],
               window=tuple(s["window"]), seed=int(s["seed"]), error_mark_pct=float(s["error_mark_pct"]),
-              test_level=float(s["test_level"]), sft_mix=tuple(s["sft_mix"]))
+              test_level=float(s["test_level"]), sft_mix=tuple(s["sft_mix"]), init_domains=s["init_domains"],
+              augmented=s["augmented"])
     inputs = [*s["summaries"], *[f for f in (s["properties"], s["controls"]) if f]]
     write_json(s["provenance"], provenance.job_record(s.to_dict(), None, inputs=inputs))
     print(f"wrote {', '.join(s['outputs'].values())}")
@@ -173,13 +181,19 @@ def _properties_table(args) -> int:
     return 0
 
 
-def _config_defaults() -> tuple[float, tuple[str, ...]]:
-    """eval.test_level and the V2 SFT mix's domains of the repository's config.yaml."""
-    from gentax.analysis.summary import sft_mix_domains  # function-local: defers pandas
+def _config_defaults() -> dict:
+    """The tables' settings of the repository's config.yaml (``summary.config_settings``)."""
+    from gentax.analysis.summary import config_settings  # function-local: defers pandas
     from gentax.io import REPO_ROOT, read_yaml  # function-local: read only when a command line leaves them out
 
-    cfg = read_yaml(REPO_ROOT / "config.yaml")
-    return float(cfg["eval"]["test_level"]), sft_mix_domains(cfg["inits"]["v2"]["sft"]["mix"])
+    return config_settings(read_yaml(REPO_ROOT / "config.yaml"))
+
+
+def _per_init(text: str) -> tuple[str, tuple[str, ...]]:
+    init, sep, domains = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected INIT=DOMAIN,DOMAIN,..., got {text!r}")
+    return init.strip().lower(), tuple(d.strip().lower() for d in domains.split(",") if d.strip())
 
 
 def run(args) -> int:
@@ -188,7 +202,7 @@ def run(args) -> int:
     if args.bootstrap < 0:
         raise GentaxError(f"--bootstrap must be >= 0, got {args.bootstrap}")
     started = time.perf_counter()
-    test_level, sft_mix = _config_defaults()
+    defaults = _config_defaults()
     analysis = build_all(
         args.summary, args.properties, args.out, window=args.window, n_boot=args.bootstrap,
         seed=args.seed, figures=not args.no_figures, rank_decimals=args.rank_decimals,
@@ -196,8 +210,10 @@ def run(args) -> int:
         nothink_variant=args.nothink_variant.strip().lower(), filler_variant=args.filler_variant.strip().lower(),
         delta_id_base=args.delta_id_base,
         error_mark_pct=args.error_mark_pct, controls=args.controls,
-        test_level=test_level if args.test_level is None else args.test_level,
-        sft_mix=sft_mix if args.sft_mix is None else args.sft_mix,
+        test_level=defaults["test_level"] if args.test_level is None else args.test_level,
+        sft_mix=defaults["sft_mix"] if args.sft_mix is None else args.sft_mix,
+        init_domains={**defaults["init_domains"], **dict(args.init_domains)},
+        augmented={**defaults["augmented"], **dict(args.augmented)},
     )
     print(f"wrote {len(analysis.tables)} tables to {args.out} "
           f"from {len(analysis.summary)} summary rows in {time.perf_counter() - started:.1f} s")

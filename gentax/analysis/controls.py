@@ -42,7 +42,7 @@ import pandas as pd
 from gentax.analysis import stats
 from gentax.analysis.formatting import MISSING, Table, number, signed
 from gentax.analysis.formulas import delta_ood
-from gentax.analysis.summary import BASE, CELL_KEY, _read_tables, domains_of, seed_values
+from gentax.analysis.summary import BASE, CELL_KEY, _read_tables, seed_values
 from gentax.errors import GentaxError
 
 SWEEP_TABLE = "controls_sweep"
@@ -88,8 +88,8 @@ def load_levels(source) -> pd.DataFrame:
     return df.drop(columns="_where").sort_values(["control", "order"], kind="stable").reset_index(drop=True)
 
 
-def _ood_domains(init: str, train: str) -> list[str]:
-    return [e for e in domains_of(init) if e != train]
+def _ood_domains(values, init: str, train: str) -> list[str]:
+    return [e for e in values.settings.domains(init) if e != train]
 
 
 def _seed_deltas(per_seed: pd.DataFrame, base: dict[str, float], init, train, label) -> dict[int, float]:
@@ -112,7 +112,7 @@ def level_results(rows: pd.DataFrame, values, levels: pd.DataFrame, draws: stats
     records, points = [], {}
     for level in levels.itertuples(index=False):
         init, train, label = level.init, level.train_domain, level.label
-        ood = _ood_domains(init, train)
+        ood = _ood_domains(values, init, train)
         base = {e: values.base(init, e, level.variant) for e in ood}
         cells = [values.cell(init, train, label, e) for e in ood]
         change, note = delta_ood(base, {e: c["mean_pct"] for e, c in zip(ood, cells)})
@@ -255,3 +255,19 @@ def controls_tables(rows: pd.DataFrame, values, levels: pd.DataFrame | None,
               None, ["ordinary least squares over the control runs (one point per run and seed); 95% intervals from "
                      "resampling the runs; standardized = slope × the predictor's standard deviation over the runs"]),
     ]
+
+
+def build(analysis, name: str):
+    """The registry builder of both tables (``gentax.analysis.artifacts``), over a
+    ``gentax.analysis.tables.Analysis``: the pair is computed once per analysis (``Analysis.shared``),
+    empty without the controls' properties table."""
+    def both():
+        if analysis.controls is None:
+            tables = controls_tables(analysis.summary.iloc[0:0], analysis.values, None, None, 0, 0)
+        else:
+            s = analysis.settings
+            tables = controls_tables(analysis.values.rows, analysis.values, analysis.controls, analysis.draws,
+                                     s.n_boot, s.seed)
+        return {t.name: t for t in tables}
+
+    return analysis.shared("controls_tables", both)[name]

@@ -40,7 +40,7 @@ from matplotlib.patches import Patch
 
 from gentax.analysis import artifacts
 from gentax.analysis.controls import SWEEP_TABLE
-from gentax.analysis.summary import BASE, DEFAULT_VARIANT, INITS, domains_of
+from gentax.analysis.summary import BASE, DEFAULT_VARIANT, INITS
 from gentax.domains import DOMAINS
 from gentax.errors import GentaxError
 from gentax.io import atomic_path
@@ -53,11 +53,6 @@ def __getattr__(name: str):
     if name == "FIGURE_NAMES":  # derived from the registry (gentax.analysis.artifacts)
         return artifacts.names("figure")
     raise AttributeError(name)
-
-
-def _drawn_table(analysis, name: str):
-    """The table a figure draws, as its registry builder makes it (empty when the inputs give none)."""
-    return artifacts.builder(name)(analysis, name)
 
 
 def _new_figure(width: float, height: float, **margins) -> Figure:
@@ -88,7 +83,7 @@ def ood_vs_properties(analysis, name: str = "ood_vs_properties") -> Figure:
         plotted = 0
         for init in INITS:
             points = []
-            for train in domains_of(init):
+            for train in analysis.settings.domains(init):
                 ood = list(values.ood(init, train).values())
                 if properties is None or prop not in properties.columns or train not in properties.index:
                     continue
@@ -139,16 +134,16 @@ def delta_ood_bars(table, title: str) -> Figure:
 
 
 def delta_ood_augmentation(analysis, name: str = "delta_ood_augmentation") -> Figure:
-    return delta_ood_bars(analysis.tables["table5_augmentation"], "ΔOOD of state augmentation")
+    return delta_ood_bars(analysis.table("table5_augmentation"), "ΔOOD of state augmentation")
 
 
 def delta_ood_thinking(analysis, name: str = "delta_ood_thinking") -> Figure:
-    return delta_ood_bars(analysis.tables["table7_thinking"], "ΔOOD of thinking off (and of filler thinking)")
+    return delta_ood_bars(analysis.table("table7_thinking"), "ΔOOD of thinking off (and of filler thinking)")
 
 
 def mixture_delta_ood(analysis, name: str = "mixture_delta_ood") -> Figure:
     """The ``mixture_ood`` table's bars (``mixture_bars``)."""
-    return mixture_bars(_drawn_table(analysis, "mixture_ood"))
+    return mixture_bars(analysis.table("mixture_ood"))
 
 
 def mixture_bars(table) -> Figure:
@@ -203,7 +198,7 @@ def training_curves(analysis, name: str = "training_curves") -> Figure:
     for row, init in enumerate(INITS):
         for column, train in enumerate(DOMAINS):
             ax = axes[row][column]
-            if train not in domains_of(init):
+            if train not in analysis.settings.domains(init):
                 ax.set_axis_off()
                 continue
             ax.set_title(f"{init.upper()} {train}", fontsize=10)
@@ -216,7 +211,7 @@ def training_curves(analysis, name: str = "training_curves") -> Figure:
                 per_step = run.groupby(["step", "eval_domain"])["success"].mean().unstack("eval_domain") * 100.0
                 if train in per_step.columns:
                     ax.plot(per_step.index, per_step[train], color=colours[variant], marker=".")
-                ood = [d for d in domains_of(init) if d != train and d in per_step.columns]
+                ood = [d for d in analysis.settings.domains(init) if d != train and d in per_step.columns]
                 if ood:
                     ax.plot(per_step.index, per_step[ood].mean(axis=1), color=colours[variant],
                             linestyle="--", marker=".")
@@ -237,7 +232,7 @@ def training_curves(analysis, name: str = "training_curves") -> Figure:
 
 
 def controls_delta_ood(analysis, name: str = "controls_delta_ood") -> Figure:
-    data = _drawn_table(analysis, SWEEP_TABLE).data
+    data = analysis.table(SWEEP_TABLE).data
     fig = _new_figure(10.0, 4.2, left=0.08, wspace=0.25, bottom=0.2)
     panels = (("difficulty", "complexity", "measured planning complexity (mean steps, failures = T_max)",
                "difficulty sweep: ΔOOD vs planning complexity"),
@@ -274,19 +269,13 @@ def build_figure(name: str, analysis) -> Figure:
     return artifacts.builder(name)(analysis, name)
 
 
-#: when ``write_all`` draws a figure planned only with the mixtures or the controls
-_DRAWN_WHEN = {"always": lambda analysis: True,
-               "mixtures": lambda analysis: "mixture_ood" in analysis.tables,
-               "controls": lambda analysis: analysis.controls is not None}
-
-
 def write_all(analysis, folder: Path) -> list[Path]:
     """Draw every registered figure into ``folder`` as ``<name>.png`` and ``<name>.svg`` (the
     mixture figure only when the analysis has mixture runs, like its table; the controls' only
     with the controls' properties)."""
     paths = []
     for name in artifacts.names("figure"):
-        if not _DRAWN_WHEN[artifacts.get(name).planned](analysis):
+        if not analysis.present(name):
             continue
         fig = build_figure(name, analysis)
         paths += [save(fig, folder / f"{name}.{ext}") for ext in _FORMATS]

@@ -30,15 +30,16 @@ files are read together).
 A run's value (STUDY.md "Evaluation"): for each seed, the mean over the window's checkpoints;
 then mean and sample std over seeds. A seed that lacks any of the window's checkpoints is left
 out (and reported), never averaged over fewer checkpoints. Base rows are step 0 and do not
-use the window. V1 has no SciWorld (neither as a training nor as an evaluation domain), so V1
-rows that involve SciWorld are dropped, with a note.
+use the window. An init's domains are its config's (``inits.<init>.domains``, handed in as
+``Settings.init_domains``; the paper's V1 has no SciWorld): rows of an init that involve another
+domain, as training or evaluation domain, are dropped, with a note.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -52,8 +53,6 @@ INITS = ("v1", "v2")
 BASE = "base"
 DEFAULT_VARIANT = "default"
 DEFAULT_WINDOW = (105, 120, 135, 150)
-#: Domains absent from an initial policy's grid (STUDY.md: base success ~0 on SciWorld).
-EXCLUDED_DOMAINS = {"v1": ("sciworld",), "v2": ()}
 
 RUN_KEY = ("init", "train_domain", "variant")
 CELL_KEY = RUN_KEY + ("eval_domain",)
@@ -74,9 +73,28 @@ def sft_mix_domains(mix: dict[str, float]) -> tuple[str, ...]:
     return tuple(d for d in DOMAINS if float(mix.get(d, 0)) > 0)
 
 
-def domains_of(init: str) -> tuple[str, ...]:
-    """Training and evaluation domains of an initial policy, in the study's order."""
-    return tuple(d for d in DOMAINS if d not in EXCLUDED_DOMAINS[init])
+def domains_of(init: str, init_domains: Mapping[str, Sequence[str]] | None = None) -> tuple[str, ...]:
+    """Training and evaluation domains of an initial policy, in the study's (the registry's) order:
+    those ``init_domains[init]`` lists (config ``inits.<init>.domains``, ``config_settings``), every
+    registered domain when not given."""
+    if init_domains is None:
+        return tuple(DOMAINS)
+    listed = set(init_domains[init])
+    return tuple(d for d in DOMAINS if d in listed)
+
+
+def config_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The tables' settings a study config declares (``gentax.analysis.tables.Settings`` fields, as
+    plain lists): ``test_level`` (``eval.test_level``), ``sft_mix`` (``sft_mix_domains`` of
+    ``inits.v2.sft.mix``), ``init_domains`` (each init's ``inits.<init>.domains``) and ``augmented``
+    (each init's domains with an augmentation budget, ``augmentation.<init>.eps`` > 0: Table 5's
+    rows). What a table job's spec carries (``gentax.study.jobs.artifact``) and what ``gentax
+    tables`` defaults to."""
+    return {"test_level": float(cfg["eval"]["test_level"]),
+            "sft_mix": list(sft_mix_domains(cfg["inits"]["v2"]["sft"]["mix"])),
+            "init_domains": {init: list(domains_of(init, {init: cfg["inits"][init]["domains"]})) for init in INITS},
+            "augmented": {init: [d for d in DOMAINS if float(cfg["augmentation"][init]["eps"].get(d, 0)) > 0]
+                          for init in INITS}}
 
 
 def _known_train_domain(name: str) -> bool:
@@ -280,15 +298,20 @@ def load_properties(source) -> pd.DataFrame:
     return validate_properties(_read_tables(source, "properties"))
 
 
-def drop_excluded(summary: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """Drop rows outside an init's grid (V1 x SciWorld); return the rest and a note."""
+def drop_excluded(summary: pd.DataFrame, init_domains: Mapping[str, Sequence[str]] | None = None
+                  ) -> tuple[pd.DataFrame, list[str]]:
+    """Drop the rows outside an init's grid: a training or eval domain that is not one of the init's
+    (``domains_of``; the paper's V1 has no SciWorld); return the rest and a note per init."""
     excluded = np.zeros(len(summary), dtype=bool)
-    for init, domains in EXCLUDED_DOMAINS.items():
-        of_init = summary["init"] == init
-        excluded |= of_init & (summary["train_domain"].isin(domains) | summary["eval_domain"].isin(domains))
     notes = []
-    if excluded.any():
-        notes.append(f"{int(excluded.sum())} V1 row(s) involving SciWorld ignored (V1 has no SciWorld).")
+    for init in INITS:
+        domains = [d for d in DOMAINS if d not in domains_of(init, init_domains)]
+        of_init = (summary["init"] == init) & (summary["train_domain"].isin(domains)
+                                                | summary["eval_domain"].isin(domains))
+        if of_init.any():
+            notes.append(f"{int(of_init.sum())} {init.upper()} row(s) involving {', '.join(domains)} ignored "
+                         f"(not among {init.upper()}'s domains: {', '.join(domains_of(init, init_domains))}).")
+        excluded |= of_init
     return summary[~excluded], notes
 
 

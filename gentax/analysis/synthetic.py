@@ -1,9 +1,11 @@
 """A synthetic success summary and properties table over the study's full grid.
 
 For examples, the benchmark and smoke tests only: the numbers are random draws (seeded), not
-results. The grid is the paper's: V1 (ALFWorld, WebShop, Sokoban) and V2 (+ SciWorld) base
-rows; default runs of every training domain; ``aug`` runs of ALFWorld, WebShop and Sokoban;
-``nothink`` runs of every training domain; ``filler`` runs (the filler-thinking control) of the
+results. The grid: each init's domains (``init_domains``, as ``summary.config_settings`` gives a
+config's: the paper's V1 ALFWorld, WebShop, Sokoban and V2 + SciWorld; every registered domain when
+not given) with base rows; default runs of every training domain; ``aug`` runs of each init's
+``augmented`` domains (the paper's ALFWorld, WebShop, Sokoban; when not given, every domain that
+declares augmentation sources); ``nothink`` runs of every training domain; ``filler`` runs (the filler-thinking control) of the
 (init, training domain) pairs given as ``filler``, none by default; 3 seeds; checkpoints every 15 steps to 150
 (Sokoban to 300 and V2 SciWorld to 240, the longer-training runs). Each success is k / n with
 k ~ Binomial(n = ``episodes``, p), so the ``episodes`` column is consistent.
@@ -15,14 +17,14 @@ import numpy as np
 import pandas as pd
 
 from gentax.analysis.summary import BASE, DEFAULT_VARIANT, INITS, domains_of
+from gentax.domains.spec import specs
 
 LONG_RUNS = {("v1", "sokoban"): 300, ("v2", "sokoban"): 300, ("v2", "sciworld"): 240}
-AUGMENTED = ("alfworld", "webshop", "sokoban")
 _BASE_SUCCESS = {"alfworld": 0.25, "webshop": 0.34, "sokoban": 0.12, "sciworld": 0.10}
 
 
 def synthetic_summary(seed: int = 0, seeds=(0, 1, 2), episodes: int = 128, every: int = 15,
-                      steps: int = 150, filler=()) -> pd.DataFrame:
+                      steps: int = 150, filler=(), init_domains=None, augmented=None) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     records = []
 
@@ -33,11 +35,12 @@ def synthetic_summary(seed: int = 0, seeds=(0, 1, 2), episodes: int = 128, every
                         "invalid_rate": float(np.clip(invalid, 0.0, 1.0)), "episodes": episodes})
 
     for init in INITS:
-        domains = domains_of(init)
+        domains = domains_of(init, init_domains)
+        aug = augmented[init] if augmented is not None else [d for d, s in specs().items() if s.augmentation]
         for eval_domain in domains:
             add(init, BASE, DEFAULT_VARIANT, 0, 0, eval_domain, _BASE_SUCCESS.get(eval_domain, 0.2), 0.05)
         for train in domains:
-            variants = ([DEFAULT_VARIANT, "nothink"] + (["aug"] if train in AUGMENTED else [])
+            variants = ([DEFAULT_VARIANT, "nothink"] + (["aug"] if train in aug else [])
                         + (["filler"] if (init, train) in set(map(tuple, filler)) else []))
             for variant in variants:
                 last = LONG_RUNS.get((init, train), steps) if variant == DEFAULT_VARIANT else steps

@@ -1,6 +1,7 @@
 """Every table of the study (STUDY.md "Tables") from a validated success summary.
 
-``compute_tables(summary, properties, settings)`` returns the tables in memory;
+``compute_tables(summary, properties, settings)`` returns the tables in memory (``analyse``: the
+inputs, each table built by its registry builder on first use, ``gentax.analysis.artifacts``);
 ``build_all(summary, properties, out_dir, ...)`` also computes the bootstrap statistics and
 figures and writes everything to ``out_dir`` atomically (built in a temporary sibling folder,
 then renamed into place). Definitions, columns and the choices made where the paper is vague:
@@ -20,13 +21,14 @@ above ``Settings.error_mark_pct``, and the notes give the cells with errors and 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
 import os
 import time
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -62,8 +64,6 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-#: Training domains the paper augments (Table 5); others appear when the summary has them.
-AUGMENTED_DOMAINS = ("alfworld", "webshop", "sokoban")
 DELTA_ID_BASES = ("matching", "default")
 MANIFEST = "manifest.json"
 
@@ -91,6 +91,13 @@ class Settings:
     #: the domains with weight > 0 in V2's SFT mix (config ``inits.v2.sft.mix``; ``summary.sft_mix_domains``);
     #: None: unknown, Table 6's ``in_v2_sft_mix`` column is left empty with a note
     sft_mix: tuple[str, ...] | None = None
+    #: each init's training and evaluation domains (config ``inits.<init>.domains``;
+    #: ``summary.config_settings``); rows of an init on another domain are dropped with a note.
+    #: None: every registered domain for each init
+    init_domains: Mapping[str, tuple[str, ...]] | None = None
+    #: Table 5's rows beyond those the summary has: per init, the domains the study augments (config
+    #: ``augmentation.<init>.eps`` > 0; ``summary.config_settings``). None: the summary's rows only
+    augmented: Mapping[str, tuple[str, ...]] | None = None
 
     def __post_init__(self):
         window = tuple(sorted(set(int(s) for s in self.window)))
@@ -110,6 +117,20 @@ class Settings:
             if unknown:
                 raise GentaxError(f"sft_mix names unknown domain(s) {', '.join(unknown)}; valid: {', '.join(DOMAINS)}")
             object.__setattr__(self, "sft_mix", tuple(self.sft_mix))
+        for field in ("init_domains", "augmented"):
+            value = getattr(self, field)
+            if value is None:
+                continue
+            if set(value) != set(INITS):
+                raise GentaxError(f"{field} must name the inits {', '.join(INITS)}, got {', '.join(value) or 'none'}")
+            unknown = sorted({d for domains in value.values() for d in domains} - set(DOMAINS))
+            if unknown:
+                raise GentaxError(f"{field} names unknown domain(s) {', '.join(unknown)}; valid: {', '.join(DOMAINS)}")
+            object.__setattr__(self, field, {init: tuple(value[init]) for init in INITS})
+
+    def domains(self, init: str) -> tuple[str, ...]:
+        """The init's training and evaluation domains, in the study's order (``summary.domains_of``)."""
+        return domains_of(init, self.init_domains)
 
 
 class Values:
@@ -186,16 +207,16 @@ class Values:
                 "delta_id_per_seed": " ".join(f"{s}:{v:+.1f}" for s, v in per_seed.items()) if len(per_seed) > 1 else ""}
 
     def ood(self, init, train, variant=DEFAULT_VARIANT) -> dict[str, float]:
-        return {e: self.mean(init, train, variant, e) for e in domains_of(init) if e != train}
+        return {e: self.mean(init, train, variant, e) for e in self.settings.domains(init) if e != train}
 
     def success_grid(self, init, variant=DEFAULT_VARIANT) -> dict[tuple[str, str], float]:
-        domains = domains_of(init)
+        domains = self.settings.domains(init)
         return {(t, e): self.mean(init, t, variant, e) for t in domains for e in domains}
 
     def ranking(self, init, variant=DEFAULT_VARIANT, grid=None):
         grid = self.success_grid(init, variant) if grid is None else grid
         s = self.settings
-        return ranking.ranking_table(grid, domains_of(init), s.tie_points, s.rank_decimals)
+        return ranking.ranking_table(grid, s.domains(init), s.tie_points, s.rank_decimals)
 
 
 # ---------------------------------------------------------------- formulas
@@ -207,9 +228,9 @@ class Values:
 # ---------------------------------------------------------------- tables
 
 
-def _domain_grid(include_base: bool) -> Iterable[tuple[str, str]]:
+def _domain_grid(settings: Settings, include_base: bool) -> Iterable[tuple[str, str]]:
     for init in INITS:
-        for train in ((BASE,) if include_base else ()) + domains_of(init):
+        for train in ((BASE,) if include_base else ()) + settings.domains(init):
             yield init, train
 
 
@@ -344,7 +365,7 @@ def delta_id_intervals(values: Values, draws: stats.BootstrapDraws | None,
     """(init, training domain) -> its ΔID's interval, method, exact test and per-seed values
     (``Values.delta_id_evidence``)."""
     return {(init, train): values.delta_id_evidence(init, train, variant, draws)
-            for init, train in _domain_grid(include_base=False)}
+            for init, train in _domain_grid(values.settings, include_base=False)}
 
 
 _NO_EVIDENCE = {"delta_id_ci_low_pct": math.nan, "delta_id_ci_high_pct": math.nan, "delta_id_ci": "",
@@ -357,8 +378,8 @@ def table2_success(values: Values, intervals: pd.DataFrame | None = None,
     its 95% interval and exact paired test (``delta_id_intervals``); ``delta_id_resolved`` after
     Holm over the table's tested ΔIDs (``mark_resolved``)."""
     records = []
-    for init, train in _domain_grid(include_base=True):
-        for eval_domain in domains_of(init):
+    for init, train in _domain_grid(values.settings, include_base=True):
+        for eval_domain in values.settings.domains(init):
             cell = values.cell(init, train, DEFAULT_VARIANT, eval_domain)
             is_id = train == eval_domain
             record = {
@@ -404,7 +425,7 @@ def table8_rank_detail(values: Values) -> Table:
     """Per init and eval domain: each competing training domain's success and rank."""
     records, display_rows = [], []
     for init in INITS:
-        domains = domains_of(init)
+        domains = values.settings.domains(init)
         scores, ranks = values.ranking(init)
         for eval_domain in domains:
             for train in domains:
@@ -536,8 +557,8 @@ def table5_augmentation(values: Values, variants_present: set[tuple[str, str, st
     s = values.settings
     rows = []
     for variant in s.aug_variants:
-        for init, train in _domain_grid(include_base=False):
-            if train in AUGMENTED_DOMAINS or (init, train, variant) in variants_present:
+        for init, train in _domain_grid(s, include_base=False):
+            if train in (s.augmented or {}).get(init, ()) or (init, train, variant) in variants_present:
                 rows.append((init, train, variant))
     table = _intervention_table(values, "table5_augmentation", "Table 5: state information augmentation",
                                 rows, ("default", "aug"), DEFAULT_VARIANT)
@@ -550,10 +571,10 @@ def table7_thinking(values: Values, variants_present: set[tuple[str, str, str]] 
     (same think tokens, no reasoning content) for each (init, training domain) with a filler run.
     A filler row's own columns are named ``*_filler_*`` (``*_nothink_*`` stay empty there)."""
     s = values.settings
-    rows = [(init, train, s.nothink_variant) for init, train in _domain_grid(include_base=False)]
+    rows = [(init, train, s.nothink_variant) for init, train in _domain_grid(s, include_base=False)]
     title = "Table 7: thinking on vs off"
     table = _intervention_table(values, "table7_thinking", title, rows, ("think", "nothink"), DEFAULT_VARIANT)
-    filler_rows = [(init, train, s.filler_variant) for init, train in _domain_grid(include_base=False)
+    filler_rows = [(init, train, s.filler_variant) for init, train in _domain_grid(s, include_base=False)
                    if (init, train, s.filler_variant) in variants_present]
     if not filler_rows:
         return table
@@ -579,7 +600,7 @@ def table6_relative_change(values: Values) -> Table:
                       "in_v2_sft_mix": math.nan if mix is None else eval_domain in mix}
             notes = []
             for init in INITS:
-                in_grid = train in domains_of(init) and eval_domain in domains_of(init)
+                in_grid = train in values.settings.domains(init) and eval_domain in values.settings.domains(init)
                 after = values.mean(init, train, DEFAULT_VARIANT, eval_domain) if in_grid else math.nan
                 before = values.base(init, eval_domain) if in_grid else math.nan
                 change, note = relative_change(after, before)
@@ -630,7 +651,7 @@ def table4_extended(summary: pd.DataFrame, values: Values) -> tuple[Table, pd.Da
         for label, source in (("default", values), ("last", late)):
             window = s.window if label == "default" else late_window
             grid = values.success_grid(init)
-            for eval_domain in domains_of(init):
+            for eval_domain in s.domains(init):
                 grid[(train, eval_domain)] = source.mean(init, train, DEFAULT_VARIANT, eval_domain)
             scores, ranks = values.ranking(init, grid=grid)
             record = {"init": init, "train_domain": train, "window": label,
@@ -749,20 +770,86 @@ def write_table(table: Table, folder: Path) -> list[Path]:
 # ---------------------------------------------------------------- everything
 
 
-@dataclasses.dataclass
 class Analysis:
-    """Everything ``compute_tables`` computed (in memory): tables, statistics, inputs, notes."""
+    """One build's validated inputs and the values its tables share (``analyse``).
 
-    settings: Settings
-    tables: dict[str, Table]
-    intervals: pd.DataFrame
-    stability: pd.DataFrame
-    values: Values
-    summary: pd.DataFrame
-    properties: pd.DataFrame | None
-    notes: list[str]
-    #: the controls' properties table (``gentax.analysis.controls.load_levels``), when given
-    controls: pd.DataFrame | None = None
+    Read by every builder: ``settings``, ``summary`` (validated, the excluded rows dropped),
+    ``properties``, ``controls`` (the controls' properties table or None), ``values`` (the window's
+    cell means; its ``rows`` the windowed rows), ``variants_present`` and ``notes``. Computed on
+    first use and kept, so a table job computes only what its table reads: ``extended`` (Table 4
+    and its late-window rows), ``draws`` (the bootstrap draws, of the window's and the late rows),
+    ``intervals``, ``stability``; a builder elsewhere keeps its own shared value with ``shared``.
+    ``table(name)`` builds one registered table (once); ``tables`` every table this analysis has
+    (``present``), in registry order: the full build."""
+
+    def __init__(self, settings: Settings, summary: pd.DataFrame, properties: pd.DataFrame | None,
+                 notes: list[str], controls: pd.DataFrame | None):
+        self.settings, self.summary, self.properties, self.controls = settings, summary, properties, controls
+        rows, window_notes = window_rows(summary, settings.window)
+        self.values = Values(rows, settings)
+        self.variants_present = {tuple(k) for k in summary[list(CELL_KEY[:3])].drop_duplicates().itertuples(index=False)}
+        self.notes = notes + window_notes + error_notes(self.values)
+        known = {DEFAULT_VARIANT, settings.nothink_variant, settings.filler_variant, *settings.aug_variants,
+                 *(controls["label"] if controls is not None else ())}
+        unused = sorted({k[2] for k in self.variants_present} - known)
+        if unused:
+            self.notes.append(f"variant(s) in no table: {', '.join(unused)} (see success_ci)")
+        self._built: dict[str, Table] = {}
+        self._shared: dict[str, object] = {}
+
+    @functools.cached_property
+    def extended(self) -> tuple[Table, pd.DataFrame]:
+        """Table 4 and the late-window rows of its runs (``table4_extended``)."""
+        return table4_extended(self.summary, self.values)
+
+    @functools.cached_property
+    def draws(self) -> stats.BootstrapDraws:
+        """The bootstrap draws of every cell, the late windows' included (``stats.bootstrap``)."""
+        return stats.bootstrap(pd.concat([self.values.rows, self.extended[1]]), self.settings.n_boot,
+                               self.settings.seed)
+
+    @functools.cached_property
+    def intervals(self) -> pd.DataFrame:
+        """Every cell's mean with its bootstrap intervals (``success_ci``'s rows)."""
+        late_rows = self.extended[1]
+        means = pd.concat([self.values.success, cell_means(late_rows)]) if not late_rows.empty else self.values.success
+        return means.join(stats.success_intervals(self.draws), how="left")
+
+    @functools.cached_property
+    def stability(self) -> pd.DataFrame:
+        s = self.settings
+        return stats.rank_stability(self.draws, s.domains, INITS, DEFAULT_VARIANT, s.tie_points, s.rank_decimals)
+
+    @functools.cached_property
+    def has_mixtures(self) -> bool:
+        return any(MIX_SEP in train for _, train, _ in self.variants_present)
+
+    def shared(self, key: str, compute):
+        """A value several builders share, computed by ``compute()`` on first use and kept."""
+        if key not in self._shared:
+            self._shared[key] = compute()
+        return self._shared[key]
+
+    def present(self, name: str) -> bool:
+        """Whether this analysis has the registered table or figure ``name``: an entry planned with
+        the mixtures only when the summary has mixture runs, one planned with the controls only
+        with the controls' properties (``build_one`` still writes it, empty)."""
+        planned = artifacts.get(name).planned
+        return {"always": True, "mixtures": self.has_mixtures, "controls": self.controls is not None}[planned]
+
+    def table(self, name: str) -> Table:
+        """The registered table ``name``, built by its registry builder on first use."""
+        if name not in self._built:
+            artifact = artifacts.get(name)
+            if artifact.kind != "table":
+                raise GentaxError(f"{name!r} is a {artifact.kind}, not a table")
+            self._built[name] = artifacts.builder(name)(self, name)
+        return self._built[name]
+
+    @property
+    def tables(self) -> dict[str, Table]:
+        """Every table this analysis has (``present``), in registry order."""
+        return {name: self.table(name) for name in artifacts.names("table") if self.present(name)}
 
 
 def mixture_ood(values: Values, variants_present: set[tuple], draws: stats.BootstrapDraws | None = None) -> Table:
@@ -778,7 +865,7 @@ def mixture_ood(values: Values, variants_present: set[tuple], draws: stats.Boots
     records = []
     for init, train, variant in sorted(k for k in variants_present if MIX_SEP in k[1]):
         members = list(mixture_weights(train))
-        ood_domains = [e for e in domains_of(init) if e not in members]
+        ood_domains = [e for e in values.settings.domains(init) if e not in members]
         base = {e: values.base(init, e, variant) for e in ood_domains}
         base_keys = {e: (init, BASE, values.base_variant(init, e, variant), e) for e in ood_domains}
         for run in [train, *members]:
@@ -809,68 +896,72 @@ def mixture_ood(values: Values, variants_present: set[tuple], draws: stats.Boots
                             values.settings.test_level))
 
 
-def compute_tables(summary, properties=None, settings: Settings | None = None, controls=None) -> Analysis:
-    """Validate the inputs and compute every table and statistic (nothing is written).
-    ``controls``: the controls' properties table (``gentax.analysis.controls``); with it the
-    controls' tables are computed too."""
+def analyse(summary, properties=None, settings: Settings | None = None, controls=None) -> Analysis:
+    """Validate the inputs and window the runs; every table and statistic is left to be computed
+    on first use (``Analysis``). ``controls``: the controls' properties table
+    (``gentax.analysis.controls``); with it the controls' tables are present."""
     settings = settings or Settings()
     summary = load_summary(summary)
     properties = load_properties(properties) if properties is not None else None
     levels = control_tables.load_levels(controls) if controls is not None else None
-    summary, notes = drop_excluded(summary)
-    rows, window_notes = window_rows(summary, settings.window)
-    notes += window_notes
-    values = Values(rows, settings)
-    notes += error_notes(values)
-    table4, late_rows = table4_extended(summary, values)
-    draws = stats.bootstrap(pd.concat([rows, late_rows]), settings.n_boot, settings.seed)
-    intervals = stats.success_intervals(draws)
-    means = pd.concat([values.success, cell_means(late_rows)]) if not late_rows.empty else values.success
-    intervals = means.join(intervals, how="left")
-    stability = stats.rank_stability(draws, domains_of, INITS, DEFAULT_VARIANT,
-                                     settings.tie_points, settings.rank_decimals)
-    variants_present = {tuple(k) for k in summary[list(CELL_KEY[:3])].drop_duplicates().itertuples(index=False)}
-    tables = [
-        table2_success(values, intervals, delta_id_intervals(values, draws)),
-        table3_ranking(values, properties),
-        table4,
-        table5_augmentation(values, variants_present),
-        table6_relative_change(values),
-        table7_thinking(values, variants_present),
-        table8_rank_detail(values),
-        Table("success_ci", "Every success figure (percent) with 95% bootstrap intervals "
-              "(over seeds; over seeds and episodes where episode counts exist); variant "
-              "default@N = the run's checkpoints ending at step N",
-              intervals.reset_index()),
-        Table("rank_stability", "Rank stability: share of bootstrap draws in which each training "
-              "domain has the best (lowest) OOD ranking score", stability),
-    ]
-    mixtures = mixture_ood(values, variants_present, draws)
-    if not mixtures.data.empty:  # only a summary with mixture runs gets this table
-        tables.append(mixtures)
-    if levels is not None:
-        tables += control_tables.controls_tables(rows, values, levels, draws, settings.n_boot, settings.seed)
-    known = {t for t in (DEFAULT_VARIANT, settings.nothink_variant, settings.filler_variant, *settings.aug_variants,
-                         *(levels["label"] if levels is not None else ()))}
-    unused = sorted({k[2] for k in variants_present} - known)
-    if unused:
-        notes.append(f"variant(s) in no table: {', '.join(unused)} (see success_ci)")
-    return Analysis(settings, {t.name: t for t in tables}, intervals, stability, values,
-                    summary, properties, notes, levels)
+    summary, notes = drop_excluded(summary, settings.init_domains)
+    return Analysis(settings, summary, properties, notes, levels)
 
 
-def computed_table(analysis: Analysis, name: str) -> Table:
-    """The builder of the tables ``compute_tables`` makes together (``gentax.analysis.artifacts``):
-    the named one, or that table empty when its inputs do not give rise to it (no mixture runs,
-    no controls' table)."""
-    if name in analysis.tables:
-        return analysis.tables[name]
-    if name in control_tables.TABLES:
-        tables = control_tables.controls_tables(analysis.summary.iloc[0:0], analysis.values, None, None, 0, 0)
-        return {t.name: t for t in tables}[name]
-    if name == "mixture_ood":
-        return mixture_ood(analysis.values, set())
-    raise GentaxError(f"compute_tables makes no table {name!r}")
+def compute_tables(summary, properties=None, settings: Settings | None = None, controls=None) -> Analysis:
+    """Validate the inputs and compute every table of the registry the inputs give rise to (nothing
+    is written): ``analyse`` and then each present table's builder, in registry order."""
+    analysis = analyse(summary, properties, settings, controls)
+    analysis.tables  # noqa: B018 (builds them)
+    return analysis
+
+
+# ---------------------------------------------------------------- builders (gentax.analysis.artifacts)
+# Each registered table's builder, ``(analysis, name) -> Table``, over the analysis's shared values.
+
+
+def build_table2(analysis: Analysis, name: str) -> Table:
+    return table2_success(analysis.values, analysis.intervals, delta_id_intervals(analysis.values, analysis.draws))
+
+
+def build_table3(analysis: Analysis, name: str) -> Table:
+    return table3_ranking(analysis.values, analysis.properties)
+
+
+def build_table4(analysis: Analysis, name: str) -> Table:
+    return analysis.extended[0]
+
+
+def build_table5(analysis: Analysis, name: str) -> Table:
+    return table5_augmentation(analysis.values, analysis.variants_present)
+
+
+def build_table6(analysis: Analysis, name: str) -> Table:
+    return table6_relative_change(analysis.values)
+
+
+def build_table7(analysis: Analysis, name: str) -> Table:
+    return table7_thinking(analysis.values, analysis.variants_present)
+
+
+def build_table8(analysis: Analysis, name: str) -> Table:
+    return table8_rank_detail(analysis.values)
+
+
+def build_success_ci(analysis: Analysis, name: str) -> Table:
+    return Table("success_ci", "Every success figure (percent) with 95% bootstrap intervals "
+                 "(over seeds; over seeds and episodes where episode counts exist); variant "
+                 "default@N = the run's checkpoints ending at step N", analysis.intervals.reset_index())
+
+
+def build_rank_stability(analysis: Analysis, name: str) -> Table:
+    return Table("rank_stability", "Rank stability: share of bootstrap draws in which each training "
+                 "domain has the best (lowest) OOD ranking score", analysis.stability)
+
+
+def build_mixture_ood(analysis: Analysis, name: str) -> Table:
+    """``mixture_ood``; empty (and no draws computed) when the summary has no mixture runs."""
+    return mixture_ood(analysis.values, analysis.variants_present, analysis.draws if analysis.has_mixtures else None)
 
 
 _OUTPUTS = {"table": TABLE_FORMATS, "figure": ("png", "svg")}
@@ -883,8 +974,8 @@ def build_one(name: str, summary, properties, outputs, controls=None, **options)
     ``outputs`` maps ``csv``, ``md``, ``tex`` (a table) or ``png``, ``svg`` (a figure) to paths.
     ``summary`` may be a list of per-run files; ``options`` are ``Settings`` fields (``window``,
     ``n_boot``, ``seed``, ...), ``n_boot`` forced to 0 for an entry that needs no bootstrap;
-    ``controls`` the controls' properties table (the controls' tables and figure need it). This
-    is what a workflow rule calls.
+    ``controls`` the controls' properties table (the controls' tables and figure need it). Only
+    what the entry's builder reads is computed (``analyse``). This is what a workflow rule calls.
     """
     artifact = artifacts.get(name)  # an unknown name is one GentaxError
     outputs = dict(outputs)
@@ -894,14 +985,14 @@ def build_one(name: str, summary, properties, outputs, controls=None, **options)
         raise GentaxError(f"{name}: no output path for {', '.join(missing)}")
     if not artifact.bootstrap:
         options["n_boot"] = 0
-    analysis = compute_tables(summary, properties, Settings(**options), controls)
-    built = artifacts.builder(name)(analysis, name)
+    analysis = analyse(summary, properties, Settings(**options), controls)
     if artifact.kind == "table":
-        for ext, text in render(built).items():
+        for ext, text in render(analysis.table(name)).items():
             write_text(outputs[ext], text)
     else:
         from gentax.analysis import figures  # defers matplotlib to the figure jobs
 
+        built = artifacts.builder(name)(analysis, name)
         for ext in wanted:
             figures.save(built, outputs[ext])
     return analysis

@@ -208,14 +208,12 @@ def artifact(cfg: dict, name: str, *, summaries: Iterable[str], outputs: Mapping
     """``gentax table`` / ``gentax figure``: one table or figure from the run summaries it reads (and
     the properties / controls tables where its registry entry reads them: ``plan.artifact_inputs``)."""
     properties_file, controls_file = properties, controls
-    from gentax.analysis.summary import sft_mix_domains  # function-local: defers pandas
+    from gentax.analysis.summary import config_settings  # function-local: defers pandas
     verb = "figure" if name in artifacts.names("figure") else "table"
     return jobspec.build(verb, name=name, summaries=[str(p) for p in summaries], properties=properties_file,
                          controls=controls_file, outputs=_plain(outputs), provenance=provenance,
                          window=window(cfg, cfg["grid"]["steps"]), seed=int(cfg["seed"]),
-                         error_mark_pct=float(cfg["eval"].get("error_mark_pct", 5)),
-                         test_level=float(cfg["eval"]["test_level"]),
-                         sft_mix=list(sft_mix_domains(cfg["inits"]["v2"]["sft"]["mix"])))
+                         error_mark_pct=float(cfg["eval"].get("error_mark_pct", 5)), **config_settings(cfg))
 
 
 def properties_table(inputs: Iterable[str], out: str) -> dict[str, Any]:

@@ -60,8 +60,8 @@ def _variants_of(kind: str) -> dict[str, list[str]]:
 _DERIVED_LISTS = {
     "TABLE_VARIANTS": lambda: _variants_of("table"),  # the always-planned tables: the variants each reads
     "FIGURE_VARIANTS": lambda: _variants_of("figure"),
-    "TABLES_WITH_PROPERTIES": lambda: {a.name for a in artifacts.ARTIFACTS if a.properties},
-    "WITH_EXTENDED": lambda: {a.name for a in artifacts.ARTIFACTS if a.extended},
+    "TABLES_WITH_PROPERTIES": lambda: {a.name for a in artifacts.entries() if a.properties},
+    "WITH_EXTENDED": lambda: {a.name for a in artifacts.entries() if a.extended},
     "MIXTURE_ARTIFACTS": lambda: artifacts.names(planned="mixtures"),
     "CONTROL_NAMES": lambda: artifacts.names(planned="controls"),
 }
@@ -337,7 +337,7 @@ def artifact_names(cfg: dict, kind: str | None = None) -> list[str]:
     ``always`` entry, the mixture ones when ``grid.mixtures`` is enabled and the controls' when a
     ``controls`` sweep is (``gentax.analysis.artifacts``)."""
     holds = _planned_conditions(cfg)
-    return [a.name for a in artifacts.ARTIFACTS if (kind is None or a.kind == kind) and a.planned in holds]
+    return [a.name for a in artifacts.entries() if (kind is None or a.kind == kind) and a.planned in holds]
 
 
 def table_names(cfg: dict) -> list[str]:

@@ -20,6 +20,9 @@ Model (stated, not hidden):
   close to 0 or 1 for that spread, the largest the range allows, sd² ≤ mean (1 − mean) / 2); a
   seed's rates on the OOD domains are the same quantile of each domain's Beta (a better seed is
   better everywhere: the larger spread of the summed ΔOOD numerator);
+The tables priced are those whose registry entry says what their rule tests
+(``gentax.analysis.artifacts.Tested``: today Tables 2 and 4, ΔID; Tables 5 and 7, ΔOOD).
+
 - ΔID (Tables 2, 4): base rate p0 of the training domain -> the run's mean p0 + Δ; the smallest Δ
   (points). ΔOOD (Tables 5, 7: intervention run vs default run, both trained, the OOD domains'
   tasks pooled): every OOD domain's mean moves by the same relative change r (percent, the ΔOOD
@@ -48,7 +51,9 @@ import numpy as np
 from scipy.stats import beta as beta_law
 from scipy.stats import binom
 
-from gentax.analysis import stats
+from gentax.analysis import artifacts, stats
+from gentax.domains.spec import is_mixture
+from gentax.errors import ConfigError
 from gentax.io import repo_path
 from gentax.study import plan as gplan
 
@@ -302,10 +307,15 @@ def base_rates(cfg: dict, init: str) -> tuple[dict[str, float], str]:
 
     assumed = {d: float(v) for d, v in cfg["eval"].get("power_base_success", {}).items()}
     path = repo_path(cfg["results"]) / "summary" / "base" / init / "default.csv"
+    source = "config eval.power_base_success"
     if path.is_file():
         measured = read_result_csv(path).groupby("eval_domain")["success"].mean().to_dict()
-        return {**assumed, **{d: float(v) for d, v in measured.items()}}, str(path)
-    return assumed, "config eval.power_base_success"
+        assumed, source = {**assumed, **{d: float(v) for d, v in measured.items()}}, str(path)
+    missing = [d for d in gplan.eval_domains(cfg, init) if d not in assumed]
+    if missing:
+        raise ConfigError(f"config key eval.power_base_success: no base success for {', '.join(missing)} "
+                          f"({init.upper()}'s domains without a base evaluation in {path.parent}): set it there")
+    return assumed, source
 
 
 def seed_spread(cfg: dict) -> dict[str, float]:
@@ -325,21 +335,24 @@ class TableCells:
 
 
 def tested_cells(cfg: dict) -> list[TableCells]:
-    """The cells each table tests under the configured grid."""
-    runs = gplan.runs(cfg)
+    """The cells each planned table tests under the configured grid, in registry order: the
+    tables whose registry entry says what they test (``gentax.analysis.artifacts.Tested``)."""
     by_variant: dict[str, set] = {}
-    for r in runs:
-        if not r.label:
+    for r in gplan.runs(cfg):
+        if not r.label and not is_mixture(r.train_domain):
             by_variant.setdefault(r.variant, set()).add((r.init, r.train_domain, r.steps))
-    default = sorted({(i, t) for i, t, _ in by_variant.get("default", ()) if "+" not in t})
-    long_runs = sorted({(i, t) for i, t, s in by_variant.get("default", ()) if s > cfg["grid"]["steps"]})
-    out = [TableCells("table2_success", "ΔID", tuple(default))]
-    if long_runs:  # each long run is tested at the default window and at its last checkpoints
-        out.append(TableCells("table4_extended", "ΔID", tuple(c for c in long_runs for _ in (0, 1))))
-    for table, variant in (("table5_augmentation", "aug"), ("table7_thinking", "nothink")):
-        cells = sorted({(i, t) for i, t, _ in by_variant.get(variant, ())})
+    out = []
+    for name in gplan.table_names(cfg):
+        tested = artifacts.get(name).tests
+        if tested is None:
+            continue
+        runs = by_variant.get(tested.variant, ())
+        if tested.extended:  # each long run is tested at the default window and at its last checkpoints
+            cells = tuple(c for c in sorted({(i, t) for i, t, s in runs if s > cfg["grid"]["steps"]}) for _ in (0, 1))
+        else:
+            cells = tuple(sorted({(i, t) for i, t, _ in runs}))
         if cells:
-            out.append(TableCells(table, "ΔOOD", tuple(cells)))
+            out.append(TableCells(name, tested.effect, cells))
     return out
 
 
