@@ -205,3 +205,21 @@ def test_timing_stats_add_up():
     assert stats["generate_s"] + stats["env_s"] + stats["reset_s"] + stats["other_s"] <= stats["wall_s"]
     assert stats["reset_s"] > 0 and stats["env_s"] > 0
     assert stats["response_tokens"] == rollouts.steps_frame()["response_tokens"].sum()
+
+
+def test_env_pools_keep_one_pool_per_settings_and_play_what_fresh_pools_play():
+    """An RL run's steps collect through EnvPools: the envs start once, the episodes do not change."""
+    from gentax.rollout.collector import EnvPools
+
+    sampled = Scripted(seeded_reply)
+    fresh = [collect(sampled, seeds, sokoban(seed=step), progress=False).episodes_frame() for step, seeds in
+             enumerate([[0, 1], [2, 3, 4], [0, 1]])]
+    with EnvPools() as pools:
+        kept = [pools.collect(sampled, seeds, sokoban(seed=step), progress=False).episodes_frame() for step, seeds in
+                enumerate([[0, 1], [2, 3, 4], [0, 1]])]
+        other = pools.collect(sampled, [0], sokoban(max_steps=3), progress=False)  # other settings: its own pool
+        assert len(pools._pools) == 2 and other.episodes_frame().loc[0, "length"] <= 3
+        pool = next(iter(pools._pools.values()))
+    for a, b in zip(fresh, kept):
+        assert a.equals(b)
+    assert pool._closed  # closed with the cache

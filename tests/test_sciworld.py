@@ -249,3 +249,28 @@ def test_survey_reproduces_the_committed_table(tmp_path):
     assert got["splits"] == committed["splits"] and got["id"] == committed["id"] == "7-1"
     assert len(got["gold_steps"]["train"]) == 6 and not got["gold_steps"]["dev"]
     assert got["gold_steps"]["train"].items() <= committed["gold_steps"]["train"].items()
+
+
+@pytest.mark.slow
+def test_a_pools_jvms_start_side_by_side_and_play_what_one_env_plays(env):
+    """SciWorld envs are called from threads at once (concurrent_calls): their JVMs start together,
+    every episode is the one a lone env plays, and a killed JVM fails its episode alone."""
+    tasks = [env.task(s) for s in range(3)]
+    alone = [play_expert(env, task) for task in tasks]
+    with EnvPool("sciworld", "eval", tasks=SHORT) as pool:
+        texts = [[o.text] for o in pool.reset(tasks)]
+        infos = [w.worker_info for w in pool._inline.envs.values()]
+        assert max(i["launched_at"] for i in infos) < min(i["ready_at"] for i in infos)  # all three starting at once
+        live, last = set(range(3)), {}
+        while live:
+            for slot, (obs, _, done, info) in pool.step(pool.expert_actions(sorted(live))).items():
+                texts[slot].append(obs.text)
+                last[slot] = info
+                if done:
+                    live.discard(slot)
+        assert [(t, last[s]["won"]) for s, t in enumerate(texts)] == [(t, i["won"]) for t, i in alone]
+        pool.reset(tasks)
+        os.kill(pool._inline.envs[1].worker_info["jvm_pid"], signal.SIGKILL)
+        results = pool.step(pool.expert_actions([0, 1, 2]))
+        assert "error" in results[1][3] and results[1][2]
+        assert all("error" not in results[s][3] for s in (0, 2))

@@ -95,6 +95,10 @@ class DomainEnv:
     default_max_steps: ClassVar[int] = 50
     #: domain options and their defaults (difficulty knobs etc.); unknown options are an error
     default_options: ClassVar[dict[str, Any]] = {}
+    #: True when an env's reset / step / expert_action mostly waits on a process of its own (a
+    #: JVM): ``gentax.domains.pool`` then calls a batch's envs from threads at once, so their
+    #: engines work side by side. Only for envs that share no state with each other in this process.
+    concurrent_calls: ClassVar[bool] = False
 
     def __init__(self, split: str = "train", seed: int = 0, max_steps: int | None = None, **options):
         if split not in SPLITS:

@@ -10,6 +10,9 @@ what ``DomainEnv.step`` returns (see ``gentax.domains.base``).
 - ``num_workers > 0``: slot ``i`` lives in worker ``i % W`` (a ``spawn``ed process, safe next to
   torch threads); one call sends every worker its share first, then collects, so workers step in
   parallel. Slot ``i``'s env is built with seed ``seed + i``.
+- Either way, a domain whose envs each wait on a process of their own (``concurrent_calls``:
+  SciWorld's JVMs) has a call's envs called from threads at once, so a batch's JVMs start, load
+  and step side by side instead of one after another.
 
 Failures never pass as a plain zero:
 - an exception while stepping (an engine bug, a dead JVM) ends that slot's episode as failed:
@@ -27,6 +30,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import traceback
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 from gentax.domains import domain_class, make
@@ -37,43 +41,57 @@ log = logging.getLogger(__name__)
 
 StepResult = tuple[Observation, float, bool, dict[str, Any]]
 _POLL_S = 0.5
+#: most envs of one process called at once (``DomainEnv.concurrent_calls``): a batch's worth
+_MAX_THREADS = 64
 
 
 class _Slots:
-    """The envs of one process (the pool's own in inline mode, or one worker's)."""
+    """The envs of one process (the pool's own in inline mode, or one worker's).
+
+    For a domain whose envs set ``concurrent_calls`` (each waits on a process of its own), a
+    call's envs run from threads at once; results keep the items' order either way."""
 
     def __init__(self, domain: str, split: str, seed: int, max_steps: int | None, options: dict[str, Any]):
         self.args = (domain, split, seed, max_steps, options)
         self.envs: dict[int, Any] = {}
+        self._threads = ThreadPoolExecutor(thread_name_prefix=f"gentax-{domain}", max_workers=_MAX_THREADS) \
+            if domain_class(domain).concurrent_calls else None
+
+    def _each(self, items: list, call) -> list:
+        """``call(item)`` for every item, at once when the domain allows it; in items' order.
+        An exception from any item propagates (after every item has finished)."""
+        if self._threads is None or len(items) < 2:
+            return [call(item) for item in items]
+        futures = [self._threads.submit(call, item) for item in items]
+        wait(futures)  # no env is left mid-call when one raises
+        return [future.result() for future in futures]
 
     def reset(self, items: list[tuple[int, Task]]) -> list[Observation]:
         domain, split, seed, max_steps, options = self.args
-        out = []
-        for slot, task in items:
+        for slot, _ in items:
             if slot not in self.envs:
                 self.envs[slot] = make(domain, split=split, seed=seed + slot, max_steps=max_steps, **options)
-            out.append(self.envs[slot].reset(task))
-        return out
+        return self._each(items, lambda item: self.envs[item[0]].reset(item[1]))
 
     def step(self, items: list[tuple[int, str]], invalid: bool = False) -> list[tuple[str, Any]]:
         """Per item ("ok", result) or ("error", message); a failed env is dropped."""
-        out = []
-        for slot, arg in items:
-            env = self.envs[slot]
-            try:
-                out.append(("ok", env.step_invalid(arg) if invalid else env.step(arg)))
-            except Exception as exc:  # noqa: BLE001 - any engine failure ends the episode, visibly
-                out.append(("error", f"{type(exc).__name__}: {exc}"))
-                self.drop(slot)
-        return out
+        def one(item):
+            env = self.envs[item[0]]
+            return env.step_invalid(item[1]) if invalid else env.step(item[1])
+        return self._guarded(items, one)
 
     def expert(self, slots: list[int]) -> list[tuple[str, Any]]:
-        out = []
-        for slot in slots:
+        return self._guarded([(slot, None) for slot in slots], lambda item: self.envs[item[0]].expert_action())
+
+    def _guarded(self, items: list[tuple[int, Any]], call) -> list[tuple[str, Any]]:
+        def one(item):
             try:
-                out.append(("ok", self.envs[slot].expert_action()))
-            except Exception as exc:  # noqa: BLE001
-                out.append(("error", f"{type(exc).__name__}: {exc}"))
+                return ("ok", call(item))
+            except Exception as exc:  # noqa: BLE001 - any engine failure ends the episode, visibly
+                return ("error", f"{type(exc).__name__}: {exc}")
+        out = self._each(items, one)
+        for (slot, _), (status, _) in zip(items, out):
+            if status == "error":
                 self.drop(slot)
         return out
 
@@ -88,6 +106,8 @@ class _Slots:
     def close(self) -> None:
         for slot in list(self.envs):
             self.drop(slot)
+        if self._threads is not None:
+            self._threads.shutdown(wait=True)
 
 
 def _worker_main(conn, args) -> None:

@@ -192,6 +192,7 @@ def _split_variations(info: dict[str, Any], package_split: str) -> list[int]:
 class SciworldEnv(DomainEnv):
     name = "sciworld"
     default_max_steps = 50
+    concurrent_calls = True  # each env's JVM is its own process: a batch's start, load and steps overlap
     default_options = {
         "tasks": None,
         "eval_split": "dev",
@@ -352,8 +353,8 @@ class SciworldEnv(DomainEnv):
     # ---- worker facts (monitoring, tests) ---------------------------------------------------
     @property
     def worker_info(self) -> dict[str, Any] | None:
-        """pid, jvm_pid, jvm_max_heap_mb, jvm_flags (what the JVM runs with) and start_s of the live worker
-        (None when none)."""
+        """pid, jvm_pid, jvm_max_heap_mb, jvm_flags (what the JVM runs with), start_s and its interval
+        (``launched_at``, ``ready_at``: ``time.monotonic()`` of this process) of the live worker (None when none)."""
         return dict(self._worker.info) if self._worker is not None and self._worker.alive else None
 
     # ---- internals --------------------------------------------------------------------------
@@ -440,7 +441,7 @@ class _WorkerClient:
             self.info = self._answer(max(timeout_s, SLOW_TIMEOUT_S), "start")
         except WorkerError as exc:
             raise WorkerError(f"could not start the ScienceWorld JVM: {exc}") from None
-        self.info["start_s"] = round(time.monotonic() - started, 3)
+        self.info.update(start_s=round(time.monotonic() - started, 3), launched_at=started, ready_at=time.monotonic())
 
     def call(self, method: str, *args, timeout: float | None = None):
         try:

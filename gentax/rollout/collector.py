@@ -43,7 +43,8 @@ Seeds: every random choice comes from ``cfg.seed``: trajectory ``j`` samples ste
 ``cfg.seed`` (e.g. derived from the run seed and the RL step) for fresh samples.
 
 The pool's envs are built with ``seed=cfg.seed`` (slot ``i``: ``cfg.seed + i``); pass
-``pool=`` to reuse one across calls (its domain and split must match ``cfg``).
+``pool=`` to reuse one across calls (its domain and split must match ``cfg``), or call through
+``EnvPools``, which keeps one per domain and env settings.
 
 Timing: ``rollouts.stats`` has ``generate_s`` (inside ``generate``), ``env_s`` (pool steps
 and expert actions: the env's share of the turns), ``reset_s`` (pool resets, once per batch),
@@ -55,6 +56,7 @@ shows each batch's progress (``progress=False`` hides it).
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from typing import Any
@@ -144,8 +146,6 @@ class _Clock:
 def collect(generator, task_seeds: list[int], cfg: CollectConfig, *, run_id: str = "", pool=None,
             progress: bool = True) -> Rollouts:
     """Run ``group_size`` trajectories per task seed (see the module docstring)."""
-    from gentax.domains.pool import EnvPool
-
     cfg.validate()
     task_seeds = [int(s) for s in task_seeds]
     if not task_seeds:
@@ -158,7 +158,7 @@ def collect(generator, task_seeds: list[int], cfg: CollectConfig, *, run_id: str
     batch_size = cfg.batch_size or len(plan)
     own_pool = pool is None
     if own_pool:
-        pool = EnvPool(cfg.domain, cfg.split, num_workers=cfg.num_workers, seed=cfg.seed, max_steps=cfg.max_steps, **cfg.env_options)
+        pool = _new_pool(cfg)
     step_rows: list[dict] = []
     tokens: list[StepTokens] = []
     episode_rows: list[dict] = []
@@ -181,6 +181,41 @@ def collect(generator, task_seeds: list[int], cfg: CollectConfig, *, run_id: str
     stats.update(clock.seconds, wall_s=wall, episodes=len(episode_rows), steps=len(step_rows))
     stats["tokens_per_s"] = stats["response_tokens"] / stats["generate_s"] if stats["generate_s"] > 0 else float("nan")
     return Rollouts(steps, episodes, [tokens[i] for i in order], stats)
+
+
+def _new_pool(cfg: CollectConfig):
+    from gentax.domains.pool import EnvPool
+
+    return EnvPool(cfg.domain, cfg.split, num_workers=cfg.num_workers, seed=cfg.seed, max_steps=cfg.max_steps, **cfg.env_options)
+
+
+class EnvPools:
+    """Env pools kept across ``collect`` calls: one per domain, split and env settings, built at
+    the first call that needs it and reused by the later ones (an RL run's steps), so a domain's
+    envs -- SciWorld's JVMs, ALFWorld's engines -- start once per process, not once per step.
+    An env's seed only names its default task, and every episode resets its env to its own task,
+    so a reused pool plays exactly the episodes a fresh one would. ``close()`` ends them all."""
+
+    def __init__(self):
+        self._pools: dict[tuple, Any] = {}
+
+    def collect(self, generator, task_seeds: list[int], cfg: CollectConfig, **kwargs) -> Rollouts:
+        """``collect`` on this cache's pool for ``cfg``'s env settings."""
+        key = (cfg.domain, cfg.split, cfg.num_workers, cfg.max_steps, json.dumps(cfg.env_options, sort_keys=True))
+        if key not in self._pools:
+            self._pools[key] = _new_pool(cfg)
+        return collect(generator, task_seeds, cfg, pool=self._pools[key], **kwargs)
+
+    def close(self) -> None:
+        pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def _make_tasks(cfg: CollectConfig, task_seeds: list[int]) -> list[Any]:

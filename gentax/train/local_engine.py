@@ -486,7 +486,7 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
     from tqdm.auto import tqdm
 
     from gentax.domains import domain_class
-    from gentax.rollout.collector import collect
+    from gentax.rollout.collector import EnvPools
     from gentax.rollout.generators import derive_seed, require_model_folder
 
     for member in run.weights:  # a domain whose env does not import fails before any model is loaded
@@ -527,6 +527,8 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
     policy.model.eval()
     bar = tqdm(total=end, initial=resume, desc=f"RL {domain}/{variant} s{seed}", unit="step", disable=not progress)
     job_progress = gprogress.job(f"RL {domain}/{variant} s{seed}", end, "step", done=resume)  # the log's line
+    pools = EnvPools()  # each domain's envs start once for the job's steps, not once a step
+    collect = pools.collect
     try:
         job_progress.start()
         for step in range(resume + 1, end + 1):
@@ -579,6 +581,7 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
                             loss=f"{row['loss']:.3g}", kl=f"{row['kl']:.2g}", s=f"{row['seconds']:.0f}")
             job_progress.advance()
     finally:
+        pools.close()
         job_progress.stop()
         bar.close()
         metrics_log.close()
