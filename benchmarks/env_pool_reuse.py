@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(f"# {args.domain} ({args.config}: max_steps {settings['max_steps']}), {args.batch} episodes x {args.steps} steps a "
           f"run, stand-in generator; commit {commit}, {platform.node()} ({os.cpu_count()} cores), "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f} at the start")
     print("arm               first step s  later steps s  reset s/step  env s/step  machine CPU s  total s")
     for arm in args.arms.split(","):
         row = run_arm(arm, args.domain, settings, args.batch, args.steps)
