@@ -6,7 +6,8 @@ commits of this repository on this machine and compare what they computed.
 Each commit is checked out into a scratch folder and run with the same Snakemake command (the
 embedded profile's threads: ``profiles/default`` before it became ``profiles/embedded``); then
 every RL run's metrics (timings left out), every checkpoint's weights, every evaluation's
-outcomes (its summary less timings and provenance) and every table are compared. It prints one
+outcomes (its summary less timings and provenance, its episodes and steps: each response sampled) and
+every table are compared; a differing episodes or steps file says how many rows differ and in which columns. It prints one
 line per artifact kind and a verdict; ``--out`` also writes that as a record (commit, machine,
 date). A restructuring that changes no job's computation gives "identical".
 """
@@ -90,6 +91,8 @@ def compare(a: Path, b: Path) -> list[str]:
             json.loads(p.read_text())) == _strip(json.loads(q.read_text()))),
         "evaluation episodes": ("eval/**/*.episodes.parquet",
                                 lambda p, q: untimed(pd.read_parquet(p)).equals(untimed(pd.read_parquet(q)))),
+        "evaluation steps (each response: the tokens sampled)": (
+            "eval/**/*.steps.parquet", lambda p, q: untimed(pd.read_parquet(p)).equals(untimed(pd.read_parquet(q)))),
         "tables": ("tables/*.csv", lambda p, q: p.read_text() == q.read_text()),
     }
     for name, (pattern, same) in kinds.items():
@@ -116,6 +119,13 @@ def _what_differs(a: Path, b: Path) -> str:
         added, dropped = sorted(set(y) - set(x)), sorted(set(x) - set(y))
         changed = sorted(c for c in set(x) & set(y) if not x[c].equals(y[c]))  # NaN equals NaN here
         return f"changed {changed or 'none'}; added {added or 'none'}; dropped {dropped or 'none'}"
+    elif a.suffix == ".parquet":  # episodes or steps: how many rows differ, and in what
+        fx, fy = (f.drop(columns=[c for c in f.columns if _timing(c)]) for f in (pd.read_parquet(a), pd.read_parquet(b)))
+        if len(fx) != len(fy) or list(fx.columns) != list(fy.columns):
+            return f"{len(fx)} rows, then {len(fy)}; columns {'same' if list(fx.columns) == list(fy.columns) else 'differ'}"
+        unequal = ~((fx == fy) | (fx.isna() & fy.isna()))
+        rows = int(unequal.any(axis=1).sum())
+        return f"{rows} of {len(fx)} rows differ, in {sorted(unequal.columns[unequal.any(axis=0)]) or 'none'}"
     else:
         return "bytes differ"
     added, dropped = sorted(set(y) - set(x)), sorted(set(x) - set(y))

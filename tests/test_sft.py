@@ -99,7 +99,7 @@ def test_paper_sft_hands_llamafactory_zero3_on_several_gpus(tmp_path):
     assert (node["per_device_train_batch_size"], node["gradient_accumulation_steps"]) == (2, 1)  # 2 x 8 GPUs = 16
     assert node["finetuning_type"] == "full" and node["learning_rate"] == 1e-5
     assert "deepspeed" not in llamafactory_args(cfg, tmp_path, tmp_path, tmp_path / "o", 6656, 1)
-    assert node["bf16"] and not node["use_cpu"]
+    assert node["bf16"] and not node["use_cpu"] and node["full_determinism"]  # two runs agree on a GPU
 
 
 def test_bf16_on_a_cpu_tells_the_trainer_it_trains_on_the_cpu(tmp_path, monkeypatch):
@@ -111,6 +111,7 @@ def test_bf16_on_a_cpu_tells_the_trainer_it_trains_on_the_cpu(tmp_path, monkeypa
     assert bf16["bf16"] and bf16["use_cpu"]  # HF Trainer refuses bf16 on a CPU without use_cpu
     auto = llamafactory_args(load_sft_config({}, preset="embedded-base"), tmp_path, tmp_path, tmp_path / "o", 4096, 1)
     assert not auto["bf16"] and auto["use_cpu"]  # auto: fp32 on a CPU (gentax/train/sft.py says why)
+    assert not auto["full_determinism"]  # a CPU run keeps its kernels
 
 
 def test_engines_dtype_overrides_the_sft_precision():

@@ -146,6 +146,12 @@ def llamafactory_args(cfg: SFTConfig, data_dir: Path, init_model: Path, output_d
         "dataloader_num_workers": 0,
         "seed": cfg.seed,
         "data_seed": cfg.seed,
+        # on a GPU: HF Trainer's enable_full_determinism, torch's deterministic mode STRICT (the sdpa
+        # backward's cuDNN / memory-efficient kernels pick their deterministic algorithm only there;
+        # gentax.dtype.strict_determinism says why) and cuDNN's deterministic flags, so two runs of one
+        # SFT job give the same weights; it also sets CUDA_LAUNCH_BLOCKING (slower launches). A CPU
+        # run keeps the default kernels (already reproducible; its numbers stay the recorded ones).
+        "full_determinism": cuda,
     }
     if cfg.template is not None:
         args["template"] = cfg.template
