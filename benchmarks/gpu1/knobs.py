@@ -8,7 +8,9 @@ one-GPU preset's `domains:` (success between 10 and 90 % on every domain, so a Î
 Each setting is NAME DOMAIN MAX_STEPS KEY=VALUE...; it runs `gentax eval` (the one-GPU preset's
 evaluation settings: its new-token limit, history length and temperature, read from config/gpu1.yaml) on the first
 --episodes eval tasks into WORK/NAME.*, or reads WORK/NAME.json where that evaluation exists
-already, and writes one TSV row per setting (commit, machine, date in the header) and prints it.
+already, and writes one TSV row per setting (commit, machine, device, date in the header) and prints it.
+KEY=VALUE pairs are the domain's env options, except ``history_length=N``: the number of past
+(observation, action) pairs in the prompt, in place of the preset's.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ def preset_eval_settings() -> dict:
 
 def evaluate(model: str, work: Path, name: str, domain: str, max_steps: int, options: list[str], episodes: int,
              settings: dict) -> dict:
+    history = [o for o in options if o.startswith("history_length=")]
+    options = [o for o in options if o not in history]
+    settings = {**settings, **({"history_length": int(history[-1].split("=", 1)[1])} if history else {})}
     out = work / f"{name}.json"
     if not out.exists():
         cmd = [str(REPO / "bin" / "gentax"), "eval", "--model", model, "--domain", domain, "--episodes", str(episodes),
@@ -46,6 +51,13 @@ def evaluate(model: str, work: Path, name: str, domain: str, max_steps: int, opt
             cmd += ["--option", option]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return json.loads(out.read_text())
+
+
+def _device() -> str:
+    """What ``gentax eval`` generates on: its hf generator takes the GPU where torch sees one."""
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU"
 
 
 def main() -> None:
@@ -59,7 +71,7 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     lines = [f"# {dt.date.today()} commit {commit} machine {platform.node()} ({platform.processor() or platform.machine()}, "
-             f"CPU) model {args.model}",
+             f"{_device()}) model {args.model}",
              "name\tdomain\tmax_steps\toptions\tepisodes\tsuccess\tmean_length\tinvalid_rate\twall_s"]
     settings = preset_eval_settings()
     for setting in args.setting:
