@@ -85,6 +85,10 @@ def test_extension_continues_the_run_exactly_and_never_retrains(straight_run, ti
     straight = pd.read_csv(straight_run / runs.METRICS_FILE)
     extended = pd.read_csv(run / runs.METRICS_FILE)
     pd.testing.assert_series_equal(extended["loss"], straight["loss"])
+    # the step digests say so too: the same tokens trained on, the same weights after each update
+    for column in ("rollout_sha256", "weights_checksum"):
+        pd.testing.assert_series_equal(extended[column], straight[column])
+        assert straight[column].str.fullmatch("[0-9a-f]{16}").all() and straight[column].nunique() == 3
     # asking again trains nothing; a stretch that does not start at a saved step is refused
     assert train(run, tiny, (2, 3)) == 0 and "nothing to train" in capsys.readouterr().out
     with pytest.raises(ConfigError, match="no checkpoint at step 5"):

@@ -21,7 +21,7 @@
 # copy of the code from its own empty results folder at the same time (Snakemake's own, unwatched; the
 # targets go first: an option such as --configfile takes every word up to the next option as its value):
 # two runs of one config on one GPU; --collect then compares what both made (benchmarks/gpu1/twin.py,
-# $OUT/twin.json) and brings the twin's log.
+# $OUT/twin.json) and brings the twin's log and results (no weights: twin_results.tar.xz).
 set -u
 S=/tmp/gpu1dev
 here=$(pwd)
@@ -34,6 +34,9 @@ collect() {  # results (no weights) and the drive's record into $OUT
   if [ -d "$S/twin/results" ]; then
     [ -e "$S/twin.done" ] && echo "twin done: $(cat "$S/twin.done")" || echo "twin still running"
     python3 "$here/benchmarks/gpu1/twin.py" "$S/repo" "$S/twin" --out "$OUT/twin.json"
+    # the twin's own results (no weights): where two runs part, step by step (metrics.csv digests)
+    tar -C "$S/twin" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.bin' --exclude='*.gguf' \
+        --exclude='optimizer*' -cf - results | xz -3 -T8 > "$OUT/twin_results.tar.xz"
     tail -c 200000 "$S/twin.log" > "$OUT/twin.log" 2>/dev/null
   fi
   ls -la "$OUT"

@@ -18,7 +18,9 @@ The same algorithm as the verl engine, in plain torch: per training step k,
    mini-batch), accumulated over micro-batches of ``micro_batch_size`` samples;
 5. log a metrics.csv row (its ``seconds`` exclude the checkpoint save; ``think_tokens_mean``: the
    mean think-block tokens of the step's samples, ``runs.THINK_TOKENS_MEAN``; a thinking run also
-   keeps some of the step's think blocks, ``runs.write_think_samples``); then, every
+   keeps some of the step's think blocks, ``runs.write_think_samples``; ``rollout_sha256`` and
+   ``weights_checksum``: digests of the token ids trained on and of the trainable weights after
+   the update, so two runs of one config name the first step where they part); then, every
    ``save_every`` steps and at the last step, save a checkpoint. The row goes first so that a kill
    at any point resumes with every kept step's row (``runs.MetricsLog``).
 
@@ -444,6 +446,22 @@ def _collect_step(policy, cfg: RLConfig, run, *, step: int, step_seed: int, run_
     return parts
 
 
+def _digests(samples: Samples, policy) -> dict[str, str]:
+    """Fingerprints of a step for comparing two runs: SHA-256 (16 hex digits) of the samples' prompt
+    and response token ids, and a checksum of the trainable weights' bits (each tensor's elements
+    read as integers of their width and summed exactly in int64 on its device: no copy to the
+    host; a changed bit changes it, a permutation within a tensor does not)."""
+    import hashlib
+    import json
+
+    import torch
+
+    tokens = hashlib.sha256(json.dumps([samples.prompts, samples.responses]).encode()).hexdigest()[:16]
+    as_int = {4: torch.int32, 2: torch.int16, 8: torch.int64}
+    sums = [int(p.detach().view(as_int[p.element_size()]).sum(dtype=torch.int64)) for p in policy.trainable_parameters()]
+    return {"rollout_sha256": tokens, "weights_checksum": hashlib.sha256(str(sums).encode()).hexdigest()[:16]}
+
+
 def _step_metrics(parts: dict[str, Any], weights: dict[str, int]) -> dict[str, float]:
     """``runs.rollout_metrics`` over all of a step's rollouts plus ``think_tokens_mean``, with
     ``runs.domain_success`` for a mixture."""
@@ -547,7 +565,7 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
             stats = update_policy(policy, optimizer, samples, cfg, np.random.default_rng(derive_seed(seed, "minibatch", step)),
                                   at_reference=step == 1)
             update_s = time.perf_counter() - update_started
-            row = {"step": step, **_step_metrics(parts, weights), **stats}
+            row = {"step": step, **_step_metrics(parts, weights), **stats, **_digests(samples, policy)}
             train_tokens = sum(len(p) + len(r) for p, r in zip(samples.prompts, samples.responses))
             row.update(
                 adv_mean=float(samples.advantages.mean()) if len(samples) else float("nan"),
