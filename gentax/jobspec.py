@@ -311,7 +311,8 @@ class SFTTrainJob(JobKind):
 
 @dataclass(frozen=True)
 class _RolloutJob(JobKind):
-    """What ``gentax eval`` and ``gentax properties`` both receive (``jobs._rollout``)."""
+    """What ``gentax eval`` and ``gentax properties`` both receive (``jobs._rollout``); the step
+    limit is each one's own (an evaluation's ``max_steps``, a property log's ``t_max``)."""
     model: str | None
     domain: str
     split: str
@@ -325,7 +326,6 @@ class _RolloutJob(JobKind):
     generator: str
     dtype: str
     seed: int
-    max_steps: int
     options: dict[str, Any]
     think: str
     errors_as_losses: bool
@@ -347,8 +347,9 @@ class EvalDomain(typing.TypedDict):
 
 #: ``gentax eval``: one checkpoint on each of its eval domains in one process (``jobs.eval_checkpoint``):
 #: a rollout's keys (``_RolloutJob``, in their order) but those that differ between domains, which
-#: move into ``domains`` (``EvalDomain``): the model and the sampling once, then per domain what
-#: differs. ``evaluations(spec)``: each domain's whole settings, a one-domain evaluation's keys.
+#: move into ``domains`` (``EvalDomain``, with the domain's step limit ``max_steps``): the model and
+#: the sampling once, then per domain what differs. ``evaluations(spec)``: each domain's whole
+#: settings, a one-domain evaluation's keys.
 EvalJob = dataclasses.make_dataclass(
     "EvalJob", [(field.name, field.type) for field in dataclasses.fields(_RolloutJob)
                 if field.name not in EvalDomain.__annotations__] + [("domains", "list[EvalDomain]")],
@@ -364,7 +365,8 @@ def evaluations(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class PropertiesJob(_RolloutJob):
-    """``gentax properties``: one property log (``jobs.properties``)."""
+    """``gentax properties``: one property log (``jobs.properties``); ``t_max`` is its step limit
+    (T_max: an episode plays at most t_max steps, a failed one counts t_max)."""
     verb: ClassVar[str] = "properties"
     t_max: int
     augmentation: Augmentation | None
