@@ -285,8 +285,8 @@ class RLJob(JobKind):
 
 @dataclass(frozen=True)
 class SFTDataJob(JobKind):
-    """``gentax sft build-data``: an SFT dataset (``jobs.sft_data``); ``sft`` is the resolved SFT
-    section (``gentax.train.sft_config.sft_config`` checks its keys)."""
+    """``gentax sft build-data``: an SFT dataset (``jobs.sft_data``); ``sft`` is the resolved data
+    part of the SFT section (``gentax.train.sft_config.sft_data_config`` checks its keys)."""
     verb: ClassVar[str] = "sft build-data"
     preset: str
     sft: dict[str, Any]
@@ -298,7 +298,8 @@ class SFTDataJob(JobKind):
 
 @dataclass(frozen=True)
 class SFTTrainJob(JobKind):
-    """``gentax sft train``: LlamaFactory on a dataset folder (``jobs.sft_train``)."""
+    """``gentax sft train``: LlamaFactory on a dataset folder (``jobs.sft_train``); ``sft`` is the
+    resolved training part of the SFT section (``gentax.train.sft_config.sft_train_config``)."""
     verb: ClassVar[str] = "sft train"
     preset: str
     sft: dict[str, Any]

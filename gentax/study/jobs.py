@@ -136,7 +136,7 @@ def sft_data(cfg: dict, *, preset: str, out: str, v1_model: str | None) -> dict[
     experts) or the embedded base's expert warm start (preset ``embedded-base``)."""
     block = cfg["inits"]["v2"]["sft"] if preset == "v2" else (cfg.get("embedded_base") or {})
     section = {**_sft_data_section(cfg, block, with_generator=preset == "v2"), "seed": int(cfg["seed"])}
-    resolved = load_sft_config(section, preset)
+    resolved = load_sft_config(section, preset).data()  # what build-data reads (the training keys are sft_train's)
     domains = {d: domain_settings(cfg, d) for d in resolved.active_domains()}
     return jobspec.build("sft build-data", preset=preset, sft=resolved.to_dict(), domains=domains, v1=v1_model,
                          out=out, dtype=_dtype(cfg))
@@ -146,8 +146,9 @@ def sft_train(cfg: dict, *, preset: str, data: str, init_model: str, out: str) -
     """``gentax sft train``: LlamaFactory on a dataset folder, written as an HF folder."""
     block = cfg["inits"]["v2"]["sft"] if preset == "v2" else (cfg.get("embedded_base") or {})
     section = {**sft_train_section(block, dtype=_dtype(cfg)), "seed": int(cfg["seed"])}
-    return jobspec.build("sft train", preset=preset, sft=load_sft_config(section, preset).to_dict(), data=data,
-                         init=init_model, out=out, tracking=_plain(cfg.get("tracking") or {}), dtype=_dtype(cfg))
+    resolved = load_sft_config(section, preset).train()  # what train reads (the mix's keys are sft_data's)
+    return jobspec.build("sft train", preset=preset, sft=resolved.to_dict(), data=data, init=init_model, out=out,
+                         tracking=_plain(cfg.get("tracking") or {}), dtype=_dtype(cfg))
 
 
 def _rollout(cfg: dict, kind: str, domain: str, settings: Mapping[str, Any], model: str, tasks_file: str,
