@@ -179,7 +179,7 @@ def jobs(work: Path) -> list[Job]:
     import yaml
 
     from gentax.analysis.synthetic import synthetic_properties, synthetic_summary
-    from rl_helpers import TINY_RL, make_tiny_model
+    from rl_helpers import TINY_RL, make_run, make_tiny_model
 
     inputs = work / "inputs"
     tiny = make_tiny_model(inputs / "tiny")
@@ -191,6 +191,8 @@ def jobs(work: Path) -> list[Job]:
         "domains": {"webshop": {"max_steps": 2, "options": {}}}}))
     rl_config = inputs / "rl.yaml"
     rl_config.write_text(yaml.safe_dump({"rl": TINY_RL}))
+    run_spec = inputs / "run_spec.json"  # Sokoban, 2-step episodes
+    run_spec.write_text(make_run("sokoban", "default", 0, 3, init=str(tiny)).to_json())
     summary, properties = inputs / "summary.csv", inputs / "properties.csv"
     synthetic_summary(seeds=(0, 1)).to_csv(summary, index=False)
     synthetic_properties().to_csv(properties, index=False)
@@ -229,7 +231,7 @@ def jobs(work: Path) -> list[Job]:
         Job("sft", lambda job: ["sft", "train", "--config", str(sft_config), "--data", str(sft_data), "--init", str(tiny),
                                 "--out", str(job / "model")]),
         Job("rl", lambda job: ["train", "rl", "--engine", "local", "--config", str(rl_config),
-                               "--init", str(tiny), "--domain", "sokoban", "--seed", "0", "--steps", "0:3",
+                               "--init", str(tiny), "--run-spec", str(run_spec), "--steps", "0:3",
                                "--out", str(job / "run"), "--no-progress"]),
         Job("eval", eval_argv(6), setup=lambda job: _must(run(eval_argv(2)(job))), check_left=eval_left),
         Job("properties", lambda job: ["properties", "--generator", "expert", "--domain", "sokoban", "--episodes", "2",

@@ -48,17 +48,20 @@ def _cell_commands(args, folder: Path) -> list[list[str]]:
     from gentax.study.cli import DEFAULT_CONFIG
 
     cfg = gconfig.load_config(gconfig.with_preset(read_yaml(DEFAULT_CONFIG), {"preset": "embedded"}, default="paper"))
-    from gentax.pipeline import rl_section
+    from gentax.runspec import from_defaults
+    from gentax.study.jobs import rl_section
 
     domain = cfg["domains"][args.domain]
-    section = {**rl_section(cfg["rl"], save_every=args.steps, dtype=cfg["engines"].get("dtype", "auto")),
-               "max_steps": {args.domain: domain["max_steps"]}, "env_options": {args.domain: domain.get("options") or {}}}
+    section = rl_section(cfg["rl"], save_every=args.steps, dtype=cfg["engines"].get("dtype", "auto"))
     (folder / "rl.yaml").write_text(yaml.safe_dump({"rl": section}))
+    run = from_defaults(init=args.model, domain=args.domain, variant="default", seed=0, steps=args.steps,
+                        domains={args.domain: {"max_steps": domain["max_steps"], "options": domain.get("options") or {}}})
+    (folder / "run_spec.json").write_text(run.to_json())  # the domain's step limit and knobs
     ev = gplan.rollout_settings(cfg, "eval")
     python = [sys.executable, "-m", "gentax"]
     run_dir = folder / "run"
-    train = python + ["train", "rl", "--engine", "local", "--config", str(folder / "rl.yaml"), "--preset", "embedded",
-                      "--init", args.model, "--domain", args.domain, "--seed", "0", "--steps", f"0:{args.steps}",
+    train = python + ["train", "rl", "--engine", "local", "--config", str(folder / "rl.yaml"), "--init", args.model,
+                      "--run-spec", str(folder / "run_spec.json"), "--steps", f"0:{args.steps}",
                       "--out", str(run_dir), "--no-progress"]
     evaluate = python + ["eval", "--model", str(run_dir / "checkpoints" / f"step_{args.steps}"), "--domain", args.domain,
                          "--split", "eval", "--out", str(folder / "eval.parquet"), "--episodes", str(args.episodes),

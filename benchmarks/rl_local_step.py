@@ -31,6 +31,7 @@ def main() -> None:
 
     from gentax.dtype import rl_autocast
     from gentax.rollout.embedded_model import embedded_model_path
+    from gentax.runspec import from_defaults
     from gentax.train.cli import train_rl
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -60,16 +61,14 @@ def main() -> None:
     print(f"model {model}; RL section {rl}; {os.cpu_count()} cpus; load {os.getloadavg()[0]:.1f}")
     for domain in args.domains:
         for setting in args.dtypes.split(","):
-            section = {
-                **rl,
-                "max_steps": {domain: args.max_steps or embedded["domains"][domain]["max_steps"]},
-                "env_options": {domain: embedded["domains"][domain].get("options", {})},
-                "save_every": args.steps,
-                "autocast": rl_autocast(setting),
-            }
+            section = {**rl, "save_every": args.steps, "autocast": rl_autocast(setting)}
+            settings = {"max_steps": args.max_steps or embedded["domains"][domain]["max_steps"],
+                        "options": embedded["domains"][domain].get("options", {})}
+            run = from_defaults(init=model, domain=domain, variant="default", seed=0, steps=args.steps,
+                                domains={domain: settings})
             started = time.perf_counter()
-            train_rl("local", section, init=model, domain=domain, variant="default", seed=0, start=0, end=args.steps,
-                     run_dir=str(out / setting / domain), preset="embedded", progress=False)
+            train_rl("local", section, init=model, run=run, start=0, end=args.steps,
+                     run_dir=str(out / setting / domain), progress=False)
             log = pd.read_csv(out / setting / domain / "metrics.csv")
             print(f"\n== {domain}, dtype {setting}: {args.steps} steps in {time.perf_counter() - started:.0f} s "
                   f"(load {os.getloadavg()[0]:.1f})")

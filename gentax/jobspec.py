@@ -285,8 +285,8 @@ class RLJob(JobKind):
 
 @dataclass(frozen=True)
 class SFTDataJob(JobKind):
-    """``gentax sft build-data``: an SFT dataset (``jobs.sft_data``); ``sft`` is the resolved SFT
-    section (``gentax.train.sft_config.sft_config`` checks its keys)."""
+    """``gentax sft build-data``: an SFT dataset (``jobs.sft_data``); ``sft`` is the resolved data
+    part of the SFT section (``gentax.train.sft_config.sft_data_config`` checks its keys)."""
     verb: ClassVar[str] = "sft build-data"
     preset: str
     sft: dict[str, Any]
@@ -298,7 +298,8 @@ class SFTDataJob(JobKind):
 
 @dataclass(frozen=True)
 class SFTTrainJob(JobKind):
-    """``gentax sft train``: LlamaFactory on a dataset folder (``jobs.sft_train``)."""
+    """``gentax sft train``: LlamaFactory on a dataset folder (``jobs.sft_train``); ``sft`` is the
+    resolved training part of the SFT section (``gentax.train.sft_config.sft_train_config``)."""
     verb: ClassVar[str] = "sft train"
     preset: str
     sft: dict[str, Any]
@@ -311,7 +312,8 @@ class SFTTrainJob(JobKind):
 
 @dataclass(frozen=True)
 class _RolloutJob(JobKind):
-    """What ``gentax eval`` and ``gentax properties`` both receive (``jobs._rollout``)."""
+    """What ``gentax eval`` and ``gentax properties`` both receive (``jobs._rollout``); the step
+    limit is each one's own (an evaluation's ``max_steps``, a property log's ``t_max``)."""
     model: str | None
     domain: str
     split: str
@@ -325,7 +327,6 @@ class _RolloutJob(JobKind):
     generator: str
     dtype: str
     seed: int
-    max_steps: int
     options: dict[str, Any]
     think: str
     errors_as_losses: bool
@@ -347,8 +348,9 @@ class EvalDomain(typing.TypedDict):
 
 #: ``gentax eval``: one checkpoint on each of its eval domains in one process (``jobs.eval_checkpoint``):
 #: a rollout's keys (``_RolloutJob``, in their order) but those that differ between domains, which
-#: move into ``domains`` (``EvalDomain``): the model and the sampling once, then per domain what
-#: differs. ``evaluations(spec)``: each domain's whole settings, a one-domain evaluation's keys.
+#: move into ``domains`` (``EvalDomain``, with the domain's step limit ``max_steps``): the model and
+#: the sampling once, then per domain what differs. ``evaluations(spec)``: each domain's whole
+#: settings, a one-domain evaluation's keys.
 EvalJob = dataclasses.make_dataclass(
     "EvalJob", [(field.name, field.type) for field in dataclasses.fields(_RolloutJob)
                 if field.name not in EvalDomain.__annotations__] + [("domains", "list[EvalDomain]")],
@@ -364,7 +366,8 @@ def evaluations(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class PropertiesJob(_RolloutJob):
-    """``gentax properties``: one property log (``jobs.properties``)."""
+    """``gentax properties``: one property log (``jobs.properties``); ``t_max`` is its step limit
+    (T_max: an episode plays at most t_max steps, a failed one counts t_max)."""
     verb: ClassVar[str] = "properties"
     t_max: int
     augmentation: Augmentation | None

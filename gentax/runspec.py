@@ -6,8 +6,8 @@ Contract (docs/contracts.md "Runs")::
     variant(name) -> VariantSpec           # an unknown name is one GentaxError listing the valid ones
     variant_names() -> tuple[str, ...]
     build(cfg, init, train_domain, variant, seed, steps) -> RunSpec     # from a workflow config
-    from_rl_config(rl, init=..., domain=..., variant=..., seed=..., steps=...) -> RunSpec
-                                           # a run named on the command line (engine defaults)
+    from_defaults(init=..., domain=..., variant=..., seed=..., steps=..., augmentation=..., domains=...)
+        -> RunSpec                         # a run named on the command line (the domain registry's defaults)
     RunSpec.to_dict() / RunSpec.from_dict(d)   # JSON; from_dict rejects bad/unknown/missing keys
     collect_fields(run, domain, split) -> {CollectConfig field: value}
 
@@ -281,23 +281,27 @@ def build(cfg: Mapping[str, Any], init: str, train_domain: str, variant_name: st
                     aug_p=aug.get(init, {}).get("p", 0.0), aug_eps=lambda d: aug[init]["eps"][d])
 
 
-def from_rl_config(rl, *, init: str, domain: str, variant: str, seed: int, steps: int) -> RunSpec:
-    """The run spec of a run named on the command line (``gentax train rl --domain --variant``):
-    the domains' settings and augmentation budget are the RL section's (engine defaults)."""
-    from gentax.domains.spec import mixture_weights
+def from_defaults(*, init: str, domain: str, variant: str, seed: int, steps: int,
+                  augmentation: Mapping[str, Any] | None = None,
+                  domains: Mapping[str, Mapping[str, Any]] | None = None) -> RunSpec:
+    """The run spec of a run named without a workflow config (``gentax train rl --domain
+    --variant``, no ``--run-spec``): each training domain's settings are ``domains[d]`` ({max_steps,
+    options?}) where given, else its domain spec's step limit with no difficulty knobs; an
+    augmented variant takes ``augmentation`` {kind, p, eps?}, each domain's budget ``eps[d]`` where
+    given, else its domain spec's ``aug_eps`` (``gentax.domains.spec``). The command line passes
+    rl_defaults.yaml's ``command_line_run`` (``gentax.train.config.command_line_run``)."""
+    from gentax.domains.spec import mixture_weights, spec
 
-    aug = rl.augmentation
+    domains, aug = domains or {}, augmentation or {}
+    if augments(variant):
+        missing = [key for key in ("kind", "p") if key not in aug]
+        if missing:
+            raise GentaxError(f"variant {variant!r} augments its training episodes: give its augmentation's "
+                              f"{' and '.join(missing)}")
     return _resolve(init, mixture_weights(domain), variant, seed, steps,
-                    domain_settings=lambda d: {"max_steps": rl.max_steps[d] if d in rl.max_steps else _default_max_steps(d),
-                                               "options": rl.env_options.get(d, {})},
-                    aug_kind=aug.get("kind", "distractor"), aug_p=aug.get("p", 0.0),
-                    aug_eps=lambda d: aug.get("eps", {}).get(d, 0))
-
-
-def _default_max_steps(domain: str) -> int:
-    from gentax.domains.spec import spec
-
-    return spec(domain).max_steps
+                    domain_settings=lambda d: domains.get(d) or {"max_steps": spec(d).max_steps, "options": {}},
+                    aug_kind=aug.get("kind"), aug_p=aug.get("p"),
+                    aug_eps=lambda d: (aug.get("eps") or {}).get(d, spec(d).aug_eps))
 
 
 def collect_fields(run: RunSpec, domain: str, split: str) -> dict[str, Any]:

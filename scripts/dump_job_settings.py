@@ -74,7 +74,8 @@ def _rollout_args(verb: str, spec: dict) -> dict[str, Any]:
             "max_new_tokens": spec["max_new_tokens"], "no_think": False, "filler_reference": None,
             "filler_tokens": None, "filler_source": "repeat", "filler_token": ".", "generator": spec["generator"],
             "seed": spec["seed"], "first_task": 0, "history_length": spec["history_length"],
-            "max_steps": spec["max_steps"], "dtype": spec["dtype"], "option": _options(spec["options"]),
+            "max_steps": spec["max_steps"] if verb == "eval" else spec["t_max"],  # a property log's limit: T_max
+            "dtype": spec["dtype"], "option": _options(spec["options"]),
             "errors_as_losses": spec["errors_as_losses"], "quiet": True, "episodes": spec["episodes"],
             **ENGINE_INTERNALS}
     if verb == "eval":

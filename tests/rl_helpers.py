@@ -48,18 +48,34 @@ TINY_RL = {
     "lr": 1.0e-3,  # large, so a few updates visibly move a random tiny model
     "mini_batch_size": 4,  # two updates per step: exercises the recomputed old log-probs
     "micro_batch_size": 2,
-    "max_steps": {"sokoban": 2, "webshop": 2, "alfworld": 2, "sciworld": 2},
 }
+TINY_MAX_STEPS = 2  # the episode step limit of a tiny run (``make_run``'s default)
 
 
 #: the small engine settings a unit test trains with beneath its own (group of 4, 2 tasks, short
 #: responses, one GPU for verl): laid under a test's section by ``small_rl``
 SMALL_RL = {
-    "group_size": 4, "tasks_per_step": 2, "steps": 2, "save_every": 1, "lr": 1.0e-5, "max_new_tokens": 48,
+    "group_size": 4, "tasks_per_step": 2, "save_every": 1, "lr": 1.0e-5, "max_new_tokens": 48,
     "mini_batch_size": 64, "micro_batch_size": 2,
-    "max_steps": {"alfworld": 10, "webshop": 8, "sokoban": 8, "sciworld": 10},
     "verl": {"n_gpus_per_node": 1, "rollout_tp": 1, "micro_batch_per_gpu": 2, "agent_workers": 2},
 }
+SMALL_MAX_STEPS = {"alfworld": 10, "webshop": 8, "sokoban": 8, "sciworld": 10}  # a small run's step limits
+
+
+def make_run(domain: str = "sokoban", variant: str = "default", seed: int = 0, steps: int = 2, *,
+             max_steps: int | dict = TINY_MAX_STEPS, init: str = "/m", augmentation: dict | None = None):
+    """A run spec as ``gentax train rl --domain D --variant V --seed S`` names one
+    (``runspec.from_defaults``), with each training domain's step limit ``max_steps`` (one for
+    all, or ``{domain: limit}``) and no knobs; an augmented variant's augmentation is the command
+    line's default ({kind, p} of rl_defaults.yaml's ``command_line_run``) under ``augmentation``."""
+    from gentax.domains.spec import mixture_weights
+    from gentax.runspec import from_defaults
+    from gentax.train.config import command_line_run
+
+    limits = {d: max_steps if isinstance(max_steps, int) else max_steps[d] for d in mixture_weights(domain)}
+    return from_defaults(init=init, domain=domain, variant=variant, seed=seed, steps=steps,
+                         augmentation={**command_line_run()["augmentation"], **(augmentation or {})},
+                         domains={d: {"max_steps": limit, "options": {}} for d, limit in limits.items()})
 
 
 def small_rl(section: dict | None = None):

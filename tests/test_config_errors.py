@@ -58,6 +58,31 @@ def test_a_misspelled_domain_knob_is_reported_under_the_key_written(write):
     assert line.endswith(f"(did you mean room_size?) (set in {knob})")
 
 
+@pytest.mark.parametrize("key, value, replaced_by", [
+    ("steps", "150", "grid.steps"),
+    ("max_steps", "{sokoban: 6}", "domains.<domain>.max_steps"),
+    ("env_options", "{sokoban: {room_size: 5}}", "domains.<domain>.options"),
+    ("augmentation", "{p: 0.5}", "augmentation.kind and augmentation.<init>.p / .eps"),
+])
+def test_a_removed_rl_key_names_the_key_that_replaced_it(write, key, value, replaced_by):
+    """What a run is (its steps, step limits, knobs, augmentation) is its run spec's, set by the
+    workflow config's grid/domains/augmentation keys: the RL section's old copies are refused."""
+    old = write("old.yaml", f"rl: {{{key}: {value}}}\n")
+    line = the_error(run([*GENTAX_PLAN, "--config", str(old)]))
+    assert line.startswith(f"gentax: error: config key rl.{key}: no RL key any more: the run spec holds it; "
+                           f"set {replaced_by}")
+    assert line.endswith(f"(set in {old})")
+
+
+def test_a_removed_rl_key_in_a_command_lines_config_names_its_replacement(write):
+    old = write("rl.yaml", "rl: {steps: 20, group_size: 4}\n")
+    proc = run([sys.executable, "-m", "gentax", "train", "rl", "--config", str(old), "--init", "/m", "--domain",
+                "sokoban", "--out", str(old.parent / "run"), "--print-config"])
+    assert the_error(proc) == (f"gentax: error: {old}: RL config key steps: no RL key any more: the run spec holds "
+                               "it; set grid.steps (inits.v1.rl.steps for Ckpt V1, grid.extended for longer runs); "
+                               "gentax train rl: --steps A:B")
+
+
 def test_a_quoted_integer_gets_the_integer_hint(write):
     quoted = write("quoted.yaml", 'eval: {episodes: "8"}\n')
     assert the_error(run([*SNAKEMAKE, "--configfile", str(quoted)])) == (

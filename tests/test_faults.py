@@ -31,7 +31,7 @@ from gentax.errors import GentaxError
 from gentax.rollout import evaluation
 from gentax.train import local_engine, runs
 from gentax.train.cli import train_rl
-from rl_helpers import TINY_RL, make_tiny_model
+from rl_helpers import TINY_RL, make_run, make_tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +47,7 @@ def tiny(tmp_path_factory):
 
 def train(run_dir, init, steps, domain="sokoban"):
     start, end = steps
-    return train_rl("local", dict(TINY_RL), init=str(init), domain=domain, variant="default", seed=0,
+    return train_rl("local", dict(TINY_RL), init=str(init), run=make_run(domain, "default", 0, end, init=str(init)),
                     start=start, end=end, run_dir=str(run_dir), progress=False)
 
 

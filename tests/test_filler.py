@@ -190,15 +190,14 @@ def test_filler_samples_keep_the_filler_in_the_context_and_out_of_the_loss(tiny)
 
     from gentax.rollout.collector import collect
     from gentax.rollout.generators import HFGenerator
-    from gentax.runspec import from_rl_config
-    from rl_helpers import small_rl
+    from rl_helpers import make_run, small_rl
     from gentax.train.local_engine import _collect_config, samples_from_rollouts
 
     tokenizer = AutoTokenizer.from_pretrained(tiny)
     gen = HFGenerator.from_model(AutoModelForCausalLM.from_pretrained(tiny), tokenizer)
     cfg = small_rl(TINY_RL)
     spec = FillerSpec(tokens=12)
-    run = from_rl_config(cfg, init=str(tiny), domain="sokoban", variant="filler", seed=0, steps=1)
+    run = make_run("sokoban", "filler", 0, 1, init=str(tiny))
     assert run.think == "filler"  # the variant registry's thinking mode (gentax.runspec)
     ccfg = _collect_config(cfg, run, domain="sokoban", split="train", seed=1, group_size=2, temperature=1.0,
                            filler=spec)
@@ -214,18 +213,18 @@ def test_filler_samples_keep_the_filler_in_the_context_and_out_of_the_loss(tiny)
 
 def test_filler_run_takes_the_thinking_runs_mean_at_each_step(tiny, tmp_path):
     import pandas as pd
-    from rl_helpers import TINY_RL
+    from rl_helpers import TINY_RL, make_run
 
     from gentax.train import runs
     from gentax.train.cli import train_rl
 
-    assert train_rl("local", TINY_RL, init=str(tiny), domain="sokoban", variant="default", seed=0, start=0, end=1,
-                    run_dir=str(tmp_path / "thinking"), progress=False) == 0
+    assert train_rl("local", TINY_RL, init=str(tiny), run=make_run("sokoban", "default", 0, 1, init=str(tiny)), start=0,
+                    end=1, run_dir=str(tmp_path / "thinking"), progress=False) == 0
     assert runs.THINK_TOKENS_MEAN in pd.read_csv(tmp_path / "thinking" / runs.METRICS_FILE)  # what a filler run reads
     assert runs.think_reference(tmp_path / "thinking", 1)[0] >= 0
     reference = _thinking_run(tmp_path / "default", [9.4, 21.0])
     section = {**TINY_RL, "filler": {"source": "shuffle", "token": ".", "reference": str(reference)}}
-    where = dict(init=str(tiny), domain="sokoban", variant="filler", seed=0, start=0, end=2,
+    where = dict(init=str(tiny), run=make_run("sokoban", "filler", 0, 2, init=str(tiny)), start=0, end=2,
                  progress=False)
     assert train_rl("local", section, run_dir=str(tmp_path / "filler"), **where) == 0
     log = pd.read_csv(tmp_path / "filler" / runs.METRICS_FILE)

@@ -23,7 +23,7 @@ import yaml
 from gentax.errors import ConfigError
 from gentax.train import runs
 from gentax.train.cli import train_rl
-from rl_helpers import TINY_RL, make_tiny_model, small_rl
+from rl_helpers import TINY_RL, make_run, make_tiny_model, small_rl
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,7 +35,8 @@ def tiny(tmp_path_factory):
 
 def train(run_dir, init, steps, section=None, domain="sokoban", variant="default", seed=0):
     start, end = steps
-    return train_rl("local", {**TINY_RL, **(section or {})}, init=str(init), domain=domain, variant=variant, seed=seed,
+    run = make_run(domain, variant, seed, end, init=str(init))  # 2 turns a trajectory
+    return train_rl("local", {**TINY_RL, **(section or {})}, init=str(init), run=run,
                     start=start, end=end, run_dir=str(run_dir), progress=False)
 
 
@@ -110,9 +111,10 @@ def test_resume_after_a_real_kill(straight_run, tiny, tmp_path):
     run = tmp_path / "run"
     config = tmp_path / "rl.yaml"
     config.write_text(yaml.safe_dump({"rl": TINY_RL}))
+    run_spec = tmp_path / "run_spec.json"  # the straight run's (its 2-step episodes)
+    run_spec.write_text(make_run("sokoban", "default", 0, 3, init=str(tiny)).to_json())
     cmd = [sys.executable, "-m", "gentax", "train", "rl", "--engine", "local", "--config", str(config),
-           "--init", str(tiny), "--domain", "sokoban", "--seed", "0", "--steps", "0:3", "--out", str(run),
-           "--no-progress"]
+           "--init", str(tiny), "--run-spec", str(run_spec), "--steps", "0:3", "--out", str(run), "--no-progress"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -165,16 +167,15 @@ def test_variants_change_what_the_agent_sees(tiny, tmp_path):
     """nothink drops the think instruction; aug inserts distractors (augmented steps logged)."""
     from gentax.rollout.collector import collect
     from gentax.rollout.generators import HFGenerator
-    from gentax.runspec import from_rl_config
     from gentax.train.local_engine import _collect_config
 
-    cfg = small_rl({**TINY_RL, "augmentation": {"p": 1.0, "eps": {"sokoban": 80}}})
+    cfg = small_rl(TINY_RL)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gen = HFGenerator.from_model(AutoModelForCausalLM.from_pretrained(tiny), AutoTokenizer.from_pretrained(tiny))
     seen = {}
     for variant in ("default", "aug", "nothink"):
-        run = from_rl_config(cfg, init=str(tiny), domain="sokoban", variant=variant, seed=0, steps=1)
+        run = make_run("sokoban", variant, 0, 1, init=str(tiny), augmentation={"p": 1.0, "eps": {"sokoban": 80}})
         ccfg = _collect_config(cfg, run, domain="sokoban", split="train", seed=1, group_size=1, temperature=1.0)
         steps = collect(gen, [5], ccfg, progress=False).steps_frame()
         seen[variant] = steps
@@ -187,7 +188,7 @@ def test_embedded_model_trains_a_step(tmp_path):
     from gentax.rollout.embedded_model import embedded_model_path
 
     run = tmp_path / "run"
-    section = {"max_new_tokens": 16, "mini_batch_size": 64, "lr": 1e-5, "max_steps": {"sokoban": 2}}  # 2 turns a trajectory
+    section = {"max_new_tokens": 16, "mini_batch_size": 64, "lr": 1e-5}  # 2 turns a trajectory (train's run)
     assert train(run, embedded_model_path(), (0, 1), section) == 0
     row = pd.read_csv(run / runs.METRICS_FILE).iloc[0]
     assert all(math.isfinite(row[c]) for c in ("loss", "kl", "entropy", "adv_std"))
@@ -262,12 +263,11 @@ def test_a_pruned_run_resumes_exactly_and_keeps_only_what_its_spec_names(straigh
     plan evaluates steps 1 and 3 keeps step 1's weights and step 2 whole (a later segment resumes
     from it); segment 2:3, the last, resumes exactly, then keeps steps 1 and 3 without any resume
     state; asking again trains nothing."""
-    from gentax.runspec import from_rl_config
     from gentax.train.config import load_rl_config
     from rl_helpers import run_job
 
     cfg = load_rl_config(TINY_RL)
-    run, folder = from_rl_config(cfg, init=str(tiny), domain="sokoban", variant="default", seed=0, steps=3), tmp_path / "run"
+    run, folder = make_run("sokoban", "default", 0, 3, init=str(tiny)), tmp_path / "run"
 
     def spec(start, end, resume_state):
         return {"engine": "local", "init": str(tiny), "out": str(folder), "start": start, "end": end,

@@ -14,7 +14,7 @@ from gentax.errors import ConfigError, GentaxError
 from gentax.io import deep_merge
 from gentax.train import runs
 from gentax.train.cli import train_rl
-from rl_helpers import TINY_RL, make_tiny_model
+from rl_helpers import TINY_RL, make_run, make_tiny_model
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,8 +44,8 @@ def test_a_mixture_run_trains_one_step_on_both_domains(tmp_path):
     tiny = make_tiny_model(tmp_path / "tiny")
     run = tmp_path / "run"
     section = {**TINY_RL, "tasks_per_step": 2}
-    assert train_rl("local", section, init=str(tiny), domain="webshop+sokoban", variant="default", seed=0, start=0,
-                    end=1, run_dir=str(run), progress=False) == 0
+    assert train_rl("local", section, init=str(tiny), run=make_run("webshop+sokoban", "default", 0, 1, init=str(tiny)),
+                    start=0, end=1, run_dir=str(run), progress=False) == 0
     row = pd.read_csv(run / runs.METRICS_FILE).iloc[0]
     # one task of each domain, each a GRPO group of 2 trajectories; both domains' steps are trained on
     assert row["trajectories"] == 4

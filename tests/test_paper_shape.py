@@ -159,12 +159,12 @@ def test_the_phase_trace_records_each_phase_and_resets_the_peak_inside_step(tmp_
 
 def test_the_phase_trace_variable_reaches_verls_processes_only_when_set(monkeypatch, tmp_path):
     pytest.importorskip("verl")
-    from gentax.runspec import from_rl_config
+    from gentax.runspec import from_defaults
     from gentax.train import verl_engine
     from gentax.train.config import load_rl_config
 
     cfg = load_rl_config({})
-    run = from_rl_config(cfg, init="/m", domain="sokoban", variant="default", seed=0, steps=1)
+    run = from_defaults(init="/m", domain="sokoban", variant="default", seed=0, steps=1)
 
     def overrides():
         return verl_engine.verl_overrides(cfg, model_path="/m", run=run, run_dir=tmp_path, end_step=1,

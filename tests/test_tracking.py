@@ -17,7 +17,7 @@ import pytest
 from gentax.errors import ConfigError
 from gentax.train import runs, tracking
 from gentax.train.cli import train_rl
-from rl_helpers import TINY_RL, make_tiny_model
+from rl_helpers import TINY_RL, make_run, make_tiny_model
 
 STEPS = 2
 
@@ -35,7 +35,7 @@ def tiny_run(tmp_path_factory):
     base = tmp_path_factory.mktemp("tracking")
     model = make_tiny_model(base / "model")
     run = base / "run"
-    assert train_rl("local", dict(TINY_RL), init=str(model), domain="sokoban", variant="default", seed=0,
+    assert train_rl("local", dict(TINY_RL), init=str(model), run=make_run("sokoban", "default", 0, STEPS, init=str(model)),
                     start=0, end=STEPS, run_dir=str(run), progress=False) == 0
     return run
 
@@ -60,18 +60,18 @@ def test_local_run_logs_every_documented_metric_at_every_step(tiny_run):
 def test_no_backend_means_metrics_csv_only(tmp_path):
     model = make_tiny_model(tmp_path / "model")
     run = tmp_path / "run"
-    train_rl("local", dict(TINY_RL), init=str(model), domain="sokoban", variant="default", seed=0, start=0, end=1,
-             run_dir=str(run), progress=False, tracking={"backends": []})
+    train_rl("local", dict(TINY_RL), init=str(model), run=make_run("sokoban", "default", 0, 1, init=str(model)), start=0,
+             end=1, run_dir=str(run), progress=False, tracking={"backends": []})
     assert (run / runs.METRICS_FILE).is_file() and not (run / tracking.TENSORBOARD_DIR).exists()
 
 
 def test_verl_engine_logs_through_verls_own_logger_into_the_run_folder(tmp_path):
-    from gentax.runspec import from_rl_config
+    from gentax.runspec import from_defaults
     from gentax.train.config import load_rl_config
     from gentax.train.verl_engine import build_config
 
     cfg = load_rl_config({})
-    run = from_rl_config(cfg, init="/models/x", domain="webshop", variant="default", seed=1, steps=15)
+    run = from_defaults(init="/models/x", domain="webshop", variant="default", seed=1, steps=15)
     config = build_config(cfg, model_path="/models/x", run=run, run_dir=tmp_path / "run", end_step=15, write_data=False)
     assert list(config.trainer.logger) == ["console", "tensorboard"]
     env = config.ray_kwargs.ray_init.runtime_env.env_vars
@@ -114,9 +114,9 @@ def test_a_local_run_logging_to_tensorboard_does_not_import_verl(tmp_path):
     import sys
 
     model = make_tiny_model(tmp_path / "model")
-    code = ("import sys; from gentax.train.cli import train_rl; from rl_helpers import TINY_RL; "
-            f"code = train_rl('local', dict(TINY_RL), init={str(model)!r}, domain='sokoban', variant='default', "
-            f"seed=0, start=0, end=1, run_dir={str(tmp_path / 'run')!r}, progress=False); "
+    code = ("import sys; from gentax.train.cli import train_rl; from rl_helpers import TINY_RL, make_run; "
+            f"code = train_rl('local', dict(TINY_RL), init={str(model)!r}, run=make_run(init={str(model)!r}, steps=1), "
+            f"start=0, end=1, run_dir={str(tmp_path / 'run')!r}, progress=False); "
             "print(code, sorted({m.split('.')[0] for m in sys.modules} & {'verl', 'ray'}))")
     tests = Path(__file__).parent
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parent), str(tests)])}

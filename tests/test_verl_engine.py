@@ -24,14 +24,15 @@ pytest.importorskip("verl")
 from omegaconf import OmegaConf  # noqa: E402
 
 from gentax.errors import ConfigError  # noqa: E402
-from gentax.runspec import from_rl_config  # noqa: E402
 from gentax.train import grpo, runs, verl_engine  # noqa: E402
 from gentax.train.config import load_rl_config  # noqa: E402
-from rl_helpers import make_tiny_model, small_rl  # noqa: E402
+from rl_helpers import SMALL_MAX_STEPS, make_run, make_tiny_model, small_rl  # noqa: E402
 
-def _run(cfg, domain: str, variant: str, seed: int):
-    """A run spec named like ``gentax train rl --domain --variant --seed`` (the RL section's defaults)."""
-    return from_rl_config(cfg, init="/m", domain=domain, variant=variant, seed=seed, steps=cfg.steps)
+def _run(cfg, domain: str, variant: str, seed: int, max_steps: dict | None = None, augmentation: dict | None = None):
+    """A run spec named like ``gentax train rl --domain --variant --seed``: 2 steps, a small run's
+    step limits (``max_steps`` over them)."""
+    return make_run(domain, variant, seed, 2, max_steps={**SMALL_MAX_STEPS, **(max_steps or {})},
+                    augmentation=augmentation)
 
 
 pytestmark = pytest.mark.slow  # importing verl and composing its config takes ~30 s on 2 busy cores
@@ -141,8 +142,9 @@ def agent_setup(tmp_path_factory):
     from gentax.rollout.embedded_model import embedded_model_path
 
     run_dir = tmp_path_factory.mktemp("agent")
-    cfg = small_rl({"max_steps": {"sokoban": 3}, "max_new_tokens": 64})
-    config = verl_engine.build_config(cfg, model_path=str(embedded_model_path()), run=_run(cfg, "sokoban", "default", 3),
+    cfg = small_rl({"max_new_tokens": 64})
+    config = verl_engine.build_config(cfg, model_path=str(embedded_model_path()),
+                                      run=_run(cfg, "sokoban", "default", 3, max_steps={"sokoban": 3}),
                                       run_dir=run_dir, end_step=5)
     return config, AutoTokenizer.from_pretrained(embedded_model_path())
 
@@ -366,9 +368,9 @@ def test_both_engines_build_the_same_collector_settings_from_a_run_spec(tmp_path
     from gentax.train.local_engine import _collect_config
     from gentax.train.verl_agent import episode_config
 
-    cfg = small_rl({"augmentation": {"p": 0.5, "eps": {"webshop": 40, "sokoban": 80}},
-                          "max_steps": {"webshop": 7}, "env_workers": 0})
-    run = _run(cfg, "webshop+sokoban", "aug", 3)
+    cfg = small_rl({"env_workers": 0})
+    run = _run(cfg, "webshop+sokoban", "aug", 3, max_steps={"webshop": 7},
+               augmentation={"p": 0.5, "eps": {"webshop": 40, "sokoban": 80}})
     config = verl_engine.build_config(cfg, model_path="/m", run=run, run_dir=tmp_path, end_step=2, write_data=False)
     for domain in ("webshop", "sokoban"):
         sampling = SamplingParams(temperature=0.4, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=11)
@@ -376,7 +378,7 @@ def test_both_engines_build_the_same_collector_settings_from_a_run_spec(tmp_path
         local = _collect_config(cfg, run, domain=domain, split=split, seed=11, group_size=1, temperature=0.4)
         assert verl == local
         assert verl.aug_eps == ({"webshop": 40, "sokoban": 80}[domain] if split == "train" else 0)
-    assert verl.max_steps == cfg.max_steps["sokoban"] and episode_config(
+    assert verl.max_steps == SMALL_MAX_STEPS["sokoban"] and episode_config(
         config.gentax, domain="webshop", split=split, sampling=SamplingParams(), seed=0).max_steps == 7
 
 

@@ -29,9 +29,8 @@ pytest.importorskip("verl")
 ray = pytest.importorskip("ray")
 from omegaconf import OmegaConf  # noqa: E402
 
-from gentax.runspec import from_rl_config  # noqa: E402
 from gentax.train import grpo, verl_engine  # noqa: E402
-from rl_helpers import make_tiny_model, small_rl  # noqa: E402
+from rl_helpers import SMALL_MAX_STEPS, make_run, make_tiny_model, small_rl  # noqa: E402
 
 pytestmark = pytest.mark.slow  # a local Ray instance and verl's imports: ~40 s in all on 2 cores
 
@@ -137,8 +136,8 @@ def test_agent_loop_outputs_pass_verls_postprocess_and_compute_metrics(local_ray
     from gentax.rollout.embedded_model import embedded_model_path
     from gentax.train.verl_agent import EnvStepAgentLoop, GentaxPPOTrainer
 
-    cfg = small_rl({"max_steps": {"sokoban": 2}, "max_new_tokens": 32})
-    run = from_rl_config(cfg, init="/m", domain="sokoban", variant="default", seed=1, steps=3)
+    cfg = small_rl({"max_new_tokens": 32})
+    run = make_run("sokoban", "default", 1, 3, max_steps=2)
     config = verl_engine.build_config(cfg, model_path=str(embedded_model_path()), run=run, run_dir=tmp_path, end_step=3)
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
     worker_cls = getattr(AgentLoopWorkerTQ, "__ray_actor_class__", AgentLoopWorkerTQ)  # a ray.remote class
@@ -225,7 +224,7 @@ def hf_servers(local_ray, tmp_path_factory):
     root = tmp_path_factory.mktemp("hf_rollout")
     model = make_tiny_model(root / "tiny", seed=0)
     cfg = small_rl({"max_new_tokens": 8, "verl": {"rollout": "hf", "attn_implementation": "sdpa"}})
-    run = from_rl_config(cfg, init=str(model), domain="sokoban", variant="default", seed=5, steps=1)
+    run = make_run("sokoban", "default", 5, 1, max_steps=SMALL_MAX_STEPS, init=str(model))
     config = verl_engine.build_config(cfg, model_path=str(model), run=run, run_dir=root / "run", end_step=1)
     assert config.actor_rollout_ref.rollout.name == "hf" and not config.actor_rollout_ref.model.use_remove_padding
     worker = StandInFSDPWorker.remote()
@@ -341,9 +340,8 @@ def test_a_mixture_run_plays_each_slot_in_its_domain_and_logs_per_domain_success
     from gentax.train import runs
     from gentax.train.verl_agent import EnvStepAgentLoop, GentaxPPOTrainer
 
-    cfg = small_rl({"max_steps": {"sokoban": 2, "webshop": 2}, "max_new_tokens": 32, "group_size": 2,
-                          "mini_batch_size": 4})
-    run = from_rl_config(cfg, init="/m", domain="webshop+sokoban", variant="default", seed=1, steps=3)
+    cfg = small_rl({"max_new_tokens": 32, "group_size": 2, "mini_batch_size": 4})
+    run = make_run("webshop+sokoban", "default", 1, 3, max_steps=2)
     config = verl_engine.build_config(cfg, model_path=str(embedded_model_path()), run=run, run_dir=tmp_path, end_step=3)
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
     worker = object.__new__(getattr(AgentLoopWorkerTQ, "__ray_actor_class__", AgentLoopWorkerTQ))

@@ -68,11 +68,23 @@ def workflow_config(record: dict, machine: dict, model_config: Path) -> dict:
     layer = {"cluster": {"gpus_per_node": 1, "gpu_memory_gib": round(machine["gpu_total_gib"], 2),
                          "model_config": str(model_config)}}
     if record["kind"] == "rl":
-        layer["rl"] = record["config"]["rl"]
+        from gentax.train.config import REPLACED_KEYS
+
+        # a record from before the run spec held the episode settings (2026-12-03) has them in its RL section
+        layer["rl"] = {k: v for k, v in record["config"]["rl"].items() if k not in REPLACED_KEYS}
     else:
         sft = {k: v for k, v in record["config"]["sft"].items() if k != "extra"}
         layer["inits"] = {"v2": {"sft": sft}}
     return deep_merge(cfg, layer)
+
+
+def measured_turns(record: dict) -> int:
+    """An RL record's Sokoban step limit: its run spec's, or in a record from before the run spec
+    held it (2026-12-03), its RL section's ``max_steps``."""
+    config = record["config"]
+    if "run_spec" in config:
+        return int(config["run_spec"]["domains"]["sokoban"]["max_steps"])
+    return int(config["rl"]["max_steps"]["sokoban"])
 
 
 def predictions(record: dict, machine: dict, vocab: int) -> dict:
@@ -158,7 +170,7 @@ def cost_figures(table: list[dict], records: list[dict], run_dir: Path) -> list[
     kv = paper["num_key_value_heads"] * h // paper["num_attention_heads"]
     per_layer = h * (2 * h + 2 * kv) + 3 * h * inter
     vocab_ratio = (layers * per_layer + 2 * paper["vocab_size"] * h) / (layers * per_layer + 2 * 49152 * h)
-    turns_measured = rl[-1]["config"]["rl"]["max_steps"]["sokoban"]
+    turns_measured = measured_turns(rl[-1])
     train_s = sum(at_paper_depth(table, phase) for phase in ("old_log_prob", "ref", "update_actor"))
     per_token = train_s / tokens * vocab_ratio / 8
     turn_s = at_paper_depth(table, "gen") / turns_measured * vocab_ratio * 0.6

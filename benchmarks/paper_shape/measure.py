@@ -8,7 +8,8 @@ LAYERS decoder layers, random bf16 weights, the embedded tokenizer), then:
 
 - ``rl``: ``gentax train rl --engine verl`` on Sokoban, steps 0:2 (the second step is the measured
   one; both are recorded), with the paper preset's RL settings (config.yaml's ``rl:`` block over
-  gentax/train/rl_defaults.yaml) except what one GPU forces: ``RL_ONE_GPU`` below, each with its reason.
+  gentax/train/rl_defaults.yaml) except what one GPU forces: ``RL_ONE_GPU`` below, each with its reason,
+  and the run spec's (``run_spec``) 3-turn episodes (``EPISODE_TURNS``).
   The trainer's phase trace (gentax.train.verl_agent.traced_timer) gives each phase's interval and
   the actor worker's torch peak;
 - ``sft``: ``gentax sft train`` (LlamaFactory) with the paper's V2 SFT section and its ZeRO-3 JSON
@@ -47,7 +48,6 @@ import model as shape_model  # noqa: E402  (benchmarks/paper_shape/model.py)
 #: what one GPU forces on the paper preset's RL settings (the rest is config.yaml's as it is)
 RL_ONE_GPU = {
     "tasks_per_step": 2,          # 2 tasks x 8 rollouts = 16 episodes (the preset: 16 x 8)
-    "max_steps": {"sokoban": 3},  # 3 turns an episode: 48 step samples, enough to fill the update's micro-batches
     "save_every": 2,              # the checkpoint of step 2 is the save measured
     "verl": {
         "n_gpus_per_node": 1,     # one GPU: FSDP over one rank (no sharding)
@@ -68,10 +68,23 @@ SFT_ONE_GPU = {
 GIB = 1024**3
 
 
+#: the measured run's Sokoban step limit (its run spec's): 3 turns an episode, 48 step samples, enough to
+#: fill the update's micro-batches
+EPISODE_TURNS = 3
+
+
 def rl_config(gpu_gib: float) -> dict:
     cfg = json.loads(json.dumps(RL_ONE_GPU))
     cfg["verl"]["gpu_memory_utilization"] = round(PRESET_VLLM_GIB / gpu_gib, 4)
     return {"rl": cfg}
+
+
+def run_spec(model_dir: Path) -> dict:
+    """The measured run: Sokoban, seed 0, steps 0:2, ``EPISODE_TURNS``-turn episodes (gentax.runspec)."""
+    from gentax.runspec import from_defaults
+
+    return from_defaults(init=str(model_dir), domain="sokoban", variant="default", seed=0, steps=2,
+                         domains={"sokoban": {"max_steps": EPISODE_TURNS, "options": {}}}).to_dict()
 
 
 class Sampler(threading.Thread):
@@ -165,16 +178,18 @@ def measure_rl(layers: int, model_dir: Path, work: Path, out: Path, sampler: Sam
     name = f"rl_L{layers}"
     config = work / f"{name}.yaml"
     config.write_text(yaml.safe_dump(rl_config(sampler.total / GIB)))
+    run = work / f"{name}.run_spec.json"
+    run.write_text(json.dumps(run_spec(model_dir)))
     run_dir, trace = work / name, out / f"{name}.trace.jsonl"
     shutil.rmtree(run_dir, ignore_errors=True)
     argv = [sys.executable, "-m", "gentax", "train", "rl", "--engine", "verl", "--config", str(config),
-            "--init", str(model_dir), "--domain", "sokoban", "--seed", "0", "--steps", "0:2",
-            "--out", str(run_dir), "--no-progress"]
+            "--init", str(model_dir), "--run-spec", str(run), "--steps", "0:2", "--out", str(run_dir), "--no-progress"]
     start = time.time()
     code = run_logged(argv, out / f"{name}.log", {**env, "GENTAX_PHASE_TRACE": str(trace)}, timeout)
     end = time.time()
     record = {"phase": name, "kind": "rl", "layers": layers, "rc": code, "start": start, "end": end,
-              "config": rl_config(sampler.total / GIB), "phases": phase_peaks(trace, sampler),
+              "config": {**rl_config(sampler.total / GIB), "run_spec": run_spec(model_dir)},
+              "phases": phase_peaks(trace, sampler),
               "nvidia_smi_peak_gib": sampler.peak(start, end)}
     fit = [row for row in record["phases"] if row["phase"] == "fit"]
     gens = [row for row in record["phases"] if row["phase"] == "gen"]

@@ -72,6 +72,21 @@ def load_config() -> dict:
     return yaml.safe_load(CONFIG.read_text())
 
 
+def write_run_spec(run_dir: Path, policy: Path, domain: str, end: int) -> Path:
+    """The run a smoke command trains, as a ``--run-spec`` file beside ``run_dir``: ``domain`` (or a
+    mixture), seed 0, ``end`` steps, each domain's step limit and knobs smoke.yaml's ``domains``."""
+    sys.path.insert(0, str(REPO))
+    from gentax.domains.spec import mixture_weights
+    from gentax.runspec import from_defaults
+
+    settings = load_config()["domains"]
+    run = from_defaults(init=str(policy), domain=domain, variant="default", seed=0, steps=end,
+                        domains={d: settings[d] for d in mixture_weights(domain)})
+    path = run_dir.parent / f"{run_dir.name}.run_spec.json"
+    path.write_text(run.to_json())
+    return path
+
+
 # ---- CPU side ---------------------------------------------------------------------------------
 def prepare(bundle: Path) -> None:
     """Wheels (scripts/gpu_bundle.sh), expert demonstrations and the tokenizer, under ``bundle``."""
@@ -224,8 +239,9 @@ def train(policy: Path, run_dir: Path, *, engine: str, domain: str, steps: str, 
     rl = load_config()["rl"]
     rl["verl"]["n_gpus_per_node"] = gpus
     config.write_text(yaml.safe_dump({"rl": rl}))
+    run_spec = write_run_spec(run_dir, policy, domain, int(steps.split(":")[1]))
     command = [sys.executable, "-m", "gentax", "train", "rl", "--engine", engine,
-               "--config", str(config), "--init", str(policy), "--domain", domain, "--seed", "0",
+               "--config", str(config), "--init", str(policy), "--run-spec", str(run_spec),
                "--steps", steps, "--out", str(run_dir), "--no-progress"]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(gpus))}
     result = {"command": " ".join(command[1:]), "runs": []}
@@ -344,8 +360,9 @@ def kills(policy: Path, run_dir: Path, *, kinds: list[str], end: int, log_path: 
     rl = load_config()["rl"]
     config = run_dir.parent / f"{run_dir.name}.rl.yaml"
     config.write_text(yaml.safe_dump({"rl": rl}))
+    run_spec = write_run_spec(run_dir, policy, "sokoban", end)
     command = [sys.executable, "-m", "gentax", "train", "rl", "--engine", engine,
-               "--config", str(config), "--init", str(policy), "--domain", "sokoban", "--seed", "0",
+               "--config", str(config), "--init", str(policy), "--run-spec", str(run_spec),
                "--steps", f"0:{end}", "--out", str(run_dir), "--no-progress"]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0"}
     baseline, _ = gpu_memory()

@@ -30,8 +30,8 @@ The spec holds:
 - ``augmentation``: the State Information Augmentation sources (``Augmentation``: distractors,
   goal reader, insertion layout, all in the domain's module), or None when the domain has none
   (then only ``eps = 0`` or augmentation off is allowed for it);
-- ``embedded_max_steps``: the step limit of the embedded RL preset; ``aug_eps``: the default
-  augmentation budget of the RL engine defaults;
+- ``embedded_max_steps``: the step limit of the embedded RL preset; ``aug_eps``: the augmentation
+  budget of a run named on the command line (``gentax.runspec.from_defaults``);
 - ``warm_start``: whether the embedded base model's SFT warm start has expert demos of it;
 - ``properties``: optional ``(steps) -> {measure: value}`` extra property measures.
 """

@@ -230,7 +230,7 @@ def _with_seeds(settings: dict, verb: str) -> dict:
     """Checked settings of one rollout with the engine internals and the task seeds it plays."""
     seeds = json.loads(Path(settings["tasks"]).read_text())["seeds"][: settings["episodes"]]
     return {**ENGINE_INTERNALS, **settings, "seeds": [int(s) for s in seeds], "progress": False,
-            **({"filler": None} if verb != "eval" else {})}
+            **({"filler": None, "max_steps": settings["t_max"]} if verb != "eval" else {})}  # a property log plays to T_max
 
 
 def _setup(s: dict):

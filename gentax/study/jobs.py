@@ -136,7 +136,7 @@ def sft_data(cfg: dict, *, preset: str, out: str, v1_model: str | None) -> dict[
     experts) or the embedded base's expert warm start (preset ``embedded-base``)."""
     block = cfg["inits"]["v2"]["sft"] if preset == "v2" else (cfg.get("embedded_base") or {})
     section = {**_sft_data_section(cfg, block, with_generator=preset == "v2"), "seed": int(cfg["seed"])}
-    resolved = load_sft_config(section, preset)
+    resolved = load_sft_config(section, preset).data()  # what build-data reads (the training keys are sft_train's)
     domains = {d: domain_settings(cfg, d) for d in resolved.active_domains()}
     return jobspec.build("sft build-data", preset=preset, sft=resolved.to_dict(), domains=domains, v1=v1_model,
                          out=out, dtype=_dtype(cfg))
@@ -146,19 +146,21 @@ def sft_train(cfg: dict, *, preset: str, data: str, init_model: str, out: str) -
     """``gentax sft train``: LlamaFactory on a dataset folder, written as an HF folder."""
     block = cfg["inits"]["v2"]["sft"] if preset == "v2" else (cfg.get("embedded_base") or {})
     section = {**sft_train_section(block, dtype=_dtype(cfg)), "seed": int(cfg["seed"])}
-    return jobspec.build("sft train", preset=preset, sft=load_sft_config(section, preset).to_dict(), data=data,
-                         init=init_model, out=out, tracking=_plain(cfg.get("tracking") or {}), dtype=_dtype(cfg))
+    resolved = load_sft_config(section, preset).train()  # what train reads (the mix's keys are sft_data's)
+    return jobspec.build("sft train", preset=preset, sft=resolved.to_dict(), data=data, init=init_model, out=out,
+                         tracking=_plain(cfg.get("tracking") or {}), dtype=_dtype(cfg))
 
 
 def _rollout(cfg: dict, kind: str, domain: str, settings: Mapping[str, Any], model: str, tasks_file: str,
              out_json: str, episodes: int) -> dict[str, Any]:
-    """What ``gentax eval`` (kind "eval") and ``gentax properties`` ("properties") both receive."""
+    """What ``gentax eval`` (kind "eval") and ``gentax properties`` ("properties") both receive
+    (each adds its step limit: ``max_steps``, ``t_max``)."""
     rs = rollout_settings(cfg, kind)
     return {"model": model, "domain": domain, "split": "eval", "tasks": tasks_file, "episodes": int(episodes),
             "batch_size": rollout_batch_size(cfg, domain),
             "temperature": rs["temperature"], "top_p": rs["top_p"], "max_new_tokens": rs["max_new_tokens"],
             "history_length": rs["history_length"], "generator": rs["generator"], "dtype": rs["dtype"],
-            "seed": rs["seed"], "max_steps": int(settings["max_steps"]), "options": _plain(settings.get("options") or {}),
+            "seed": rs["seed"], "options": _plain(settings.get("options") or {}),
             "errors_as_losses": bool(rs.get("errors_as_losses", False)), "out": out_json[: -len(".json")] + ".parquet"}
 
 
@@ -171,9 +173,9 @@ def eval_checkpoint(cfg: dict, *, model: str, think: str, tasks_files: Mapping[s
     filler = filler_settings(cfg) if filler_references is not None else None
     per_domain = []
     for domain, out_json in out_jsons.items():
-        spec = _rollout(cfg, "eval", domain, domain_settings(cfg, domain), model, tasks_files[domain], out_json,
-                        eval_episodes(cfg, domain))
-        spec.update(think=think, filler=None)
+        settings = domain_settings(cfg, domain)
+        spec = _rollout(cfg, "eval", domain, settings, model, tasks_files[domain], out_json, eval_episodes(cfg, domain))
+        spec.update(max_steps=settings["max_steps"], think=think, filler=None)
         if filler is not None:
             spec["filler"] = {"reference": filler_references[domain], "source": filler["source"],
                               "token": filler["token"],
@@ -189,9 +191,8 @@ def properties(cfg: dict, *, domain: str, settings: Mapping[str, Any], model: st
     """``gentax properties``: the property log of one domain (T_max for every domain, STUDY.md
     Table 3); a richness level of the controls also has its augmentation."""
     rs = rollout_settings(cfg, "properties")
-    t_max = int(rs["t_max"])
-    spec = _rollout(cfg, "properties", domain, {**_plain(settings), "max_steps": t_max}, model, tasks_file, out_json,
-                    rs["episodes"])
+    t_max = int(rs["t_max"])  # its step limit: the domain's own max_steps does not apply
+    spec = _rollout(cfg, "properties", domain, _plain(settings), model, tasks_file, out_json, rs["episodes"])
     aug = _plain(augmentation or {})
     spec.update(think="on", t_max=t_max,
                 augmentation={"eps": aug["eps"], "p": aug["p"], "kind": aug["kind"]} if aug.get("eps") else None)

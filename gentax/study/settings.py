@@ -135,7 +135,7 @@ def sft_settings(cfg: dict) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the LlamaFactory arguments, the data settings) of the V2 SFT."""
     sft = load_sft_config(gplan.sft_section(cfg["inits"]["v2"]["sft"]), preset="v2")
     gpus = int(cfg.get("cluster", {}).get("gpus_per_node", 1))
-    args = llamafactory_args(sft, Path("SFT_DATA"), Path("<Ckpt v1>"), Path("OUT"), 0, gpus)
+    args = llamafactory_args(sft.train(), Path("SFT_DATA"), Path("<Ckpt v1>"), Path("OUT"), 0, gpus)
     args["cutoff_len"] = sft.cutoff_len if sft.cutoff_len is not None else "the longest example (measured at run time)"
     args["global_batch_size"] = args["per_device_train_batch_size"] * args["gradient_accumulation_steps"] * gpus
     data = {"pairs": sft.pairs, "mix": sft.mix, "sources": {d: sft.sources[d] for d in sft.active_domains()},

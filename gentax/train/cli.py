@@ -7,14 +7,17 @@
 
 The run is a run spec (gentax.runspec: training domains with weights, variant, seed, steps,
 thinking, augmentation, the domains' settings): ``--run-spec`` reads one (the workflow writes
-it into the run folder), or ``--domain/--variant/--seed`` name one whose domains' settings and
-augmentation budget come from the RL section (engine defaults). ``--domain`` may be a mixture
-``a+b`` or ``a*3+b``; ``--variant`` is a name of gentax.runspec.VARIANTS.
+it into the run folder), or ``--domain/--variant/--seed`` name one whose domains' step limits
+and augmentation budgets are the domain registry's and whose augmentation kind and p are
+rl_defaults.yaml's ``command_line_run`` (gentax.runspec.from_defaults); a run with other domain
+settings is a ``--run-spec`` file. ``--domain`` may be a mixture ``a+b`` or ``a*3+b``;
+``--variant`` is a name of gentax.runspec.VARIANTS.
 ``--config`` holds the RL section, at the top level or under ``rl:``; keys it leaves out come from
 config.yaml's ``rl:`` block and gentax/train/rl_defaults.yaml (which documents every other key). Beside ``rl:``, an optional
 ``tracking:`` section says where metrics go besides metrics.csv (gentax.train.tracking; default:
 TensorBoard event files in RUN_DIR/tensorboard). ``--steps A:B`` trains
-steps A+1..B: 0:150 starts from ``--init``; 150:300 continues the same RUN_DIR from its step-150
+steps A+1..B (default 0:<the run spec's steps>; without --run-spec, ``command_line_run.steps``):
+0:150 starts from ``--init``; 150:300 continues the same RUN_DIR from its step-150
 state (never retraining a step); rerunning a killed command resumes from its newest checkpoint.
 ``--print-config`` prints the resolved RL section (local) or the composed verl config (verl)
 and exits without training. Ckpt V1 = ``--domain webshop --variant default --steps 0:20`` from
@@ -52,7 +55,7 @@ def register(subparsers) -> None:
     rl.add_argument("--domain", help="without --run-spec: the training domain (or mixture a+b)")
     rl.add_argument("--variant", choices=variant_names(), default=None, help="without --run-spec (default: default)")
     rl.add_argument("--seed", type=int, default=None, help="without --run-spec (default 0)")
-    rl.add_argument("--steps", default=None, help="A:B, train steps A+1..B (default 0:<run spec or config steps>)")
+    rl.add_argument("--steps", default=None, help="A:B, train steps A+1..B (default 0:<the run spec's steps>)")
     rl.add_argument("--out", help="the run folder (checkpoints, metrics.csv, run.json; required without --job)")
     rl.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     rl.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -63,27 +66,21 @@ def register(subparsers) -> None:
     export.set_defaults(func=_run_export)
 
 
-def train_rl(engine: str, section: dict[str, Any] | RLConfig | None, *, init: str, start: int, end: int, run_dir: str,
-             run: RunSpec | None = None, domain: str | None = None, variant: str = "default", seed: int = 0,
-             print_config: bool = False, progress: bool = True,
+def train_rl(engine: str, section: dict[str, Any] | RLConfig | None, *, init: str, run: RunSpec, start: int, end: int,
+             run_dir: str, print_config: bool = False, progress: bool = True,
              tracking: dict[str, Any] | None = None, keep: list[int] | None = None) -> int:
-    """Library entry (the workflow calls this): one run segment ``start:end`` with ``engine``.
+    """Library entry (the workflow calls this): segment ``start:end`` of the run ``run`` with ``engine``.
 
     ``section`` is an RL section merged over the defaults (``load_rl_config``), or an ``RLConfig`` used as it
-    is (a job spec's, resolved by the workflow). The run is ``run`` (a ``RunSpec``), or the one
-    ``domain``/``variant``/``seed`` name with the RL section's domain settings and augmentation
-    budget (``runspec.from_rl_config``). ``keep``: the steps whose checkpoints stay while it trains
-    (None: all; the local engine prunes as it saves, ``runs.prune_checkpoints``)."""
-    from gentax.runspec import from_rl_config
+    is (a job spec's, resolved by the workflow). ``run`` is the run spec (a job's, a ``--run-spec``
+    file's, or ``runspec.from_defaults``' for a run named on the command line). ``keep``: the steps
+    whose checkpoints stay while it trains (None: all; the local engine prunes as it saves,
+    ``runs.prune_checkpoints``)."""
     from gentax.train.config import load_rl_config
 
     if engine not in ENGINES:
         raise ConfigError(f"unknown RL engine {engine!r}; valid: {', '.join(ENGINES)}")
     cfg = section if isinstance(section, RLConfig) else load_rl_config(section)
-    if run is None:
-        if domain is None:
-            raise ConfigError("name the run: a run spec (--run-spec) or a training domain (--domain)")
-        run = from_rl_config(cfg, init=str(init), domain=domain, variant=variant, seed=seed, steps=end)
     if engine == "verl" and run.think == "filler":  # no forced prefix in the verl agent loop
         raise ConfigError(f"the filler arm (variant {run.variant}, thinking mode filler) runs on the local engine "
                           "only (engines.rl: local)")
@@ -194,7 +191,8 @@ def run_job(spec: dict[str, Any], check: bool = False) -> int:
 def _run_rl(args) -> int:
     from gentax.errors import GentaxError, KeyProblem
     from gentax.io import read_yaml
-    from gentax.train.config import load_rl_config, parse_steps, read_rl_section
+    from gentax.runspec import from_defaults
+    from gentax.train.config import command_line_run, load_rl_config, parse_steps, read_rl_section
     from gentax.train.tracking import read_section
 
     if args.job:
@@ -221,12 +219,14 @@ def _run_rl(args) -> int:
             raise ConfigError(f"{args.run_spec}: {exc}") from None
     elif args.domain is None:
         raise ConfigError("name the run: --run-spec FILE, or --domain D [--variant V] [--seed S]")
-    steps = args.steps or f"0:{run.steps if run else resolved.steps}"
-    start, end = parse_steps(steps)
-    return train_rl(args.engine, resolved, init=args.init, run=run, domain=args.domain,
-                    variant=args.variant or "default", seed=args.seed if args.seed is not None else 0,
-                    start=start, end=end, run_dir=args.out, print_config=args.print_config,
-                    progress=not args.no_progress, tracking=read_section(args.config) if args.config else None)
+    start, end = parse_steps(args.steps or f"0:{run.steps if run else command_line_run()['steps']}")
+    if run is None:  # the command line names it: the registry's domain settings (runspec.from_defaults)
+        run = from_defaults(init=str(args.init), domain=args.domain, variant=args.variant or "default",
+                            seed=args.seed if args.seed is not None else 0, steps=end,
+                            augmentation=command_line_run()["augmentation"])
+    return train_rl(args.engine, resolved, init=args.init, run=run, start=start, end=end, run_dir=args.out,
+                    print_config=args.print_config, progress=not args.no_progress,
+                    tracking=read_section(args.config) if args.config else None)
 
 
 def _run_export(args) -> int:

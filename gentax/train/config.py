@@ -6,8 +6,12 @@ validated, frozen ``RLConfig``; keys the section leaves out come from ``defaults
 its meaning and source). ``rl_config(resolved)`` takes a section that names every key (a job
 spec's, resolved by the workflow) as it is. An unknown key or a bad value is a ``ConfigError``
 naming it (``KeyProblem``: the key, the closest valid one for an unknown key, the number hint;
-the study config's check words it under ``rl.`` with the file that set it). Both engines read
-only ``RLConfig``.
+the study config's check words it under ``rl.`` with the file that set it); a key the run spec
+holds instead (``REPLACED_KEYS``) names what replaced it. Both engines read only ``RLConfig``,
+every field of it (tests/test_spec_once.py), and the run spec (``gentax.runspec``).
+
+``command_line_run()`` is what a run named on the command line takes that is no RL key (its
+default steps and augmentation kind and p: rl_defaults.yaml's ``command_line_run`` block).
 """
 
 from __future__ import annotations
@@ -26,13 +30,23 @@ STUDY_CONFIG = Path(__file__).resolve().parents[2] / "config.yaml"  # the study'
 ADVANTAGE_NORMALISATIONS = ("trajectory", "cross_step")
 ROLLOUT_BACKENDS = ("vllm", "hf")  # verl's rollout.name (hf: gentax/train/verl_hf_rollout.py)
 ATTN_IMPLEMENTATIONS = ("flash_attention_2", "sdpa", "eager")
+COMMAND_LINE_RUN = "command_line_run"  # rl_defaults.yaml's one block that is no RL key (command_line_run())
+
+#: RL keys that are no more: what a run is belongs to its run spec (gentax.runspec), set in the
+#: workflow config by the keys named here; a section that sets one gets this line
+REPLACED_KEYS = {
+    "steps": "grid.steps (inits.v1.rl.steps for Ckpt V1, grid.extended for longer runs); "
+             "gentax train rl: --steps A:B",
+    "max_steps": "domains.<domain>.max_steps; gentax train rl: a --run-spec file",
+    "env_options": "domains.<domain>.options; gentax train rl: a --run-spec file",
+    "augmentation": "augmentation.kind and augmentation.<init>.p / .eps; gentax train rl: a --run-spec file",
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class RLConfig:
     group_size: int
     tasks_per_step: int
-    steps: int
     save_every: int
     lr: float
     kl_coef: float
@@ -54,10 +68,7 @@ class RLConfig:
     max_update_samples: int
     weight_decay: float
     grad_clip: float
-    max_steps: dict[str, int]
-    env_options: dict[str, dict[str, Any]]
     env_workers: int
-    augmentation: dict[str, Any]
     filler: dict[str, Any]
     val_every: int
     val_tasks: int
@@ -76,14 +87,16 @@ class RLConfig:
 @lru_cache(maxsize=None)
 def defaults() -> dict[str, Any]:
     """Every RL key's default: rl_defaults.yaml (engine keys), config.yaml's ``rl:`` block over it
-    (the study's recipe: its one home), the per-domain defaults from the domain specs."""
-    from gentax.domains.spec import specs
+    (the study's recipe: its one home)."""
+    engine = {key: value for key, value in read_yaml(DEFAULTS_FILE).items() if key != COMMAND_LINE_RUN}
+    return deep_merge(engine, read_yaml(STUDY_CONFIG).get("rl") or {})
 
-    out = deep_merge(read_yaml(DEFAULTS_FILE), read_yaml(STUDY_CONFIG).get("rl") or {})
-    declared = specs()
-    out.setdefault("max_steps", {d: s.max_steps for d, s in declared.items()})
-    out["augmentation"].setdefault("eps", {d: s.aug_eps for d, s in declared.items()})
-    return out
+
+@lru_cache(maxsize=None)
+def command_line_run() -> dict[str, Any]:
+    """A command-line run's defaults that are no RL key: ``steps`` and ``augmentation`` {kind, p}
+    (rl_defaults.yaml's ``command_line_run``; ``gentax.runspec.from_defaults`` builds the run)."""
+    return read_yaml(DEFAULTS_FILE)[COMMAND_LINE_RUN]
 
 
 def load_rl_config(section: Mapping[str, Any] | None = None) -> RLConfig:
@@ -93,8 +106,10 @@ def load_rl_config(section: Mapping[str, Any] | None = None) -> RLConfig:
     known = [f.name for f in dataclasses.fields(RLConfig)]
     unknown = [key for key in section if key not in known]
     if unknown:
-        raise KeyProblem("RL config", (unknown[0],), f"{unknown_key(unknown[0], known)} ({DEFAULTS_FILE.name} "
-                                                      "documents each)")
+        key = unknown[0]
+        if key in REPLACED_KEYS:
+            raise KeyProblem("RL config", (key,), f"no RL key any more: the run spec holds it; set {REPLACED_KEYS[key]}")
+        raise KeyProblem("RL config", (key,), f"{unknown_key(key, known)} ({DEFAULTS_FILE.name} documents each)")
     merged = deep_merge(base, section)
     if "verl" in section and isinstance(section["verl"], Mapping):
         unknown = [key for key in section["verl"] if key not in base["verl"]]
@@ -130,7 +145,7 @@ def _validate(cfg: RLConfig) -> None:
                 value = value.get(part) if isinstance(value, Mapping) else None
             raise KeyProblem("RL config", path, f"{what}, got {value!r}{number_hint(value, integer=integer)}")
 
-    for key in ("group_size", "tasks_per_step", "steps", "save_every", "max_new_tokens", "max_prompt_tokens",
+    for key in ("group_size", "tasks_per_step", "save_every", "max_new_tokens", "max_prompt_tokens",
                 "epochs_per_step", "mini_batch_size", "micro_batch_size"):
         value = getattr(cfg, key)
         need(is_integer(value) and value >= 1, key, "must be an integer >= 1", integer=True)
@@ -161,14 +176,6 @@ def _validate(cfg: RLConfig) -> None:
     need(cfg.dtype in ("float32", "bfloat16"), "dtype", "must be one of float32, bfloat16")
     need(cfg.autocast in ("auto", "bf16", "none"), "autocast", "must be one of auto, bf16, none")
     need(cfg.device in ("auto", "cpu", "cuda"), "device", "must be one of auto, cpu, cuda")
-    need(isinstance(cfg.max_steps, dict), "max_steps", "must map domain -> integer >= 1")
-    for domain, value in cfg.max_steps.items():
-        need(is_integer(value) and value >= 1, f"max_steps.{domain}", "must be an integer >= 1", integer=True)
-    need(isinstance(cfg.env_options, dict) and all(isinstance(v, dict) for v in cfg.env_options.values()),
-         "env_options", "must map domain -> {option: value}")
-    aug = cfg.augmentation
-    need(isinstance(aug, dict) and set(aug) <= {"kind", "p", "eps"} and _number(aug.get("p", 0)) and 0 <= aug.get("p", 0) <= 1
-         and isinstance(aug.get("eps", {}), dict), "augmentation", "must be {kind, p in [0, 1], eps: {domain: int}}")
     filler = cfg.filler
     need(isinstance(filler, dict) and set(filler) <= {"source", "token", "reference"}
          and filler.get("source") in ("repeat", "shuffle") and isinstance(filler.get("token"), str) and filler.get("token"),

@@ -66,7 +66,7 @@ from gentax.dtype import CUBLAS_WORKSPACE_CONFIG
 from gentax.errors import GentaxError, short_reason
 from gentax.io import repo_path
 from gentax.train import tracking as gtracking
-from gentax.train.sft_config import SFTConfig
+from gentax.train.sft_config import SFTTrain
 from gentax.train.sft_data import DATASET_NAME, read_examples
 
 DEFAULT_SFT_VENV = "/opt/gentax/venv-sft"
@@ -75,7 +75,7 @@ CLI_NAME = "llamafactory-cli"
 _RUN_ONLY_FILES = ("training_args.bin", "trainer_state.json", "all_results.json", "README.md")
 
 
-def find_llamafactory_cli(cfg: SFTConfig) -> Path:
+def find_llamafactory_cli(cfg: SFTTrain) -> Path:
     """The ``llamafactory-cli`` executable to run (see the module docstring for the order)."""
     candidates = []
     if cfg.llamafactory_cli:
@@ -103,7 +103,7 @@ def _world_size() -> int:
         return 1
 
 
-def llamafactory_args(cfg: SFTConfig, data_dir: Path, init_model: Path, output_dir: Path, cutoff_len: int,
+def llamafactory_args(cfg: SFTTrain, data_dir: Path, init_model: Path, output_dir: Path, cutoff_len: int,
                       world_size: int) -> dict[str, Any]:
     """The ``llamafactory-cli train`` arguments (a YAML mapping) for this run."""
     per_step = cfg.micro_batch_size * world_size
@@ -187,7 +187,7 @@ def example_token_lengths(examples: list[dict[str, Any]], tokenizer) -> list[int
     return lengths
 
 
-def train_sft(cfg: SFTConfig, data_dir: str | Path, init_model: str | Path, out_dir: str | Path,
+def train_sft(cfg: SFTTrain, data_dir: str | Path, init_model: str | Path, out_dir: str | Path,
               *, stream=None, tracking: dict[str, Any] | None = None) -> Path:
     """Fine-tune ``init_model`` on ``data_dir`` into the HF folder ``out_dir`` (module docstring)."""
     from transformers import AutoTokenizer
@@ -329,7 +329,7 @@ def _end_with_parent() -> None:
     libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
-def _finish_folder(final: Path, out_dir: Path, cfg: SFTConfig, args: dict[str, Any], data_dir: Path, init_model: Path,
+def _finish_folder(final: Path, out_dir: Path, cfg: SFTTrain, args: dict[str, Any], data_dir: Path, init_model: Path,
                    longest: int, log_lines: list[str]) -> None:
     """Make the trained folder a clean model folder for eval and RL, with provenance."""
     config_path = final / "config.json"

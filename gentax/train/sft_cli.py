@@ -63,12 +63,13 @@ def sft_problems(verb: str, spec: dict, inputs) -> list[str]:
 
 
 def _job(text: str, verb: str):
-    """(spec, SFTConfig) of a job spec (``jobspec.SFTDataJob`` / ``SFTTrainJob``): its resolved SFT
-    section taken as it is, after its check."""
-    from gentax.train.sft_config import sft_config
+    """(spec, its SFT part) of a job spec (``jobspec.SFTDataJob`` / ``SFTTrainJob``): the verb's
+    resolved part (``SFTData`` / ``SFTTrain``) taken as it is, after its check."""
+    from gentax.train.sft_config import sft_data_config, sft_train_config
 
     spec = jobspec.read(f"sft {verb}", text)
-    cfg = jobspec.section(f"sft {verb}", "sft", lambda section: sft_config(section, spec["preset"]), spec["sft"])
+    part = sft_data_config if verb == "build-data" else sft_train_config
+    cfg = jobspec.section(f"sft {verb}", "sft", lambda section: part(section, spec["preset"]), spec["sft"])
     jobspec.require(f"sft {verb}", sft_problems(verb, spec, jobspec.OnDisk()))
     return spec, cfg
 
@@ -117,8 +118,8 @@ def run_build_data(args) -> int:
         out, v1, domains, progress = spec["out"], spec["v1"], spec["domains"], False
     else:
         _required(args, "build-data", "out")
-        spec, (cfg, domains) = None, _load(args)
-        out, v1, progress = args.out, args.v1, not args.quiet
+        spec, (section, domains) = None, _load(args)
+        cfg, out, v1, progress = section.data(), args.out, args.v1, not args.quiet
     with gio.output_lock(out, "SFT dataset"):  # one writer per dataset, refused before any model loads
         from gentax.train.sft_data import build_sft_data
 
@@ -146,8 +147,8 @@ def run_train(args) -> int:
         data, init, out, tracking = spec["data"], spec["init"], spec["out"], spec["tracking"]
     else:
         _required(args, "train", "data", "init", "out")
-        spec, (cfg, _) = None, _load(args)
-        data, init, out, tracking = args.data, args.init, args.out, read_section(args.config)
+        spec, (section, _) = None, _load(args)
+        cfg, data, init, out, tracking = section.train(), args.data, args.init, args.out, read_section(args.config)
     # the output's lock before the trainer's checks (the tokenizer, every example's length: seconds to
     # minutes): a second job on the output is refused at once; train_sft takes it again
     with gio.output_lock(Path(out).resolve(), "SFT output"):

@@ -1,8 +1,12 @@
-"""The SFT configuration: one dataclass, one loader (shared by the data builder and the trainer).
+"""The SFT configuration: the section, its two parts, one loader (shared by the data builder and the trainer).
 
 ``load_sft_config(section, preset="v2") -> SFTConfig`` takes the SFT section as a plain dict (what
 config.yaml's ``inits.v2.sft`` or ``embedded_base`` block maps to; ``sft_defaults.yaml`` beside this
-file documents every key and the two presets) and returns a validated, frozen ``SFTConfig``. The
+file documents every key and the two presets) and returns a validated, frozen ``SFTConfig``: the
+keys of its two parts, ``SFTData`` (what ``gentax sft build-data`` reads: the mix and how it is
+collected) and ``SFTTrain`` (what ``gentax sft train`` reads: LlamaFactory's training), each with
+the ``seed``; ``cfg.data()`` / ``cfg.train()`` are the parts. A job spec holds its verb's part
+only, read back by ``sft_data_config`` / ``sft_train_config`` (its keys as they are). The
 ``embedded-base`` preset is the ``v2`` preset with its own keys laid over; keys the section leaves
 out come from the preset, keys it gives replace the preset's whole (a ``mix`` is never merged with
 the preset's). An unknown key or a bad value is a ``KeyProblem`` naming it (the closest valid key
@@ -35,8 +39,20 @@ _SECTION_KEY = {"v2": "sft", "embedded-base": "embedded_base"}
 _RESERVED = ("domains", "seed", "tracking")  # tracking: gentax.train.tracking
 
 
+class _Part:
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class _Mix(_Part):
+    def active_domains(self) -> list[str]:
+        """Domains with a positive mix weight, in the mix's order."""
+        return [domain for domain, weight in self.mix.items() if weight > 0]
+
+
 @dataclasses.dataclass(frozen=True)
-class SFTConfig:
+class SFTData(_Mix):
+    """What ``gentax sft build-data`` reads: the mix, how the ``--v1`` model is sampled, what the agent sees."""
     # the mix
     pairs: int
     mix: dict[str, int]
@@ -54,7 +70,12 @@ class SFTConfig:
     max_new_tokens: int
     env_workers: int
     expert_think: str
-    # LlamaFactory training
+    seed: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SFTTrain(_Part):
+    """What ``gentax sft train`` reads: LlamaFactory's training."""
     steps: int
     lr: float
     batch_size: int
@@ -76,12 +97,21 @@ class SFTConfig:
     extra: dict[str, Any]
     seed: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
-    def active_domains(self) -> list[str]:
-        """Domains with a positive mix weight, in the mix's order."""
-        return [domain for domain, weight in self.mix.items() if weight > 0]
+class _Section(_Mix):
+    """The whole SFT section: ``SFTData``'s keys and ``SFTTrain``'s (``seed`` once)."""
+
+    def data(self) -> SFTData:
+        return SFTData(**{f.name: getattr(self, f.name) for f in dataclasses.fields(SFTData)})
+
+    def train(self) -> SFTTrain:
+        return SFTTrain(**{f.name: getattr(self, f.name) for f in dataclasses.fields(SFTTrain)})
+
+
+SFTConfig = dataclasses.make_dataclass(
+    "SFTConfig", [(f.name, f.type) for f in dataclasses.fields(SFTData) if f.name != "seed"]
+    + [(f.name, f.type) for f in dataclasses.fields(SFTTrain)], bases=(_Section,), frozen=True,
+    namespace={"__module__": __name__})
 
 
 @lru_cache(maxsize=None)
@@ -122,16 +152,25 @@ def load_sft_config(section: Mapping[str, Any] | None = None, preset: str = "v2"
     return cfg
 
 
-def sft_config(resolved: Mapping[str, Any], preset: str) -> SFTConfig:
-    """A resolved SFT section as it is (every key given; what a job spec holds), validated, with no
-    defaults merged in."""
-    problems = key_problems(resolved, [f.name for f in dataclasses.fields(SFTConfig)])
+def sft_data_config(resolved: Mapping[str, Any], preset: str) -> SFTData:
+    """A resolved ``SFTData`` part as it is (every key given; what a build-data job spec holds),
+    validated, with no defaults merged in."""
+    return _resolved(SFTData, resolved, preset, _validate_data)
+
+
+def sft_train_config(resolved: Mapping[str, Any], preset: str) -> SFTTrain:
+    """A resolved ``SFTTrain`` part as it is (what a train job spec holds), validated."""
+    return _resolved(SFTTrain, resolved, preset, _validate_train)
+
+
+def _resolved(part: type, resolved: Mapping[str, Any], preset: str, validate):
+    problems = key_problems(resolved, [f.name for f in dataclasses.fields(part)])
     if problems:
         raise ConfigError(f"resolved SFT section: {problems}")
     if preset not in PRESETS:
         raise ConfigError(f"unknown SFT preset {preset!r}; valid: {', '.join(PRESETS)}")
-    cfg = SFTConfig(**dict(resolved))
-    _validate(cfg)
+    cfg = part(**dict(resolved))
+    validate(cfg)
     return cfg
 
 
@@ -159,10 +198,14 @@ def read_sft_file(path: str | Path, preset: str = "v2") -> tuple[dict[str, Any],
 
 
 def _validate(cfg: SFTConfig) -> None:
-    from gentax.domains import REGISTRY, SPLITS
+    _validate_data(cfg)
+    _validate_train(cfg)
 
+
+def _needs(cfg):
+    """``need(ok, key, what)``: ``key`` (a dotted path: ``mix.sciworld``) of ``cfg`` is wrong unless
+    ``ok``: one ``KeyProblem``; and ``integer(value, low)``."""
     def need(ok: bool, key: str, what: str, *, integer: bool = False) -> None:
-        """``key`` (a dotted path: ``mix.sciworld``) is wrong unless ``ok``: one ``KeyProblem``."""
         if not ok:
             path = key.split(".")
             value = getattr(cfg, path[0])
@@ -173,19 +216,24 @@ def _validate(cfg: SFTConfig) -> None:
     def integer(value: Any, low: int) -> bool:
         return is_integer(value) and value >= low
 
-    for key in ("pairs", "v1_episodes_per_domain", "expert_episodes_per_domain", "max_rounds", "max_new_tokens",
-                "steps", "batch_size", "micro_batch_size", "lora_alpha"):
+    return need, integer
+
+
+def _number(value: Any, low: float, *, strict: bool) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and (value > low if strict else value >= low)
+
+
+def _validate_data(cfg: SFTData) -> None:
+    from gentax.domains import REGISTRY, SPLITS
+
+    need, integer = _needs(cfg)
+    for key in ("pairs", "v1_episodes_per_domain", "expert_episodes_per_domain", "max_rounds", "max_new_tokens"):
         need(integer(getattr(cfg, key), 1), key, "must be an integer >= 1", integer=True)
-    for key in ("history_length", "env_workers", "lora_rank", "freeze_layers", "seed"):
+    for key in ("history_length", "env_workers", "seed"):
         need(integer(getattr(cfg, key), 0), key, "must be an integer >= 0", integer=True)
-    for key in ("lr", "temperature", "top_p", "max_grad_norm"):
-        value = getattr(cfg, key)
-        need(isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0, key, "must be a number > 0")
-    for key in ("warmup_ratio", "weight_decay"):
-        value = getattr(cfg, key)
-        need(isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0, key, "must be a number >= 0")
+    for key in ("temperature", "top_p"):
+        need(_number(getattr(cfg, key), 0, strict=True), key, "must be a number > 0")
     need(cfg.top_p <= 1, "top_p", "must be <= 1")
-    need(cfg.warmup_ratio < 1, "warmup_ratio", "must be < 1")
     need(isinstance(cfg.mix, dict) and bool(cfg.mix) and all(d in REGISTRY for d in cfg.mix), "mix",
          f"must map domains ({', '.join(REGISTRY)}) to weights")
     for domain, weight in cfg.mix.items():
@@ -202,6 +250,19 @@ def _validate(cfg: SFTConfig) -> None:
         cfg.expert_think.format(action="x")
     except (KeyError, IndexError, ValueError):
         need(False, "expert_think", "may use only the placeholder {action}")
+
+
+def _validate_train(cfg: SFTTrain) -> None:
+    need, integer = _needs(cfg)
+    for key in ("steps", "batch_size", "micro_batch_size", "lora_alpha"):
+        need(integer(getattr(cfg, key), 1), key, "must be an integer >= 1", integer=True)
+    for key in ("lora_rank", "freeze_layers", "seed"):
+        need(integer(getattr(cfg, key), 0), key, "must be an integer >= 0", integer=True)
+    for key in ("lr", "max_grad_norm"):
+        need(_number(getattr(cfg, key), 0, strict=True), key, "must be a number > 0")
+    for key in ("warmup_ratio", "weight_decay"):
+        need(_number(getattr(cfg, key), 0, strict=False), key, "must be a number >= 0")
+    need(cfg.warmup_ratio < 1, "warmup_ratio", "must be < 1")
     need(cfg.batch_size % cfg.micro_batch_size == 0, "batch_size",
          f"must be a multiple of micro_batch_size={cfg.micro_batch_size}")
     need(cfg.cutoff_len is None or integer(cfg.cutoff_len, 16), "cutoff_len", "must be null or an integer >= 16",

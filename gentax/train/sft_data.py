@@ -53,7 +53,7 @@ from typing import Any, Mapping
 
 from gentax import io as gio
 from gentax.errors import GentaxError
-from gentax.train.sft_config import SFTConfig
+from gentax.train.sft_config import SFTData
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ def read_examples(data_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def build_sft_data(
-    cfg: SFTConfig,
+    cfg: SFTData,
     out_dir: str | Path,
     *,
     v1_model: str | Path | None = None,
@@ -157,7 +157,7 @@ def build_sft_data(
     return manifest
 
 
-def _generators(cfg: SFTConfig, v1_model, needs_v1) -> dict[str, Any]:
+def _generators(cfg: SFTData, v1_model, needs_v1) -> dict[str, Any]:
     from gentax.rollout.generators import make_generator
 
     generators: dict[str, Any] = {"expert": make_generator("expert", think_template=cfg.expert_think)}
@@ -166,7 +166,7 @@ def _generators(cfg: SFTConfig, v1_model, needs_v1) -> dict[str, Any]:
     return generators
 
 
-def _collect_pairs(cfg: SFTConfig, domain: str, count: int, source: str, generator, settings, progress):
+def _collect_pairs(cfg: SFTData, domain: str, count: int, source: str, generator, settings, progress):
     """Usable (example, row) pairs of ``domain`` from rounds of fresh episodes (module docstring)."""
     from gentax.rollout.collector import CollectConfig, collect
     from gentax.rollout.generators import SamplingParams, derive_seed
