@@ -1,0 +1,33 @@
+"""benchmarks/gpu1/update_twice.py (a GPU diagnostic: which kernel makes the local engine's update
+differ between two processes on a shared GPU) runs its whole path on a CPU: the engine's own
+``Policy.logprobs`` and GRPO loss in two processes, each variant's forward and gradients compared
+within and across processes. On a CPU the update is deterministic, so every comparison is equal."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_update_twice_compares_each_variant_within_and_across_processes(tmp_path):
+    out = tmp_path / "update_twice.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks/gpu1/update_twice.py"), str(out), "--device", "cpu", "--tiny",
+                    "--load", "0", "--repeats", "2", "--variants", "engine,eager"], check=True, cwd=tmp_path)
+    record = json.loads(out.read_text())
+    assert record["device"] == "CPU" and record["processes"] == 2
+    assert [v["variant"] for v in record["variants"]] == ["engine", "eager"]
+    for variant in record["variants"]:
+        assert variant["error"] is None
+        assert all(variant[f"{key}_equal_{where}"] for key in ("forward", "grads") for where in ("within_process", "across_processes"))
+        assert len(variant["runs"]) == 2 and all(len(run["grads"]) == 2 for run in variant["runs"])
+    # the two attention implementations agree to rounding, not bit for bit: the checksums see bits
+    engine, eager = (v["losses"] for v in record["variants"])
+    assert float(engine[0]) == pytest.approx(float(eager[0]), abs=1e-4)
+    assert not list(tmp_path.glob("update_twice.json.p*"))  # the workers' files are gone
