@@ -218,8 +218,46 @@ def test_env_pools_keep_one_pool_per_settings_and_play_what_fresh_pools_play():
         kept = [pools.collect(sampled, seeds, sokoban(seed=step), progress=False).episodes_frame() for step, seeds in
                 enumerate([[0, 1], [2, 3, 4], [0, 1]])]
         other = pools.collect(sampled, [0], sokoban(max_steps=3), progress=False)  # other settings: its own pool
-        assert len(pools._pools) == 2 and other.episodes_frame().loc[0, "length"] <= 3
-        pool = next(iter(pools._pools.values()))
+        assert pools.pools() == 2 and other.episodes_frame().loc[0, "length"] <= 3
+        pool = pools._all[0]
     for a, b in zip(fresh, kept):
         assert a.equals(b)
     assert pool._closed  # closed with the cache
+
+
+def test_env_pools_lease_a_pool_to_each_concurrent_call():
+    """verl's agent loops collect one episode each from threads at once: each call gets a pool of its
+    own (never two episodes on one env at once), the pools are reused by later calls, and the
+    episodes are those of fresh pools."""
+    import threading
+
+    from gentax.rollout.collector import EnvPools
+
+    seeds = [0, 1, 2, 3]
+    fresh = [collect(Scripted(seeded_reply), [s], sokoban(seed=s), progress=False).episodes_frame() for s in seeds]
+    barrier = threading.Barrier(2)
+
+    class Meeting(Scripted):  # two episodes' first generate calls wait for each other: truly concurrent
+        met = False
+
+        def generate(self, prompts, params, hints=None):
+            if not self.met:
+                self.met = True
+                barrier.wait(timeout=30)
+            return super().generate(prompts, params, hints)
+
+    with EnvPools() as pools:
+        results = {}
+
+        def play(seed):
+            results[seed] = pools.collect(Meeting(seeded_reply), [seed], sokoban(seed=seed), progress=False).episodes_frame()
+
+        for pair in (seeds[:2], seeds[2:]):  # two at once, then two more on the same pools
+            threads = [threading.Thread(target=play, args=(s,)) for s in pair]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=60)
+        assert pools.pools() == 2
+    for seed, frame in zip(seeds, fresh):
+        assert results[seed].drop(columns="run_id", errors="ignore").equals(frame.drop(columns="run_id", errors="ignore"))

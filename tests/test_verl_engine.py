@@ -208,6 +208,21 @@ def test_agent_loop_emits_one_sample_per_step(agent_outputs):
     assert server.calls[0]["sampling_params"]["temperature"] == 1.0
 
 
+def test_a_workers_later_episodes_reuse_its_envs_and_play_the_same(agent_setup, agent_outputs):
+    """The agent-loop worker's envs start once (verl_agent.ENV_POOLS), not once per episode; an
+    episode on a reused env is the episode a fresh one plays."""
+    from gentax.train import verl_agent
+
+    config, tokenizer = agent_setup
+    first, _, _ = agent_outputs
+    built = verl_agent.ENV_POOLS.pools()
+    assert built >= 1
+    again = run_episode(config, tokenizer, StandInServer(tokenizer, SCRIPT))
+    assert verl_agent.ENV_POOLS.pools() == built
+    assert [o.prompt_ids for o in again] == [o.prompt_ids for o in first]
+    assert [o.extra_fields["gentax"] for o in again] == [o.extra_fields["gentax"] for o in first]
+
+
 def test_prompts_cut_by_verls_prompt_length_are_counted(agent_setup, agent_outputs):
     config, tokenizer = agent_setup
     assert agent_outputs[0][0].extra_fields["gentax"]["prompts_truncated"] == 0

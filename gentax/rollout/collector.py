@@ -58,6 +58,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import threading
 import time
 from typing import Any
 
@@ -190,24 +191,43 @@ def _new_pool(cfg: CollectConfig):
 
 
 class EnvPools:
-    """Env pools kept across ``collect`` calls: one per domain, split and env settings, built at
-    the first call that needs it and reused by the later ones (an RL run's steps), so a domain's
-    envs -- SciWorld's JVMs, ALFWorld's engines -- start once per process, not once per step.
-    An env's seed only names its default task, and every episode resets its env to its own task,
-    so a reused pool plays exactly the episodes a fresh one would. ``close()`` ends them all."""
+    """Env pools kept across ``collect`` calls: per domain, split and env settings, built at the
+    first call that needs one and reused by the later ones (an RL run's steps; the episodes of a
+    verl agent-loop worker), so a domain's envs -- SciWorld's JVMs, ALFWorld's engines -- start
+    once per process, not once per step or episode. A call leases a pool for its duration: calls
+    from several threads at once (verl's agent loops) each get their own, and a pool goes back
+    to the idle ones when its call ends. An env's seed only names its default task, and every
+    episode resets its env to its own task, so a reused pool plays exactly the episodes a fresh
+    one would. ``close()`` ends them all."""
 
     def __init__(self):
-        self._pools: dict[tuple, Any] = {}
+        self._idle: dict[tuple, list[Any]] = {}
+        self._all: list[Any] = []
+        self._lock = threading.Lock()
 
     def collect(self, generator, task_seeds: list[int], cfg: CollectConfig, **kwargs) -> Rollouts:
-        """``collect`` on this cache's pool for ``cfg``'s env settings."""
+        """``collect`` on a pool for ``cfg``'s env settings: an idle one, or a new one."""
         key = (cfg.domain, cfg.split, cfg.num_workers, cfg.max_steps, json.dumps(cfg.env_options, sort_keys=True))
-        if key not in self._pools:
-            self._pools[key] = _new_pool(cfg)
-        return collect(generator, task_seeds, cfg, pool=self._pools[key], **kwargs)
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            pool = idle.pop() if idle else None
+        if pool is None:
+            pool = _new_pool(cfg)
+            with self._lock:
+                self._all.append(pool)
+        try:
+            return collect(generator, task_seeds, cfg, pool=pool, **kwargs)
+        finally:
+            with self._lock:
+                self._idle[key].append(pool)
+
+    def pools(self) -> int:
+        """How many pools this cache has built."""
+        return len(self._all)
 
     def close(self) -> None:
-        pools, self._pools = list(self._pools.values()), {}
+        with self._lock:
+            pools, self._all, self._idle = self._all, [], {}
         for pool in pools:
             pool.close()
 

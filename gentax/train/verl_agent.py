@@ -2,7 +2,9 @@
 
 - ``EnvStepAgentLoop`` (agent name ``gentax_env``, registered through verl_agent_loops.yaml):
   one instance per episode. It runs OUR collector (``gentax.rollout.collector.collect``) for one
-  trajectory of the row's task, with a generator adapter (``ServerGenerator``) that sends each
+  trajectory of the row's task, on an env leased from the worker process's ``ENV_POOLS`` (envs
+  start once per agent-loop worker and settings, not once per episode: SciWorld's JVMs, ALFWorld's
+  engines; concurrent episodes each get their own), with a generator adapter (``ServerGenerator``) that sends each
   step's prompt to verl's rollout servers (``server_manager.generate``: vLLM, or gentax's ``hf``), and returns one
   ``AgentLoopOutput`` per env step: that step's fresh prompt -> response, i.e. verl-agent's
   step-wise samples. Each output carries the step's facts in ``extra_fields["gentax"]``
@@ -27,6 +29,7 @@ path, and check ``step_sample_advantages`` / ``outputs_from_rollouts`` on real r
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import logging
 import re
@@ -40,10 +43,15 @@ from verl.trainer.ppo.checkpoint_callback import CheckpointCallback
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
+from gentax.rollout.collector import EnvPools
 from gentax.train import grpo, runs
 from gentax.train.verl_shared import AGENT_NAME, PHASE_TRACE_ENV, TRAINER_MODE, VERL_METRICS, export_checkpoint
 
 log = logging.getLogger(__name__)
+
+#: this agent-loop worker's envs, kept across its episodes (closed when the process exits)
+ENV_POOLS = EnvPools()
+atexit.register(ENV_POOLS.close)
 
 
 # ---- rollout: one episode -> one sample per step ------------------------------------------------
@@ -194,7 +202,6 @@ class EnvStepAgentLoop(AgentLoopBase):
     """One env episode through our collector; one output per step (see the module docstring)."""
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> list[AgentLoopOutput]:
-        from gentax.rollout.collector import collect
         from gentax.rollout.generators import SamplingParams, derive_seed
 
         settings = self.config.gentax
@@ -211,7 +218,7 @@ class EnvStepAgentLoop(AgentLoopBase):
         cfg = episode_config(settings, domain=domain, split=split, sampling=sampling, seed=episode_seed)
         generator = ServerGenerator(self, sampling_params, response_length)
         # the collector (and the env) run in a thread: env steps never block the event loop
-        rollouts = await self.loop.run_in_executor(None, lambda: collect(generator, [task_seed], cfg))
+        rollouts = await self.loop.run_in_executor(None, lambda: ENV_POOLS.collect(generator, [task_seed], cfg))
         return outputs_from_rollouts(rollouts, generate_seconds=generator.seconds, truncated=generator.truncated,
                                      weight_versions=generator.weight_versions)
 
