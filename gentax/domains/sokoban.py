@@ -352,6 +352,5 @@ SPEC = DomainSpec(
         nominal_tokens=10, donor_chars_per_token=1.5, separator="\n", monitor_shows="a puzzle game",
         distractors=sokoban_distractors,
     ),
-    embedded_max_steps=8,
     aug_eps=80,
 )

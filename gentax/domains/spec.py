@@ -30,8 +30,8 @@ The spec holds:
 - ``augmentation``: the State Information Augmentation sources (``Augmentation``: distractors,
   goal reader, insertion layout, all in the domain's module), or None when the domain has none
   (then only ``eps = 0`` or augmentation off is allowed for it);
-- ``embedded_max_steps``: the step limit of the embedded RL preset; ``aug_eps``: the augmentation
-  budget of a run named on the command line (``gentax.runspec.from_defaults``);
+- ``aug_eps``: the augmentation budget of a run named on the command line
+  (``gentax.runspec.from_defaults``; the workflow's come from config ``augmentation``);
 - ``warm_start``: whether the embedded base model's SFT warm start has expert demos of it;
 - ``properties``: optional ``(steps) -> {measure: value}`` extra property measures.
 """
@@ -99,7 +99,6 @@ class DomainSpec:
     rule_when: Callable[[Any], bool] | None = None
     max_admissible_shown: int | None = None
     augmentation: Augmentation | None = None
-    embedded_max_steps: int = 8
     aug_eps: int = 0
     warm_start: bool = True
     properties: Callable[..., dict] | None = None

@@ -75,6 +75,5 @@ SPEC = DomainSpec(
         nominal_tokens=12, donor_chars_per_token=2.7, separator=" ", monitor_shows="a household simulation",
         distractors=alfworld_distractors, goal_in=alfworld_goal, layout=alfworld_layout,
     ),
-    embedded_max_steps=10,
     aug_eps=300,
 )
