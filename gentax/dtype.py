@@ -141,7 +141,8 @@ def strict_determinism(device):
     memory-efficient kernels takes its deterministic algorithm only in the strict mode (torch's
     attention_backward.cu; in warn-only mode it warns "cuDNN Attention defaults to a
     non-deterministic algorithm" and splits the keys, so two runs' weights differ: measured on the
-    H200, 2026-12-03). The mode is global: the autograd threads see it. Restored after."""
+    H200, 2026-12-03). The mode is global: the autograd threads see it. Restored after. Not
+    enough alone: sdpa picks its kernel in the forward (``deterministic_attention``)."""
     if not str(device).startswith("cuda"):
         yield
         return
@@ -153,3 +154,24 @@ def strict_determinism(device):
         yield
     finally:
         torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+
+
+@contextlib.contextmanager
+def deterministic_attention(device):
+    """Within, on a CUDA ``device``: sdpa limited to the kernels whose backward is deterministic in
+    ``strict_determinism`` (flash attention; the math kernel where flash cannot run, as with a
+    padding mask); else nothing. sdpa chooses its kernel in the forward, by the deterministic mode
+    then in effect: under the jobs' warn-only mode it may take the memory-efficient or the cuDNN
+    kernel, which torch's strict mode would have excluded (torch's randomness notes, "CUDA Scaled
+    Dot Product Attention"). The H200 twin of 2026-12-04 (benchmarks/gpu1/runs/2026-12-04/v1_twice)
+    had strict mode around the backward only, and two runs' first update from the same weights and
+    tokens gave different weights. Strict mode around the forward is no option: the forward's
+    ``cumsum`` has no deterministic CUDA kernel and would raise. For a training forward whose
+    backward runs in ``strict_determinism``."""
+    if not str(device).startswith("cuda"):
+        yield
+        return
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]):
+        yield

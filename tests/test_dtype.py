@@ -202,3 +202,21 @@ def test_strict_determinism_holds_only_inside_and_only_on_a_gpu():
         assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
     finally:
         torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+
+
+def test_deterministic_attention_leaves_sdpa_only_kernels_whose_backward_repeats():
+    """On a CUDA device the training forward may pick only flash or math attention (their backward is
+    deterministic in strict mode; memory-efficient and cuDNN attention are not without it); the
+    backend flags are torch's, set and restored without a GPU. On a CPU: nothing changes."""
+    import torch
+
+    from gentax.dtype import deterministic_attention
+
+    flags = (torch.backends.cuda.flash_sdp_enabled, torch.backends.cuda.math_sdp_enabled,
+             torch.backends.cuda.mem_efficient_sdp_enabled, torch.backends.cuda.cudnn_sdp_enabled)
+    before = [f() for f in flags]
+    with deterministic_attention("cpu"):
+        assert [f() for f in flags] == before
+    with deterministic_attention("cuda:0"):
+        assert [f() for f in flags] == [True, True, False, False]
+    assert [f() for f in flags] == before

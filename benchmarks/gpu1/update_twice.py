@@ -12,9 +12,11 @@ log-probs and the gradients are bitwise equal between repeats in one process and
     python3 benchmarks/gpu1/update_twice.py OUT.json [--processes 2] [--load 2] [--repeats 3]
     python3 benchmarks/gpu1/update_twice.py OUT.json --device cpu --tiny   (the CPU test's smoke run)
 
-Variants: ``engine`` (sdpa as the model loads, strict deterministic mode around the backward only:
-what the jobs ran), ``strict_all`` (strict mode around the forward too), ``math`` / ``efficient`` /
-``cudnn`` (sdpa limited to that backend), ``eager`` (transformers' eager attention). A variant that
+Variants: ``engine`` (the local engine's update now: ``gentax.dtype.deterministic_attention`` around
+the forward, strict deterministic mode around the backward), ``as_run`` (what the 2026-12-04 jobs
+ran: sdpa as the model loads, strict mode around the backward only), ``strict_all`` (strict mode
+around the forward too), ``math`` / ``efficient`` / ``cudnn`` (sdpa limited to that backend, strict
+backward), ``eager`` (transformers' eager attention). A variant that
 raises is recorded with its error. Model: SmolLM2-135M's shape (config/models), random float32
 weights from seed 0, bf16 autocast on a GPU (the engine's ``autocast: auto``), as a fresh copy for
 each variant. Needs torch, transformers and this checkout (gentax on the path).
@@ -33,7 +35,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-VARIANTS = ("engine", "strict_all", "math", "efficient", "cudnn", "eager")
+VARIANTS = ("engine", "as_run", "strict_all", "math", "efficient", "cudnn", "eager")
 ROWS, PROMPTS, RESPONSES = 16, (150, 400), (5, 40)
 
 
@@ -72,9 +74,13 @@ def _policy(model, device):
     return policy
 
 
-def _sdpa_backend(variant: str):
+def _sdpa_backend(variant: str, device: str):
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    from gentax.dtype import deterministic_attention
+
+    if variant == "engine":
+        return deterministic_attention(device)
     backend = {"math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION,
                "cudnn": SDPBackend.CUDNN_ATTENTION}.get(variant)
     return sdpa_kernel([backend]) if backend is not None else contextlib.nullcontext()
@@ -104,7 +110,7 @@ def one_variant(variant: str, device: str, tiny: bool, repeats: int) -> dict:
     try:
         for _ in range(repeats):
             model.zero_grad(set_to_none=True)
-            with _sdpa_backend(variant):
+            with _sdpa_backend(variant, device):
                 with strict_determinism(device) if variant == "strict_all" else contextlib.nullcontext():
                     logp, mask, entropy = policy.logprobs(model, prompts, responses, with_entropy=True)
                 adv = torch.tensor(advantages, dtype=torch.float32, device=logp.device)

@@ -77,7 +77,7 @@ import numpy as np
 
 from gentax import io as gio
 from gentax import progress as gprogress
-from gentax.dtype import strict_determinism
+from gentax.dtype import deterministic_attention, strict_determinism
 from gentax.errors import ConfigError, GentaxError
 from gentax.io import atomic_path, write_json
 from gentax.train import grpo, runs
@@ -363,9 +363,10 @@ def update_policy(policy: Policy, optimizer, samples: Samples, cfg: RLConfig, rn
             tokens = float(sum(len(samples.responses[i]) for i in mini))
             optimizer.zero_grad(set_to_none=True)
             for idx in _chunks(sorted(mini, key=lambda i: len(samples.prompts[i]) + len(samples.responses[i])), micro):
-                logp, mask, entropy = policy.logprobs(model, [samples.prompts[i] for i in idx],
-                                                      [samples.responses[i] for i in idx], with_entropy=True,
-                                                      entropy_grad=cfg.entropy_coeff > 0)
+                with deterministic_attention(policy.device):  # a kernel whose backward repeats (gentax.dtype)
+                    logp, mask, entropy = policy.logprobs(model, [samples.prompts[i] for i in idx],
+                                                          [samples.responses[i] for i in idx], with_entropy=True,
+                                                          entropy_grad=cfg.entropy_coeff > 0)
                 width = logp.shape[1]
                 old_t = logp.detach() if old is None else _pad([old[i] for i in idx], width, logp.device)
                 ref_t = old_t if same_as_old else _pad([ref[i] for i in idx], width, logp.device)
