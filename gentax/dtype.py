@@ -165,9 +165,10 @@ def deterministic_attention(device):
     kernel, which torch's strict mode would have excluded (torch's randomness notes, "CUDA Scaled
     Dot Product Attention"). The H200 twin of 2026-12-04 (benchmarks/gpu1/runs/2026-12-04/v1_twice)
     had strict mode around the backward only, and two runs' first update from the same weights and
-    tokens gave different weights. Strict mode around the forward is no option: the forward's
-    ``cumsum`` has no deterministic CUDA kernel and would raise. For a training forward whose
-    backward runs in ``strict_determinism``."""
+    tokens gave different weights. Strict mode around the whole forward would choose the same way,
+    but raises at any op without a deterministic CUDA kernel (float ``cumsum`` has none): this
+    limits the kernel choice alone (benchmarks/gpu1/update_twice.py tries both). For a training
+    forward whose backward runs in ``strict_determinism``."""
     if not str(device).startswith("cuda"):
         yield
         return
