@@ -68,7 +68,7 @@ if workflow.is_main_process:  # the budget of what this profile would launch (no
         if _disk:
             print(f"gentax: note: {_disk} (a run stops before its first job)", file=sys.stderr)
         print(f"gentax: each job's progress goes to its log (the `log:` line of its block): "
-              f"tail -f {R}/logs/<its log>; a run prints the running jobs' latest lines every "
+              f"tail -f {gpaths.logs(config)}/<its log>; a run prints the running jobs' latest lines every "
               f"{gprogress.EVERY_S:g} s (gentax/progress.py)", file=sys.stderr)
     except ConfigError as exc:
         print(f"gentax: error: {exc}", file=sys.stderr)
@@ -86,7 +86,7 @@ onstart:  # a real run, before any job is started or queued: what every job need
     if _unmet or _disk:
         sys.exit(2)
     # every 15 s, each running job's latest progress line (its log's), here on the console
-    gprogress.follow(f"{R}/logs")
+    gprogress.follow(gpaths.logs(config))
 
 
 include: "rules/common.smk"

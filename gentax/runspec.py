@@ -119,6 +119,12 @@ def think_fields(mode: str) -> dict[str, Any]:
 
 
 # ---- the run spec ------------------------------------------------------------------------------
+def run_path(init: str, train_domain: str, variant_label: str, seed: Any) -> str:
+    """A run's folder under ``<results>/runs/``, and its summary's name (``gentax.study.paths``);
+    the arguments may be Snakemake wildcards (``"{seed}"``)."""
+    return f"{init}/{train_domain}/{variant_label}/seed{seed}"
+
+
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
     """One RL run, resolved (see the module docstring). Hashable by its identity (the five keys
@@ -162,7 +168,7 @@ class RunSpec:
     @property
     def path(self) -> str:
         """Relative run folder (under ``<results>/runs/``)."""
-        return f"{self.init}/{self.train_domain}/{self.variant_label}/seed{self.seed}"
+        return run_path(self.init, self.train_domain, self.variant_label, self.seed)
 
     def row(self) -> dict[str, Any]:
         """The run's identity as a plain row (``gentax plan --json``)."""

@@ -125,7 +125,7 @@ def eval_file(init, train_domain, variant, seed, step, eval_domain):
 
 # ---- evaluations (rules/eval.smk: one rule per initial policy) -----------------------------------
 TRAIN_OR_BASE = f"{TRAIN_DOMAIN_RE}|base"
-CHECKPOINT = "{init}/{train_domain}/{variant}/seed{seed}/step{step}"  # an evaluated checkpoint
+CHECKPOINT = gpaths.evaluated_checkpoint("{init}", "{train_domain}", "{variant}", "{seed}", "{step}")
 
 
 def eval_checkpoint_job(init):
@@ -140,11 +140,10 @@ def eval_checkpoint_job(init):
 def eval_outputs(init):
     """Per eval domain its summary and, written before it, its trajectories (declared, so a deleted
     one is rebuilt): named DOMAIN, DOMAIN_steps, DOMAIN_episodes."""
-    folder = f"{R}/eval/{{init}}/{{train_domain,{TRAIN_OR_BASE}}}/{{variant}}/seed{{seed}}/step{{step}}"
     out = {}
     for d in gplan.eval_domains(config, init):
-        out.update({d: f"{folder}/{d}.json", f"{d}_steps": f"{folder}/{d}.steps.parquet",
-                    f"{d}_episodes": f"{folder}/{d}.episodes.parquet"})
+        summary = gpaths.eval_file(config, "{init}", f"{{train_domain,{TRAIN_OR_BASE}}}", "{variant}", "{seed}", "{step}", d)
+        out.update({d: summary, **{f"{d}_{kind}": path for kind, path in gpaths.trajectories(summary).items()}})
     return out
 
 
@@ -165,15 +164,15 @@ def base_variants(init):
 
 def table_inputs(wc):
     """What a table/figure reads: the artifact registry's entry (gentax.analysis.artifacts), as paths."""
-    return gplan.artifact_inputs(config, wc.name, R)
+    return gplan.artifact_inputs(config, wc.name)
 
 
 def all_tables():
-    return [f"{R}/tables/{name}.csv" for name in gplan.table_names(config)]
+    return [gpaths.table(config, name) for name in gplan.table_names(config)]
 
 
 def all_figures():
-    return [f"{R}/figures/{name}.png" for name in gplan.figure_names(config)]
+    return [gpaths.figure(config, name) for name in gplan.figure_names(config)]
 
 
 def sft_mix_domains(sft, preset="v2"):
@@ -200,7 +199,7 @@ def filler_segment_input(wc):
         return {}
     ref = gplan.filler_reference(config, planned_run(wc))
     start, end = gplan.segment_of(config, ref, int(wc.end))
-    return {"thinking": f"{R}/runs/{ref.path}/segment_{start}_{end}.json"}
+    return {"thinking": gpaths.segment_manifest(gpaths.run_folder(config, ref.path), start, end)}
 
 
 def filler_eval_inputs(wc, init):

@@ -8,19 +8,21 @@
 CONTROL_PROPERTIES_JOB = JobSpec("properties", lambda wc: gjobs.properties(
     config, domain=wc.domain, settings=control_level(wc.label).domain,
     model=init_model_path(config["properties"]["init"]), tasks_file=gpaths.tasks(config, wc.domain),
-    out_json=f"{R}/properties/controls/{wc.label}/{wc.domain}.json",
+    out_json=gpaths.under(config, gpaths.relative_control_properties(wc.label, wc.domain)),
     augmentation=control_level(wc.label).augmentation))
+
+
+CONTROL_PROPERTIES = gpaths.under(config, gpaths.relative_control_properties("{label}", "{domain}"))
 
 
 use rule properties as control_properties with:
     input:  # the properties rule's inputs, with this job's check
         unpack(CONTROL_PROPERTIES_JOB.checked),
         model=init_model_input(config["properties"]["init"]),
-        tasks=f"{R}/tasks/{{domain}}.json",
+        tasks=gpaths.tasks(config, "{domain}"),
     output:
-        f"{R}/properties/controls/{{label}}/{{domain}}.json",
-        f"{R}/properties/controls/{{label}}/{{domain}}.steps.parquet",
-        f"{R}/properties/controls/{{label}}/{{domain}}.episodes.parquet",
+        CONTROL_PROPERTIES,
+        *gpaths.trajectories(CONTROL_PROPERTIES).values(),
     params:
         job=CONTROL_PROPERTIES_JOB.param,
     log:
@@ -30,16 +32,16 @@ use rule properties as control_properties with:
 
 
 CONTROLS_PROPERTIES_TABLE_JOB = JobSpec("controls-properties-table", lambda wc: gjobs.controls_properties_table(
-    gplan.control_property_params(config), [f"{R}/{path}" for path in gplan.control_property_paths(config)],
-    f"{R}/{gcontrols.PROPERTIES_TABLE}"))
+    gplan.control_property_params(config), [gpaths.under(config, path) for path in gplan.control_property_paths(config)],
+    gpaths.controls_table(config)))
 
 
 rule controls_properties_table:
     input:
         unpack(CONTROLS_PROPERTIES_TABLE_JOB.checked),
-        [f"{R}/{path}" for path in gplan.control_property_paths(config)],
+        [gpaths.under(config, path) for path in gplan.control_property_paths(config)],
     output:
-        f"{R}/{gcontrols.PROPERTIES_TABLE}",
+        gpaths.controls_table(config),
     params:
         job=CONTROLS_PROPERTIES_TABLE_JOB.param,
     log:

@@ -14,7 +14,7 @@ for _init in config["inits"]:
         input:
             unpack(_job.checked),
             unpack(checkpoint_inputs),
-            tasks=[f"{R}/tasks/{d}.json" for d in gplan.eval_domains(config, _init)],
+            tasks=[gpaths.tasks(config, d) for d in gplan.eval_domains(config, _init)],
         output:
             **eval_outputs(_init),
         wildcard_constraints:
@@ -37,7 +37,7 @@ for _init in config["inits"]:
 RUN_SUMMARY_JOB = JobSpec("summarize", lambda wc: gjobs.summary(
     run_summary_inputs(wc), {"init": wc.init, "train_domain": wc.train_domain, "variant": wc.variant,
                              "seed": int(wc.seed)},
-    f"{R}/summary/{wc.part}/{wc.init}/{wc.train_domain}/{wc.variant}/seed{wc.seed}.csv"))
+    gpaths.run_summary(config, wc.part, gpaths.run_path(wc.init, wc.train_domain, wc.variant, wc.seed))))
 
 
 rule run_summary:
@@ -45,7 +45,7 @@ rule run_summary:
         unpack(RUN_SUMMARY_JOB.checked),
         run_summary_inputs,
     output:
-        f"{R}/summary/{{part,main|extended}}/{{init}}/{{train_domain}}/{{variant}}/seed{{seed}}.csv",
+        gpaths.run_summary(config, "{part,main|extended}", gpaths.run_path("{init}", "{train_domain}", "{variant}", "{seed}")),
     params:
         job=RUN_SUMMARY_JOB.param,
     log:
@@ -71,7 +71,7 @@ rule base_summary:
         unpack(BASE_SUMMARY_JOB.checked),
         base_summary_inputs,
     output:
-        f"{R}/summary/base/{{init}}/{{variant}}.csv",
+        gpaths.base_summary(config, "{init}", "{variant}"),
     params:
         job=BASE_SUMMARY_JOB.param,
     log:

@@ -12,9 +12,9 @@ rule rl_v1:
     input:
         unpack(RL_V1_JOB.checked),
         model=base_model_input(),
-        tasks=f"{R}/tasks/{config['inits']['v1']['rl']['train_domain']}.json",
+        tasks=gpaths.tasks(config, config["inits"]["v1"]["rl"]["train_domain"]),
     output:
-        f"{R}/init/v1/run/segment_0_{config['inits']['v1']['rl']['steps']}.json",
+        init_model_input("v1"),
     params:
         job=RL_V1_JOB.param,
     log:
@@ -39,9 +39,9 @@ rule sft_data:
     input:
         unpack(SFT_DATA_JOB.checked),
         v1=init_model_input("v1"),
-        tasks=expand(f"{R}/tasks/{{domain}}.json", domain=sft_mix_domains(config["inits"]["v2"]["sft"])),
+        tasks=[gpaths.tasks(config, d) for d in sft_mix_domains(config["inits"]["v2"]["sft"])],
     output:
-        directory(f"{R}/init/v2/sft_data"),
+        directory(gpaths.v2_sft_data(config)),
     params:
         job=SFT_DATA_JOB.param,
     log:
@@ -66,9 +66,9 @@ rule sft_v2:
     input:
         unpack(SFT_V2_JOB.checked),
         model=init_model_input("v1"),
-        data=f"{R}/init/v2/sft_data",
+        data=gpaths.v2_sft_data(config),
     output:
-        directory(f"{R}/init/v2/model"),
+        directory(gpaths.v2_model(config)),
     params:
         job=SFT_V2_JOB.param,
     log:

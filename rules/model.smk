@@ -14,7 +14,7 @@ rule embedded_model:
     input:
         unpack(EMBEDDED_MODEL_JOB.checked),
     output:
-        directory(f"{R}/model/embedded"),
+        directory(gpaths.embedded_model(config)),
     params:
         job=EMBEDDED_MODEL_JOB.param,
     log:
@@ -31,17 +31,17 @@ rule embedded_model:
         f"{GENTAX} model embedded --job {{params.job:q}} --log {{log:q}}"
 
 
-EMBEDDED_BASE_DATA_JOB = JobSpec("sft build-data", lambda wc: gjobs.sft_data(config, preset="embedded-base", out=f"{R}/model/embedded_base_data",
+EMBEDDED_BASE_DATA_JOB = JobSpec("sft build-data", lambda wc: gjobs.sft_data(config, preset="embedded-base", out=gpaths.embedded_base_data(config),
                                         v1_model=None))
 
 
 rule embedded_base_data:
     input:
         unpack(EMBEDDED_BASE_DATA_JOB.checked),
-        model=f"{R}/model/embedded",
-        tasks=expand(f"{R}/tasks/{{domain}}.json", domain=WARM_START_DOMAINS),
+        model=gpaths.embedded_model(config),
+        tasks=[gpaths.tasks(config, d) for d in WARM_START_DOMAINS],
     output:
-        directory(f"{R}/model/embedded_base_data"),
+        directory(gpaths.embedded_base_data(config)),
     params:
         job=EMBEDDED_BASE_DATA_JOB.param,
     log:
@@ -58,17 +58,17 @@ rule embedded_base_data:
         f"{GENTAX} sft build-data --job {{params.job:q}} --log {{log:q}}"
 
 
-EMBEDDED_BASE_JOB = JobSpec("sft train", lambda wc: gjobs.sft_train(config, preset="embedded-base", data=f"{R}/model/embedded_base_data",
+EMBEDDED_BASE_JOB = JobSpec("sft train", lambda wc: gjobs.sft_train(config, preset="embedded-base", data=gpaths.embedded_base_data(config),
                                          init_model=gpaths.embedded_model(config), out=gpaths.embedded_base(config)))
 
 
 rule embedded_base:
     input:
         unpack(EMBEDDED_BASE_JOB.checked),
-        model=f"{R}/model/embedded",
-        data=f"{R}/model/embedded_base_data",
+        model=gpaths.embedded_model(config),
+        data=gpaths.embedded_base_data(config),
     output:
-        directory(f"{R}/model/embedded_base"),
+        directory(gpaths.embedded_base(config)),
     params:
         job=EMBEDDED_BASE_JOB.param,
     log:

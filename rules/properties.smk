@@ -12,11 +12,10 @@ rule properties:
     input:
         unpack(PROPERTIES_JOB.checked),
         model=init_model_input(config["properties"]["init"]),
-        tasks=f"{R}/tasks/{{domain}}.json",
+        tasks=gpaths.tasks(config, "{domain}"),
     output:
-        f"{R}/properties/{{domain}}.json",
-        f"{R}/properties/{{domain}}.steps.parquet",  # its trajectories: declared, so a deleted one is rebuilt
-        f"{R}/properties/{{domain}}.episodes.parquet",
+        gpaths.properties(config, "{domain}"),
+        *gpaths.trajectories(gpaths.properties(config, "{domain}")).values(),  # declared: a deleted one is rebuilt
     params:
         job=PROPERTIES_JOB.param,
     log:
@@ -40,9 +39,9 @@ PROPERTIES_TABLE_JOB = JobSpec("properties-table", lambda wc: gjobs.properties_t
 rule properties_table:
     input:
         unpack(PROPERTIES_TABLE_JOB.checked),
-        expand(f"{R}/properties/{{domain}}.json", domain=gplan.eval_domains(config, config["properties"]["init"])),
+        [gpaths.properties(config, d) for d in gplan.eval_domains(config, config["properties"]["init"])],
     output:
-        f"{R}/properties/properties.csv",
+        gpaths.properties_table(config),
     params:
         job=PROPERTIES_TABLE_JOB.param,
     log:

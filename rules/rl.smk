@@ -15,7 +15,7 @@ rule rl_segment:
         unpack(RL_SEGMENT_JOB.checked),
         unpack(segment_inputs),
     output:
-        f"{R}/runs/{{init}}/{{train_domain}}/{{variant}}/seed{{seed}}/segment_{{start}}_{{end}}.json",
+        gpaths.segment_manifest(gpaths.run_dir(config, "{init}", "{train_domain}", "{variant}", "{seed}"), "{start}", "{end}"),
     params:
         job=RL_SEGMENT_JOB.param,
     log:

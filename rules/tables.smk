@@ -8,7 +8,7 @@
 
 TABLE_JOB = JobSpec("table", lambda wc: gjobs.artifact(
     config, wc.name, **table_inputs(wc), outputs={ext: gpaths.table(config, wc.name, ext) for ext in ("csv", "md", "tex")},
-    provenance=f"{R}/tables/{wc.name}{gprov.SUFFIX}"))
+    provenance=str(gprov.beside(gpaths.table(config, wc.name)))))
 
 
 rule table:
@@ -16,11 +16,11 @@ rule table:
         unpack(TABLE_JOB.checked),
         unpack(table_inputs),
     output:
-        csv=report(f"{R}/tables/{{name}}.csv", category="Tables", subcategory="{name}", caption="../report/table.rst",
+        csv=report(gpaths.table(config, "{name}", "csv"), category="Tables", subcategory="{name}", caption="../report/table.rst",
                    labels=provenance_labels),
-        md=f"{R}/tables/{{name}}.md",
-        tex=f"{R}/tables/{{name}}.tex",
-        provenance=f"{R}/tables/{{name}}{gprov.SUFFIX}",
+        md=gpaths.table(config, "{name}", "md"),
+        tex=gpaths.table(config, "{name}", "tex"),
+        provenance=str(gprov.beside(gpaths.table(config, "{name}"))),
     wildcard_constraints:
         name="|".join(gplan.table_names(config)),
     params:
@@ -40,7 +40,7 @@ rule table:
 
 FIGURE_JOB = JobSpec("figure", lambda wc: gjobs.artifact(
     config, wc.name, **table_inputs(wc), outputs={ext: gpaths.figure(config, wc.name, ext) for ext in ("png", "svg")},
-    provenance=f"{R}/figures/{wc.name}{gprov.SUFFIX}"))
+    provenance=str(gprov.beside(gpaths.figure(config, wc.name)))))
 
 
 rule figure:
@@ -48,10 +48,10 @@ rule figure:
         unpack(FIGURE_JOB.checked),
         unpack(table_inputs),
     output:
-        png=report(f"{R}/figures/{{name}}.png", category="Figures", subcategory="{name}", caption="../report/figure.rst",
+        png=report(gpaths.figure(config, "{name}", "png"), category="Figures", subcategory="{name}", caption="../report/figure.rst",
                    labels=provenance_labels),
-        svg=f"{R}/figures/{{name}}.svg",
-        provenance=f"{R}/figures/{{name}}{gprov.SUFFIX}",
+        svg=gpaths.figure(config, "{name}", "svg"),
+        provenance=str(gprov.beside(gpaths.figure(config, "{name}"))),
     wildcard_constraints:
         name="|".join(gplan.figure_names(config)),
     params:

@@ -10,7 +10,7 @@ rule tasks:
     input:
         unpack(TASKS_JOB.checked),
     output:
-        f"{R}/tasks/{{domain}}.json",
+        gpaths.tasks(config, "{domain}"),
     params:
         job=TASKS_JOB.param,
     log:

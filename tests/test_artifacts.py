@@ -43,7 +43,7 @@ def test_one_entry_plans_prices_and_builds_a_new_table(with_toy, paper, tmp_path
     assert "toy_best_run" in gplan.table_names(paper) and "toy_best_run" in tables.TABLE_NAMES
     assert gplan.TABLE_VARIANTS["toy_best_run"] == ["default", "aug"]
     assert {r.variant_label for r in gplan.artifact_runs(paper, "toy_best_run")} == {"default", "aug"}
-    inputs = gplan.artifact_inputs(paper, "toy_best_run", "R")
+    inputs = gplan.artifact_inputs({**paper, "results": "R"}, "toy_best_run")
     assert set(inputs) == {"summaries"} and "R/summary/base/v1/default.csv" in inputs["summaries"]
     jobs = gplan.jobs(paper, ["toy_best_run"])
     assert jobs["table"] == [0] and jobs["rl_segment"] and jobs["eval_checkpoint_v1"]  # its runs' whole chain

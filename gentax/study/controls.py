@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 from gentax.domains import domain_class
 from gentax.domains import spec as domain_spec
 from gentax.errors import ConfigError, GentaxError
+from gentax.study import paths
 
 DIFFICULTY = "difficulty"
 RICHNESS = "richness"
@@ -144,12 +145,8 @@ def measures_plain_states(cfg: dict, level: ControlLevel) -> bool:
 def property_path(cfg: dict, level: ControlLevel) -> str:
     """The level's property log, relative to the results folder."""
     if measures_plain_states(cfg, level):
-        return f"properties/{level.train_domain}.json"
-    return f"properties/controls/{level.label}/{level.train_domain}.json"
-
-
-#: The controls' properties table (one row per level), relative to the results folder.
-PROPERTIES_TABLE = "properties/controls.csv"
+        return paths.relative_properties(level.train_domain)
+    return paths.relative_control_properties(level.label, level.train_domain)
 
 
 def property_row(level: ControlLevel, run_label: str, measures: dict[str, Any]) -> dict[str, Any]:

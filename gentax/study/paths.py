@@ -1,35 +1,61 @@
 """Where every artifact of the study lives, relative to the working directory (config ``results``).
 
-One place for the layout: the Snakefile's rules and input functions (rules/common.smk) and the job
-specs (``gentax.study.jobs``) build every path here, so a job's spec and the rule that runs it name
-the same files. Contract: each function takes the validated workflow config first and returns a
-``str`` path (or ``[]`` where an artifact does not exist in this config, for rule inputs).
+One place for the layout: the Snakefile's rules and input functions (rules/common.smk), the job
+specs (``gentax.study.jobs``) and the plan build every path here, so a job's spec and the rule that
+runs it name the same files. Contract: each function takes the validated workflow config first and
+returns a ``str`` path (or ``[]`` where an artifact does not exist in this config, for rule inputs).
+A rule's output pattern is the same function called with wildcards for its arguments
+(``tasks(cfg, "{domain}")`` is ``<results>/tasks/{domain}.json``), so a path is spelled once. The
+``relative_*`` functions give the layout under the results folder where the plan lists it so.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from gentax.runspec import run_path
+
 
 def results(cfg: dict) -> str:
     return cfg["results"]
 
 
+def logs(cfg: dict) -> str:
+    """Every job's log, named as its rule's ``log:``."""
+    return f"{results(cfg)}/logs"
+
+
 def log(cfg: dict, name: str) -> str:
-    return f"{results(cfg)}/logs/{name}.log"
+    return f"{logs(cfg)}/{name}.log"
 
 
 def benchmark(cfg: dict, name: str) -> str:
     return f"{results(cfg)}/benchmarks/{name}.tsv"
 
 
+def under(cfg: dict, relative: str) -> str:
+    """A path relative to the results folder (a ``relative_*`` one), under it."""
+    return f"{results(cfg)}/{relative}"
+
+
 def tasks(cfg: dict, domain: str) -> str:
     return f"{results(cfg)}/tasks/{domain}.json"
+
+
+def trajectories(summary: str) -> dict[str, str]:
+    """The trajectory tables an evaluation or a property log writes before its summary ``X.json``
+    (gentax.rollout.evaluation): ``{"steps": X.steps.parquet, "episodes": X.episodes.parquet}``."""
+    stem = summary.removesuffix(".json")
+    return {"steps": f"{stem}.steps.parquet", "episodes": f"{stem}.episodes.parquet"}
 
 
 # ---- models -------------------------------------------------------------------------------------
 def embedded_model(cfg: dict) -> str:
     return f"{results(cfg)}/model/embedded"
+
+
+def embedded_base_data(cfg: dict) -> str:
+    return f"{results(cfg)}/model/embedded_base_data"
 
 
 def embedded_base(cfg: dict) -> str:
@@ -76,8 +102,13 @@ def init_model(cfg: dict, init: str) -> str:
 
 
 # ---- runs ---------------------------------------------------------------------------------------
+def run_folder(cfg: dict, path: str) -> str:
+    """The folder of the run whose ``run_path`` is ``path``."""
+    return f"{results(cfg)}/runs/{path}"
+
+
 def run_dir(cfg: dict, init: str, train_domain: str, variant: str, seed: Any) -> str:
-    return f"{results(cfg)}/runs/{init}/{train_domain}/{variant}/seed{seed}"
+    return run_folder(cfg, run_path(init, train_domain, variant, seed))
 
 
 def segment_manifest(run_folder: str, start: int, end: int) -> str:
@@ -88,8 +119,18 @@ def checkpoint(run_folder: str, step: Any) -> str:
     return f"{run_folder}/checkpoints/step_{step}"
 
 
+def evaluated_checkpoint(init: str, train_domain: str, variant: str, seed: Any, step: Any) -> str:
+    """An evaluated checkpoint's name: its folder under ``eval/`` and its evaluation job's log."""
+    return f"{run_path(init, train_domain, variant, seed)}/step{step}"
+
+
+def eval_folder(cfg: dict, init: str, train_domain: str, variant: str, seed: Any, step: Any) -> str:
+    """One checkpoint's evaluations (one job: every eval domain of its initial policy)."""
+    return f"{results(cfg)}/eval/{evaluated_checkpoint(init, train_domain, variant, seed, step)}"
+
+
 def eval_file(cfg: dict, init: str, train_domain: str, variant: str, seed: Any, step: Any, eval_domain: str) -> str:
-    return f"{results(cfg)}/eval/{init}/{train_domain}/{variant}/seed{seed}/step{step}/{eval_domain}.json"
+    return f"{eval_folder(cfg, init, train_domain, variant, seed, step)}/{eval_domain}.json"
 
 
 def run_summary(cfg: dict, part: str, run_path: str) -> str:
@@ -101,12 +142,30 @@ def base_summary(cfg: dict, init: str, variant: str) -> str:
 
 
 # ---- property logs, tables, figures ---------------------------------------------------------------
+def relative_properties(domain: str) -> str:
+    """Table 3's property log of ``domain``."""
+    return f"properties/{domain}.json"
+
+
+def relative_control_properties(label: str, domain: str) -> str:
+    """The property log of a control level (named by its label) on its training domain."""
+    return f"properties/controls/{label}/{domain}.json"
+
+
+#: the controls' properties table (one row per level)
+RELATIVE_CONTROLS_TABLE = "properties/controls.csv"
+
+
 def properties(cfg: dict, domain: str) -> str:
-    return f"{results(cfg)}/properties/{domain}.json"
+    return under(cfg, relative_properties(domain))
 
 
 def properties_table(cfg: dict) -> str:
     return f"{results(cfg)}/properties/properties.csv"
+
+
+def controls_table(cfg: dict) -> str:
+    return under(cfg, RELATIVE_CONTROLS_TABLE)
 
 
 def table(cfg: dict, name: str, ext: str = "csv") -> str:

@@ -38,7 +38,8 @@ from gentax.analysis import artifacts
 from gentax.domains.spec import is_mixture, mixture_weights, names
 from gentax.errors import ConfigError
 from gentax.runspec import RunSpec
-from gentax.study.controls import PROPERTIES_TABLE, ControlLevel, control_levels, enabled, property_path
+from gentax.study import paths
+from gentax.study.controls import ControlLevel, control_levels, enabled, property_path
 from gentax.train.runs import saved_steps
 from gentax.train.sft_config import load_sft_config, sft_section  # noqa: F401  (sft_section: read as gplan.sft_section)
 
@@ -461,18 +462,17 @@ def artifact_reads(cfg: dict, name: str) -> Reads:
     return Reads(tuple(parts), tuple(bases), artifact.properties, artifact.controls)
 
 
-def artifact_inputs(cfg: dict, name: str, results: str) -> dict[str, Any]:
-    """The input files of the rule that builds table/figure ``name`` under the results folder
-    ``results`` (``artifact_reads`` as paths): ``summaries``, and ``properties`` / ``controls``
-    when it reads them."""
+def artifact_inputs(cfg: dict, name: str) -> dict[str, Any]:
+    """The input files of the rule that builds table/figure ``name`` (``artifact_reads`` as paths):
+    ``summaries``, and ``properties`` / ``controls`` when it reads them."""
     reads = artifact_reads(cfg, name)
     inputs: dict[str, Any] = {"summaries": sorted(
-        {f"{results}/summary/{part}/{run.path}.csv" for run, part in reads.runs}
-        | {f"{results}/summary/base/{init}/{v}.csv" for init, v in reads.bases})}
+        {paths.run_summary(cfg, part, run.path) for run, part in reads.runs}
+        | {paths.base_summary(cfg, init, v) for init, v in reads.bases})}
     if reads.properties:
-        inputs["properties"] = f"{results}/properties/properties.csv"
+        inputs["properties"] = paths.properties_table(cfg)
     if reads.controls:
-        inputs["controls"] = f"{results}/{PROPERTIES_TABLE}"
+        inputs["controls"] = paths.controls_table(cfg)
     return inputs
 
 
@@ -514,13 +514,13 @@ def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
     inits = {run.init for run in parts} | {init for init, _ in bases}
     logs: set[str] = set()  # property logs: Table 3's per domain, the controls' per level
     if with_properties:
-        logs |= {f"properties/{d}.json" for d in eval_domains(cfg, cfg["properties"]["init"])}
+        logs |= {paths.relative_properties(d) for d in eval_domains(cfg, cfg["properties"]["init"])}
         out["properties_table"].append(0)
     if with_controls:
         logs |= set(control_property_paths(cfg))
         out["controls_properties_table"].append(0)
     for log in sorted(logs):
-        out["control_properties" if log.startswith("properties/controls/") else "properties"].append(
+        out["properties" if log == paths.relative_properties(Path(log).stem) else "control_properties"].append(
             cfg["properties"]["episodes"])
         task_domains.add(Path(log).stem)
     if logs:

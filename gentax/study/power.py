@@ -55,6 +55,7 @@ from gentax.analysis import artifacts, stats
 from gentax.domains.spec import is_mixture
 from gentax.errors import ConfigError
 from gentax.io import repo_path
+from gentax.study import paths
 from gentax.study import plan as gplan
 
 POWER = 0.8
@@ -306,7 +307,7 @@ def base_rates(cfg: dict, init: str) -> tuple[dict[str, float], str]:
     from gentax.io import read_result_csv
 
     assumed = {d: float(v) for d, v in cfg["eval"].get("power_base_success", {}).items()}
-    path = repo_path(cfg["results"]) / "summary" / "base" / init / "default.csv"
+    path = repo_path(paths.base_summary(cfg, init, "default"))
     source = "config eval.power_base_success"
     if path.is_file():
         measured = read_result_csv(path).groupby("eval_domain")["success"].mean().to_dict()
