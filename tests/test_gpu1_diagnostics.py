@@ -1,7 +1,8 @@
-"""benchmarks/gpu1/update_twice.py (a GPU diagnostic: which kernel makes the local engine's update
-differ between two processes on a shared GPU) runs its whole path on a CPU: the engine's own
-``Policy.logprobs`` and GRPO loss in two processes, each variant's forward and gradients compared
-within and across processes. On a CPU the update is deterministic, so every comparison is equal."""
+"""The GPU diagnostics of the local engine's update run their whole path on a CPU:
+benchmarks/gpu1/update_twice.py (which kernel makes the update differ between two processes on a
+shared GPU: the engine's own ``Policy.logprobs`` and GRPO loss in two processes, each variant's
+forward and gradients compared within and across processes; on a CPU the update is deterministic,
+so every comparison is equal) and benchmarks/gpu1/update_speed.py (tokens/s per micro-batch size)."""
 
 from __future__ import annotations
 
@@ -31,3 +32,13 @@ def test_update_twice_compares_each_variant_within_and_across_processes(tmp_path
     engine, eager = (v["losses"] for v in record["variants"])
     assert float(engine[0]) == pytest.approx(float(eager[0]), abs=1e-4)
     assert not list(tmp_path.glob("update_twice.json.p*"))  # the workers' files are gone
+
+
+@pytest.mark.slow
+def test_update_speed_times_each_micro_batch_size(tmp_path):
+    out = tmp_path / "update_speed.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks/gpu1/update_speed.py"), str(out), "--device", "cpu", "--tiny",
+                    "--sizes", "4,16", "--rows", "16", "--repeats", "1"], check=True, cwd=tmp_path)
+    record = json.loads(out.read_text())
+    assert record["device"] == "CPU" and [r["micro_batch_size"] for r in record["sizes"]] == [4, 16]
+    assert all(r["error"] is None and r["seconds"] > 0 and r["tokens_per_s"] > 0 for r in record["sizes"])

@@ -48,15 +48,29 @@ def _checksum(tensors) -> str:
     return hashlib.sha256(str(sums).encode()).hexdigest()[:16]
 
 
-def _batch(vocab: int, tiny: bool):
+def _batch(vocab: int, tiny: bool, rows: int = ROWS):
+    """``rows`` step samples of an RL step's shape (seed 0): prompts, responses, advantages."""
     import numpy as np
 
     rng = np.random.default_rng(0)
     low, high = (8, 24) if tiny else PROMPTS
-    prompts = [rng.integers(10, vocab, rng.integers(low, high)).tolist() for _ in range(ROWS)]
-    responses = [rng.integers(10, vocab, rng.integers(*RESPONSES)).tolist() for _ in range(ROWS)]
-    advantages = np.linspace(-1.0, 1.0, ROWS)
+    prompts = [rng.integers(10, vocab, rng.integers(low, high)).tolist() for _ in range(rows)]
+    responses = [rng.integers(10, vocab, rng.integers(*RESPONSES)).tolist() for _ in range(rows)]
+    advantages = np.linspace(-1.0, 1.0, rows)
     return prompts, responses, advantages
+
+
+def _model(device: str, tiny: bool):
+    """SmolLM2-135M's shape (or a 2-layer one), random float32 weights from seed 0, in train mode."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = json.loads((REPO / "config/models/SmolLM2-135M-Instruct.json").read_text())
+    if tiny:
+        config.update(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=512)
+    torch.manual_seed(0)
+    return LlamaForCausalLM(LlamaConfig(**config)).to(device).train()
 
 
 def _policy(model, device):
@@ -88,21 +102,14 @@ def _sdpa_backend(variant: str, device: str):
 
 def one_variant(variant: str, device: str, tiny: bool, repeats: int) -> dict:
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     from gentax.dtype import deterministic_kernels, strict_determinism
     from gentax.train import grpo
 
     deterministic_kernels(torch.device(device))
-    config = json.loads((REPO / "config/models/SmolLM2-135M-Instruct.json").read_text())
-    if tiny:
-        config.update(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, vocab_size=512)
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(**config)).to(device)
+    model = _model(device, tiny)
     if variant == "eager":
         model.set_attn_implementation("eager")
-    model.train()
     policy = _policy(model, device)
     prompts, responses, advantages = _batch(model.config.vocab_size, tiny)
     tokens = float(sum(map(len, responses)))
