@@ -16,12 +16,17 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _run(script: str, tmp_path: Path, *args: str) -> dict:
+    """Run benchmarks/gpu1/SCRIPT on the CPU (tiny model) in ``tmp_path``; its JSON record."""
+    out = tmp_path / f"{script}.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu1" / f"{script}.py"), str(out), "--device", "cpu",
+                    "--tiny", *args], check=True, cwd=tmp_path)
+    return json.loads(out.read_text())
+
+
 @pytest.mark.slow
 def test_update_twice_compares_each_variant_within_and_across_processes(tmp_path):
-    out = tmp_path / "update_twice.json"
-    subprocess.run([sys.executable, str(REPO / "benchmarks/gpu1/update_twice.py"), str(out), "--device", "cpu", "--tiny",
-                    "--load", "0", "--repeats", "2", "--variants", "engine,eager"], check=True, cwd=tmp_path)
-    record = json.loads(out.read_text())
+    record = _run("update_twice", tmp_path, "--load", "0", "--repeats", "2", "--variants", "engine,eager")
     assert record["device"] == "CPU" and record["processes"] == 2
     assert [v["variant"] for v in record["variants"]] == ["engine", "eager"]
     for variant in record["variants"]:
@@ -36,9 +41,6 @@ def test_update_twice_compares_each_variant_within_and_across_processes(tmp_path
 
 @pytest.mark.slow
 def test_update_speed_times_each_micro_batch_size(tmp_path):
-    out = tmp_path / "update_speed.json"
-    subprocess.run([sys.executable, str(REPO / "benchmarks/gpu1/update_speed.py"), str(out), "--device", "cpu", "--tiny",
-                    "--sizes", "4,16", "--rows", "16", "--repeats", "1"], check=True, cwd=tmp_path)
-    record = json.loads(out.read_text())
+    record = _run("update_speed", tmp_path, "--sizes", "4,16", "--rows", "16", "--repeats", "1")
     assert record["device"] == "CPU" and [r["micro_batch_size"] for r in record["sizes"]] == [4, 16]
     assert all(r["error"] is None and r["seconds"] > 0 and r["tokens_per_s"] > 0 for r in record["sizes"])
