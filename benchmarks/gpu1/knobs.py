@@ -67,9 +67,12 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=32)
     parser.add_argument("--record", type=Path)
     parser.add_argument("--setting", action="append", required=True)
+    parser.add_argument("--commit", help="the code's commit, where this checkout's git cannot say it (the GPU machine's "
+                                         "copy of the working tree: its .git may be stale)")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = args.commit or subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                           text=True).stdout.strip()
     lines = [f"# {dt.date.today()} commit {commit} machine {platform.node()} ({platform.processor() or platform.machine()}, "
              f"{_device()}) model {args.model}",
              "name\tdomain\tmax_steps\toptions\tepisodes\tsuccess\tmean_length\tinvalid_rate\twall_s"]
