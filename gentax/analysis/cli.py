@@ -62,7 +62,8 @@ def register(subparsers) -> None:
     parser.add_argument("--window", type=_int_list, default=None,
                         help="checkpoint steps averaged per seed (default: the study's last eval.window checkpoints, "
                              "every rl.save_every steps up to grid.steps: 105,120,135,150 for the paper)")
-    parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap draws (0: none; default 1000)")
+    parser.add_argument("--bootstrap", type=int, default=None,
+                        help="bootstrap draws (0: none; default: the study's eval.bootstrap, 1000 for the paper)")
     parser.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: the study's seed)")
     parser.add_argument("--no-figures", action="store_true", help="skip the figures")
     parser.add_argument("--rank-decimals", type=_decimals, default=1,
@@ -157,7 +158,7 @@ def _artifact(args) -> int:
     if s is None:
         return 0
     build_one(s["name"], list(s["summaries"]), s["properties"], s["outputs"], controls=s["controls"],
-              window=tuple(s["window"]), seed=int(s["seed"]), error_mark_pct=float(s["error_mark_pct"]),
+              window=tuple(s["window"]), n_boot=int(s["bootstrap"]), seed=int(s["seed"]), error_mark_pct=float(s["error_mark_pct"]),
               test_level=float(s["test_level"]), sft_mix=tuple(s["sft_mix"]), init_domains=s["init_domains"],
               augmented=s["augmented"])
     inputs = [*s["summaries"], *[f for f in (s["properties"], s["controls"]) if f]]
@@ -192,7 +193,7 @@ def _per_init(text: str) -> tuple[str, tuple[str, ...]]:
 def run(args) -> int:
     from gentax.analysis.tables import build_all  # function-local: defers pandas until a command runs
 
-    if args.bootstrap < 0:
+    if args.bootstrap is not None and args.bootstrap < 0:
         raise GentaxError(f"--bootstrap must be >= 0, got {args.bootstrap}")
     started = time.perf_counter()
     defaults = args.study_defaults()  # what a table job of the study receives (gentax.study.plan.table_settings)
@@ -201,7 +202,7 @@ def run(args) -> int:
         return defaults[key] if given is None else given
 
     analysis = build_all(
-        args.summary, args.properties, args.out, window=tuple(chosen("window", args.window)), n_boot=args.bootstrap,
+        args.summary, args.properties, args.out, window=tuple(chosen("window", args.window)), n_boot=chosen("bootstrap", args.bootstrap),
         seed=chosen("seed", args.seed), figures=not args.no_figures, rank_decimals=args.rank_decimals,
         tie_points=args.tie_points, aug_variants=args.aug_variants,
         nothink_variant=args.nothink_variant.strip().lower(), filler_variant=args.filler_variant.strip().lower(),
