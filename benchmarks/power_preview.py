@@ -22,8 +22,7 @@ def main(argv=None) -> int:
     from gentax.study import config as gconfig
     from gentax import provenance
     from gentax.study import power
-    from gentax.io import read_yaml, write_text
-    from gentax.study.cli import DEFAULT_CONFIG
+    from gentax.io import write_text
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="write benchmarks/records/power_<preset>.txt")
@@ -33,7 +32,7 @@ def main(argv=None) -> int:
               f"{' (dirty)' if code['dirty'] else ''}, {machine['cpu']}, {machine['cores']} cores; "
               "python benchmarks/power_preview.py --write\n")
     for preset in PRESETS:
-        cfg = gconfig.load_config(gconfig.with_preset(read_yaml(DEFAULT_CONFIG), {"preset": preset}, default="paper"))
+        cfg = gconfig.study_config(preset, memory=True)
         text = header + power.render(power.preview(cfg))
         print(text)
         if args.write:

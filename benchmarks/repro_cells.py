@@ -44,10 +44,7 @@ def _cell_commands(args, folder: Path) -> list[list[str]]:
 
     from gentax.study import plan as gplan
     from gentax.study import config as gconfig
-    from gentax.io import read_yaml
-    from gentax.study.cli import DEFAULT_CONFIG
-
-    cfg = gconfig.load_config(gconfig.with_preset(read_yaml(DEFAULT_CONFIG), {"preset": "embedded"}, default="paper"))
+    cfg = gconfig.study_config("embedded", memory=True)
     from gentax.runspec import from_defaults
     from gentax.study.jobs import rl_section
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 def main() -> None:
     import pandas as pd
-    import yaml
+    from gentax.study.config import study_config
 
     from gentax.dtype import rl_autocast
     from gentax.rollout.embedded_model import embedded_model_path
@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--dtypes", default="auto", help="engines.dtype values to compare, comma-separated")
     args = parser.parse_args()
 
-    embedded = yaml.safe_load((ROOT / "config" / "embedded.yaml").read_text())
+    embedded = study_config("embedded")  # the embedded study, resolved (config.yaml under config/embedded.yaml)
     model = args.model or str(embedded_model_path())
     out = Path(args.out or tempfile.mkdtemp(prefix="rl_bench_"))
     columns = ["step", "seconds", "cpu_s", "rollout_s", "update_s", "samples", "prompt_tokens_mean", "response_tokens",

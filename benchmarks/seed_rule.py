@@ -48,12 +48,9 @@ SUMMARIES = REPO / "benchmarks" / "gpu1" / "reference" / "run" / "summary" / "ma
 
 
 def load(preset: str, extra: str | None) -> dict:
-    from gentax.io import deep_merge, read_yaml
     from gentax.study import config as gconfig
-    from gentax.study.cli import DEFAULT_CONFIG
 
-    overrides = deep_merge(read_yaml(REPO / extra) if extra else {}, {"preset": preset})
-    return gconfig.load_config(gconfig.with_preset(read_yaml(DEFAULT_CONFIG), overrides, default="paper"))
+    return gconfig.study_config(preset, [REPO / extra] if extra else [], memory=True)
 
 
 def design_of(cfg: dict) -> dict:

@@ -64,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
                                         ["gentax", *argv[:2]]))
         # building the parser may read the domain registry (a command's choices; GENTAX_DOMAINS)
         args = build_parser().parse_args(argv)
+        if getattr(args, "study_command", None):
+            args.study_defaults = _study_defaults(args)
         return int(args.func(args) or 0)
     except GentaxError as exc:  # one clear line, no traceback, for bad input
         print(f"gentax: error: {exc}", file=sys.stderr)
@@ -74,6 +76,21 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"gentax: error: {failure}", file=sys.stderr)
         return 2
+
+
+def _study_defaults(args: argparse.Namespace):
+    """``args.study_defaults()`` of a command that declared them (``gentax.studyargs``): its
+    defaults from the study config of ``--preset`` and ``--study-config``, resolved at the first
+    call: the one place a command line's defaults are read from the study config."""
+    import functools
+
+    @functools.cache
+    def resolve() -> dict:
+        from gentax.study.config import command_line_defaults, study_config  # the study layer, above every command
+
+        return command_line_defaults(study_config(args.preset, args.study_config))[args.study_command]
+
+    return resolve
 
 
 def _refused_write(exc: OSError) -> GentaxError | None:

@@ -393,6 +393,7 @@ class TableJob(JobKind):
     outputs: dict[str, str]
     provenance: str
     window: list[int]
+    bootstrap: int
     seed: int
     error_mark_pct: float
     test_level: float

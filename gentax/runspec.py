@@ -295,7 +295,7 @@ def from_defaults(*, init: str, domain: str, variant: str, seed: int, steps: int
     options?}) where given, else its domain spec's step limit with no difficulty knobs; an
     augmented variant takes ``augmentation`` {kind, p, eps?}, each domain's budget ``eps[d]`` where
     given, else its domain spec's ``aug_eps`` (``gentax.domains.spec``). The command line passes
-    rl_defaults.yaml's ``command_line_run`` (``gentax.train.config.command_line_run``)."""
+    the study's augmentation kind and V1's p (``gentax.study.config.command_line_defaults``)."""
     from gentax.domains.spec import mixture_weights, spec
 
     domains, aug = domains or {}, augmentation or {}

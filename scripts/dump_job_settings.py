@@ -96,8 +96,8 @@ def _settings(rule: str, spec: dict) -> dict[str, Any]:
     verb = VERBS.get(rule)
     if verb is None:
         params = {"run_summary": lambda: {"run_keys": spec["keys"]}, "base_summary": lambda: {"run_keys": spec["keys"]},
-                  "table": lambda: {k: spec[k] for k in ("window", "seed", "error_mark_pct", "test_level", "sft_mix")},
-                  "figure": lambda: {k: spec[k] for k in ("window", "seed", "error_mark_pct", "test_level", "sft_mix")},
+                  "table": lambda: {k: spec[k] for k in ("window", "bootstrap", "seed", "error_mark_pct", "test_level", "sft_mix")},
+                  "figure": lambda: {k: spec[k] for k in ("window", "bootstrap", "seed", "error_mark_pct", "test_level", "sft_mix")},
                   "controls_properties_table": lambda: {"levels": spec["levels"]}}.get(rule, dict)()
         return {"params": params}
     out: dict[str, Any] = {"verb": verb}

@@ -10,6 +10,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from gentax.io import read_yaml
+
 
 def make_tiny_model(out: Path, seed: int = 0) -> Path:
     import torch
@@ -39,7 +41,11 @@ def copy_model(src: Path, dst: Path) -> Path:
     return dst
 
 
+#: the paper study's RL block (config.yaml's ``rl:``, the paper preset as it is): the study values an
+#: RL section holds, which the engines' loader has no default for (gentax.train.config)
+PAPER_RL = read_yaml(Path(__file__).resolve().parents[1] / "config.yaml")["rl"]
 TINY_RL = {
+    **PAPER_RL,
     "group_size": 2,
     "tasks_per_step": 1,
     "max_new_tokens": 8,
@@ -49,12 +55,15 @@ TINY_RL = {
     "mini_batch_size": 4,  # two updates per step: exercises the recomputed old log-probs
     "micro_batch_size": 2,
 }
+_STUDY_AUG = read_yaml(Path(__file__).resolve().parents[1] / "config.yaml")["augmentation"]
+PAPER_AUGMENTATION = {"kind": _STUDY_AUG["kind"], "p": _STUDY_AUG["v1"]["p"]}  # a command-line run's (--variant aug)
 TINY_MAX_STEPS = 2  # the episode step limit of a tiny run (``make_run``'s default)
 
 
 #: the small engine settings a unit test trains with beneath its own (group of 4, 2 tasks, short
 #: responses, one GPU for verl): laid under a test's section by ``small_rl``
 SMALL_RL = {
+    **PAPER_RL,
     "group_size": 4, "tasks_per_step": 2, "save_every": 1, "lr": 1.0e-5, "max_new_tokens": 48,
     "mini_batch_size": 64, "micro_batch_size": 2,
     "verl": {"n_gpus_per_node": 1, "rollout_tp": 1, "micro_batch_per_gpu": 2, "agent_workers": 2},
@@ -66,15 +75,14 @@ def make_run(domain: str = "sokoban", variant: str = "default", seed: int = 0, s
              max_steps: int | dict = TINY_MAX_STEPS, init: str = "/m", augmentation: dict | None = None):
     """A run spec as ``gentax train rl --domain D --variant V --seed S`` names one
     (``runspec.from_defaults``), with each training domain's step limit ``max_steps`` (one for
-    all, or ``{domain: limit}``) and no knobs; an augmented variant's augmentation is the command
-    line's default ({kind, p} of rl_defaults.yaml's ``command_line_run``) under ``augmentation``."""
+    all, or ``{domain: limit}``) and no knobs; an augmented variant's augmentation is the paper
+    study's command-line default (``augmentation.kind``, V1's p) under ``augmentation``."""
     from gentax.domains.spec import mixture_weights
     from gentax.runspec import from_defaults
-    from gentax.train.config import command_line_run
 
     limits = {d: max_steps if isinstance(max_steps, int) else max_steps[d] for d in mixture_weights(domain)}
     return from_defaults(init=init, domain=domain, variant=variant, seed=seed, steps=steps,
-                         augmentation={**command_line_run()["augmentation"], **(augmentation or {})},
+                         augmentation={**PAPER_AUGMENTATION, **(augmentation or {})},
                          domains={d: {"max_steps": limit, "options": {}} for d, limit in limits.items()})
 
 

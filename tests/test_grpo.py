@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from gentax.train import grpo
+from rl_helpers import PAPER_RL
 
 core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
 
@@ -226,7 +227,7 @@ def test_config_refuses_in_return_penalty_with_cross_step_normalisation():
     from gentax.train.config import load_rl_config
 
     with pytest.raises(ConfigError, match="in_return cannot go with advantage_normalisation cross_step"):
-        load_rl_config({"advantage_normalisation": "cross_step", "invalid_penalty_placement": "in_return"})
+        load_rl_config({**PAPER_RL, "advantage_normalisation": "cross_step", "invalid_penalty_placement": "in_return"})
     # each alone is accepted
-    assert load_rl_config({"advantage_normalisation": "cross_step"}).invalid_penalty_placement == "after_normalisation"
-    assert load_rl_config({"invalid_penalty_placement": "in_return"}).advantage_normalisation == "trajectory"
+    assert load_rl_config({**PAPER_RL, "advantage_normalisation": "cross_step"}).invalid_penalty_placement == "after_normalisation"
+    assert load_rl_config({**PAPER_RL, "invalid_penalty_placement": "in_return"}).advantage_normalisation == "trajectory"

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from rl_helpers import PAPER_RL
+
 REPO = Path(__file__).resolve().parents[1]
 PAPER = json.loads((REPO / "config" / "models" / "Llama-3.1-8B-Instruct.json").read_text())
 TOKENIZER = {"vocab_size": 49152, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 2}
@@ -107,7 +109,7 @@ def test_the_rl_settings_change_only_what_one_gpu_forces():
     measure = _load("measure")
     section = measure.rl_config(140.0)["rl"]
     assert section["verl"]["gpu_memory_utilization"] == pytest.approx(40 / 140, abs=1e-4)
-    paper, measured = load_rl_config({}), load_rl_config(section)
+    paper, measured = load_rl_config(PAPER_RL), load_rl_config({**PAPER_RL, **section})
     assert (measured.group_size, measured.lr, measured.max_new_tokens, measured.max_prompt_tokens) == \
            (paper.group_size, paper.lr, paper.max_new_tokens, paper.max_prompt_tokens)
     for key in ("micro_batch_per_gpu", "gradient_checkpointing", "param_offload", "optimizer_offload", "rollout"):
@@ -163,7 +165,7 @@ def test_the_phase_trace_variable_reaches_verls_processes_only_when_set(monkeypa
     from gentax.train import verl_engine
     from gentax.train.config import load_rl_config
 
-    cfg = load_rl_config({})
+    cfg = load_rl_config(PAPER_RL)
     run = from_defaults(init="/m", domain="sokoban", variant="default", seed=0, steps=1)
 
     def overrides():

@@ -17,7 +17,7 @@ import pytest
 from gentax.errors import ConfigError
 from gentax.train import runs, tracking
 from gentax.train.cli import train_rl
-from rl_helpers import TINY_RL, make_run, make_tiny_model
+from rl_helpers import PAPER_RL, TINY_RL, make_run, make_tiny_model
 
 STEPS = 2
 
@@ -70,7 +70,7 @@ def test_verl_engine_logs_through_verls_own_logger_into_the_run_folder(tmp_path)
     from gentax.train.config import load_rl_config
     from gentax.train.verl_engine import build_config
 
-    cfg = load_rl_config({})
+    cfg = load_rl_config(PAPER_RL)
     run = from_defaults(init="/models/x", domain="webshop", variant="default", seed=1, steps=15)
     config = build_config(cfg, model_path="/models/x", run=run, run_dir=tmp_path / "run", end_step=15, write_data=False)
     assert list(config.trainer.logger) == ["console", "tensorboard"]

@@ -26,7 +26,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from gentax.errors import ConfigError  # noqa: E402
 from gentax.train import grpo, runs, verl_engine  # noqa: E402
 from gentax.train.config import load_rl_config  # noqa: E402
-from rl_helpers import SMALL_MAX_STEPS, make_run, make_tiny_model, small_rl  # noqa: E402
+from rl_helpers import PAPER_RL, SMALL_MAX_STEPS, make_run, make_tiny_model, small_rl  # noqa: E402
 
 def _run(cfg, domain: str, variant: str, seed: int, max_steps: dict | None = None, augmentation: dict | None = None):
     """A run spec named like ``gentax train rl --domain --variant --seed``: 2 steps, a small run's
@@ -368,11 +368,11 @@ def test_rollout_backend_is_one_checked_setting():
 
     job = rl_section({"lr": 1.0e-6}, save_every=15, rollout="hf")  # the workflow's engines.rollout, in the job's RL section
     assert job["verl"] == {"rollout": "hf"}
-    assert load_rl_config({**job, "verl": {"rollout": "hf", "rollout_tp": 1}}).verl["rollout"] == "hf"
+    assert load_rl_config({**PAPER_RL, **job, "verl": {"rollout": "hf", "rollout_tp": 1}}).verl["rollout"] == "hf"
     with pytest.raises(ConfigError, match="RL config key verl.rollout: must be one of vllm, hf, got .sglang."):
-        load_rl_config({"verl": {"rollout": "sglang"}})
+        load_rl_config({**PAPER_RL, "verl": {"rollout": "sglang"}})
     with pytest.raises(ConfigError, match="RL config key verl.rollout_tp: must be 1 with verl.rollout hf"):
-        load_rl_config({"verl": {"rollout": "hf"}})  # the paper's tensor parallel 2
+        load_rl_config({**PAPER_RL, "verl": {"rollout": "hf"}})  # the paper's tensor parallel 2
 
 
 @pytest.mark.parametrize("split", ["train", "eval"])

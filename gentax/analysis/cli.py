@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from gentax import jobspec
+from gentax import jobspec, studyargs
 from gentax.analysis import artifacts
 from gentax.errors import GentaxError
 from gentax.io import atomic_path, read_result_json, write_json
@@ -48,8 +48,6 @@ def _decimals(text: str) -> int | None:
 
 
 def register(subparsers) -> None:
-    from gentax.analysis.summary import DEFAULT_WINDOW  # function-local: defers pandas until a command runs
-
     parser = subparsers.add_parser(
         "tables", help="write the study's tables, statistics and figures from a success summary",
         description="Write every table (CSV, Markdown, LaTeX), bootstrap statistic and figure of the "
@@ -60,10 +58,13 @@ def register(subparsers) -> None:
     parser.add_argument("--controls", help="the controls' properties, one row per level (.csv or .parquet; "
                                            "gentax.analysis.controls); optional: adds the controls' tables and figure")
     parser.add_argument("--out", required=True, help="output folder (replaced as a whole)")
-    parser.add_argument("--window", type=_int_list, default=",".join(map(str, DEFAULT_WINDOW)),
-                        help="checkpoint steps averaged per seed (default: %(default)s)")
-    parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap draws (0: none; default 1000)")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    studyargs.add_arguments(parser, "tables")
+    parser.add_argument("--window", type=_int_list, default=None,
+                        help="checkpoint steps averaged per seed (default: the study's last eval.window checkpoints, "
+                             "every rl.save_every steps up to grid.steps: 105,120,135,150 for the paper)")
+    parser.add_argument("--bootstrap", type=int, default=None,
+                        help="bootstrap draws (0: none; default: the study's eval.bootstrap, 1000 for the paper)")
+    parser.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: the study's seed)")
     parser.add_argument("--no-figures", action="store_true", help="skip the figures")
     parser.add_argument("--rank-decimals", type=_decimals, default=1,
                         help="round success to this many decimals before ranking ('none': no rounding; default 1)")
@@ -77,22 +78,23 @@ def register(subparsers) -> None:
     parser.add_argument("--delta-id-base", choices=("matching", "default"), default="matching",
                         help="initial-policy row for a variant's ΔID: the base row of the same variant when "
                              "present ('matching', default) or always the default base row")
-    parser.add_argument("--error-mark-pct", type=float, default=5.0,
-                        help="mark Table 2 cells whose episodes ended with an env error more often than this (percent; default 5)")
+    parser.add_argument("--error-mark-pct", type=float, default=None,
+                        help="mark Table 2 cells whose episodes ended with an env error more often than this "
+                             "(percent; default: the study's eval.error_mark_pct)")
     parser.add_argument("--test-level", type=float, default=None,
                         help="level of the tables' rule (task-paired exact test AND seed-level test, Holm over a "
                              "table's cells): a cell is resolved when its Holm-adjusted p is <= it "
-                             "(default: the repository config's eval.test_level)")
+                             "(default: the study's eval.test_level)")
     parser.add_argument("--sft-mix", type=_name_list, default=None,
                         help="domains in V2's SFT mix, Table 6's in_v2_sft_mix (comma-separated; default: the "
-                             "repository config's inits.v2.sft.mix, weights > 0)")
+                             "study's inits.v2.sft.mix, weights > 0)")
     parser.add_argument("--init-domains", type=_per_init, action="append", default=[], metavar="INIT=DOMAINS",
                         help="an init's training and evaluation domains, e.g. v1=alfworld,webshop,sokoban (repeat "
-                             "per init; default: the repository config's inits.<init>.domains); rows of an init on "
+                             "per init; default: the study's inits.<init>.domains); rows of an init on "
                              "another domain are left out with a note")
     parser.add_argument("--augmented", type=_per_init, action="append", default=[], metavar="INIT=DOMAINS",
                         help="an init's augmented training domains, Table 5's rows beyond the summary's (repeat per "
-                             "init; default: the repository config's augmentation.<init>.eps > 0)")
+                             "init; default: the study's augmentation.<init>.eps > 0)")
     parser.set_defaults(func=run)
     _register_jobs(subparsers)
 
@@ -156,7 +158,7 @@ def _artifact(args) -> int:
     if s is None:
         return 0
     build_one(s["name"], list(s["summaries"]), s["properties"], s["outputs"], controls=s["controls"],
-              window=tuple(s["window"]), seed=int(s["seed"]), error_mark_pct=float(s["error_mark_pct"]),
+              window=tuple(s["window"]), n_boot=int(s["bootstrap"]), seed=int(s["seed"]), error_mark_pct=float(s["error_mark_pct"]),
               test_level=float(s["test_level"]), sft_mix=tuple(s["sft_mix"]), init_domains=s["init_domains"],
               augmented=s["augmented"])
     inputs = [*s["summaries"], *[f for f in (s["properties"], s["controls"]) if f]]
@@ -181,14 +183,6 @@ def _properties_table(args) -> int:
     return 0
 
 
-def _config_defaults() -> dict:
-    """The tables' settings of the repository's config.yaml (``summary.config_settings``)."""
-    from gentax.analysis.summary import config_settings  # function-local: defers pandas
-    from gentax.io import REPO_ROOT, read_yaml  # function-local: read only when a command line leaves them out
-
-    return config_settings(read_yaml(REPO_ROOT / "config.yaml"))
-
-
 def _per_init(text: str) -> tuple[str, tuple[str, ...]]:
     init, sep, domains = text.partition("=")
     if not sep:
@@ -199,19 +193,22 @@ def _per_init(text: str) -> tuple[str, tuple[str, ...]]:
 def run(args) -> int:
     from gentax.analysis.tables import build_all  # function-local: defers pandas until a command runs
 
-    if args.bootstrap < 0:
+    if args.bootstrap is not None and args.bootstrap < 0:
         raise GentaxError(f"--bootstrap must be >= 0, got {args.bootstrap}")
     started = time.perf_counter()
-    defaults = _config_defaults()
+    defaults = args.study_defaults()  # what a table job of the study receives (gentax.study.plan.table_settings)
+
+    def chosen(key: str, given):
+        return defaults[key] if given is None else given
+
     analysis = build_all(
-        args.summary, args.properties, args.out, window=args.window, n_boot=args.bootstrap,
-        seed=args.seed, figures=not args.no_figures, rank_decimals=args.rank_decimals,
+        args.summary, args.properties, args.out, window=tuple(chosen("window", args.window)), n_boot=chosen("bootstrap", args.bootstrap),
+        seed=chosen("seed", args.seed), figures=not args.no_figures, rank_decimals=args.rank_decimals,
         tie_points=args.tie_points, aug_variants=args.aug_variants,
         nothink_variant=args.nothink_variant.strip().lower(), filler_variant=args.filler_variant.strip().lower(),
         delta_id_base=args.delta_id_base,
-        error_mark_pct=args.error_mark_pct, controls=args.controls,
-        test_level=defaults["test_level"] if args.test_level is None else args.test_level,
-        sft_mix=defaults["sft_mix"] if args.sft_mix is None else args.sft_mix,
+        error_mark_pct=chosen("error_mark_pct", args.error_mark_pct), controls=args.controls,
+        test_level=chosen("test_level", args.test_level), sft_mix=chosen("sft_mix", args.sft_mix),
         init_domains={**defaults["init_domains"], **dict(args.init_domains)},
         augmented={**defaults["augmented"], **dict(args.augmented)},
     )

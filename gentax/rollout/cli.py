@@ -31,7 +31,7 @@ import logging
 from pathlib import Path
 
 from gentax import io as gio
-from gentax import jobspec
+from gentax import jobspec, studyargs
 from gentax.errors import GentaxError
 from gentax.runspec import THINK_MODES
 
@@ -51,33 +51,36 @@ def register(subparsers) -> None:
     embedded.set_defaults(func=_model_embedded)
 
     evaluate = subparsers.add_parser("eval", help="success and invalid-action rates of a model on one domain")
-    _rollout_arguments(evaluate)
+    _rollout_arguments(evaluate, "eval")
     evaluate.add_argument("--episodes", type=int, help="tasks to play (one episode each)")
     evaluate.set_defaults(func=_eval)
 
     properties = subparsers.add_parser("properties", help="trajectories of a model plus the environment property measures")
-    _rollout_arguments(properties)
-    properties.add_argument("--episodes", type=int, default=None, help="default: config.yaml properties.episodes")
+    _rollout_arguments(properties, "properties")
+    properties.add_argument("--episodes", type=int, default=None, help="default: the study's properties.episodes")
     properties.add_argument("--t-max", type=int, default=None,
-                            help="step limit; a failed trajectory counts t_max (default: config.yaml properties.t_max)")
+                            help="step limit; a failed trajectory counts t_max (default: the study's properties.t_max)")
     properties.add_argument("--aug-eps", type=int, default=0,
                             help="augment the states with this token budget (default 0: the plain states)")
-    properties.add_argument("--aug-p", type=float, default=1.0, help="with --aug-eps: share of trajectories augmented")
-    properties.add_argument("--aug-kind", default="distractor", help="with --aug-eps: augmentation kind")
+    properties.add_argument("--aug-p", type=float, default=None,
+                            help="with --aug-eps: share of trajectories augmented (default: the study's augmentation.v1.p)")
+    properties.add_argument("--aug-kind", default=None, help="with --aug-eps: augmentation kind (default: the study's augmentation.kind)")
     properties.set_defaults(func=_properties)
 
 
-def _rollout_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of eval and properties. The study settings default to config.yaml's (the paper's
-    values: the one home of every default); the engine internals to ENGINE_INTERNALS."""
+def _rollout_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
+    """The options of eval and properties. The study settings default to the study's (``--preset``,
+    default paper: ``args.study_defaults()``, what the verb's workflow job would receive); the
+    engine internals to ENGINE_INTERNALS."""
     jobspec.add_argument(parser)
+    studyargs.add_arguments(parser, verb)
     parser.add_argument("--model", default=None, help="HF model folder (not needed with --generator expert)")
     parser.add_argument("--domain", help="the domain to play (required without --job)")
     parser.add_argument("--split", default="eval", choices=("train", "eval"))
     parser.add_argument("--out", help="FILE.parquet: writes FILE.steps.parquet, FILE.episodes.parquet, FILE.json")
-    parser.add_argument("--temperature", type=float, default=None, help="default: config.yaml eval.temperature")
-    parser.add_argument("--top-p", type=float, default=None, help="default: config.yaml eval.top_p")
-    parser.add_argument("--max-new-tokens", type=int, default=None, help="default: config.yaml rl.max_new_tokens")
+    parser.add_argument("--temperature", type=float, default=None, help="default: the study's eval.temperature (properties: properties.temperature)")
+    parser.add_argument("--top-p", type=float, default=None, help="default: the study's eval.top_p")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the study's eval.max_new_tokens, else rl.max_new_tokens")
     parser.add_argument("--think", choices=tuple(THINK_MODES), default=None,
                         help="thinking mode (gentax.runspec.THINK_MODES; default on): off = <action>...</action> only")
     parser.add_argument("--no-think", action="store_true", help="the same as --think off")
@@ -87,10 +90,10 @@ def _rollout_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--filler-source", default="repeat", choices=("repeat", "shuffle"))
     parser.add_argument("--filler-token", default=".", help="filler source repeat: the neutral token")
     parser.add_argument("--generator", default="hf", choices=("hf", "vllm", "expert"))
-    parser.add_argument("--seed", type=int, default=None, help="root of every random choice (default: config.yaml seed)")
+    parser.add_argument("--seed", type=int, default=None, help="root of every random choice (default: the study's seed)")
     parser.add_argument("--first-task", type=int, default=0, help="first task seed")
     parser.add_argument("--group-size", type=int, default=ENGINE_INTERNALS["group_size"], help="episodes per task")
-    parser.add_argument("--history-length", type=int, default=None, help="default: config.yaml rl.history_length")
+    parser.add_argument("--history-length", type=int, default=None, help="default: the study's rl.history_length")
     parser.add_argument("--num-workers", type=int, default=ENGINE_INTERNALS["num_workers"],
                         help="env worker processes (0: in-process)")
     parser.add_argument("--batch-size", type=int, default=ENGINE_INTERNALS["batch_size"],
@@ -127,27 +130,14 @@ def _model_embedded(args: argparse.Namespace) -> int:
     return 0
 
 
-def _study_defaults() -> dict:
-    """The study settings a command line leaves out: config.yaml's (the paper's study)."""
-    from gentax.io import REPO_ROOT, read_yaml  # function-local: read only when a command line leaves a setting out
-
-    cfg = read_yaml(REPO_ROOT / "config.yaml")
-    ev = cfg["eval"]
-    return {"temperature": ev["temperature"], "top_p": ev["top_p"],
-            "max_new_tokens": ev.get("max_new_tokens", cfg["rl"]["max_new_tokens"]),
-            "history_length": cfg["rl"]["history_length"], "seed": cfg["seed"],
-            "properties_episodes": cfg["properties"]["episodes"], "t_max": cfg["properties"]["t_max"]}
-
-
 def _settings_from_args(args: argparse.Namespace, verb: str) -> dict:
     """A rollout's settings from the command line (the keys of a job spec, plus engine internals)."""
     from gentax.domains.cli import parse_options
 
     if not args.domain or not args.out:
         raise GentaxError(f"gentax {verb}: give --domain and --out (or --job SPEC)")
-    defaults = _study_defaults()
-    episodes = args.episodes if args.episodes is not None else (
-        defaults["properties_episodes"] if verb == "properties" else None)
+    defaults = args.study_defaults()  # read only where the command line leaves a study setting out
+    episodes = args.episodes if args.episodes is not None else defaults.get("episodes")
     if episodes is None:
         raise GentaxError(f"gentax {verb}: give --episodes N")
     mode = _think_mode(args)
@@ -170,7 +160,9 @@ def _settings_from_args(args: argparse.Namespace, verb: str) -> dict:
         **{key: getattr(args, key) for key in ENGINE_INTERNALS})
     if verb == "properties":
         settings["t_max"] = args.t_max if args.t_max is not None else defaults["t_max"]
-        settings["augmentation"] = {"eps": args.aug_eps, "p": args.aug_p, "kind": args.aug_kind} if args.aug_eps else None
+        aug = defaults["augmentation"]
+        settings["augmentation"] = {"eps": args.aug_eps, "p": aug["p"] if args.aug_p is None else args.aug_p,
+                                    "kind": args.aug_kind or aug["kind"]} if args.aug_eps else None
     return settings
 
 

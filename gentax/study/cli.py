@@ -11,8 +11,7 @@ from pathlib import Path
 from gentax import jobspec
 from gentax.io import REPO_ROOT
 
-REPO = REPO_ROOT  # the repository: config.yaml and profiles/
-DEFAULT_CONFIG = REPO / "config.yaml"
+REPO = REPO_ROOT  # the repository: the Snakefile and profiles/
 PROFILES = {"paper": REPO / "profiles" / "slurm", "embedded": REPO / "profiles" / "embedded",
             "gpu1": REPO / "profiles" / "gpu1"}
 
@@ -123,7 +122,6 @@ def _plan(args) -> int:
     from gentax.study import plan as gplan
     from gentax.study import config as gconfig
     from gentax.errors import ConfigError
-    from gentax.io import deep_merge, read_yaml
 
     if args.target and not args.cost:
         raise ConfigError("--target says which table or figure to price: give it with --cost")
@@ -131,11 +129,7 @@ def _plan(args) -> int:
         gplan.artifact_variants(Path(args.target).stem)  # an unknown name stops here, before any work
     # as the Snakefile: config.yaml is the base, the files are overrides (in order), laid over the
     # preset's overlay; the preset is --preset, else what the files set, else paper
-    overrides: dict = {}
-    for layer in [read_yaml(path) for path in args.config] + [{"preset": args.preset} if args.preset else {}]:
-        overrides = deep_merge(overrides, layer)
-    cfg = gconfig.with_preset(read_yaml(DEFAULT_CONFIG), overrides, default="paper")
-    gconfig.validate(cfg, sources=gconfig.config_sources(cfg["preset"], args.config))
+    cfg = gconfig.study_config(args.preset, args.config, memory=True)
     for problem in gconfig.unmet_inputs(cfg):  # a plan may be made away from the cluster: said, not refused
         print(f"gentax: note: {problem} (a run stops before its first job)", file=sys.stderr)
     if args.check:
@@ -159,7 +153,7 @@ def _plan(args) -> int:
             print(json.dumps(settings.effective_settings(cfg), indent=2, default=str))
         else:
             memory = [job.line() for job in job_estimates(cfg)] if cfg.get("cluster", {}).get("memory_check") else []
-            print(settings.render(cfg, memory), end="")
+            print(settings.render(cfg, gconfig.study_config("paper"), memory), end="")
         return 0
     if args.cost:
         return _cost(cfg, args)

@@ -2,6 +2,14 @@
 
 Contract:
 
+- ``study_config(preset, configfiles)`` is the study config of a preset, resolved and validated:
+  config.yaml (``STUDY_FILE``), the preset's overlay, the user's files. It is the package's one
+  reader of the workflow's config file (tests/test_config_reader.py): a command whose options
+  default to study values gets them at the command-line boundary (``gentax.cli``, through
+  ``command_line_defaults``), never by reading the file itself; the Snakefile reads the file it
+  was started with and hands it to ``with_preset``.
+- ``command_line_defaults(cfg)``: per command (``gentax eval``, ``properties``, ``tables``,
+  ``train rl``), the study values its options default to.
 - ``with_preset(base, overrides)`` builds the study from config.yaml (``base``), the preset's
   overlay (``PRESET_OVERLAYS``: ``paper`` none, ``embedded`` config/embedded.yaml, ``gpu1``
   config/gpu1.yaml) and the user's layers; ``cli_overrides`` types nested ``--config`` values as
@@ -32,7 +40,7 @@ from gentax.domains.spec import mixture_weights, names
 from gentax.errors import ConfigError, GentaxError, KeyProblem, did_you_mean, is_integer, number_hint, unknown_key
 from gentax.io import REPO_ROOT, deep_merge, read_yaml, repo_path
 from gentax.study.controls import check_controls, not_evaluated
-from gentax.study.plan import filler_experiments
+from gentax.study.plan import filler_experiments, rollout_settings, table_settings
 from gentax.train.sft_config import load_sft_config, sft_section
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
@@ -70,6 +78,39 @@ def schema() -> dict:
 #: (rl: paper | embedded | gpu1; sft: v2 | embedded-base, the two SFT stages of those studies).
 PRESET_OVERLAYS = {"paper": None, "embedded": REPO_ROOT / "config" / "embedded.yaml",
                    "gpu1": REPO_ROOT / "config" / "gpu1.yaml"}
+#: the workflow's config file, the paper's study: the base every preset's overlay is laid over
+STUDY_FILE = REPO_ROOT / "config.yaml"
+
+
+def study_config(preset: str | None = None, configfiles: Iterable[str | Path] = (), *, memory: bool = False) -> dict:
+    """The study config of ``preset``, resolved and validated as ``gentax plan`` and the Snakefile
+    resolve it: config.yaml, the preset's overlay, then ``configfiles`` in order (as ``snakemake
+    --configfile`` lays them). The preset is ``preset`` when given, else what the files set, else
+    paper. ``memory``: also run the GPU memory check (``validate``). A bad key is a ConfigError
+    naming it and the file that set it."""
+    overrides: dict = {}
+    for layer in [read_yaml(path) for path in configfiles] + [{"preset": preset} if preset else {}]:
+        overrides = deep_merge(overrides, layer)
+    cfg = with_preset(read_yaml(STUDY_FILE), overrides, default="paper")
+    validate(cfg, memory=memory, sources=config_sources(cfg["preset"], configfiles))
+    return cfg
+
+
+def command_line_defaults(cfg: dict) -> dict[str, dict[str, Any]]:
+    """What each command's options default to when its command line leaves them out, from the
+    study config ``cfg``: the values its workflow job would receive, taken from the job specs'
+    own builders (``gentax.study.plan.rollout_settings``, ``table_settings``), so a command line
+    and a job agree. ``train rl``: ``rl`` is the study's RL block (what ``--config`` is laid
+    over), ``run`` a run named on the command line: ``grid.steps``, and the augmentation kind
+    with V1's p (``--variant aug``)."""
+    rl = dict(cfg["rl"])
+    return {"eval": rollout_settings(cfg, "eval"),
+            "properties": {**rollout_settings(cfg, "properties"),
+                           "augmentation": {"kind": cfg["augmentation"]["kind"], "p": cfg["augmentation"]["v1"]["p"]}},
+            "tables": table_settings(cfg),
+            "train rl": {"rl": rl, "run": {"steps": cfg["grid"]["steps"],
+                                           "augmentation": {"kind": cfg["augmentation"]["kind"],
+                                                            "p": cfg["augmentation"]["v1"]["p"]}}}}
 
 
 def with_preset(base: dict, overrides: dict, default: str = "embedded") -> dict:
@@ -116,7 +157,7 @@ def config_sources(preset: str, configfiles: Iterable[str | Path] = (), cli: dic
         return str(path.resolve().relative_to(REPO_ROOT)) if path.resolve().is_relative_to(REPO_ROOT) else str(path)
 
     overlay = PRESET_OVERLAYS.get(preset)
-    files = [REPO_ROOT / "config.yaml", *([overlay] if overlay else []), *map(Path, configfiles)]
+    files = [STUDY_FILE, *([overlay] if overlay else []), *map(Path, configfiles)]
     out = [(label(path), read_yaml(path)) for path in files]
     return out + ([("--config", dict(cli))] if cli else [])
 

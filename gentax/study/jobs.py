@@ -32,7 +32,7 @@ from gentax import jobspec
 from gentax.analysis import artifacts
 from gentax.dtype import rl_autocast, sft_precision
 from gentax.study import paths
-from gentax.study.plan import eval_episodes, filler_settings, manifest_size, rollout_batch_size, rollout_settings, window
+from gentax.study.plan import eval_episodes, filler_settings, manifest_size, rollout_batch_size, rollout_settings, table_settings
 from gentax.train.config import load_rl_config
 from gentax.train.sft_config import load_sft_config, sft_section
 
@@ -208,13 +208,9 @@ def artifact(cfg: dict, name: str, *, summaries: Iterable[str], outputs: Mapping
              properties: str | None = None, controls: str | None = None) -> dict[str, Any]:
     """``gentax table`` / ``gentax figure``: one table or figure from the run summaries it reads (and
     the properties / controls tables where its registry entry reads them: ``plan.artifact_inputs``)."""
-    properties_file, controls_file = properties, controls
-    from gentax.analysis.summary import config_settings  # function-local: defers pandas
     verb = "figure" if name in artifacts.names("figure") else "table"
-    return jobspec.build(verb, name=name, summaries=[str(p) for p in summaries], properties=properties_file,
-                         controls=controls_file, outputs=_plain(outputs), provenance=provenance,
-                         window=window(cfg, cfg["grid"]["steps"]), seed=int(cfg["seed"]),
-                         error_mark_pct=float(cfg["eval"].get("error_mark_pct", 5)), **config_settings(cfg))
+    return jobspec.build(verb, name=name, summaries=[str(p) for p in summaries], properties=properties,
+                         controls=controls, outputs=_plain(outputs), provenance=provenance, **table_settings(cfg))
 
 
 def properties_table(inputs: Iterable[str], out: str) -> dict[str, Any]:

@@ -222,6 +222,18 @@ def checkpoint_steps(cfg: dict, end: int) -> list[int]:
     return list(range(every, end + 1, every))
 
 
+def table_settings(cfg: dict) -> dict[str, Any]:
+    """What a table or figure job receives beside its files (``gentax.analysis.tables.Settings``
+    fields), and what ``gentax tables`` defaults to: the window's checkpoint steps (the last
+    ``eval.window`` checkpoints up to ``grid.steps``), the bootstrap draws (``eval.bootstrap``), the
+    seed, ``eval.error_mark_pct`` and the study's table settings
+    (``gentax.analysis.summary.config_settings``)."""
+    from gentax.analysis.summary import config_settings  # function-local: defers pandas
+
+    return {"window": window(cfg, cfg["grid"]["steps"]), "bootstrap": int(cfg["eval"]["bootstrap"]), "seed": int(cfg["seed"]),
+            "error_mark_pct": float(cfg["eval"].get("error_mark_pct", 5)), **config_settings(cfg)}
+
+
 def window(cfg: dict, end: int) -> list[int]:
     every, k = cfg["rl"]["save_every"], cfg["eval"]["window"]
     return [end - every * i for i in reversed(range(k))]

@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from gentax.io import REPO_ROOT, read_yaml
+from gentax.io import read_yaml
 from gentax.study import plan as gplan
 from gentax.study.jobs import rl_section
 from gentax.train.sft import llamafactory_args
@@ -182,14 +182,15 @@ def effective_settings(cfg: dict) -> dict[str, dict[str, Any]]:
     }
 
 
-def render(cfg: dict, memory_lines: list[str] = ()) -> str:
+def render(cfg: dict, paper_cfg: dict, memory_lines: list[str] = ()) -> str:
     """The settings as text, sources beside them, then ``memory_lines`` (the memory check's
     figures, ``gentax.study.memory``: the caller's, since that module reads these settings).
 
-    A value that differs from the paper preset's (the repository's config.yaml) shows that value
-    instead of a source: the sources describe the paper preset."""
+    A value that differs from the paper preset's (``paper_cfg``: the caller's, resolved by
+    ``gentax.study.config.study_config``, which this module is below) shows that value instead of
+    a source: the sources describe the paper preset."""
     settings = effective_settings(cfg)
-    paper = effective_settings(read_yaml(REPO_ROOT / "config.yaml"))  # the paper preset: config.yaml as it is
+    paper = effective_settings(paper_cfg)
     run = shown_run(cfg)
     engine = cfg["engines"]["rl"]
     fill = {"engine": engine, "run": f"run {run.path}, {run.steps} steps",

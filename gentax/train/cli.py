@@ -8,15 +8,16 @@
 The run is a run spec (gentax.runspec: training domains with weights, variant, seed, steps,
 thinking, augmentation, the domains' settings): ``--run-spec`` reads one (the workflow writes
 it into the run folder), or ``--domain/--variant/--seed`` name one whose domains' step limits
-and augmentation budgets are the domain registry's and whose augmentation kind and p are
-rl_defaults.yaml's ``command_line_run`` (gentax.runspec.from_defaults); a run with other domain
+and augmentation budgets are the domain registry's and whose augmentation kind and p are the
+study's (``augmentation.kind``, V1's ``p``; gentax.runspec.from_defaults); a run with other domain
 settings is a ``--run-spec`` file. ``--domain`` may be a mixture ``a+b`` or ``a*3+b``;
 ``--variant`` is a name of gentax.runspec.VARIANTS.
 ``--config`` holds the RL section, at the top level or under ``rl:``; keys it leaves out come from
-config.yaml's ``rl:`` block and gentax/train/rl_defaults.yaml (which documents every other key). Beside ``rl:``, an optional
+the study's ``rl:`` block (``--preset``, default paper: config.yaml's; ``--study-config`` files laid
+over it) and gentax/train/rl_defaults.yaml (which documents every other key). Beside ``rl:``, an optional
 ``tracking:`` section says where metrics go besides metrics.csv (gentax.train.tracking; default:
 TensorBoard event files in RUN_DIR/tensorboard). ``--steps A:B`` trains
-steps A+1..B (default 0:<the run spec's steps>; without --run-spec, ``command_line_run.steps``):
+steps A+1..B (default 0:<the run spec's steps>; without --run-spec, the study's ``grid.steps``):
 0:150 starts from ``--init``; 150:300 continues the same RUN_DIR from its step-150
 state (never retraining a step); rerunning a killed command resumes from its newest checkpoint.
 ``--print-config`` prints the resolved RL section (local) or the composed verl config (verl)
@@ -32,7 +33,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from gentax import jobspec
+from gentax import jobspec, studyargs
 from gentax.errors import ConfigError
 from gentax.runspec import RunSpec, variant_names
 from gentax.train import runs
@@ -48,6 +49,7 @@ def register(subparsers) -> None:
     rl = sub.add_parser("rl", help="train (or resume / extend) one GRPO run", description=__doc__,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     jobspec.add_argument(rl)
+    studyargs.add_arguments(rl, "train rl")
     rl.add_argument("--engine", choices=ENGINES, default="local")
     rl.add_argument("--config", help="YAML with the RL section (top level or under rl:)")
     rl.add_argument("--init", help="initial policy: an HF model folder (required without --job)")
@@ -190,9 +192,9 @@ def run_job(spec: dict[str, Any], check: bool = False) -> int:
 
 def _run_rl(args) -> int:
     from gentax.errors import GentaxError, KeyProblem
-    from gentax.io import read_yaml
+    from gentax.io import deep_merge, read_yaml
     from gentax.runspec import from_defaults
-    from gentax.train.config import command_line_run, load_rl_config, parse_steps, read_rl_section
+    from gentax.train.config import load_rl_config, parse_steps, read_rl_section
     from gentax.train.tracking import read_section
 
     if args.job:
@@ -201,11 +203,12 @@ def _run_rl(args) -> int:
         raise ConfigError("gentax train rl --check checks a job spec: give --job SPEC")
     if not args.init or not args.out:
         raise ConfigError("gentax train rl: give --init and --out (or --job SPEC)")
+    study = args.study_defaults()  # the study's rl block and command-line run (gentax.study.config.command_line_defaults)
     section = read_rl_section(args.config) if args.config else {}
     try:
-        resolved = load_rl_config(section)
-    except KeyProblem as exc:  # the file that set the key
-        raise ConfigError(f"{args.config or 'config.yaml'}: {exc}") from None
+        resolved = load_rl_config(deep_merge(study["rl"], section))
+    except KeyProblem as exc:  # the file that set the key (the study's block is validated already)
+        raise ConfigError(f"{args.config}: {exc}") from None
     run = None
     if args.run_spec:
         given = [flag for flag, value in (("--domain", args.domain), ("--variant", args.variant), ("--seed", args.seed))
@@ -219,11 +222,11 @@ def _run_rl(args) -> int:
             raise ConfigError(f"{args.run_spec}: {exc}") from None
     elif args.domain is None:
         raise ConfigError("name the run: --run-spec FILE, or --domain D [--variant V] [--seed S]")
-    start, end = parse_steps(args.steps or f"0:{run.steps if run else command_line_run()['steps']}")
+    start, end = parse_steps(args.steps or f"0:{run.steps if run else study['run']['steps']}")
     if run is None:  # the command line names it: the registry's domain settings (runspec.from_defaults)
         run = from_defaults(init=str(args.init), domain=args.domain, variant=args.variant or "default",
                             seed=args.seed if args.seed is not None else 0, steps=end,
-                            augmentation=command_line_run()["augmentation"])
+                            augmentation=study["run"]["augmentation"])
     return train_rl(args.engine, resolved, init=args.init, run=run, start=start, end=end, run_dir=args.out,
                     print_config=args.print_config, progress=not args.no_progress,
                     tracking=read_section(args.config) if args.config else None)

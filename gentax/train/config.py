@@ -1,17 +1,17 @@
 """The RL configuration: one dataclass, one loader.
 
 ``load_rl_config(section) -> RLConfig`` takes an RL section as a plain dict and returns a
-validated, frozen ``RLConfig``; keys the section leaves out come from ``defaults()``: config.yaml's
-``rl:`` block (the study's recipe) over ``rl_defaults.yaml`` beside this file (every other key,
-its meaning and source). ``rl_config(resolved)`` takes a section that names every key (a job
+validated, frozen ``RLConfig``; keys the section leaves out come from ``engine_defaults()``
+(``rl_defaults.yaml`` beside this file: the engine keys that are no study choice, their meaning
+and source). The study's recipe (group size, lr, temperatures, ...) has no default here: the
+section holds it, as the study config's ``rl`` block resolves it (the workflow's job specs, or
+``gentax train rl``'s ``--config`` laid over the study's block at the command line); this module
+reads no workflow config. ``rl_config(resolved)`` takes a section that names every key (a job
 spec's, resolved by the workflow) as it is. An unknown key or a bad value is a ``ConfigError``
 naming it (``KeyProblem``: the key, the closest valid one for an unknown key, the number hint;
 the study config's check words it under ``rl.`` with the file that set it); a key the run spec
 holds instead (``REPLACED_KEYS``) names what replaced it. Both engines read only ``RLConfig``,
 every field of it (tests/test_spec_once.py), and the run spec (``gentax.runspec``).
-
-``command_line_run()`` is what a run named on the command line takes that is no RL key (its
-default steps and augmentation kind and p: rl_defaults.yaml's ``command_line_run`` block).
 """
 
 from __future__ import annotations
@@ -26,11 +26,9 @@ from gentax.io import deep_merge, read_yaml
 from gentax.train.grpo import PENALTY_PLACEMENTS
 
 DEFAULTS_FILE = Path(__file__).with_name("rl_defaults.yaml")
-STUDY_CONFIG = Path(__file__).resolve().parents[2] / "config.yaml"  # the study's RL recipe (its rl: block)
 ADVANTAGE_NORMALISATIONS = ("trajectory", "cross_step")
 ROLLOUT_BACKENDS = ("vllm", "hf")  # verl's rollout.name (hf: gentax/train/verl_hf_rollout.py)
 ATTN_IMPLEMENTATIONS = ("flash_attention_2", "sdpa", "eager")
-COMMAND_LINE_RUN = "command_line_run"  # rl_defaults.yaml's one block that is no RL key (command_line_run())
 
 #: RL keys that are no more: what a run is belongs to its run spec (gentax.runspec), set in the
 #: workflow config by the keys named here; a section that sets one gets this line
@@ -85,23 +83,15 @@ class RLConfig:
 
 
 @lru_cache(maxsize=None)
-def defaults() -> dict[str, Any]:
-    """Every RL key's default: rl_defaults.yaml (engine keys), config.yaml's ``rl:`` block over it
-    (the study's recipe: its one home)."""
-    engine = {key: value for key, value in read_yaml(DEFAULTS_FILE).items() if key != COMMAND_LINE_RUN}
-    return deep_merge(engine, read_yaml(STUDY_CONFIG).get("rl") or {})
+def engine_defaults() -> dict[str, Any]:
+    """The engine keys' defaults (rl_defaults.yaml): every RL key that is no study choice."""
+    return read_yaml(DEFAULTS_FILE)
 
 
-@lru_cache(maxsize=None)
-def command_line_run() -> dict[str, Any]:
-    """A command-line run's defaults that are no RL key: ``steps`` and ``augmentation`` {kind, p}
-    (rl_defaults.yaml's ``command_line_run``; ``gentax.runspec.from_defaults`` builds the run)."""
-    return read_yaml(DEFAULTS_FILE)[COMMAND_LINE_RUN]
-
-
-def load_rl_config(section: Mapping[str, Any] | None = None) -> RLConfig:
-    """Validated ``RLConfig`` from ``section`` over ``defaults()`` (see module doc)."""
-    base = defaults()
+def load_rl_config(section: Mapping[str, Any]) -> RLConfig:
+    """Validated ``RLConfig`` from ``section`` over ``engine_defaults()`` (see module doc); a study
+    key the section leaves out is a ``KeyProblem`` naming it."""
+    base = engine_defaults()
     section = dict(section or {})
     known = [f.name for f in dataclasses.fields(RLConfig)]
     unknown = [key for key in section if key not in known]
@@ -111,6 +101,10 @@ def load_rl_config(section: Mapping[str, Any] | None = None) -> RLConfig:
             raise KeyProblem("RL config", (key,), f"no RL key any more: the run spec holds it; set {REPLACED_KEYS[key]}")
         raise KeyProblem("RL config", (key,), f"{unknown_key(key, known)} ({DEFAULTS_FILE.name} documents each)")
     merged = deep_merge(base, section)
+    missing = [key for key in known if key not in merged]
+    if missing:
+        raise KeyProblem("RL config", (missing[0],), "missing: a study value, which the study config's rl block "
+                                                      "holds (config.yaml; gentax train rl: --preset)")
     if "verl" in section and isinstance(section["verl"], Mapping):
         unknown = [key for key in section["verl"] if key not in base["verl"]]
         if unknown:
