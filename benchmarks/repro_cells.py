@@ -49,7 +49,7 @@ def _cell_commands(args, folder: Path) -> list[list[str]]:
     from gentax.study.jobs import rl_section
 
     domain = cfg["domains"][args.domain]
-    section = rl_section(cfg["rl"], save_every=args.steps, dtype=cfg["engines"].get("dtype", "auto"))
+    section = rl_section(gplan.study_rl(cfg), save_every=args.steps, dtype=cfg["engines"].get("dtype", "auto"))
     (folder / "rl.yaml").write_text(yaml.safe_dump({"rl": section}))
     run = from_defaults(init=args.model, domain=args.domain, variant="default", seed=0, steps=args.steps,
                         domains={args.domain: {"max_steps": domain["max_steps"], "options": domain.get("options") or {}}})

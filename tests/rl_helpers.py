@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 from gentax.io import read_yaml
+from gentax.study.plan import study_rl
 
 
 def make_tiny_model(out: Path, seed: int = 0) -> Path:
@@ -41,9 +42,10 @@ def copy_model(src: Path, dst: Path) -> Path:
     return dst
 
 
-#: the paper study's RL block (config.yaml's ``rl:``, the paper preset as it is): the study values an
-#: RL section holds, which the engines' loader has no default for (gentax.train.config)
-PAPER_RL = read_yaml(Path(__file__).resolve().parents[1] / "config.yaml")["rl"]
+#: the paper study's RL block (config.yaml's ``rl:``, the paper preset as it is, with the RL keys the
+#: study sets elsewhere: gentax.study.plan.study_rl): the study values an RL section holds, which the
+#: engines' loader has no default for (gentax.train.config)
+PAPER_RL = study_rl(read_yaml(Path(__file__).resolve().parents[1] / "config.yaml"))
 TINY_RL = {
     **PAPER_RL,
     "group_size": 2,

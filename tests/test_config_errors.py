@@ -74,6 +74,15 @@ def test_a_removed_rl_key_names_the_key_that_replaced_it(write, key, value, repl
     assert line.endswith(f"(set in {old})")
 
 
+def test_an_rl_key_the_study_sets_elsewhere_is_refused_naming_that_key(write):
+    """The validation inside an RL run plays at the evaluations' temperature (plan.study_rl): an
+    rl.val_temperature of its own would make the two disagree."""
+    own = write("own.yaml", "rl: {val_temperature: 0.7}\n")
+    line = the_error(run([*GENTAX_PLAN, "--config", str(own)]))
+    assert line.startswith("gentax: error: config key rl.val_temperature: set by eval.temperature")
+    assert line.endswith(f"(set in {own})")
+
+
 def test_a_removed_rl_key_in_a_command_lines_config_names_its_replacement(write):
     old = write("rl.yaml", "rl: {steps: 20, group_size: 4}\n")
     proc = run([sys.executable, "-m", "gentax", "train", "rl", "--config", str(old), "--init", "/m", "--domain",

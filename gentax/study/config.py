@@ -40,7 +40,7 @@ from gentax.domains.spec import mixture_weights, names
 from gentax.errors import ConfigError, GentaxError, KeyProblem, did_you_mean, is_integer, number_hint, unknown_key
 from gentax.io import REPO_ROOT, deep_merge, read_yaml, repo_path
 from gentax.study.controls import check_controls, not_evaluated
-from gentax.study.plan import filler_experiments, rollout_settings, table_settings
+from gentax.study.plan import filler_experiments, rollout_settings, study_rl, table_settings
 from gentax.train.sft_config import load_sft_config, sft_section
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
@@ -103,7 +103,7 @@ def command_line_defaults(cfg: dict) -> dict[str, dict[str, Any]]:
     and a job agree. ``train rl``: ``rl`` is the study's RL block (what ``--config`` is laid
     over), ``run`` a run named on the command line: ``grid.steps``, and the augmentation kind
     with V1's p (``--variant aug``)."""
-    rl = dict(cfg["rl"])
+    rl = study_rl(cfg)
     return {"eval": rollout_settings(cfg, "eval"),
             "properties": {**rollout_settings(cfg, "properties"),
                            "augmentation": {"kind": cfg["augmentation"]["kind"], "p": cfg["augmentation"]["v1"]["p"]}},
@@ -391,7 +391,8 @@ def _check_engine_sections(cfg: dict, sources: list[tuple[str, dict]]) -> None:
     wrote, did-you-mean for an unknown one, the number hint, the file that set it."""
     from gentax.train.config import load_rl_config  # function-local: defers numpy (gentax.train.grpo)
 
-    checks = [("rl", lambda: load_rl_config(cfg["rl"])),
+    # study_rl first: a key it refuses is named from the config's root (rl.<key>), the loader's under rl.
+    checks = [("", lambda: study_rl(cfg)), ("rl", lambda: load_rl_config(study_rl(cfg))),
               ("inits.v2.sft", lambda: load_sft_config(sft_section(cfg["inits"]["v2"]["sft"]), preset="v2"))]
     if cfg["model"]["embedded"]:
         checks.append(("embedded_base", lambda: load_sft_config(sft_section(cfg["embedded_base"]), preset="embedded-base")))
@@ -399,7 +400,7 @@ def _check_engine_sections(cfg: dict, sources: list[tuple[str, dict]]) -> None:
         try:
             check()
         except KeyProblem as exc:
-            path = [*key.split("."), *exc.key]
+            path = [*(key.split(".") if key else []), *exc.key]
             where = _set_in(sources, path)
             raise ConfigError(f"config key {'.'.join(map(str, path))}: {exc.problem}"
                               + (f" (set in {where})" if where else "")) from None

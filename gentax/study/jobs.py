@@ -32,7 +32,8 @@ from gentax import jobspec
 from gentax.analysis import artifacts
 from gentax.dtype import rl_autocast, sft_precision
 from gentax.study import paths
-from gentax.study.plan import eval_episodes, filler_settings, manifest_size, rollout_batch_size, rollout_settings, table_settings
+from gentax.study.plan import (eval_episodes, filler_settings, manifest_size, rollout_batch_size, rollout_settings, study_rl,
+                               table_settings)
 from gentax.train.config import load_rl_config
 from gentax.train.sft_config import load_sft_config, sft_section
 
@@ -86,7 +87,7 @@ def sft_train_section(sft: Mapping[str, Any], *, dtype: str = "auto") -> dict:
 
 def resolved_rl(cfg: dict, *, save_every: int) -> dict[str, Any]:
     """The RL section one training job's engine receives, every key resolved."""
-    section = rl_section(cfg["rl"], save_every=save_every, rollout=cfg["engines"].get("rollout"), dtype=_dtype(cfg))
+    section = rl_section(study_rl(cfg), save_every=save_every, rollout=cfg["engines"].get("rollout"), dtype=_dtype(cfg))
     return load_rl_config(section).to_dict()
 
 

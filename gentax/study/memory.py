@@ -53,6 +53,7 @@ from typing import Any
 
 from gentax.errors import ConfigError
 from gentax.io import repo_path
+from gentax.study.plan import study_rl
 from gentax.train.sft_config import load_sft_config, sft_section
 
 GIB = 1024**3
@@ -236,7 +237,7 @@ def sft_estimate(cfg: dict, arch: Architecture) -> JobMemory | None:
     sft = load_sft_config(sft_section(cfg["inits"]["v2"]["sft"]), preset="v2")
     if sft.lora_rank or sft.freeze_layers:
         return None
-    rl = load_rl_config(cfg["rl"])
+    rl = load_rl_config(study_rl(cfg))
     cluster = cfg["cluster"]
     gpus = int(cluster["gpus_per_node"])
     ds = deepspeed_settings(sft.deepspeed)

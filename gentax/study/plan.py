@@ -36,7 +36,7 @@ from typing import Any, Iterable
 from gentax import runspec
 from gentax.analysis import artifacts
 from gentax.domains.spec import is_mixture, mixture_weights, names
-from gentax.errors import ConfigError
+from gentax.errors import ConfigError, KeyProblem
 from gentax.runspec import RunSpec
 from gentax.study import paths
 from gentax.study.controls import ControlLevel, control_levels, enabled, property_path
@@ -125,6 +125,22 @@ def rollout_settings(cfg: dict, kind: str) -> dict[str, Any]:
     else:
         out["errors_as_losses"] = ev.get("errors_as_losses", False)
     return out
+
+
+#: RL keys whose value is another study setting's: never set under ``rl:`` (``study_rl`` fills them)
+RL_FROM_STUDY = {"val_temperature": "eval.temperature"}
+
+
+def study_rl(cfg: dict) -> dict[str, Any]:
+    """The study's RL block as the RL engines' loader reads it: config ``rl:`` with the RL keys whose
+    value is another setting's (``RL_FROM_STUDY``): the validation inside an RL run plays at the
+    evaluations' temperature. A config that sets one of them under ``rl:`` is refused, naming the key
+    that holds it."""
+    for key, source in RL_FROM_STUDY.items():
+        if key in cfg["rl"]:
+            raise KeyProblem("config", ("rl", key), f"set by {source} (the RL run's validation plays as the evaluations "
+                                                    f"do); remove rl.{key}")
+    return {**cfg["rl"], "val_temperature": cfg["eval"]["temperature"]}
 
 
 # ---- the grid --------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ def shown_run(cfg: dict) -> gplan.Run:
 def _rl_config(cfg: dict):
     from gentax.train.config import load_rl_config  # function-local: defers numpy (gentax.train.grpo)
 
-    section = rl_section(cfg["rl"], save_every=cfg["rl"]["save_every"], dtype=cfg["engines"].get("dtype", "auto"))
+    section = rl_section(gplan.study_rl(cfg), save_every=cfg["rl"]["save_every"], dtype=cfg["engines"].get("dtype", "auto"))
     return load_rl_config(section)
 
 
