@@ -81,14 +81,16 @@ def main(argv: list[str] | None = None) -> int:
 def _study_defaults(args: argparse.Namespace):
     """``args.study_defaults()`` of a command that declared them (``gentax.studyargs``): its
     defaults from the study config of ``--preset`` and ``--study-config``, resolved at the first
-    call: the one place a command line's defaults are read from the study config."""
+    call: the one place a command line's defaults are read from the study config. A user's
+    ``--study-config`` files are checked; the shipped presets alone are not re-checked (CI does)."""
     import functools
 
     @functools.cache
     def resolve() -> dict:
         from gentax.study.config import command_line_defaults, study_config  # the study layer, above every command
 
-        return command_line_defaults(study_config(args.preset, args.study_config))[args.study_command]
+        cfg = study_config(args.preset, args.study_config, check=bool(args.study_config))
+        return command_line_defaults(cfg)[args.study_command]
 
     return resolve
 

@@ -5,7 +5,7 @@ validated, frozen ``RLConfig``; keys the section leaves out come from ``engine_d
 (``rl_defaults.yaml`` beside this file: the engine keys that are no study choice, their meaning
 and source). The study's recipe (group size, lr, temperatures, ...) has no default here: the
 section holds it, as the study config's ``rl`` block resolves it (the workflow's job specs, or
-``gentax train rl``'s ``--config`` laid over the study's block at the command line); this module
+the ``--config`` of ``gentax train rl`` laid over the study's block at the command line); this module
 reads no workflow config. ``rl_config(resolved)`` takes a section that names every key (a job
 spec's, resolved by the workflow) as it is. An unknown key or a bad value is a ``ConfigError``
 naming it (``KeyProblem``: the key, the closest valid one for an unknown key, the number hint;
