@@ -1,6 +1,6 @@
 """The local engine's RL update against its micro-batch size: tokens/s and peak memory of one
-mini-batch's forward and backward passes (the engine's own ``Policy.logprobs`` and GRPO loss, its
-``deterministic_attention`` and strict backward), so that ``rl.micro_batch_size`` is chosen from a
+mini-batch's forward and backward passes (the engine's own ``local_engine.micro_batch_backward``:
+``Policy.logprobs``, the GRPO loss, ``deterministic_attention`` and the strict backward), so that ``rl.micro_batch_size`` is chosen from a
 measurement (issue #45): the largest size whose peak memory leaves room for the jobs sharing the GPU,
 unless a smaller one is as fast.
 
@@ -30,27 +30,19 @@ from update_twice import REPO, _batch, _model, _policy  # noqa: E402  (the same 
 sys.path.insert(0, str(REPO))
 
 
-def mini_batch_pass(policy, model, prompts, responses, advantages, size: int) -> None:
-    """One mini-batch's passes as ``gentax.train.local_engine.update_policy`` makes them (sorted by
-    length, micro-batches of ``size``; the loss of each backward through strict mode)."""
-    import torch
-
-    from gentax.dtype import deterministic_attention, strict_determinism
+def mini_batch_pass(policy, prompts, responses, advantages, size: int) -> None:
+    """One mini-batch's passes as ``gentax.train.local_engine.update_policy`` makes them: sorted by
+    length, micro-batches of ``size``, each ``micro_batch_backward``."""
     from gentax.train import grpo
+    from gentax.train.local_engine import micro_batch_backward
 
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]) + len(responses[i]))
     tokens = float(sum(map(len, responses)))
-    model.zero_grad(set_to_none=True)
+    policy.model.zero_grad(set_to_none=True)
     for start in range(0, len(order), size):
         idx = order[start : start + size]
-        with deterministic_attention(policy.device):
-            logp, mask, entropy = policy.logprobs(model, [prompts[i] for i in idx], [responses[i] for i in idx],
-                                                  with_entropy=True)
-        adv = torch.tensor(advantages[idx], dtype=torch.float32, device=logp.device)
-        loss, _ = grpo.grpo_loss(logp, logp.detach(), logp.detach(), adv, mask, tokens, grpo.LossConfig(kl_coef=0.0),
-                                 entropy=entropy)
-        with strict_determinism(logp.device):
-            loss.backward()
+        micro_batch_backward(policy, [prompts[i] for i in idx], [responses[i] for i in idx], advantages[idx], tokens,
+                             grpo.LossConfig(kl_coef=0.0))
 
 
 def main() -> int:
@@ -81,7 +73,7 @@ def main() -> int:
                 torch.cuda.reset_peak_memory_stats()
             for repeat in range(args.repeats + 1):  # the first is a warm-up
                 started = time.perf_counter()
-                mini_batch_pass(policy, model, prompts, responses, advantages, size)
+                mini_batch_pass(policy, prompts, responses, advantages, size)
                 if cuda:
                     torch.cuda.synchronize()
                 if repeat:

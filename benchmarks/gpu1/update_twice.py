@@ -3,8 +3,8 @@
 The H200 twin of 2026-12-04 (benchmarks/gpu1/runs/2026-12-04/v1_twice/) trained step 1 of the V1
 warm start on the same tokens from the same weights in two processes at once and got different
 weights after the first update. One process alone on an idle GPU, unpadded batches, gave equal
-gradients (backward_twice.py). This runs the engine's own update pass (``Policy.logprobs`` and
-``grpo.grpo_loss`` on padded micro-batches of a step's shape: left-padded prompts of 150-400
+gradients (backward_twice.py). This runs the engine's own update pass (``local_engine.micro_batch_backward``
+on padded micro-batches of a step's shape: left-padded prompts of 150-400
 tokens, responses of 5-40) in several processes at once, optionally beside processes that keep the
 GPU busy with products, under each attention variant, and says per variant whether the forward's
 log-probs and the gradients are bitwise equal between repeats in one process and between processes.
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import os
 import subprocess
@@ -37,15 +36,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 VARIANTS = ("engine", "as_run", "strict_all", "math", "efficient", "cudnn", "eager")
 ROWS, PROMPTS, RESPONSES = 16, (150, 400), (5, 40)
-
-
-def _checksum(tensors) -> str:
-    """Every element's bits read as an integer of its width and summed exactly (gentax.train.local_engine._digests)."""
-    import torch
-
-    as_int = {4: torch.int32, 2: torch.int16, 8: torch.int64}
-    sums = [int(t.detach().contiguous().view(as_int[t.element_size()]).sum(dtype=torch.int64)) for t in tensors]
-    return hashlib.sha256(str(sums).encode()).hexdigest()[:16]
 
 
 def _batch(vocab: int, tiny: bool, rows: int = ROWS):
@@ -88,23 +78,27 @@ def _policy(model, device):
     return policy
 
 
-def _sdpa_backend(variant: str, device: str):
+def _attention(variant: str):
+    """The variant's kernel choice around the update's forward (``micro_batch_backward``'s
+    ``attention``): a function of the device giving a context."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from gentax.dtype import deterministic_attention
+    from gentax.dtype import deterministic_attention, strict_determinism
 
-    if variant == "engine":
-        return deterministic_attention(device)
     backend = {"math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION,
                "cudnn": SDPBackend.CUDNN_ATTENTION}.get(variant)
-    return sdpa_kernel([backend]) if backend is not None else contextlib.nullcontext()
+    if backend is not None:
+        return lambda device: sdpa_kernel([backend])
+    return {"engine": deterministic_attention, "strict_all": strict_determinism}.get(
+        variant, lambda device: contextlib.nullcontext())  # as_run, eager: sdpa (or eager) as the model loads
 
 
 def one_variant(variant: str, device: str, tiny: bool, repeats: int) -> dict:
     import torch
 
-    from gentax.dtype import deterministic_kernels, strict_determinism
+    from gentax.dtype import deterministic_kernels
     from gentax.train import grpo
+    from gentax.train.local_engine import bits_checksum, micro_batch_backward
 
     deterministic_kernels(torch.device(device))
     model = _model(device, tiny)
@@ -117,19 +111,13 @@ def one_variant(variant: str, device: str, tiny: bool, repeats: int) -> dict:
     try:
         for _ in range(repeats):
             model.zero_grad(set_to_none=True)
-            with _sdpa_backend(variant, device):
-                with strict_determinism(device) if variant == "strict_all" else contextlib.nullcontext():
-                    logp, mask, entropy = policy.logprobs(model, prompts, responses, with_entropy=True)
-                adv = torch.tensor(advantages, dtype=torch.float32, device=logp.device)
-                old = logp.detach()
-                loss, _ = grpo.grpo_loss(logp, old, old, adv, mask, tokens, grpo.LossConfig(kl_coef=0.0), entropy=entropy)
-                with strict_determinism(logp.device):
-                    loss.backward()
+            logp, _, _, loss, _ = micro_batch_backward(policy, prompts, responses, advantages, tokens,
+                                                       grpo.LossConfig(kl_coef=0.0), attention=_attention(variant))
             if device.startswith("cuda"):
                 torch.cuda.synchronize()
-            out["forward"].append(_checksum([logp]))
+            out["forward"].append(bits_checksum([logp]))
             out["loss"].append(repr(float(loss.detach())))
-            out["grads"].append(_checksum([p.grad for p in model.parameters() if p.grad is not None]))
+            out["grads"].append(bits_checksum([p.grad for p in model.parameters() if p.grad is not None]))
     except Exception as error:  # a backend that cannot run this batch, or strict mode raising: recorded
         out["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
     return out

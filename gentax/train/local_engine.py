@@ -327,6 +327,28 @@ def reference_logprobs(policy: Policy, samples: Samples, micro: int):
     return out
 
 
+def micro_batch_backward(policy: Policy, prompts, responses, advantages, tokens: float, loss_cfg: grpo.LossConfig, *,
+                         old=None, ref=None, entropy_grad: bool = False, attention=deterministic_attention):
+    """One micro-batch's forward and backward of the update, its gradients added to the model's: the
+    responses' log-probs with sdpa's kernel chosen by ``attention(device)`` (the engine's:
+    ``gentax.dtype.deterministic_attention``; benchmarks/gpu1/update_twice.py tries others), the
+    GRPO loss (``tokens``: the mini-batch's response tokens), the backward in strict deterministic
+    mode. ``old`` / ``ref``: per-sample log-prob rows; None: this pass's own, detached (the policy
+    still is the old one; the reference is the old one). Returns (logp, mask, entropy, loss, sums)."""
+    import torch
+
+    with attention(policy.device):  # a kernel whose backward repeats (gentax.dtype)
+        logp, mask, entropy = policy.logprobs(policy.model, prompts, responses, with_entropy=True, entropy_grad=entropy_grad)
+    width = logp.shape[1]
+    old_t = logp.detach() if old is None else _pad(old, width, logp.device)
+    ref_t = old_t if ref is None else _pad(ref, width, logp.device)
+    adv = torch.tensor(advantages, dtype=torch.float32, device=logp.device)
+    loss, sums = grpo.grpo_loss(logp, old_t, ref_t, adv, mask, tokens, loss_cfg, entropy=entropy)
+    with strict_determinism(logp.device):  # the attention backward's deterministic kernel (gentax.dtype)
+        loss.backward()
+    return logp, mask, entropy, loss, sums
+
+
 def update_policy(policy: Policy, optimizer, samples: Samples, cfg: RLConfig, rng: np.random.Generator, *,
                   at_reference: bool = False) -> dict[str, float]:
     """``epochs_per_step`` x mini-batch AdamW updates on the GRPO loss; returns token-mean stats.
@@ -363,17 +385,10 @@ def update_policy(policy: Policy, optimizer, samples: Samples, cfg: RLConfig, rn
             tokens = float(sum(len(samples.responses[i]) for i in mini))
             optimizer.zero_grad(set_to_none=True)
             for idx in _chunks(sorted(mini, key=lambda i: len(samples.prompts[i]) + len(samples.responses[i])), micro):
-                with deterministic_attention(policy.device):  # a kernel whose backward repeats (gentax.dtype)
-                    logp, mask, entropy = policy.logprobs(model, [samples.prompts[i] for i in idx],
-                                                          [samples.responses[i] for i in idx], with_entropy=True,
-                                                          entropy_grad=cfg.entropy_coeff > 0)
-                width = logp.shape[1]
-                old_t = logp.detach() if old is None else _pad([old[i] for i in idx], width, logp.device)
-                ref_t = old_t if same_as_old else _pad([ref[i] for i in idx], width, logp.device)
-                adv = torch.tensor(samples.advantages[idx], dtype=torch.float32, device=logp.device)
-                loss, sums = grpo.grpo_loss(logp, old_t, ref_t, adv, mask, tokens, loss_cfg, entropy=entropy)
-                with strict_determinism(logp.device):  # the attention backward's deterministic kernel (gentax.dtype)
-                    loss.backward()
+                _, mask, entropy, loss, sums = micro_batch_backward(
+                    policy, [samples.prompts[i] for i in idx], [samples.responses[i] for i in idx],
+                    samples.advantages[idx], tokens, loss_cfg, old=None if old is None else [old[i] for i in idx],
+                    ref=None if same_as_old else [ref[i] for i in idx], entropy_grad=cfg.entropy_coeff > 0)
                 for key, value in sums.items():
                     totals[key] += value
                 totals["entropy"] += float((entropy.detach() * mask).sum())
@@ -449,18 +464,25 @@ def _collect_step(policy, cfg: RLConfig, run, *, step: int, step_seed: int, run_
 
 def _digests(samples: Samples, policy) -> dict[str, str]:
     """Fingerprints of a step for comparing two runs: SHA-256 (16 hex digits) of the samples' prompt
-    and response token ids, and a checksum of the trainable weights' bits (each tensor's elements
-    read as integers of their width and summed exactly in int64 on its device: no copy to the
-    host; a changed bit changes it, a permutation within a tensor does not)."""
+    and response token ids, and ``bits_checksum`` of the trainable weights."""
     import hashlib
     import json
 
+    tokens = hashlib.sha256(json.dumps([samples.prompts, samples.responses]).encode()).hexdigest()[:16]
+    return {"rollout_sha256": tokens, "weights_checksum": bits_checksum(policy.trainable_parameters())}
+
+
+def bits_checksum(tensors) -> str:
+    """16 hex digits of SHA-256 over each tensor's elements read as integers of their width and
+    summed exactly in int64 on its device (no copy to the host): a changed bit changes it, a
+    permutation within a tensor does not."""
+    import hashlib
+
     import torch
 
-    tokens = hashlib.sha256(json.dumps([samples.prompts, samples.responses]).encode()).hexdigest()[:16]
     as_int = {4: torch.int32, 2: torch.int16, 8: torch.int64}
-    sums = [int(p.detach().view(as_int[p.element_size()]).sum(dtype=torch.int64)) for p in policy.trainable_parameters()]
-    return {"rollout_sha256": tokens, "weights_checksum": hashlib.sha256(str(sums).encode()).hexdigest()[:16]}
+    sums = [int(t.detach().contiguous().view(as_int[t.element_size()]).sum(dtype=torch.int64)) for t in tensors]
+    return hashlib.sha256(str(sums).encode()).hexdigest()[:16]
 
 
 def _step_metrics(parts: dict[str, Any], weights: dict[str, int]) -> dict[str, float]:
