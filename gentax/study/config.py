@@ -107,14 +107,11 @@ def command_line_defaults(cfg: dict) -> dict[str, dict[str, Any]]:
     and a job agree. ``train rl``: ``rl`` is the study's RL block (what ``--config`` is laid
     over), ``run`` a run named on the command line: ``grid.steps``, and the augmentation kind
     with V1's p (``--variant aug``)."""
-    rl = study_rl(cfg)
+    augmentation = {"kind": cfg["augmentation"]["kind"], "p": cfg["augmentation"]["v1"]["p"]}
     return {"eval": rollout_settings(cfg, "eval"),
-            "properties": {**rollout_settings(cfg, "properties"),
-                           "augmentation": {"kind": cfg["augmentation"]["kind"], "p": cfg["augmentation"]["v1"]["p"]}},
+            "properties": {**rollout_settings(cfg, "properties"), "augmentation": augmentation},
             "tables": table_settings(cfg),
-            "train rl": {"rl": rl, "run": {"steps": cfg["grid"]["steps"],
-                                           "augmentation": {"kind": cfg["augmentation"]["kind"],
-                                                            "p": cfg["augmentation"]["v1"]["p"]}}}}
+            "train rl": {"rl": study_rl(cfg), "run": {"steps": cfg["grid"]["steps"], "augmentation": augmentation}}}
 
 
 def with_preset(base: dict, overrides: dict, default: str = "embedded") -> dict:
@@ -395,8 +392,7 @@ def _check_engine_sections(cfg: dict, sources: list[tuple[str, dict]]) -> None:
     wrote, did-you-mean for an unknown one, the number hint, the file that set it."""
     from gentax.train.config import load_rl_config  # function-local: defers numpy (gentax.train.grpo)
 
-    # study_rl first: a key it refuses is named from the config's root (rl.<key>), the loader's under rl.
-    checks = [("", lambda: study_rl(cfg)), ("rl", lambda: load_rl_config(study_rl(cfg))),
+    checks = [("rl", lambda: load_rl_config(study_rl(cfg))),
               ("inits.v2.sft", lambda: load_sft_config(sft_section(cfg["inits"]["v2"]["sft"]), preset="v2"))]
     if cfg["model"]["embedded"]:
         checks.append(("embedded_base", lambda: load_sft_config(sft_section(cfg["embedded_base"]), preset="embedded-base")))
@@ -404,7 +400,7 @@ def _check_engine_sections(cfg: dict, sources: list[tuple[str, dict]]) -> None:
         try:
             check()
         except KeyProblem as exc:
-            path = [*(key.split(".") if key else []), *exc.key]
+            path = [*key.split("."), *exc.key]
             where = _set_in(sources, path)
             raise ConfigError(f"config key {'.'.join(map(str, path))}: {exc.problem}"
                               + (f" (set in {where})" if where else "")) from None

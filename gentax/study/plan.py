@@ -138,8 +138,8 @@ def study_rl(cfg: dict) -> dict[str, Any]:
     that holds it."""
     for key, source in RL_FROM_STUDY.items():
         if key in cfg["rl"]:
-            raise KeyProblem("config", ("rl", key), f"set by {source} (the RL run's validation plays as the evaluations "
-                                                    f"do); remove rl.{key}")
+            raise KeyProblem("RL config", (key,), f"set by {source} (the RL run's validation plays as the evaluations "
+                                                  f"do); remove rl.{key}")
     return {**cfg["rl"], "val_temperature": cfg["eval"]["temperature"]}
 
 
