@@ -56,6 +56,7 @@ class _Plain(yaml.SafeDumper):
 
 
 def main(argv: list[str] | None = None) -> int:
+    from gentax.io import write_text
     from gentax.study.config import PRESET_OVERLAYS
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         path, text = OUT / f"{preset}.yaml", listing(preset)
         if args.write:
             OUT.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            write_text(path, text)  # atomic: a listing is whole or as it was
             print(f"wrote {shown(path)}")
         elif not path.is_file() or path.read_text() != text:
             stale.append(shown(path))

@@ -18,7 +18,6 @@ JSON with the device, torch version and date.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -90,7 +89,9 @@ def main() -> int:
     record = {"device": torch.cuda.get_device_name(0) if cuda else "CPU", "torch": torch.__version__,
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": args.rows, "tokens": all_tokens,
               "repeats": args.repeats, "sizes": rows}
-    Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
+    from gentax.io import write_json
+
+    write_json(args.out, record)
     return 0
 
 

@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # gentax: this checkout's (the workers get it on PYTHONPATH too)
 VARIANTS = ("engine", "as_run", "strict_all", "math", "efficient", "cudnn", "eager")
 ROWS, PROMPTS, RESPONSES = 16, (150, 400), (5, 40)
 
@@ -125,7 +126,9 @@ def one_variant(variant: str, device: str, tiny: bool, repeats: int) -> dict:
 
 def worker(args) -> None:
     rows = [one_variant(v, args.device, args.tiny, args.repeats) for v in args.variants.split(",")]
-    Path(args.worker_out).write_text(json.dumps(rows))
+    from gentax.io import write_json
+
+    write_json(args.worker_out, rows)
 
 
 def load(args) -> None:
@@ -191,7 +194,9 @@ def main() -> int:
         summary["runs"] = rows
         record["variants"].append(summary)
         print({k: v for k, v in summary.items() if k != "runs"}, flush=True)
-    out.write_text(json.dumps(record, indent=1) + "\n")
+    from gentax.io import write_json
+
+    write_json(out, record)
     for k in range(args.processes):
         Path(f"{out}.p{k}").unlink()
     return 0
