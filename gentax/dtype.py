@@ -158,21 +158,23 @@ def strict_determinism(device):
 
 @contextlib.contextmanager
 def deterministic_attention(device):
-    """Within, on a CUDA ``device``: sdpa limited to the kernels whose backward is deterministic in
-    ``strict_determinism`` (flash attention; the math kernel where flash cannot run, as with a
-    padding mask); else nothing. sdpa chooses its kernel in the forward, by the deterministic mode
-    then in effect: under the jobs' warn-only mode it may take the memory-efficient or the cuDNN
-    kernel, which torch's strict mode would have excluded (torch's randomness notes, "CUDA Scaled
-    Dot Product Attention"). The H200 twin of 2026-12-04 (benchmarks/gpu1/runs/2026-12-04/v1_twice)
-    had strict mode around the backward only, and two runs' first update from the same weights and
-    tokens gave different weights. Strict mode around the whole forward would choose the same way,
-    but raises at any op without a deterministic CUDA kernel (float ``cumsum`` has none): this
-    limits the kernel choice alone (benchmarks/gpu1/update_twice.py tries both). For a training
-    forward whose backward runs in ``strict_determinism``."""
+    """Within, on a CUDA ``device``: sdpa may not pick cuDNN attention; flash, memory-efficient and
+    math attention stay (their backward is deterministic in ``strict_determinism``); else nothing.
+    sdpa chooses its kernel in the forward, where the jobs' mode is warn-only. Measured on the H200 (benchmarks/gpu1/runs/2026-12-04b/update_twice.json: the
+    engine's update pass on a step's padded shape, 2 processes x 3 repeats beside 2 busy processes):
+    gradients bit-equal within and across processes with sdpa limited to flash+math, to
+    memory-efficient or to math attention, or with eager attention; different with cuDNN attention
+    alone and with sdpa as the model loads (presumably what the jobs' forward picked). Memory-efficient
+    attention stays because math attention keeps each layer's (rows x heads x tokens x tokens) weights
+    for the backward: with flash+math only, 12 jobs sharing the H200 peaked at 139.8 GiB (104.3 GiB the
+    run before) and two RL runs failed twice out of memory (runs/2026-12-04b).
+    Strict mode around the whole forward would choose the same way but raises at any op without a
+    deterministic CUDA kernel (float ``cumsum`` has none). For a training forward whose backward runs
+    in ``strict_determinism``."""
     if not str(device).startswith("cuda"):
         yield
         return
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]):
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
         yield
