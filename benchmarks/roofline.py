@@ -19,7 +19,7 @@ Measured on the machine it runs on, in one run (so the ratios hold whatever the 
   (gentax.rollout.cpu_inference: grouped attention, prepacked linears) on and off, all in one run;
   and what a step's parts take on their own: every weight product of the fast step once on a
   [batch, in] input (the weight streaming a step cannot avoid) and the sampler on the batch's
-  logits (its per-row exponential noise over the vocabulary, ``torch.multinomial``); the rest of
+  logits (``generators.sample_rows``: softmax, CDF and one search per row, batched); the rest of
   a step is its attention over the KV cache and ~1,200 small calls;
 - the shared-prefix lever: prefill of a GRPO group (``--prompts`` copies of one prompt) with
   the common prefix prefilled once (the generator's default) and without, in one run;
@@ -137,6 +137,8 @@ def decode_parts(generator, rows: int, params, repeats: int) -> tuple[float, flo
     fast step's fused, packed products where it applies; else the model's linear layers)."""
     import torch
 
+    from gentax.rollout.generators import sample_rows
+
     model = generator.model
     dtype = next(model.parameters()).dtype
     decoder = generator._llama_decoder()
@@ -149,14 +151,13 @@ def decode_parts(generator, rows: int, params, repeats: int) -> tuple[float, flo
     inputs = {width: torch.randn(rows, width, dtype=dtype) for _, width in products}
     vocab = model.config.vocab_size
     logits = torch.randn(rows, vocab)
-    rngs = [torch.Generator().manual_seed(p.seed) for p in params[:rows]]
 
     def all_linears():
         for product, width in products:
             product(inputs[width])
 
-    def sample():
-        torch.stack([generator._sample(logits[k], params[k], rngs[k]) for k in range(rows)]).tolist()
+    def sample():  # the batched sampler a decode step calls (token index 0 for every row)
+        sample_rows(logits, params[:rows], [0] * rows).tolist()
 
     with torch.inference_mode():
         return best_of(all_linears, repeats) * 1000, best_of(sample, repeats) * 1000
