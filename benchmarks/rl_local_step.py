@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 def main() -> None:
     import pandas as pd
     from gentax.study.config import study_config
+    from gentax.study.plan import study_rl
 
     from gentax.dtype import rl_autocast
     from gentax.rollout.embedded_model import embedded_model_path
@@ -53,7 +54,7 @@ def main() -> None:
     columns = ["step", "seconds", "cpu_s", "rollout_s", "update_s", "samples", "prompt_tokens_mean", "response_tokens",
                "tokens_per_s", "train_tokens_per_s",
                "id_success", "invalid_rate", "loss", "kl", "entropy", "adv_std"]
-    rl = dict(embedded["rl"])
+    rl = study_rl(embedded)  # the RL block as the study's jobs get it (val_temperature from eval)
     for key, value in (("group_size", args.group), ("tasks_per_step", args.tasks),
                        ("max_new_tokens", args.max_new_tokens), ("lora_rank", args.lora_rank)):
         if value is not None:

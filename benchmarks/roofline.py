@@ -227,6 +227,7 @@ def measure(args, path) -> list[tuple]:
     from gentax.rollout import cpu_inference
     from gentax.rollout.generators import HFGenerator, SamplingParams
     from gentax.study.config import study_config
+    from gentax.study.plan import study_rl
     from gentax.train.config import load_rl_config
     from gentax.train.local_engine import Policy
 
@@ -301,7 +302,7 @@ def measure(args, path) -> list[tuple]:
 
         # the local engine's update: its own Policy.logprobs (prompts left-padded, responses
         # right-padded, the LM head on the response positions only) and a policy-gradient backward
-        policy = Policy(load_rl_config({**study_config("paper")["rl"], "autocast": "bf16" if name == "bfloat16" else "none", "kl_coef": 0.0}), path, None)
+        policy = Policy(load_rl_config({**study_rl(study_config("paper")), "autocast": "bf16" if name == "bfloat16" else "none", "kl_coef": 0.0}), path, None)
         policy.model.train()
         responses = [o.response_ids for o in outs]
         head_positions = args.prompts * (max(map(len, responses)) + 1)

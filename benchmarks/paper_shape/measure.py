@@ -207,10 +207,11 @@ def measure_rl(layers: int, model_dir: Path, work: Path, out: Path, sampler: Sam
 def measure_sft(layers: int, model_dir: Path, work: Path, out: Path, sampler: Sampler, env: dict, timeout: float,
                 tokenizer_dir: Path) -> dict:
     from gentax.study.config import study_config
+    from gentax.study.plan import study_rl
     from gentax.train.config import load_rl_config
 
     name = f"sft_L{layers}"
-    rl = load_rl_config(study_config("paper")["rl"])
+    rl = load_rl_config(study_rl(study_config("paper")))
     data = work / "sft_data"
     if not data.is_dir():
         write_sft_data(data, sft_examples(tokenizer_dir, rl.max_prompt_tokens, rl.max_new_tokens, 64))
