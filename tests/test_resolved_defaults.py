@@ -24,7 +24,7 @@ def test_the_checked_in_listings_are_what_the_presets_resolve_to(capsys):
 
 def test_a_listing_holds_the_study_values_the_commands_default_to():
     """The values that had lived as package constants (the bootstrap count, the checkpoint window) and
-    the RL engine's study values are the listing's, from config.yaml."""
+    the RL engine's study values are the listing's, from config/config.yaml."""
     paper = yaml.safe_load((ROOT / "config" / "resolved" / "paper.yaml").read_text())
     assert paper["command_line"]["tables"]["bootstrap"] == paper["study"]["eval"]["bootstrap"] == 1000
     assert paper["command_line"]["tables"]["window"] == [105, 120, 135, 150]

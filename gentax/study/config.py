@@ -3,14 +3,14 @@
 Contract:
 
 - ``study_config(preset, configfiles)`` is the study config of a preset, resolved and validated:
-  config.yaml (``STUDY_FILE``), the preset's overlay, the user's files. It is the package's one
+  config/config.yaml (``STUDY_FILE``), the preset's overlay, the user's files. It is the package's one
   reader of the workflow's config file (tests/test_config_reader.py): a command whose options
   default to study values gets them at the command-line boundary (``gentax.cli``, through
   ``command_line_defaults``), never by reading the file itself; the Snakefile reads the file it
   was started with and hands it to ``with_preset``.
 - ``command_line_defaults(cfg)``: per command (``gentax eval``, ``properties``, ``tables``,
   ``train rl``), the study values its options default to.
-- ``with_preset(base, overrides)`` builds the study from config.yaml (``base``), the preset's
+- ``with_preset(base, overrides)`` builds the study from config/config.yaml (``base``), the preset's
   overlay (``PRESET_OVERLAYS``: ``paper`` none, ``embedded`` config/embedded.yaml, ``gpu1``
   config/gpu1.yaml) and the user's layers; ``cli_overrides`` types nested ``--config`` values as
   in a file; ``check_configfiles`` reads files the way ``snakemake --configfile`` will.
@@ -72,20 +72,20 @@ def schema() -> dict:
     return out
 
 
-#: The study presets: which overlay is laid over config.yaml (the paper's study) before the user's
+#: The study presets: which overlay is laid over config/config.yaml (the paper's study) before the user's
 #: own overrides. This is the only meaning of "preset" in the workflow config; the engines' defaults
 #: files (gentax/train/rl_defaults.yaml, sft_defaults.yaml) have one section per study preset
 #: (rl: paper | embedded | gpu1; sft: v2 | embedded-base, the two SFT stages of those studies).
 PRESET_OVERLAYS = {"paper": None, "embedded": REPO_ROOT / "config" / "embedded.yaml",
                    "gpu1": REPO_ROOT / "config" / "gpu1.yaml"}
 #: the workflow's config file, the paper's study: the base every preset's overlay is laid over
-STUDY_FILE = REPO_ROOT / "config.yaml"
+STUDY_FILE = REPO_ROOT / "config" / "config.yaml"
 
 
 def study_config(preset: str | None = None, configfiles: Iterable[str | Path] = (), *, memory: bool = False,
                  check: bool = True) -> dict:
     """The study config of ``preset``, resolved and validated as ``gentax plan`` and the Snakefile
-    resolve it: config.yaml, the preset's overlay, then ``configfiles`` in order (as ``snakemake
+    resolve it: config/config.yaml, the preset's overlay, then ``configfiles`` in order (as ``snakemake
     --configfile`` lays them). The preset is ``preset`` when given, else what the files set, else
     paper. ``memory``: also run the GPU memory check (``validate``). A bad key is a ConfigError
     naming it and the file that set it. ``check=False`` skips ``validate``: for the shipped presets
@@ -115,7 +115,7 @@ def command_line_defaults(cfg: dict) -> dict[str, dict[str, Any]]:
 
 
 def with_preset(base: dict, overrides: dict, default: str = "embedded") -> dict:
-    """The study config: ``base`` (config.yaml), then the preset's overlay, then ``overrides``
+    """The study config: ``base`` (config/config.yaml), then the preset's overlay, then ``overrides``
     (the user's files and key=values, already merged in order), so an override always wins,
     also over a value the overlay sets. The preset is ``overrides["preset"]`` when given (the
     Snakemake profile or a file sets it), else ``default`` (a plain ``snakemake``: embedded)."""
@@ -152,7 +152,7 @@ def cli_overrides(overrides: dict, cli: dict) -> dict:
 
 
 def config_sources(preset: str, configfiles: Iterable[str | Path] = (), cli: dict | None = None) -> list[tuple[str, dict]]:
-    """Where each layer of the study config comes from, in merge order: config.yaml, the preset's
+    """Where each layer of the study config comes from, in merge order: config/config.yaml, the preset's
     overlay, the user's files, ``--config``: what ``validate`` names beside a bad key."""
     def label(path: Path) -> str:
         return str(path.resolve().relative_to(REPO_ROOT)) if path.resolve().is_relative_to(REPO_ROOT) else str(path)
