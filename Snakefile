@@ -11,6 +11,7 @@ import re
 import sys
 
 from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
 
 sys.path.insert(0, workflow.basedir)  # this checkout's gentax (each job's command: rules/common.smk GENTAX)
 
@@ -47,6 +48,11 @@ try:
 except ConfigError as exc:  # one line, no traceback (a WorkflowError would print the Snakefile's frame)
     print(f"gentax: error: {exc}", file=sys.stderr)
     sys.exit(2)
+# Snakemake's own check against the same schema (skipped for a `module` with skip_validation). After
+# gentax's, which is the stricter (8.0 is no integer; the rules that span keys), so a bad config is
+# always told in gentax's one line; defaults live in config/config.yaml, none in the schema.
+with gconfig.schema_file() as _schema:
+    validate(STUDY, str(_schema), set_default=False)
 config.clear()
 config.update(STUDY)
 PRESET = config["preset"]

@@ -17,9 +17,9 @@ Contract:
 - ``load_config(paths_or_dict)`` merges YAML files (later ones override, dicts deep-merged, lists
   replaced, as Snakemake merges ``--configfile``) and validates.
 - ``validate(cfg)``: ``config_schema.yaml`` (filled in from the domain and variant registries,
-  ``schema()``), cross-field rules, every domain's knobs (its own ``check_options``) and the
-  engines' own loaders of the RL and SFT sections; with ``cluster.memory_check`` it also sizes
-  every GPU training job (``gentax.study.memory``). A ``ConfigError`` names the key, the file that
+  ``schema()``; ``schema_file()`` writes it for ``snakemake.utils.validate``), cross-field rules,
+  every domain's knobs (its own ``check_options``) and the engines' own loaders of the RL and SFT
+  sections; with ``cluster.memory_check`` it also sizes every GPU training job (``gentax.study.memory``). A ``ConfigError`` names the key, the file that
   set it (``config_sources``) and the closest valid key.
 - ``unmet_inputs(cfg)`` lists what the jobs need from this machine (the base model folder, a
   writable results folder).
@@ -30,9 +30,10 @@ imports nothing of this module (so the memory check may read the plan).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from gentax import runspec
 from gentax.domains import domain_class
@@ -70,6 +71,21 @@ def schema() -> dict:
     section["required"] = domains
     section["propertyNames"] = {"$ref": "#/$defs/domain_name"}
     return out
+
+
+@contextlib.contextmanager
+def schema_file() -> Iterator[Path]:
+    """``schema()`` as a JSON file that exists for the length of the ``with`` block: what the
+    Snakefile hands ``snakemake.utils.validate``, which reads a schema from a file only (Snakemake
+    9), while the lists the registries fill in exist only at load time. A private temporary folder
+    per call: nothing is left in the working directory, no two processes share the file."""
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="gentax-schema-") as folder:
+        path = Path(folder) / SCHEMA_PATH.with_suffix(".json").name
+        path.write_text(json.dumps(schema()))
+        yield path
 
 
 #: The study presets: which overlay is laid over config/config.yaml (the paper's study) before the user's
