@@ -21,7 +21,6 @@ files, reviewed in the diff.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -56,34 +55,12 @@ class _Plain(yaml.SafeDumper):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from gentax.io import write_text
+    from gentax.generated import write_or_check
     from gentax.study.config import PRESET_OVERLAYS
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--write", action="store_true", help="regenerate config/resolved/<preset>.yaml")
-    mode.add_argument("--check", action="store_true", help="compare them with what the presets resolve to")
-    args = parser.parse_args(argv)
-    stale = []
-
-    def shown(path: Path) -> str:
-        return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
-
-    for preset in PRESET_OVERLAYS:
-        path, text = OUT / f"{preset}.yaml", listing(preset)
-        if args.write:
-            OUT.mkdir(parents=True, exist_ok=True)
-            write_text(path, text)  # atomic: a listing is whole or as it was
-            print(f"wrote {shown(path)}")
-        elif not path.is_file() or path.read_text() != text:
-            stale.append(shown(path))
-    if stale:
-        print(f"differs from what its preset resolves to: {', '.join(stale)}; "
-              "regenerate: python scripts/resolved_defaults.py --write", file=sys.stderr)
-        return 1
-    if args.check:
-        print(f"identical ({len(PRESET_OVERLAYS)} presets)")
-    return 0
+    return write_or_check(argv, lambda: {OUT / f"{preset}.yaml": listing(preset) for preset in PRESET_OVERLAYS},
+                          description=__doc__.splitlines()[0], what="config/resolved/<preset>.yaml",
+                          source="the presets", command="python scripts/resolved_defaults.py")
 
 
 if __name__ == "__main__":

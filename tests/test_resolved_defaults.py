@@ -3,19 +3,16 @@ listing of every resolved default, compared here as CI compares it."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import yaml
+from by_path import load
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("resolved_defaults", ROOT / "scripts" / "resolved_defaults.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("scripts/resolved_defaults.py")
 
 
 def test_the_checked_in_listings_are_what_the_presets_resolve_to(capsys):

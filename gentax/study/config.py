@@ -60,12 +60,14 @@ def _validator():
 
 
 def schema() -> dict:
-    """``config_schema.yaml`` with its domain lists filled in from the domain registry
-    (``gentax.domains.spec``): the domain-name enum and the required ``domains`` sections."""
+    """``config_schema.yaml`` with its lists filled in from the registries: the domain-name enum and
+    the required ``domains`` sections (``gentax.domains.spec``), the variant-name enum
+    (``gentax.runspec``), the preset enum (``PRESET_OVERLAYS``). Only the enums are filled in: each
+    ``$def``'s title and description stay (config/README.md shows them)."""
     out = read_yaml(SCHEMA_PATH)
     domains = list(names())
-    out["$defs"]["domain_name"] = {"enum": domains}
-    out["$defs"]["variant_name"] = {"enum": list(runspec.variant_names())}
+    out["$defs"]["domain_name"]["enum"] = domains
+    out["$defs"]["variant_name"]["enum"] = list(runspec.variant_names())
     out["properties"]["preset"]["enum"] = list(PRESET_OVERLAYS)
     section = out["properties"]["domains"]
     section["required"] = domains
