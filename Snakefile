@@ -11,6 +11,7 @@ import re
 import sys
 
 from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
 
 sys.path.insert(0, workflow.basedir)  # this checkout's gentax (each job's command: rules/common.smk GENTAX)
 
@@ -30,23 +31,28 @@ from gentax.errors import ConfigError
 
 gclone.use_this_clone(workflow.basedir)  # every job runs this clone's `gentax` (bin/) and package
 
-configfile: "config.yaml"
+configfile: "config/config.yaml"
 
-# Which study (gentax.study.plan.with_preset): `preset: paper` is config.yaml as it is (profiles/slurm sets
+# Which study (gentax.study.plan.with_preset): `preset: paper` is config/config.yaml as it is (profiles/slurm sets
 # it); `embedded`, the default whenever no preset is given (a plain `snakemake`, also with your own
-# --configfile), lays config/embedded.yaml over config.yaml. Your --configfile files and --config
+# --configfile), lays config/embedded.yaml over config/config.yaml. Your --configfile files and --config
 # key=value pairs go over both, so they always win. Nested --config values (`eval={episodes: 4}`)
 # are read as in a config file (Snakemake leaves them text).
 try:
     OVERRIDES = gconfig.cli_overrides(workflow.config_settings.overwrite_config or {},
                                     workflow.config_settings.config or {})
-    STUDY = gconfig.with_preset(gio.read_yaml(os.path.join(workflow.basedir, "config.yaml")), OVERRIDES)
+    STUDY = gconfig.with_preset(gio.read_yaml(os.path.join(workflow.basedir, "config", "config.yaml")), OVERRIDES)
     gconfig.validate(STUDY, memory=workflow.is_main_process,  # a cluster job re-reads this file: checked once
                    sources=gconfig.config_sources(STUDY["preset"], workflow.config_settings.configfiles,
                                                 workflow.config_settings.config))
 except ConfigError as exc:  # one line, no traceback (a WorkflowError would print the Snakefile's frame)
     print(f"gentax: error: {exc}", file=sys.stderr)
     sys.exit(2)
+# Snakemake's own check against the same schema (skipped for a `module` with skip_validation). After
+# gentax's, which is the stricter (8.0 is no integer; the rules that span keys), so a bad config is
+# always told in gentax's one line; defaults live in config/config.yaml, none in the schema.
+with gconfig.schema_file() as _schema:
+    validate(STUDY, str(_schema), set_default=False)
 config.clear()
 config.update(STUDY)
 PRESET = config["preset"]

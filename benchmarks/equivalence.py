@@ -49,7 +49,7 @@ def _run(tree: Path, model: Path, scratch: Path) -> float:
     profile = ["--profile", "profiles/embedded"] if (tree / "profiles" / "embedded").is_dir() else []
     override = scratch / f"model_{tree.name}.yaml"
     override.write_text(f"model: {{base: {model}}}\n")
-    cmd = [sys.executable, "-m", "snakemake", *TARGETS, "--cores", "2", *profile, "--configfile", "config.yaml",
+    cmd = [sys.executable, "-m", "snakemake", *TARGETS, "--cores", "2", *profile, "--configfile", "config/config.yaml",
            "tests/smoke_config.yaml", str(override)]
     env = {"PATH": f"{tree / 'bin'}:{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHONPATH": str(tree),
            "HOME": str(Path.home())}

@@ -2,7 +2,7 @@
 workflow's eval jobs run, via `gentax eval`), plus the wall time of each domain.
 
     python benchmarks/eval_model.py --model results/model/embedded_base            # embedded preset
-    python benchmarks/eval_model.py --model DIR --config config.yaml --episodes 16 --domains sokoban
+    python benchmarks/eval_model.py --model DIR --config config/config.yaml --episodes 16 --domains sokoban
 
 It measures, e.g., the embedded base's success rates (docs/sft.md "The embedded base"). Each
 domain's rollouts land in OUT/<domain>.* (default: a temporary folder).
@@ -50,7 +50,7 @@ def eval_arguments(cfg: dict, domain: str, model: str, episodes: int, out: Path,
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True)
-    ap.add_argument("--config", nargs="*", default=[str(REPO / "config.yaml"), str(REPO / "config/embedded.yaml")],
+    ap.add_argument("--config", nargs="*", default=[str(REPO / "config" / "config.yaml"), str(REPO / "config/embedded.yaml")],
                     help="config files merged in order (default: the embedded preset)")
     ap.add_argument("--domains", default=",".join(DOMAINS))
     ap.add_argument("--episodes", type=int, help="default: the config's, per domain (gentax.study.plan.eval_episodes)")

@@ -57,7 +57,7 @@ def main() -> None:
     from gentax.rollout.collector import collect
 
     torch.set_num_threads(args.threads)
-    cfg = load_config([str(REPO / "config.yaml"), str(REPO / "config/embedded.yaml")])
+    cfg = load_config([str(REPO / "config" / "config.yaml"), str(REPO / "config/embedded.yaml")])
     out = Path(tempfile.mkdtemp(prefix="gentax-prefill-"))  # eval_arguments needs an --out
     print(f"{'domain':10} {'levers':>9} {'generate s':>10} {'/ both off':>9} {'prefill s':>9} {'decode s':>8} "
           f"{'prefilled positions':>19} {'same responses':>14}")

@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--dtypes", default="auto", help="engines.dtype values to compare, comma-separated")
     args = parser.parse_args()
 
-    embedded = study_config("embedded")  # the embedded study, resolved (config.yaml under config/embedded.yaml)
+    embedded = study_config("embedded")  # the embedded study, resolved (config/config.yaml under config/embedded.yaml)
     model = args.model or str(embedded_model_path())
     out = Path(args.out or tempfile.mkdtemp(prefix="rl_bench_"))
     columns = ["step", "seconds", "cpu_s", "rollout_s", "update_s", "samples", "prompt_tokens_mean", "response_tokens",

@@ -2,7 +2,7 @@
 
     compute_dtype(setting="auto", device="cpu") -> "bfloat16" | "float32" | "float16"
 
-``setting`` is config.yaml's ``engines.dtype`` (``auto`` | ``float32`` | ``bfloat16``; ``float16``
+``setting`` is config/config.yaml's ``engines.dtype`` (``auto`` | ``float32`` | ``bfloat16``; ``float16``
 too, for a GPU without bf16); anything but ``auto`` is returned as it is. ``auto``:
 
 - CPU: ``bfloat16`` when /proc/cpuinfo lists a native bf16 instruction (``avx512_bf16``:
@@ -80,7 +80,7 @@ _RL_AUTOCAST = {"auto": "auto", "bfloat16": "bf16", "float32": "none"}
 
 
 def rl_autocast(setting: str) -> str:
-    """config.yaml's ``engines.dtype`` as the RL section's ``autocast`` (the one mapping; the
+    """config/config.yaml's ``engines.dtype`` as the RL section's ``autocast`` (the one mapping; the
     generator takes the setting itself as its ``dtype``)."""
     if setting not in _RL_AUTOCAST:
         raise ConfigError(f"engines.dtype {setting!r} is not valid for the RL engines; valid: {', '.join(_RL_AUTOCAST)}")
@@ -92,7 +92,7 @@ _SFT_PRECISION = {"auto": "auto", "bfloat16": "bf16", "float32": "fp32"}
 
 
 def sft_precision(setting: str) -> str:
-    """config.yaml's ``engines.dtype`` as the SFT section's ``precision`` (LlamaFactory trains in
+    """config/config.yaml's ``engines.dtype`` as the SFT section's ``precision`` (LlamaFactory trains in
     bf16 or fp32 only)."""
     if setting not in _SFT_PRECISION:
         raise ConfigError(f"engines.dtype {setting!r} is not valid for SFT (LlamaFactory); valid: {', '.join(_SFT_PRECISION)}")

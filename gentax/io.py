@@ -30,7 +30,7 @@ Writes the machine refuses (a full disk or quota, no permission, a read-only or 
 (``write_failure``): every atomic write, the probe, and ``gentax.cli.main`` for any other write.
 
 Config files: ``read_yaml`` is their one reader; ``repo_path`` resolves a path they give
-(relative ones from ``REPO_ROOT``, the repository's root, config.yaml's folder).
+(relative ones from ``REPO_ROOT``, the repository's root, where the workflow runs).
 
 Result files: ``read_result_json`` / ``read_result_csv`` / ``read_result_parquet`` read a file a
 job wrote; a missing, cut or unreadable one is one GentaxError naming the file and the job that
@@ -59,7 +59,7 @@ from typing import Any, Iterable, Iterator
 from gentax.errors import ConfigError, GentaxError
 
 TEMP_SUFFIX = ".tmp"
-REPO_ROOT = Path(__file__).resolve().parents[1]  # config.yaml's folder
+REPO_ROOT = Path(__file__).resolve().parents[1]  # the clone: the package's parent and the Snakefile's folder
 #: inside each temporary: the file its writer keeps locked while it writes
 WRITER_FILE = ".writer"
 #: the manifest of a folder: {relative path: {"bytes": size, "sha256": hex}} of every other file

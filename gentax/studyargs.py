@@ -15,7 +15,7 @@ from __future__ import annotations
 def add_arguments(parser, command: str) -> None:
     """``--preset`` and ``--study-config`` on ``parser``, whose study defaults are ``command``'s."""
     parser.add_argument("--preset", default=None,
-                        help="the study whose values the options left out default to: paper (config.yaml as it "
+                        help="the study whose values the options left out default to: paper (config/config.yaml as it "
                              "is; the default), embedded, gpu1 (config/resolved/<preset>.yaml lists them)")
     parser.add_argument("--study-config", action="append", default=[], metavar="FILE",
                         help="a config file laid over the preset's study, as `snakemake --configfile` (repeatable)")

@@ -37,7 +37,7 @@ from gentax.io import read_yaml
 WINDOW = (105, 120, 135, 150)
 #: the study's domains as the repository's config declares them (``inits.<init>.domains``; Table 5's
 #: ``augmentation.<init>.eps``), handed to the tables as a table job hands them (``Settings`` fields)
-STUDY = {k: v for k, v in config_settings(read_yaml(Path(__file__).resolve().parents[1] / "config.yaml")).items()
+STUDY = {k: v for k, v in config_settings(read_yaml(Path(__file__).resolve().parents[1] / "config" / "config.yaml")).items()
          if k in ("init_domains", "augmented")}
 LATE_STEPS = (165, 180, 195, 210, 225, 240, 255, 270, 285, 300)
 LATE_SOKOBAN = {"alfworld": 0.20, "webshop": 0.35, "sciworld": 0.05, "sokoban": 0.70}

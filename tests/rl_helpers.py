@@ -42,10 +42,10 @@ def copy_model(src: Path, dst: Path) -> Path:
     return dst
 
 
-#: the paper study's RL block (config.yaml's ``rl:``, the paper preset as it is, with the RL keys the
+#: the paper study's RL block (config/config.yaml's ``rl:``, the paper preset as it is, with the RL keys the
 #: study sets elsewhere: gentax.study.plan.study_rl): the study values an RL section holds, which the
 #: engines' loader has no default for (gentax.train.config)
-PAPER_RL = study_rl(read_yaml(Path(__file__).resolve().parents[1] / "config.yaml"))
+PAPER_RL = study_rl(read_yaml(Path(__file__).resolve().parents[1] / "config" / "config.yaml"))
 TINY_RL = {
     **PAPER_RL,
     "group_size": 2,
@@ -57,7 +57,7 @@ TINY_RL = {
     "mini_batch_size": 4,  # two updates per step: exercises the recomputed old log-probs
     "micro_batch_size": 2,
 }
-_STUDY_AUG = read_yaml(Path(__file__).resolve().parents[1] / "config.yaml")["augmentation"]
+_STUDY_AUG = read_yaml(Path(__file__).resolve().parents[1] / "config" / "config.yaml")["augmentation"]
 PAPER_AUGMENTATION = {"kind": _STUDY_AUG["kind"], "p": _STUDY_AUG["v1"]["p"]}  # a command-line run's (--variant aug)
 TINY_MAX_STEPS = 2  # the episode step limit of a tiny run (``make_run``'s default)
 

@@ -36,7 +36,7 @@ def with_toy(monkeypatch):
 
 @pytest.fixture(scope="module")
 def paper():
-    return gconfig.load_config([REPO / "config.yaml"])
+    return gconfig.load_config([REPO / "config" / "config.yaml"])
 
 
 def test_one_entry_plans_prices_and_builds_a_new_table(with_toy, paper, tmp_path):

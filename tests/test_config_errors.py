@@ -135,7 +135,7 @@ def test_a_bad_profile_is_called_a_profile_and_deepspeed_stays_quiet(tmp_path):
 
 
 def test_gentax_plan_config_layers_over_config_yaml(write):
-    seeds = write("seeds.yaml", "grid: {seeds: [0]}\n")  # one key: the rest comes from config.yaml
+    seeds = write("seeds.yaml", "grid: {seeds: [0]}\n")  # one key: the rest comes from config/config.yaml
     proc = run([*GENTAX_PLAN, "--config", str(seeds)])
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("20 RL runs")

@@ -123,11 +123,11 @@ def test_bad_controls_properties_name_the_problem():
 
 
 def _paper(**block) -> dict:
-    return deep_merge(gconfig.load_config([REPO_ROOT / "config.yaml"]), {"controls": block})
+    return deep_merge(gconfig.load_config([REPO_ROOT / "config" / "config.yaml"]), {"controls": block})
 
 
 def test_the_controls_block_expands_into_levels_checked_by_the_domains_knobs():
-    assert controls.control_levels(gconfig.load_config([REPO_ROOT / "config.yaml"])) == []  # off in the paper preset
+    assert controls.control_levels(gconfig.load_config([REPO_ROOT / "config" / "config.yaml"])) == []  # off in the paper preset
     levels = controls.control_levels(_paper(difficulty={"enabled": True}, richness={"enabled": True}))
     assert [lv.label for lv in levels] == ["difficulty-short", "difficulty-medium", "difficulty-long",
                                            "richness-eps0", "richness-eps80", "richness-eps240"]
@@ -167,7 +167,7 @@ def test_the_paper_grid_with_the_controls_enabled_plans_exactly_the_extra_runs_a
     profile = yaml.safe_load((REPO_ROOT / "profiles" / "slurm" / "config.yaml").read_text())["set-resources"]
     assert profile["control_properties"] == profile["properties"] and "control_properties" in cost.TIMED
     # and what gentax plan prices is what Snakemake plans
-    cfg = gconfig.load_config([REPO_ROOT / "config.yaml", on])
+    cfg = gconfig.load_config([REPO_ROOT / "config" / "config.yaml", on])
     assert {rule: len(units) for rule, units in gplan.jobs(cfg).items()} == {
         rule: n for rule, n in planned.items() if rule != "all"}
 
@@ -202,12 +202,12 @@ def test_a_control_level_is_a_run_spec_named_by_its_label():
 
 
 def test_gentax_plan_lists_what_each_level_reads():
-    cfg = gconfig.load_config([REPO_ROOT / "config.yaml", REPO_ROOT / "config" / "embedded.yaml",
+    cfg = gconfig.load_config([REPO_ROOT / "config" / "config.yaml", REPO_ROOT / "config" / "embedded.yaml",
                              {"preset": "embedded"}])
     shown = {(c["control"], c["level"]): c for c in gplan.plan(cfg)["controls"]}
     assert shown["difficulty", "longer"]["own_runs"] and not shown["richness", "eps80"]["own_runs"]
     assert shown["richness", "eps80"]["runs"] == "aug" and shown["richness", "eps0"]["runs"] == "default"
-    assert gplan.plan(gconfig.load_config([REPO_ROOT / "config.yaml"]))["controls"] == []
+    assert gplan.plan(gconfig.load_config([REPO_ROOT / "config" / "config.yaml"]))["controls"] == []
 
 
 def test_a_control_run_trains_at_its_level_through_the_workflow_job(tmp_path):
@@ -242,7 +242,7 @@ def test_the_controls_properties_table_job_feeds_the_tables(tmp_path):
     from gentax.study import jobs
     from rl_helpers import run_job
 
-    cfg = gconfig.load_config([REPO_ROOT / "config.yaml", REPO_ROOT / "config" / "embedded.yaml",
+    cfg = gconfig.load_config([REPO_ROOT / "config" / "config.yaml", REPO_ROOT / "config" / "embedded.yaml",
                              {"preset": "embedded"}])
     logs = []
     for i, path in enumerate(gplan.control_property_paths(cfg)):

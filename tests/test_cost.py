@@ -23,15 +23,15 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def paper():
-    return gconfig.load_config([REPO / "config.yaml"])
+    return gconfig.load_config([REPO / "config" / "config.yaml"])
 
 
 def paper_with_filler():
-    return gconfig.load_config([REPO / "config.yaml", REPO / "tests" / "filler_on.yaml"])
+    return gconfig.load_config([REPO / "config" / "config.yaml", REPO / "tests" / "filler_on.yaml"])
 
 
 def embedded():
-    return gconfig.load_config([REPO / "config.yaml", REPO / "config" / "embedded.yaml", {"preset": "embedded"}])
+    return gconfig.load_config([REPO / "config" / "config.yaml", REPO / "config" / "embedded.yaml", {"preset": "embedded"}])
 
 
 def counts(jobs):
@@ -150,7 +150,7 @@ def test_the_one_gpu_profile_prices_its_shared_gpu():
 
     from gentax.io import read_yaml
 
-    gpu1 = gconfig.load_config(gconfig.with_preset(read_yaml(REPO / "config.yaml"), {"preset": "gpu1"}))
+    gpu1 = gconfig.load_config(gconfig.with_preset(read_yaml(REPO / "config" / "config.yaml"), {"preset": "gpu1"}))
     resources = cost.profile_resources(REPO / "profiles" / "gpu1")
     assert resources["rl_segment"]["gpu"] == resources["eval_checkpoint_v2"]["gpu"] == pytest.approx(1 / 12)
     costs = cost.estimate(gpu1, resources)
@@ -165,7 +165,7 @@ def test_the_one_gpu_profile_prices_its_shared_gpu():
 
 
 def gpu1(*layers):
-    return gconfig.load_config([REPO / "config.yaml", REPO / "config" / "gpu1.yaml", *layers, {"preset": "gpu1"}])
+    return gconfig.load_config([REPO / "config" / "config.yaml", REPO / "config" / "gpu1.yaml", *layers, {"preset": "gpu1"}])
 
 
 def test_the_disk_estimate_counts_the_checkpoints_each_run_keeps():

@@ -62,7 +62,7 @@ def test_the_choice_reaches_eval_settings_and_every_jobs_provenance():
     from gentax.study import plan
     from gentax.provenance import job_record
 
-    cfg = gconfig.load_config([REPO_ROOT / "config.yaml"])
+    cfg = gconfig.load_config([REPO_ROOT / "config" / "config.yaml"])
     assert plan.rollout_settings(cfg, "eval")["dtype"] == "auto"
     record = job_record({"dtype": "float32", "seed": 0}, "float32")
     assert record["compute"]["dtype"] == "float32" and record["compute"]["setting"] == "float32"

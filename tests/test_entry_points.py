@@ -24,7 +24,7 @@ def run_in(clone: Path, *args: str, env=None) -> subprocess.CompletedProcess:
 
 def test_two_clones_each_plan_their_own_config(tmp_path):
     first, second = copy_checkout(tmp_path / "first"), copy_checkout(tmp_path / "second")
-    config = second / "config.yaml"
+    config = second / "config" / "config.yaml"
     text = config.read_text()
     assert "  seeds: [0, 1, 2]\n" in text
     config.write_text(text.replace("  seeds: [0, 1, 2]\n", "  seeds: [0]\n"))

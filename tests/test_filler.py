@@ -277,7 +277,7 @@ def _paper(**filler):
 
     from gentax.study import config as gconfig
 
-    cfg = gconfig.load_config(["config.yaml"])
+    cfg = gconfig.load_config(["config/config.yaml"])
     cfg = copy.deepcopy(cfg)
     cfg["controls"]["filler"].update(filler)
     if filler.get("enabled"):
@@ -347,7 +347,7 @@ def test_workflow_job_hands_the_filler_run_its_thinking_runs_folder():
     from gentax.study import config as gconfig
     from gentax.study import jobs, paths
 
-    cfg = gconfig.load_config(["config.yaml", "config/embedded.yaml"])
+    cfg = gconfig.load_config(["config/config.yaml", "config/embedded.yaml"])
     run = gplan.find_run(cfg, "v2", "sokoban", "filler", 0)
     thinking = gplan.filler_reference(cfg, run)
     folder = paths.run_dir(cfg, thinking.init, thinking.train_domain, thinking.variant_label, thinking.seed)
@@ -363,7 +363,7 @@ def test_eval_job_spec_of_a_filler_evaluation():
     from gentax.study import config as gconfig
     from gentax.study import jobs
 
-    cfg = gconfig.load_config(["config.yaml", "config/embedded.yaml"])
+    cfg = gconfig.load_config(["config/config.yaml", "config/embedded.yaml"])
     cfg["controls"]["filler"]["source"] = "shuffle"
     args = dict(model="m", think="filler", tasks_files={"sokoban": "t.json", "webshop": "w.json"},
                 out_jsons={"sokoban": "e.json", "webshop": "f.json"})

@@ -22,7 +22,7 @@ def study(*layers: dict) -> dict:
     overrides: dict = {"preset": "gpu1"}
     for layer in layers:
         overrides = deep_merge(overrides, layer)
-    return gconfig.load_config(gconfig.with_preset(read_yaml(REPO / "config.yaml"), overrides, default="paper"))
+    return gconfig.load_config(gconfig.with_preset(read_yaml(REPO / "config" / "config.yaml"), overrides, default="paper"))
 
 
 @pytest.fixture(scope="module", params=["hour", "reference"])

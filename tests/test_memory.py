@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def paper():
-    return gconfig.load_config([REPO / "config.yaml"])  # the memory check runs here: the paper preset passes
+    return gconfig.load_config([REPO / "config" / "config.yaml"])  # the memory check runs here: the paper preset passes
 
 
 def test_the_architecture_is_llama_3_1_8b_counted_without_weights(paper):

@@ -25,7 +25,7 @@ def job(tmp_path):
     from gentax.study import config as gconfig
     from gentax.study import jobs as gjobs
 
-    cfg = gconfig.load_config([REPO_ROOT / "config.yaml", REPO_ROOT / "config" / "embedded.yaml"])
+    cfg = gconfig.load_config([REPO_ROOT / "config" / "config.yaml", REPO_ROOT / "config" / "embedded.yaml"])
     tasks = {}
     for domain in DOMAINS:
         tasks[domain] = tmp_path / "tasks" / f"{domain}.json"

@@ -71,7 +71,7 @@ def test_a_mixture_must_name_known_evaluated_domains():
     from gentax.study import plan as gplan
     from gentax.study import config as gconfig
 
-    paper = gconfig.load_config(["config.yaml"])
+    paper = gconfig.load_config(["config/config.yaml"])
     bad = {"grid": {"mixtures": {"enabled": True, "experiments": [
         {"init": "v1", "variant": "default", "mixtures": ["webshop+sciworld"]}]}}}
     with pytest.raises(ConfigError, match=r"grid\.mixtures\.experiments\.0\.mixtures\.0: sciworld is not an evaluated domain of v1"):
@@ -143,7 +143,7 @@ def test_the_workflow_hands_a_mixture_run_every_member_settings():
     from gentax.study import config as gconfig
     from gentax import runspec
 
-    cfg = gconfig.load_config([REPO / "config.yaml"])
+    cfg = gconfig.load_config([REPO / "config" / "config.yaml"])
     cfg["domains"]["webshop"] = {"max_steps": 8, "options": {"results_per_page": 3}}
     cfg["domains"]["sokoban"] = {"max_steps": 6}
     cfg["augmentation"]["v2"] = {"p": 0.5, "eps": {"webshop": 40, "sokoban": 80}}

@@ -18,12 +18,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def paper():
-    return gconfig.load_config([REPO / "config.yaml"])
+    return gconfig.load_config([REPO / "config" / "config.yaml"])
 
 
 @pytest.fixture(scope="module")
 def embedded():
-    return gconfig.load_config([REPO / "config.yaml", REPO / "config" / "embedded.yaml"])
+    return gconfig.load_config([REPO / "config" / "config.yaml", REPO / "config" / "embedded.yaml"])
 
 
 def test_paper_grid_is_60_runs(paper):
@@ -133,7 +133,7 @@ def test_plan_cli_json(tmp_path):
     assert set(plan["runs"][0]) == {"init", "train_domain", "variant", "seed", "steps"}
     bad = tmp_path / "bad.yaml"
     bad.write_text("rl: {group_size: 0}\n")
-    proc = subprocess.run([sys.executable, "-m", "gentax", "plan", "--config", str(REPO / "config.yaml"),
+    proc = subprocess.run([sys.executable, "-m", "gentax", "plan", "--config", str(REPO / "config" / "config.yaml"),
                            "--config", str(bad)], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
@@ -143,7 +143,7 @@ def test_plan_cli_json(tmp_path):
 def test_plan_cli_names_a_bad_domain_knob_in_one_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("domains: {sokoban: {max_steps: 15, options: {room_size: -3}}}\n")
-    proc = subprocess.run([sys.executable, "-m", "gentax", "plan", "--config", str(REPO / "config.yaml"),
+    proc = subprocess.run([sys.executable, "-m", "gentax", "plan", "--config", str(REPO / "config" / "config.yaml"),
                            "--config", str(bad)], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
@@ -212,9 +212,9 @@ def test_gentax_plan_counts_the_evaluations_the_workflow_runs():
 
     from gentax.io import REPO_ROOT
 
-    counts = gplan.plan(gconfig.load_config([REPO_ROOT / "config.yaml"]))["counts"]
+    counts = gplan.plan(gconfig.load_config([REPO_ROOT / "config" / "config.yaml"]))["counts"]
     assert counts["base_evals"] == 14  # V1 on 3 domains + V2 on 4, each as default and nothink
     dag = dry_run_counts("--profile", "profiles/slurm")
-    cfg = gconfig.load_config([REPO_ROOT / "config.yaml"])
+    cfg = gconfig.load_config([REPO_ROOT / "config" / "config.yaml"])
     assert sum(dag[gplan.eval_rule(init)] * len(gplan.eval_domains(cfg, init)) for init in ("v1", "v2")) == (
         counts["checkpoint_evals"] + counts["base_evals"])  # a job per checkpoint, its init's domains each

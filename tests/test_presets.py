@@ -1,4 +1,4 @@
-"""One config source: config.yaml, the preset's overlay, then the user's overrides.
+"""One config source: config/config.yaml, the preset's overlay, then the user's overrides.
 
 `snakemake --configfile mine.yaml` keeps the embedded preset (it used to switch silently to the
 paper study), and an override of a value config/embedded.yaml sets takes effect (it used to be
@@ -33,7 +33,7 @@ def test_a_configfile_keeps_the_embedded_preset_and_overrides_what_it_sets(tmp_p
 
 
 def test_with_preset_layers_base_overlay_then_overrides():
-    base = read_yaml(REPO / "config.yaml")
+    base = read_yaml(REPO / "config" / "config.yaml")
     embedded = gconfig.with_preset(base, {"grid": {"seeds": [0, 1]}})
     assert embedded["preset"] == "embedded" and embedded["model"]["embedded"] is True
     assert embedded["grid"]["seeds"] == [0, 1] and embedded["grid"]["steps"] == 2  # override wins, overlay kept

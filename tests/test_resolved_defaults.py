@@ -3,19 +3,16 @@ listing of every resolved default, compared here as CI compares it."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import yaml
+from by_path import load
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("resolved_defaults", ROOT / "scripts" / "resolved_defaults.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("scripts/resolved_defaults.py")
 
 
 def test_the_checked_in_listings_are_what_the_presets_resolve_to(capsys):
@@ -24,7 +21,7 @@ def test_the_checked_in_listings_are_what_the_presets_resolve_to(capsys):
 
 def test_a_listing_holds_the_study_values_the_commands_default_to():
     """The values that had lived as package constants (the bootstrap count, the checkpoint window) and
-    the RL engine's study values are the listing's, from config.yaml."""
+    the RL engine's study values are the listing's, from config/config.yaml."""
     paper = yaml.safe_load((ROOT / "config" / "resolved" / "paper.yaml").read_text())
     assert paper["command_line"]["tables"]["bootstrap"] == paper["study"]["eval"]["bootstrap"] == 1000
     assert paper["command_line"]["tables"]["window"] == [105, 120, 135, 150]

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def paper():
-    return gconfig.load_config([REPO / "config.yaml"])
+    return gconfig.load_config([REPO / "config" / "config.yaml"])
 
 
 def test_every_planned_run_round_trips_through_json(paper):

@@ -78,7 +78,7 @@ OPEN_CHOICES = {
 
 @pytest.fixture(scope="module")
 def paper():
-    return gconfig.load_config([REPO / "config.yaml"])
+    return gconfig.load_config([REPO / "config" / "config.yaml"])
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +127,7 @@ def test_cli_prints_settings_sources_and_memory(tmp_path, capsys):
     # a departure from the paper preset shows the paper's value instead of a source
     lower = tmp_path / "lower.yaml"
     lower.write_text("rl: {lr: 2.0e-6}\n")
-    assert main(["plan", "--settings", "--config", str(REPO / "config.yaml"), "--config", str(lower)]) == 0
+    assert main(["plan", "--settings", "--config", str(REPO / "config" / "config.yaml"), "--config", str(lower)]) == 0
     out = capsys.readouterr().out
     assert re.search(r"^  actor_rollout_ref\.actor\.optim\.lr +2e-06  \[changed\] the paper preset has 1e-06", out, re.M)
     assert main(["plan", "--settings", "--json"]) == 0
@@ -137,7 +137,7 @@ def test_cli_prints_settings_sources_and_memory(tmp_path, capsys):
 
 def test_embedded_preset_settings_are_unchanged(paper):
     """The embedded preset's jobs receive what they did before the settings audit (CPU: no DeepSpeed, no entropy)."""
-    embedded = gconfig.load_config([REPO / "config.yaml", REPO / "config" / "embedded.yaml"])
+    embedded = gconfig.load_config([REPO / "config" / "config.yaml", REPO / "config" / "embedded.yaml"])
     s = gsettings.effective_settings(embedded)
     assert s["rl"]["entropy_coeff"] == 0.0 and s["rl"]["invalid_penalty_placement"] == "after_normalisation"
     assert "deepspeed" not in s["sft"] and s["sft"]["per_device_train_batch_size"] * s["sft"]["gradient_accumulation_steps"] == 4

@@ -100,7 +100,7 @@ def snakemake_command(wd, *args, configfiles=()) -> list[str]:
     YAML files: --config leaves nested values as strings. Snakemake polls SLURM at the profile's
     interval (tests/snakemake_steady_polling.py)."""
     return [sys.executable, "tests/snakemake_steady_polling.py", *args, "--profile", str(wd["profile"]),
-            "--configfile", "config.yaml", "tests/smoke_config.yaml", *map(str, configfiles), "--config", f"model={{base: {wd['model']}}}"]
+            "--configfile", "config/config.yaml", "tests/smoke_config.yaml", *map(str, configfiles), "--config", f"model={{base: {wd['model']}}}"]
 
 
 def snakemake(wd, *args, configfiles=(), timeout=1500):

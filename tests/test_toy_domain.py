@@ -58,7 +58,7 @@ def toy_config(tmp_path_factory) -> Path:
 
 
 def test_the_plan_has_the_toy_runs(toy_config):
-    out = _run("-m", "gentax", "plan", "--config", "config.yaml", "--config", "config/embedded.yaml",
+    out = _run("-m", "gentax", "plan", "--config", "config/config.yaml", "--config", "config/embedded.yaml",
                "--config", str(toy_config), "--json")
     runs = {(r["init"], r["train_domain"], r["variant"]) for r in json.loads(out[out.index("{"):])["runs"]}
     assert runs == {("v2", "toy", "default"), ("v2", "sokoban", "default"), ("v2", "toy", "aug")}
@@ -103,7 +103,7 @@ def test_a_toy_table_entry_is_planned_priced_and_built_by_its_job(toy_config, tm
     counts = job_counts(text)
     assert counts["table"] == 1 and counts["rl_segment"] == 3  # its variants' runs: toy, sokoban default; toy aug
     assert "results/summary/main/v2/toy/aug/seed0.csv" in text
-    config = ["--config", "config.yaml", "--config", "config/embedded.yaml", "--config", str(toy_config)]
+    config = ["--config", "config/config.yaml", "--config", "config/embedded.yaml", "--config", str(toy_config)]
     cost = _run("-m", "gentax", "plan", *config, "--cost", "--target", target)
     assert re.search(r"\btable 1\b", cost) and re.search(r"^rl_segment +3 ", cost, re.M), cost  # its job and its runs
     power = _run("-m", "gentax", "plan", *config, "--power")

@@ -88,7 +88,7 @@ def test_paper_preset_that_does_not_fit_its_gpus_stops_the_plan(tmp_path):
     """The plan-time memory check: the paper preset's SFT without DeepSpeed (plain data parallel)."""
     no_zero = tmp_path / "no_zero.yaml"
     no_zero.write_text("inits: {v2: {sft: {deepspeed: null}}}\n")
-    proc = subprocess.run([*SNAKEMAKE, "-n", "--configfile", str(REPO / "config.yaml"), str(no_zero),
+    proc = subprocess.run([*SNAKEMAKE, "-n", "--configfile", str(REPO / "config" / "config.yaml"), str(no_zero),
                            "--config", "preset=paper"], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode != 0
     assert "sft_v2: model states 149.6 + activations 18.4 = 168.0 GiB per GPU" in proc.stdout + proc.stderr
@@ -98,7 +98,7 @@ def test_a_bad_domain_knob_stops_the_slurm_dry_run(tmp_path):
     """The dry-run once passed and the job failed after queueing."""
     bad = tmp_path / "bad.yaml"
     bad.write_text("domains: {sokoban: {max_steps: 15, options: {room_sise: 5}}}\n")
-    proc = subprocess.run([*SNAKEMAKE, "-n", "--profile", "profiles/slurm", "--configfile", "config.yaml", str(bad)],
+    proc = subprocess.run([*SNAKEMAKE, "-n", "--profile", "profiles/slurm", "--configfile", "config/config.yaml", str(bad)],
                           cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode != 0
     assert "config key domains.sokoban.options.room_sise: unknown option(s) room_sise" in proc.stdout + proc.stderr

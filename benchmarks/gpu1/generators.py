@@ -34,7 +34,7 @@ def study_config(configfiles: list[Path]) -> dict:
     overrides: dict = {"preset": "gpu1"}
     for path in configfiles:
         overrides = deep_merge(overrides, read_yaml(path))
-    return gconfig.load_config(gconfig.with_preset(read_yaml(REPO / "config.yaml"), overrides, default="paper"))
+    return gconfig.load_config(gconfig.with_preset(read_yaml(REPO / "config" / "config.yaml"), overrides, default="paper"))
 
 
 def job_specs(cfg: dict, model: str, domain: str, tasks: Path, work: Path) -> dict[str, dict]:

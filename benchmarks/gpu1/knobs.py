@@ -32,7 +32,7 @@ def preset_eval_settings() -> dict:
     from gentax.study import config as gconfig
     from gentax.study.plan import rollout_settings
 
-    cfg = gconfig.load_config(gconfig.with_preset(read_yaml(REPO / "config.yaml"), {"preset": "gpu1"}, default="paper"))
+    cfg = gconfig.load_config(gconfig.with_preset(read_yaml(REPO / "config" / "config.yaml"), {"preset": "gpu1"}, default="paper"))
     return rollout_settings(cfg, "eval")
 
 

@@ -5,7 +5,7 @@
 RUN_DIR is what benchmarks/paper_shape/device.sh brought back (``out/``: records.jsonl, the phase
 traces, the logs). For every measured run the check is evaluated at the same shape (the stand-in's
 depth and vocabulary), world size (one GPU), batch, offload and vLLM share, through the workflow's
-own config path: config.yaml with the run's RL / SFT section laid over it and ``cluster`` set to
+own config path: config/config.yaml with the run's RL / SFT section laid over it and ``cluster`` set to
 the measuring GPU. Per phase: predicted GiB, torch's peak allocated (the trainer's phase trace /
 the HF Trainer's memory metrics) and nvidia-smi's peak above the GPU's memory before the run, and
 the ratio predicted / torch. Then the per-layer line through the measured depths (``a + b L``,
@@ -61,10 +61,10 @@ def measured_config(layers: int, vocab: int, tmp: Path) -> Path:
 
 
 def workflow_config(record: dict, machine: dict, model_config: Path) -> dict:
-    """config.yaml with the measured run's section and the measuring GPU (no memory check at load)."""
+    """config/config.yaml with the measured run's section and the measuring GPU (no memory check at load)."""
     from gentax.io import deep_merge, read_yaml
 
-    cfg = read_yaml(REPO / "config.yaml")
+    cfg = read_yaml(REPO / "config" / "config.yaml")
     layer = {"cluster": {"gpus_per_node": 1, "gpu_memory_gib": round(machine["gpu_total_gib"], 2),
                          "model_config": str(model_config)}}
     if record["kind"] == "rl":
@@ -143,7 +143,7 @@ def at_paper_depth(table: list[dict], phase: str, key: str = "seconds") -> float
 
 
 def cost_figures(table: list[dict], records: list[dict], run_dir: Path) -> list[str]:
-    """config.yaml ``cost:`` figures extrapolated from the measured step (docs/paper_shape.md "Cost").
+    """config/config.yaml ``cost:`` figures extrapolated from the measured step (docs/paper_shape.md "Cost").
 
     Training (old and reference log-probs, update) is compute-bound: seconds per token at 32 layers on one
     GPU, times the paper model's parameters over the stand-in's (its larger vocabulary), divided over 8
@@ -151,11 +151,11 @@ def cost_figures(table: list[dict], records: list[dict], run_dir: Path) -> list[
     decode-bound and sequential over turns: seconds per 512-token turn at 32 layers, times 0.6 for vLLM's
     tensor parallel 2 (half the weights read a GPU, less the all-reduce), 32 trajectories a replica being
     no slower than 16 when decode reads the weights. Turns per trajectory: the mean of the four domains'
-    step limits (config.yaml), an upper figure (episodes end when solved). Tokens per step sample: this
+    step limits (config/config.yaml), an upper figure (episodes end when solved). Tokens per step sample: this
     run's (prompt and a 512-token answer)."""
     import yaml
 
-    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     rl = [r for r in records if r["kind"] == "rl" and r.get("rc") == 0]
     if len(rl) < 2:
         return ["cost: needs RL steps at two depths"]
@@ -187,7 +187,7 @@ def cost_figures(table: list[dict], records: list[dict], run_dir: Path) -> list[
         sft_s = sft[0]["seconds"] * stand_in(layers) / stand_in(shape) * vocab_ratio / 8
     eval_s = turns * turn_s / 0.6 / cfg["eval"]["episodes"]  # one GPU, every episode of a domain in one batch
     return [
-        "cost figures for config.yaml, extrapolated (compare.cost_figures says how):",
+        "cost figures for config/config.yaml, extrapolated (compare.cost_figures says how):",
         f"  training {per_token * 1e3:.3f} ms per token on 8 GPUs ({train_s:.1f} s for {tokens} tokens on one GPU at "
         f"32 layers, x {vocab_ratio:.3f} for the vocabulary); a 512-token turn {turn_s:.1f} s (vLLM TP 2)",
         f"  rl_step_minutes {step_s / 60:.1f}: {group} trajectories x {turns:g} turns x {tokens / samples:.0f} tokens "

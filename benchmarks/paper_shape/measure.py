@@ -7,7 +7,7 @@ Runs on the GPU machine (benchmarks/paper_shape/device.sh sets up the carried bu
 LAYERS decoder layers, random bf16 weights, the embedded tokenizer), then:
 
 - ``rl``: ``gentax train rl --engine verl`` on Sokoban, steps 0:2 (the second step is the measured
-  one; both are recorded), with the paper preset's RL settings (config.yaml's ``rl:`` block over
+  one; both are recorded), with the paper preset's RL settings (config/config.yaml's ``rl:`` block over
   gentax/train/rl_defaults.yaml) except what one GPU forces: ``RL_ONE_GPU`` below, each with its reason,
   and the run spec's (``run_spec``) 3-turn episodes (``EPISODE_TURNS``).
   The trainer's phase trace (gentax.train.verl_agent.traced_timer) gives each phase's interval and
@@ -45,7 +45,7 @@ REPO = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(REPO)]  # model.py beside this file; gentax from the checkout
 import model as shape_model  # noqa: E402  (benchmarks/paper_shape/model.py)
 
-#: what one GPU forces on the paper preset's RL settings (the rest is config.yaml's as it is)
+#: what one GPU forces on the paper preset's RL settings (the rest is config/config.yaml's as it is)
 RL_ONE_GPU = {
     "tasks_per_step": 2,          # 2 tasks x 8 rollouts = 16 episodes (the preset: 16 x 8)
     "save_every": 2,              # the checkpoint of step 2 is the save measured

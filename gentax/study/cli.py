@@ -19,7 +19,7 @@ PROFILES = {"paper": REPO / "profiles" / "slurm", "embedded": REPO / "profiles" 
 def register(sub) -> None:
     p = sub.add_parser("plan", help="print the study's plan (RL runs, segments, evaluations)")
     p.add_argument("--config", action="append", default=[],
-                   help="config file(s) laid over the repository's config.yaml in order, as "
+                   help="config file(s) laid over the repository's config/config.yaml in order, as "
                         "`snakemake --configfile` lays them")
     p.add_argument("--preset", choices=tuple(PROFILES), default=None,
                    help="embedded: lay config/embedded.yaml over the config, as a plain `snakemake` does")
@@ -127,7 +127,7 @@ def _plan(args) -> int:
         raise ConfigError("--target says which table or figure to price: give it with --cost")
     if args.target:
         gplan.artifact_variants(Path(args.target).stem)  # an unknown name stops here, before any work
-    # as the Snakefile: config.yaml is the base, the files are overrides (in order), laid over the
+    # as the Snakefile: config/config.yaml is the base, the files are overrides (in order), laid over the
     # preset's overlay; the preset is --preset, else what the files set, else paper
     cfg = gconfig.study_config(args.preset, args.config, memory=True)
     for problem in gconfig.unmet_inputs(cfg):  # a plan may be made away from the cluster: said, not refused

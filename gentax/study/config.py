@@ -3,23 +3,23 @@
 Contract:
 
 - ``study_config(preset, configfiles)`` is the study config of a preset, resolved and validated:
-  config.yaml (``STUDY_FILE``), the preset's overlay, the user's files. It is the package's one
+  config/config.yaml (``STUDY_FILE``), the preset's overlay, the user's files. It is the package's one
   reader of the workflow's config file (tests/test_config_reader.py): a command whose options
   default to study values gets them at the command-line boundary (``gentax.cli``, through
   ``command_line_defaults``), never by reading the file itself; the Snakefile reads the file it
   was started with and hands it to ``with_preset``.
 - ``command_line_defaults(cfg)``: per command (``gentax eval``, ``properties``, ``tables``,
   ``train rl``), the study values its options default to.
-- ``with_preset(base, overrides)`` builds the study from config.yaml (``base``), the preset's
+- ``with_preset(base, overrides)`` builds the study from config/config.yaml (``base``), the preset's
   overlay (``PRESET_OVERLAYS``: ``paper`` none, ``embedded`` config/embedded.yaml, ``gpu1``
   config/gpu1.yaml) and the user's layers; ``cli_overrides`` types nested ``--config`` values as
   in a file; ``check_configfiles`` reads files the way ``snakemake --configfile`` will.
 - ``load_config(paths_or_dict)`` merges YAML files (later ones override, dicts deep-merged, lists
   replaced, as Snakemake merges ``--configfile``) and validates.
 - ``validate(cfg)``: ``config_schema.yaml`` (filled in from the domain and variant registries,
-  ``schema()``), cross-field rules, every domain's knobs (its own ``check_options``) and the
-  engines' own loaders of the RL and SFT sections; with ``cluster.memory_check`` it also sizes
-  every GPU training job (``gentax.study.memory``). A ``ConfigError`` names the key, the file that
+  ``schema()``; ``schema_file()`` writes it for ``snakemake.utils.validate``), cross-field rules,
+  every domain's knobs (its own ``check_options``) and the engines' own loaders of the RL and SFT
+  sections; with ``cluster.memory_check`` it also sizes every GPU training job (``gentax.study.memory``). A ``ConfigError`` names the key, the file that
   set it (``config_sources``) and the closest valid key.
 - ``unmet_inputs(cfg)`` lists what the jobs need from this machine (the base model folder, a
   writable results folder).
@@ -30,9 +30,10 @@ imports nothing of this module (so the memory check may read the plan).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from gentax import runspec
 from gentax.domains import domain_class
@@ -59,12 +60,14 @@ def _validator():
 
 
 def schema() -> dict:
-    """``config_schema.yaml`` with its domain lists filled in from the domain registry
-    (``gentax.domains.spec``): the domain-name enum and the required ``domains`` sections."""
+    """``config_schema.yaml`` with its lists filled in from the registries: the domain-name enum and
+    the required ``domains`` sections (``gentax.domains.spec``), the variant-name enum
+    (``gentax.runspec``), the preset enum (``PRESET_OVERLAYS``). Only the enums are filled in: each
+    ``$def``'s title and description stay (config/README.md shows them)."""
     out = read_yaml(SCHEMA_PATH)
     domains = list(names())
-    out["$defs"]["domain_name"] = {"enum": domains}
-    out["$defs"]["variant_name"] = {"enum": list(runspec.variant_names())}
+    out["$defs"]["domain_name"]["enum"] = domains
+    out["$defs"]["variant_name"]["enum"] = list(runspec.variant_names())
     out["properties"]["preset"]["enum"] = list(PRESET_OVERLAYS)
     section = out["properties"]["domains"]
     section["required"] = domains
@@ -72,20 +75,35 @@ def schema() -> dict:
     return out
 
 
-#: The study presets: which overlay is laid over config.yaml (the paper's study) before the user's
+@contextlib.contextmanager
+def schema_file() -> Iterator[Path]:
+    """``schema()`` as a JSON file that exists for the length of the ``with`` block: what the
+    Snakefile hands ``snakemake.utils.validate``, which reads a schema from a file only (Snakemake
+    9), while the lists the registries fill in exist only at load time. A private temporary folder
+    per call: nothing is left in the working directory, no two processes share the file."""
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="gentax-schema-") as folder:
+        path = Path(folder) / SCHEMA_PATH.with_suffix(".json").name
+        path.write_text(json.dumps(schema()))
+        yield path
+
+
+#: The study presets: which overlay is laid over config/config.yaml (the paper's study) before the user's
 #: own overrides. This is the only meaning of "preset" in the workflow config; the engines' defaults
 #: files (gentax/train/rl_defaults.yaml, sft_defaults.yaml) have one section per study preset
 #: (rl: paper | embedded | gpu1; sft: v2 | embedded-base, the two SFT stages of those studies).
 PRESET_OVERLAYS = {"paper": None, "embedded": REPO_ROOT / "config" / "embedded.yaml",
                    "gpu1": REPO_ROOT / "config" / "gpu1.yaml"}
 #: the workflow's config file, the paper's study: the base every preset's overlay is laid over
-STUDY_FILE = REPO_ROOT / "config.yaml"
+STUDY_FILE = REPO_ROOT / "config" / "config.yaml"
 
 
 def study_config(preset: str | None = None, configfiles: Iterable[str | Path] = (), *, memory: bool = False,
                  check: bool = True) -> dict:
     """The study config of ``preset``, resolved and validated as ``gentax plan`` and the Snakefile
-    resolve it: config.yaml, the preset's overlay, then ``configfiles`` in order (as ``snakemake
+    resolve it: config/config.yaml, the preset's overlay, then ``configfiles`` in order (as ``snakemake
     --configfile`` lays them). The preset is ``preset`` when given, else what the files set, else
     paper. ``memory``: also run the GPU memory check (``validate``). A bad key is a ConfigError
     naming it and the file that set it. ``check=False`` skips ``validate``: for the shipped presets
@@ -115,7 +133,7 @@ def command_line_defaults(cfg: dict) -> dict[str, dict[str, Any]]:
 
 
 def with_preset(base: dict, overrides: dict, default: str = "embedded") -> dict:
-    """The study config: ``base`` (config.yaml), then the preset's overlay, then ``overrides``
+    """The study config: ``base`` (config/config.yaml), then the preset's overlay, then ``overrides``
     (the user's files and key=values, already merged in order), so an override always wins,
     also over a value the overlay sets. The preset is ``overrides["preset"]`` when given (the
     Snakemake profile or a file sets it), else ``default`` (a plain ``snakemake``: embedded)."""
@@ -152,7 +170,7 @@ def cli_overrides(overrides: dict, cli: dict) -> dict:
 
 
 def config_sources(preset: str, configfiles: Iterable[str | Path] = (), cli: dict | None = None) -> list[tuple[str, dict]]:
-    """Where each layer of the study config comes from, in merge order: config.yaml, the preset's
+    """Where each layer of the study config comes from, in merge order: config/config.yaml, the preset's
     overlay, the user's files, ``--config``: what ``validate`` names beside a bad key."""
     def label(path: Path) -> str:
         return str(path.resolve().relative_to(REPO_ROOT)) if path.resolve().is_relative_to(REPO_ROOT) else str(path)

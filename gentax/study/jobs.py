@@ -18,7 +18,7 @@ back into, so a key the verb does not read or a value of the wrong type stops th
 size, env worker counts) are not in the spec: the engine owns them.
 
 The RL section a run's engine receives is ``rl_section`` resolved by the engines' own loader
-(``gentax.train.config.load_rl_config``): config.yaml's ``rl`` block over the engine's defaults,
+(``gentax.train.config.load_rl_config``): config/config.yaml's ``rl`` block over the engine's defaults,
 with ``engines.dtype`` and ``engines.rollout`` mapped on; the SFT section likewise
 (``sft_train_section``, ``gentax.train.sft_config.load_sft_config``).
 """
@@ -64,7 +64,7 @@ def _dtype(cfg: dict) -> str:
 
 # ---- sections the engines' loaders resolve --------------------------------------------------------
 def rl_section(rl: Mapping[str, Any], *, save_every: int, rollout: str | None = None, dtype: str = "auto") -> dict:
-    """config.yaml's ``rl`` block as the RL engines' loader reads it (``load_rl_config``), with
+    """config/config.yaml's ``rl`` block as the RL engines' loader reads it (``load_rl_config``), with
     ``engines.dtype`` (when not ``auto``) as the local engine's ``autocast`` and ``engines.rollout``
     as the verl engine's rollout backend. What is specific to a run (its domains' settings,
     augmentation, thinking) is its run spec (``gentax.runspec``), not here."""

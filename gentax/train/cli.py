@@ -13,7 +13,7 @@ study's (``augmentation.kind``, V1's ``p``; gentax.runspec.from_defaults); a run
 settings is a ``--run-spec`` file. ``--domain`` may be a mixture ``a+b`` or ``a*3+b``;
 ``--variant`` is a name of gentax.runspec.VARIANTS.
 ``--config`` holds the RL section, at the top level or under ``rl:``; keys it leaves out come from
-the study's ``rl:`` block (``--preset``, default paper: config.yaml's; ``--study-config`` files laid
+the study's ``rl:`` block (``--preset``, default paper: config/config.yaml's; ``--study-config`` files laid
 over it) and gentax/train/rl_defaults.yaml (which documents every other key). Beside ``rl:``, an optional
 ``tracking:`` section says where metrics go besides metrics.csv (gentax.train.tracking; default:
 TensorBoard event files in RUN_DIR/tensorboard). ``--steps A:B`` trains

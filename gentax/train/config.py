@@ -104,7 +104,7 @@ def load_rl_config(section: Mapping[str, Any]) -> RLConfig:
     missing = [key for key in known if key not in merged]
     if missing:
         raise KeyProblem("RL config", (missing[0],), "missing: a study value, which the study config's rl block "
-                                                      "holds (config.yaml; gentax train rl: --preset)")
+                                                      "holds (config/config.yaml; gentax train rl: --preset)")
     if "verl" in section and isinstance(section["verl"], Mapping):
         unknown = [key for key in section["verl"] if key not in base["verl"]]
         if unknown:

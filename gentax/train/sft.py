@@ -25,7 +25,7 @@ prompt tokens the rollout generators send (``apply_chat_template(..., add_genera
 followed by the response and the end-of-turn token. ``cutoff_len`` null sizes the context to the
 longest example, so nothing is truncated; a configured value that an example exceeds is an error.
 Precision ``auto``: bf16 on CUDA, fp32 on a CPU (an init model stored in another dtype is then
-cast to a float32 copy first, since LlamaFactory trains in the stored dtype); config.yaml's
+cast to a float32 copy first, since LlamaFactory trains in the stored dtype); config/config.yaml's
 ``engines.dtype`` overrides it for the workflow's SFT jobs (``gentax.dtype.sft_precision``), as it
 does for the generators and the local RL engine. ``bf16`` on a CPU trains under bf16 autocast with
 the frozen layers in the stored bf16 and the trained ones in float32 master weights and optimizer

@@ -1,7 +1,7 @@
 """The SFT configuration: the section, its two parts, one loader (shared by the data builder and the trainer).
 
 ``load_sft_config(section, preset="v2") -> SFTConfig`` takes the SFT section as a plain dict (what
-config.yaml's ``inits.v2.sft`` or ``embedded_base`` block maps to; ``sft_defaults.yaml`` beside this
+config/config.yaml's ``inits.v2.sft`` or ``embedded_base`` block maps to; ``sft_defaults.yaml`` beside this
 file documents every key and the two presets) and returns a validated, frozen ``SFTConfig``: the
 keys of its two parts, ``SFTData`` (what ``gentax sft build-data`` reads: the mix and how it is
 collected) and ``SFTTrain`` (what ``gentax sft train`` reads: LlamaFactory's training), each with
@@ -127,7 +127,7 @@ def _presets() -> dict[str, dict[str, Any]]:
 
 def sft_section(sft: dict) -> dict:
     """A workflow config's SFT section as this engine sees it: a mix weight of 0 drops that domain
-    (config files merge key by key, so an override cannot delete a key of config.yaml's mix)."""
+    (config files merge key by key, so an override cannot delete a key of config/config.yaml's mix)."""
     if "mix" not in sft:
         return dict(sft)
     # a weight that is no number stays, for the loader to name it

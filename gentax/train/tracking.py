@@ -1,6 +1,6 @@
 """Experiment tracking: where training metrics go besides ``metrics.csv`` (both RL engines and SFT).
 
-Config section ``tracking`` (config.yaml; the same keys at the top level of a ``gentax train rl`` /
+Config section ``tracking`` (config/config.yaml; the same keys at the top level of a ``gentax train rl`` /
 ``gentax sft train`` config file; ``DEFAULTS`` when absent):
 
 - ``backends``: any of ``tensorboard`` (the default; offline event files), ``wandb``, ``mlflow``.

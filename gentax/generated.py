@@ -1,0 +1,51 @@
+"""Checked-in generated files: one command writes them, CI compares them.
+
+``write_or_check(argv, build, ...)`` is the command line of a generator script
+(scripts/resolved_defaults.py: config/resolved/<preset>.yaml; scripts/config_readme.py:
+config/README.md): ``--write`` writes each file ``build()`` returns (``{path: text}``), atomically
+(``gentax.io.write_text``: a file is whole or as it was); ``--check`` writes nothing and exits 1
+naming each file whose text differs, with the command that regenerates them. A ``GentaxError`` while
+building (a config the generator cannot describe) is one line and exit 2. A test of each generator
+runs ``--check``, so a change of what the files say is a reviewed change of the files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable
+
+from gentax.errors import GentaxError
+from gentax.io import REPO_ROOT, write_text
+
+
+def write_or_check(argv: list[str] | None, build: Callable[[], dict[Path, str]], *, description: str,
+                   what: str, source: str, command: str) -> int:
+    """``what``: the files in the options' help; ``source``: what they are generated from (the
+    message of a difference); ``command``: the generator's command line without ``--write``."""
+    parser = argparse.ArgumentParser(description=description)
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--write", action="store_true", help=f"regenerate {what}")
+    mode.add_argument("--check", action="store_true", help=f"compare {what} with what --write writes from {source}")
+    args = parser.parse_args(argv)
+    try:
+        files = build()
+    except GentaxError as exc:
+        print(f"{command}: error: {exc}", file=sys.stderr)
+        return 2
+    if args.write:
+        for path, text in files.items():
+            write_text(path, text)
+            print(f"wrote {_shown(path)}")
+        return 0
+    stale = [_shown(path) for path, text in files.items() if not path.is_file() or path.read_text() != text]
+    if stale:
+        print(f"{', '.join(stale)}: not what `{command} --write` writes from {source}; run it", file=sys.stderr)
+        return 1
+    print(f"identical: {', '.join(_shown(path) for path in files)}")
+    return 0
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
