@@ -2,7 +2,9 @@
 
 Which jobs a target needs is Snakemake's to say, from the rules' own inputs and outputs
 (rules/*.smk): nothing in the package keeps a second copy of the graph. Its readers: the
-job-settings dump (scripts/dump_job_settings.py: every job's record).
+job-settings dump (scripts/dump_job_settings.py: every job's record) and the budget preview
+(``gentax.study.cost``: every job's work, read from its spec), both in ``gentax plan --cost`` and in
+the line a dry-run or a run prints (the Snakefile, ``when_built``).
 
 Contract:
 
@@ -19,6 +21,8 @@ Contract:
   (``gentax.study.config.study_config``).
 - ``planned(job)``: one Snakemake job as a ``PlannedJob``: its rule, the gentax verb its one command
   runs, its spec (its ``job`` param, ``gentax.study.jobs``), wildcards, files, threads, resources.
+- ``when_built(workflow, report)``: ``report(jobs)`` with the ``PlannedJob`` of every job a
+  ``snakemake`` invocation will run, once it has built its DAG (a dry-run's and a run's).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from gentax.errors import ConfigError
 from gentax.io import REPO_ROOT
@@ -117,4 +121,23 @@ def _last_lines(text: str, n: int = 5) -> str:
     return " | ".join(line.strip() for line in text.strip().splitlines()[-n:])
 
 
-__all__ = ["PlannedJob", "build", "planned", "study_args"]
+def when_built(workflow, report: Callable[[list[PlannedJob]], None]) -> None:
+    """Have ``report(jobs)`` called with the jobs this invocation will run, once Snakemake has built
+    its DAG: before a dry-run lists them and before a run starts any. Snakemake has no hook there
+    (``onstart`` comes later, and never in a dry-run), so this wraps the workflow's DAG build
+    (``Workflow._build_dag``, which ``build`` calls too). A ``ConfigError`` of ``report`` ends the
+    invocation as the Snakefile's own refusals do: its one line on stderr, exit status 2."""
+    build_dag = workflow._build_dag
+
+    def build_then_report():
+        build_dag()
+        try:
+            report([planned(job) for job in workflow.dag.needrun_jobs()])
+        except ConfigError as exc:
+            print(f"gentax: error: {exc}", file=sys.stderr)
+            sys.exit(2)
+
+    workflow._build_dag = build_then_report
+
+
+__all__ = ["PlannedJob", "build", "planned", "study_args", "when_built"]
