@@ -89,6 +89,10 @@ def test_each_job_is_priced_by_what_its_command_runs(paper_work):
             assert job.units == sum(gplan.eval_episodes(cfg, d) for d in gplan.eval_domains(cfg, init))
     assert {job.verb for job in paper_work if job.units is None} == {"tasks", "summarize", "table", "figure",
                                                                      "properties-table"}
+    # V2's SFT data rolls out the V1 model on the domains its mix takes from V1 (ALFWorld, WebShop); the
+    # expert plays SciWorld's
+    sft = cfg["inits"]["v2"]["sft"]
+    assert [job.units for job in paper_work if job.rule == "sft_data"] == [2 * sft["v1_episodes_per_domain"]]
 
 
 def test_gpu_hours_follow_the_time_figures_and_the_profiles_gpus(paper_work):

@@ -49,12 +49,16 @@ from gentax.errors import ConfigError
 
 
 def _v1_episodes(spec: Mapping[str, Any]) -> int | None:
-    """An SFT data job's episodes of the V1 model: ``v1_episodes_per_domain`` for each domain of its
-    mix (at most; per collection round). None for one that rolls out no model (``v1`` null: the
-    embedded base's expert demonstrations), which is bookkeeping."""
+    """An SFT data job's episodes of the V1 model in its first collection round:
+    ``v1_episodes_per_domain`` for each domain its mix takes from V1 (``sources``; a domain taken
+    from the expert is played by the environment's scripted expert, CPU work not timed); a further
+    round runs only for a domain short of usable pairs. None for a job that rolls out no model
+    (``v1`` null: the embedded base's expert demonstrations), which is bookkeeping."""
     if spec["v1"] is None:
         return None
-    return int(spec["sft"]["v1_episodes_per_domain"]) * len(spec["sft"]["mix"])
+    sft = spec["sft"]
+    from_v1 = [domain for domain, weight in sft["mix"].items() if weight > 0 and sft["sources"][domain] == "v1"]
+    return int(sft["v1_episodes_per_domain"]) * len(from_v1)
 
 
 #: a job's timed work, by the verb its one command runs: (unit, config key of the time figure,
