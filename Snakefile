@@ -50,7 +50,6 @@ except ConfigError as exc:  # one line, no traceback (a WorkflowError would prin
 config.clear()
 config.update(STUDY)
 PRESET = config["preset"]
-R = config["results"]
 
 if workflow.is_main_process:  # the budget of what this profile would launch (not inside each SLURM job)
     import gentax.study.cost as gcost

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from gentax import io as gio
+from gentax.study import paths as gpaths
 from gentax.study import plan as gplan
 from gentax.study.dag import PlannedJob
 from gentax.errors import ConfigError
@@ -461,7 +462,7 @@ def disk_need(cfg: dict, planned: Iterable[Work], at_once: int | None = None) ->
 
 def results_folder(cfg: dict, base: str | Path | None = None) -> Path:
     """The results folder as a path (a relative one under ``base``, default the repository)."""
-    path = Path(cfg["results"])
+    path = Path(gpaths.results(cfg))
     return path if path.is_absolute() else Path(base or gio.REPO_ROOT) / path
 
 
@@ -495,7 +496,7 @@ def disk_report(cfg: dict, need: DiskNeed, *, base: str | Path | None = None) ->
     free, where = disk_free(folder)
     there = written(folder) if folder.is_dir() else 0
     keep = (cfg.get("disk") or {}).get("keep_checkpoints", "all")
-    lines = [f"disk (disk.keep_checkpoints: {keep}): the plan writes {_gib(need.total)} under {cfg['results']}/",
+    lines = [f"disk (disk.keep_checkpoints: {keep}): the plan writes {_gib(need.total)} under {gpaths.results(cfg)}/",
              f"  {need.checkpoints:,} checkpoints kept: {_gib(need.weights)} ({need.how})",
              f"  resume states kept: {_gib(need.states)}",
              f"  while up to {need.at_once} RL jobs train at once: {_gib(need.training)} more (their newest checkpoints)",

@@ -221,7 +221,7 @@ def find_run(cfg: dict, init: str, train_domain: str, variant: str, seed: int) -
     for run in runs(cfg):
         if (run.init, run.train_domain, run.variant_label, run.seed) == (init, train_domain, variant, int(seed)):
             return run
-    raise ConfigError(f"no planned run {init}/{train_domain}/{variant}/seed{seed}")
+    raise ConfigError(f"no planned run {runspec.run_path(init, train_domain, variant, seed)}")
 
 
 def segments(cfg: dict, run: Run) -> list[tuple[int, int]]:
