@@ -56,10 +56,10 @@ with gconfig.schema_file() as _schema:
 config.clear()
 config.update(STUDY)
 PRESET = config["preset"]
-R = config["results"]
 
 if workflow.is_main_process:  # the budget of what this profile would launch (not inside each SLURM job)
     import gentax.study.cost as gcost
+    import gentax.study.dag as gdag
 
     for _problem in gconfig.unmet_inputs(config):  # a dry-run may be made away from the cluster: said only
         print(f"gentax: note: {_problem} (a run stops before its first job)", file=sys.stderr)
@@ -67,12 +67,7 @@ if workflow.is_main_process:  # the budget of what this profile would launch (no
     _res = workflow.resource_settings
     try:
         _given = gcost.resources_from(_res.default_resources, _res.overwrite_resources, _res.resources)
-        print(gcost.summary_line(config, _given), file=sys.stderr)
-        # the results folder's disk (gentax/study/cost.py "Disk"): a dry-run says it, a run stops at onstart
         _DISK_AT_ONCE = gcost.rl_at_once(_given, jobs=_res.nodes, cores=_res.cores)
-        _disk = gcost.disk_problem(config, _DISK_AT_ONCE, base=os.getcwd())
-        if _disk:
-            print(f"gentax: note: {_disk} (a run stops before its first job)", file=sys.stderr)
         print(f"gentax: each job's progress goes to its log (the `log:` line of its block): "
               f"tail -f {gpaths.logs(config)}/<its log>; a run prints the running jobs' latest lines every "
               f"{gprogress.EVERY_S:g} s (gentax/progress.py)", file=sys.stderr)
@@ -80,13 +75,18 @@ if workflow.is_main_process:  # the budget of what this profile would launch (no
         print(f"gentax: error: {exc}", file=sys.stderr)
         sys.exit(2)
 
+    # once Snakemake has its DAG: the budget of the jobs it will run, and a note where what they write
+    # does not fit the results folder's disk (a run stops at onstart)
+    gdag.when_built(workflow, lambda jobs: gcost.preview(config, _given, jobs, _DISK_AT_ONCE, base=os.getcwd()))
+
 
 onstart:  # a real run, before any job is started or queued: what every job needs is there
     _unmet = gconfig.unmet_inputs(config)
     for _problem in _unmet:
         print(f"gentax: error: {_problem}", file=sys.stderr)
-    _disk = gcost.disk_problem(config, _DISK_AT_ONCE, base=os.getcwd(),  # what its jobs write fits the disk
-                               running=[job.rule.name for job in workflow.dag.needrun_jobs()])
+    # what its jobs write fits the results folder's disk
+    _disk = gcost.disk_problem(config, gcost.work(map(gdag.planned, workflow.dag.needrun_jobs())), _DISK_AT_ONCE,
+                               base=os.getcwd())
     if _disk:
         print(f"gentax: error: {_disk}", file=sys.stderr)
     if _unmet or _disk:

@@ -34,11 +34,17 @@ GENTAX = "gentax"
 
 
 def log_path(name):
+    """The log of the job named ``name`` (gentax.study.paths: a job is named after what it writes)."""
     return gpaths.log(config, name)
 
 
 def bench_path(name):
     return gpaths.benchmark(config, name)
+
+
+def job_name(written):
+    """The name of the job whose output pattern is ``written``: its log's and its benchmark's."""
+    return gpaths.job_name(config, written)
 
 
 class JobSpec:
@@ -100,7 +106,7 @@ def segment_inputs(wc):
     prev = [s for s in gplan.segments(config, planned_run(wc)) if s[1] == start]
     if not prev:
         raise WorkflowError(f"no segment of {run_dir(wc)} ends at step {start}")
-    return {"init": init_model_input(wc.init), "previous": f"{run_dir(wc)}/segment_{prev[0][0]}_{start}.json",
+    return {"init": init_model_input(wc.init), "previous": gpaths.segment_manifest(run_dir(wc), prev[0][0], start),
             **filler_segment_input(wc)}
 
 
@@ -110,7 +116,7 @@ def checkpoint_inputs(wc):
     if wc.train_domain == "base":
         return {"model": init_model_input(wc.init), **thinking}
     start, end = gplan.segment_of(config, planned_run(wc), int(wc.step))
-    return {"model": f"{run_dir(wc)}/segment_{start}_{end}.json", **thinking}
+    return {"model": gpaths.segment_manifest(run_dir(wc), start, end), **thinking}
 
 
 def checkpoint_path(wc):
@@ -125,7 +131,7 @@ def eval_file(init, train_domain, variant, seed, step, eval_domain):
 
 # ---- evaluations (rules/eval.smk: one rule per initial policy) -----------------------------------
 TRAIN_OR_BASE = f"{TRAIN_DOMAIN_RE}|base"
-CHECKPOINT = gpaths.evaluated_checkpoint("{init}", "{train_domain}", "{variant}", "{seed}", "{step}")
+EVAL_JOB = job_name(gpaths.eval_folder(config, "{init}", "{train_domain}", "{variant}", "{seed}", "{step}"))
 
 
 def eval_checkpoint_job(init):

@@ -26,9 +26,9 @@ use rule properties as control_properties with:
     params:
         job=CONTROL_PROPERTIES_JOB.param,
     log:
-        log_path("properties/controls/{label}/{domain}"),
+        log_path(job_name(CONTROL_PROPERTIES)),
     benchmark:
-        bench_path("properties/controls/{label}/{domain}")
+        bench_path(job_name(CONTROL_PROPERTIES))
 
 
 CONTROLS_PROPERTIES_TABLE_JOB = JobSpec("controls-properties-table", lambda wc: gjobs.controls_properties_table(
@@ -45,9 +45,9 @@ rule controls_properties_table:
     params:
         job=CONTROLS_PROPERTIES_TABLE_JOB.param,
     log:
-        log_path("properties/controls"),
+        log_path(job_name(gpaths.controls_table(config))),
     benchmark:
-        bench_path("properties/controls")
+        bench_path(job_name(gpaths.controls_table(config)))
     resources:
         mem_mb=1000,
         runtime=5,

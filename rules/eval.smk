@@ -22,9 +22,9 @@ for _init in config["inits"]:
         params:
             job=_job.param,
         log:
-            log_path(f"eval/{CHECKPOINT}"),
+            log_path(EVAL_JOB),
         benchmark:
-            bench_path(f"eval/{CHECKPOINT}")
+            bench_path(EVAL_JOB)
         resources:
             mem_mb=32000,
             runtime=120,
@@ -40,18 +40,23 @@ RUN_SUMMARY_JOB = JobSpec("summarize", lambda wc: gjobs.summary(
     gpaths.run_summary(config, wc.part, gpaths.run_path(wc.init, wc.train_domain, wc.variant, wc.seed))))
 
 
+RUN_SUMMARY = gpaths.run_summary(config, "{part}", gpaths.run_path("{init}", "{train_domain}", "{variant}", "{seed}"))
+
+
 rule run_summary:
     input:
         unpack(RUN_SUMMARY_JOB.checked),
         run_summary_inputs,
     output:
-        gpaths.run_summary(config, "{part,main|extended}", gpaths.run_path("{init}", "{train_domain}", "{variant}", "{seed}")),
+        RUN_SUMMARY,
+    wildcard_constraints:
+        part="main|extended",
     params:
         job=RUN_SUMMARY_JOB.param,
     log:
-        log_path("summary/{part}/{init}/{train_domain}/{variant}/seed{seed}"),
+        log_path(job_name(RUN_SUMMARY)),
     benchmark:
-        bench_path("summary/{part}/{init}/{train_domain}/{variant}/seed{seed}")
+        bench_path(job_name(RUN_SUMMARY))
     resources:
         mem_mb=1000,
         runtime=5,
@@ -75,9 +80,9 @@ rule base_summary:
     params:
         job=BASE_SUMMARY_JOB.param,
     log:
-        log_path("summary/base/{init}/{variant}"),
+        log_path(job_name(gpaths.base_summary(config, "{init}", "{variant}"))),
     benchmark:
-        bench_path("summary/base/{init}/{variant}")
+        bench_path(job_name(gpaths.base_summary(config, "{init}", "{variant}")))
     resources:
         mem_mb=1000,
         runtime=5,

@@ -18,9 +18,9 @@ rule rl_v1:
     params:
         job=RL_V1_JOB.param,
     log:
-        log_path("init/v1"),
+        log_path(gpaths.V1_JOB),
     benchmark:
-        bench_path("init/v1")
+        bench_path(gpaths.V1_JOB)
     priority: CHAIN_PRIORITY
     resources:
         mem_mb=64000,
@@ -45,9 +45,9 @@ rule sft_data:
     params:
         job=SFT_DATA_JOB.param,
     log:
-        log_path("init/v2_sft_data"),
+        log_path(gpaths.V2_SFT_DATA_JOB),
     benchmark:
-        bench_path("init/v2_sft_data")
+        bench_path(gpaths.V2_SFT_DATA_JOB)
     priority: CHAIN_PRIORITY
     resources:
         mem_mb=32000,
@@ -72,9 +72,9 @@ rule sft_v2:
     params:
         job=SFT_V2_JOB.param,
     log:
-        log_path("init/v2"),
+        log_path(gpaths.V2_JOB),
     benchmark:
-        bench_path("init/v2")
+        bench_path(gpaths.V2_JOB)
     priority: CHAIN_PRIORITY
     resources:
         mem_mb=128000,

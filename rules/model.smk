@@ -18,9 +18,9 @@ rule embedded_model:
     params:
         job=EMBEDDED_MODEL_JOB.param,
     log:
-        log_path("model/embedded"),
+        log_path(job_name(gpaths.embedded_model(config))),
     benchmark:
-        bench_path("model/embedded")
+        bench_path(job_name(gpaths.embedded_model(config)))
     priority: CHAIN_PRIORITY
     resources:
         mem_mb=4000,
@@ -45,9 +45,9 @@ rule embedded_base_data:
     params:
         job=EMBEDDED_BASE_DATA_JOB.param,
     log:
-        log_path("model/embedded_base_data"),
+        log_path(job_name(gpaths.embedded_base_data(config))),
     benchmark:
-        bench_path("model/embedded_base_data")
+        bench_path(job_name(gpaths.embedded_base_data(config)))
     priority: CHAIN_PRIORITY
     resources:
         mem_mb=8000,
@@ -72,9 +72,9 @@ rule embedded_base:
     params:
         job=EMBEDDED_BASE_JOB.param,
     log:
-        log_path("model/embedded_base"),
+        log_path(job_name(gpaths.embedded_base(config))),
     benchmark:
-        bench_path("model/embedded_base")
+        bench_path(job_name(gpaths.embedded_base(config)))
     priority: CHAIN_PRIORITY
     resources:
         mem_mb=16000,

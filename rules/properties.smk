@@ -19,9 +19,9 @@ rule properties:
     params:
         job=PROPERTIES_JOB.param,
     log:
-        log_path("properties/{domain}"),
+        log_path(job_name(gpaths.properties(config, "{domain}"))),
     benchmark:
-        bench_path("properties/{domain}")
+        bench_path(job_name(gpaths.properties(config, "{domain}")))
     resources:
         mem_mb=32000,
         runtime=120,
@@ -45,9 +45,9 @@ rule properties_table:
     params:
         job=PROPERTIES_TABLE_JOB.param,
     log:
-        log_path("properties/table"),
+        log_path(gpaths.PROPERTIES_TABLE_JOB),
     benchmark:
-        bench_path("properties/table")
+        bench_path(gpaths.PROPERTIES_TABLE_JOB)
     resources:
         mem_mb=1000,
         runtime=5,

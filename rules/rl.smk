@@ -3,6 +3,9 @@
 # saved in the same run folder, so no step is trained twice.
 
 
+SEGMENT = gpaths.segment_manifest(gpaths.run_dir(config, "{init}", "{train_domain}", "{variant}", "{seed}"), "{start}", "{end}")
+
+
 RL_SEGMENT_JOB = JobSpec("train rl", lambda wc: gjobs.rl_segment(
     config, planned_run(wc), start=int(wc.start), end=int(wc.end), save_every=config["rl"]["save_every"],
     init_model=init_model_path(wc.init), run_folder=run_dir(wc),
@@ -15,13 +18,13 @@ rule rl_segment:
         unpack(RL_SEGMENT_JOB.checked),
         unpack(segment_inputs),
     output:
-        gpaths.segment_manifest(gpaths.run_dir(config, "{init}", "{train_domain}", "{variant}", "{seed}"), "{start}", "{end}"),
+        SEGMENT,
     params:
         job=RL_SEGMENT_JOB.param,
     log:
-        log_path("runs/{init}/{train_domain}/{variant}/seed{seed}/segment_{start}_{end}"),
+        log_path(job_name(SEGMENT)),
     benchmark:
-        bench_path("runs/{init}/{train_domain}/{variant}/seed{seed}/segment_{start}_{end}")
+        bench_path(job_name(SEGMENT))
     resources:
         mem_mb=64000,
         runtime=1440,

@@ -26,9 +26,9 @@ rule table:
     params:
         job=TABLE_JOB.param,
     log:
-        log_path("tables/{name}"),
+        log_path(job_name(gpaths.table(config, "{name}"))),
     benchmark:
-        bench_path("tables/{name}")
+        bench_path(job_name(gpaths.table(config, "{name}")))
     resources:
         mem_mb=2000,
         runtime=10,
@@ -57,9 +57,9 @@ rule figure:
     params:
         job=FIGURE_JOB.param,
     log:
-        log_path("figures/{name}"),
+        log_path(job_name(gpaths.figure(config, "{name}"))),
     benchmark:
-        bench_path("figures/{name}")
+        bench_path(job_name(gpaths.figure(config, "{name}")))
     resources:
         mem_mb=2000,
         runtime=10,

@@ -14,9 +14,9 @@ rule tasks:
     params:
         job=TASKS_JOB.param,
     log:
-        log_path("tasks/{domain}"),
+        log_path(job_name(gpaths.tasks(config, "{domain}"))),
     benchmark:
-        bench_path("tasks/{domain}")
+        bench_path(job_name(gpaths.tasks(config, "{domain}")))
     resources:
         mem_mb=4000,
         runtime=60,

@@ -11,8 +11,9 @@ committed dumps, so a change to what any job receives is a deliberate, reviewed 
 
 Snakemake's own command line builds the DAG exactly as ``snakemake -n ARGS`` does (profiles,
 ``--config``, the workflow profile), with every job forced (so the dump does not depend on what
-``results/`` holds). For each job the dump holds its rule, wildcards, input and output files, log,
-threads and resources, and its **settings**: what the job's program receives, resolved by the
+``results/`` holds): ``gentax.study.dag.build``, the DAG the budget preview prices too. For each job
+the dump holds its rule, wildcards, input and output files, log, threads and resources, and its
+**settings**: what the job's program receives, resolved by the
 program's own loaders, so that two ways of handing settings to a job compare equal when the
 program sees the same thing: each job's spec (its ``job`` param, ``gentax.study.jobs``) in the
 shape of the verb's command-line arguments (``args``) beside its resolved RL / SFT sections. (The
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,19 +46,13 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
-def _namedlist(nl) -> dict[str, Any]:
-    """A Snakemake Namedlist as {name: value} for named entries, plus "_" for the unnamed ones."""
-    names = {name for name, _ in nl._allitems()} if hasattr(nl, "_allitems") else set()
-    named = {name: _plain(value) for name, value in nl.items()} if names else {}
-    flat = [str(v) for v in nl]
-    return {"named": named, "all": flat}
+def _table_params(spec: dict) -> dict[str, Any]:
+    return {k: spec[k] for k in ("window", "bootstrap", "seed", "error_mark_pct", "test_level", "sft_mix")}
 
 
-#: rule -> the verb its one command runs (rules/*.smk: `python -m gentax VERB --job SPEC`)
-VERBS = {"tasks": "tasks", "embedded_model": "model embedded", "embedded_base_data": "sft build-data",
-         "sft_data": "sft build-data", "embedded_base": "sft train", "sft_v2": "sft train", "rl_v1": "train rl",
-         "rl_segment": "train rl", "properties": "properties", "control_properties": "properties",
-         **{f"eval_checkpoint_{init}": "eval" for init in ("v1", "v2")}}
+#: the bookkeeping verbs (summaries, tables, figures): the settings each reads beside its inputs
+BOOKKEEPING = {"summarize": lambda spec: {"run_keys": spec["keys"]}, "table": _table_params, "figure": _table_params,
+               "properties-table": lambda spec: {}, "controls-properties-table": lambda spec: {"levels": spec["levels"]}}
 
 
 def _options(options: dict) -> list[str]:
@@ -90,16 +84,14 @@ def _rollout_args(verb: str, spec: dict) -> dict[str, Any]:
     return args
 
 
-def _settings(rule: str, spec: dict) -> dict[str, Any]:
+def _settings(verb: str | None, spec: dict | None) -> dict[str, Any]:
     """What the job's program receives, in the shape of its command-line arguments (``args``) and
-    its resolved sections; for a bookkeeping job, the settings it reads beside its inputs."""
-    verb = VERBS.get(rule)
+    its resolved sections; for a bookkeeping job, the settings it reads beside its inputs (none for
+    rule all, which runs no command)."""
     if verb is None:
-        params = {"run_summary": lambda: {"run_keys": spec["keys"]}, "base_summary": lambda: {"run_keys": spec["keys"]},
-                  "table": lambda: {k: spec[k] for k in ("window", "bootstrap", "seed", "error_mark_pct", "test_level", "sft_mix")},
-                  "figure": lambda: {k: spec[k] for k in ("window", "bootstrap", "seed", "error_mark_pct", "test_level", "sft_mix")},
-                  "controls_properties_table": lambda: {"levels": spec["levels"]}}.get(rule, dict)()
-        return {"params": params}
+        return {"params": {}}
+    if verb in BOOKKEEPING:
+        return {"params": BOOKKEEPING[verb](spec)}
     out: dict[str, Any] = {"verb": verb}
     if verb == "tasks":
         out["args"] = {"command": "tasks", "domain": spec["domain"], "episodes": spec["episodes"], "split": spec["split"],
@@ -131,44 +123,19 @@ def _settings(rule: str, spec: dict) -> dict[str, Any]:
     return {"commands": [out]}
 
 
-def _resources(job) -> dict[str, Any]:
-    skip = {"_cores", "_nodes", "tmpdir"}
-    return {k: _plain(v) for k, v in job.resources.items() if k not in skip}
+#: resources Snakemake adds to every job (not the profile's or the rule's)
+SNAKEMAKE_RESOURCES = {"_cores", "_nodes", "tmpdir"}
 
 
 def dump(snakemake_args: list[str]) -> list[dict[str, Any]]:
     """Every job of ``snakemake -n SNAKEMAKE_ARGS``, forced, with its settings (module doc)."""
-    from snakemake import cli
-    from snakemake.api import DAGApi
+    from gentax.study import dag
 
-    jobs: list[dict[str, Any]] = []
-
-    def capture(self, *args, **kwargs):
-        workflow = self.workflow_api._workflow
-        workflow._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True, nolock=True)
-        workflow._build_dag()
-        if True:
-            for job in sorted(workflow.dag.jobs, key=lambda j: (j.rule.name, sorted(map(str, j.output)))):
-                jobs.append({
-                    "rule": job.rule.name,
-                    "wildcards": _plain(dict(job.wildcards.items())),
-                    "input": sorted(map(str, job.input)),
-                    "output": sorted(map(str, job.output)),
-                    "log": sorted(map(str, job.log)),
-                    "threads": job.threads,
-                    "resources": _resources(job),
-                    "settings": _settings(job.rule.name, json.loads(job.params.job)) if "job" in job.params.keys()
-                    else {"params": {}},
-                })
-
-    DAGApi.execute_workflow = capture
-    os.chdir(REPO)
-    try:
-        cli.main(["-n", "--quiet", "all", *snakemake_args])
-    except SystemExit as exc:
-        if exc.code not in (0, None):
-            raise
-    return jobs
+    return [{"rule": job.rule, "wildcards": job.wildcards, "input": sorted(job.input), "output": sorted(job.output),
+             "log": sorted(job.log), "threads": job.threads,
+             "resources": {k: _plain(v) for k, v in job.resources.items() if k not in SNAKEMAKE_RESOURCES},
+             "settings": _settings(job.verb, job.spec)}
+            for job in sorted(dag.build(snakemake_args), key=lambda j: (j.rule, sorted(j.output)))]
 
 
 def _text(record: dict) -> str:

@@ -74,6 +74,17 @@ def dry_run_counts(*args: str) -> dict[str, int]:
     return job_counts(dry_run_text(*args))
 
 
+@functools.lru_cache(maxsize=None)
+def planned_work(*args: str) -> tuple:
+    """Each job's work (``gentax.study.cost.work``) of the DAG of ``snakemake -n ARGS``, every job
+    forced, built in this process (``gentax.study.dag.build``), as ``gentax plan --cost`` prices it.
+    Cached for the test run: the repository does not change while the tests run (a test that changes
+    a registry in this process builds its own)."""
+    from gentax.study import cost, dag
+
+    return tuple(cost.work(dag.build(list(args))))
+
+
 def planned_jobs(*args: str) -> list[tuple[str, dict]]:
     """(verb, spec) of every job of ``snakemake -n -p ARGS``, read from the command it prints."""
     out = []

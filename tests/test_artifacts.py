@@ -9,7 +9,7 @@ import pytest
 from analysis_cases import STUDY
 from test_analysis_figures_cli import figure_case
 
-from gentax.study import cost, power
+from gentax.study import cost, dag, power
 from gentax.study import plan as gplan
 from gentax.study import config as gconfig
 from gentax.analysis import artifacts, figures, tables
@@ -45,10 +45,17 @@ def test_one_entry_plans_prices_and_builds_a_new_table(with_toy, paper, tmp_path
     assert {r.variant_label for r in gplan.artifact_runs(paper, "toy_best_run")} == {"default", "aug"}
     inputs = gplan.artifact_inputs({**paper, "results": "R"}, "toy_best_run")
     assert set(inputs) == {"summaries"} and "R/summary/base/v1/default.csv" in inputs["summaries"]
-    jobs = gplan.jobs(paper, ["toy_best_run"])
-    assert jobs["table"] == [0] and jobs["rl_segment"] and jobs["eval_checkpoint_v1"]  # its runs' whole chain
+    # Snakemake's DAG of it (built in this process, which has the entry): its job and its runs' whole chain,
+    # each run of its two variants trained and evaluated
+    jobs = dag.build(dag.study_args("paper", targets=[gplan.artifact_path(paper, "toy_best_run")]))
+    assert [job.spec["name"] for job in jobs if job.rule == "table"] == ["toy_best_run"]
+    runs = {(r.init, r.train_domain, r.variant_label, r.seed) for r in gplan.artifact_runs(paper, "toy_best_run")}
+    trained = {tuple(job.wildcards[k] for k in ("init", "train_domain", "variant", "seed")) for job in jobs
+               if job.rule == "rl_segment"}
+    assert trained == {(i, d, v, str(s)) for i, d, v, s in runs}
+    assert {"rl_v1", "sft_v2", "eval_checkpoint_v1", "eval_checkpoint_v2"} <= {job.rule for job in jobs}
     priced = {c.rule: c for c in cost.estimate(paper, cost.profile_resources(REPO / "profiles" / "slurm"),
-                                               ["toy_best_run"])}
+                                               cost.work(jobs))}
     assert priced["table"].jobs == 1 and priced["rl_segment"].gpu_hours > 0
     tested = {c.table: c for c in power.tested_cells(paper)}  # its entry says what it tests: the power preview prices it
     assert list(tested) == ["table2_success", "table4_extended", "table5_augmentation", "table7_thinking", "toy_best_run"]
@@ -64,7 +71,7 @@ def test_one_entry_plans_prices_and_builds_a_new_table(with_toy, paper, tmp_path
 def test_without_the_entry_the_name_is_unknown_everywhere(paper):
     assert "toy_best_run" not in gplan.table_names(paper)
     with pytest.raises(ConfigError, match="unknown table or figure 'toy_best_run'"):
-        gplan.jobs(paper, ["toy_best_run"])
+        gplan.artifact_path(paper, "toy_best_run")
     with pytest.raises(GentaxError, match="unknown table or figure 'toy_best_run'"):
         tables.build_one("toy_best_run", [], None, {})
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 import pandas as pd
@@ -165,11 +166,18 @@ def test_the_paper_grid_with_the_controls_enabled_plans_exactly_the_extra_runs_a
     from gentax.study import cost
 
     profile = yaml.safe_load((REPO_ROOT / "profiles" / "slurm" / "config.yaml").read_text())["set-resources"]
-    assert profile["control_properties"] == profile["properties"] and "control_properties" in cost.TIMED
-    # and what gentax plan prices is what Snakemake plans
+    assert profile["control_properties"] == profile["properties"]
+    # and what gentax plan prices is what Snakemake plans, each level's log timed by its episodes
+    from snakemake_plans import planned_work
+
+    from gentax.study import dag
+
+    work = planned_work(*dag.study_args("paper", [on]))
+    assert Counter(job.rule for job in work) == {rule: n for rule, n in planned.items() if rule != "all"}
     cfg = gconfig.load_config([REPO_ROOT / "config" / "config.yaml", on])
-    assert {rule: len(units) for rule, units in gplan.jobs(cfg).items()} == {
-        rule: n for rule, n in planned.items() if rule != "all"}
+    assert {job.units for job in work if job.rule == "control_properties"} == {cfg["properties"]["episodes"]}
+    costs = {c.rule: c for c in cost.estimate(cfg, cost.profile_resources(REPO_ROOT / "profiles" / "slurm"), work)}
+    assert costs["control_properties"].gpu_hours > 0
 
 
 def test_a_control_level_is_a_run_spec_named_by_its_label():

@@ -1,19 +1,26 @@
-"""Budget preview (gentax.study.cost, ``gentax plan --cost``, the dry-run's budget line).
+"""Budget preview (gentax.study.cost, ``gentax plan --cost``, the budget line of a dry-run or a run).
 
-The jobs it prices (gentax.study.plan.jobs) are checked against Snakemake's own dry-run, for the paper
-grid, the embedded study and one table target; the arithmetic against the config's time figures.
+It prices the jobs of Snakemake's own DAG (gentax.study.dag), each job's work read from its spec:
+the jobs ``gentax plan --cost`` builds from a preset and config files are those a user's
+``snakemake -n`` plans (the paper grid, a table, a figure, the filler arm, the embedded study, a
+controls table), the dry-run's budget line prices the jobs it plans, and the units are what the
+jobs' commands run (the golden job-settings dump); the arithmetic against the config's time figures
+and the profiles' GPUs.
 """
 
+import gzip
+import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
 from snakemake_plans import dry_run_text as dry_run
-from snakemake_plans import job_counts
+from snakemake_plans import job_counts, planned_work
 
-from gentax.study import cost
+from gentax.study import cost, dag
 from gentax.study import plan as gplan
 from gentax.study import config as gconfig
 from gentax.errors import ConfigError
@@ -21,46 +28,77 @@ from gentax.errors import ConfigError
 REPO = Path(__file__).resolve().parents[1]
 
 
-
 def paper():
     return gconfig.load_config([REPO / "config" / "config.yaml"])
-
-
-def paper_with_filler():
-    return gconfig.load_config([REPO / "config" / "config.yaml", REPO / "tests" / "filler_on.yaml"])
 
 
 def embedded():
     return gconfig.load_config([REPO / "config" / "config.yaml", REPO / "config" / "embedded.yaml", {"preset": "embedded"}])
 
 
-def counts(jobs):
-    return {rule: len(units) for rule, units in jobs.items()}
+def counts(work) -> dict[str, int]:
+    return dict(Counter(job.rule for job in work))
 
 
-@pytest.mark.parametrize("args, cfg, names", [
-    (["--profile", "profiles/slurm"], paper, None),
-    (["--profile", "profiles/slurm", "results/tables/table5_augmentation.csv"], paper, ["table5_augmentation"]),
-    (["--profile", "profiles/slurm", "results/figures/training_curves.png"], paper, ["training_curves"]),
-    (["--profile", "profiles/slurm", "--configfile", "tests/filler_on.yaml"], paper_with_filler, None),
-    (["--forceall"], embedded, None),
-    (["--forceall", "results/tables/controls_sweep.csv"], embedded, ["controls_sweep"]),
+def study_work(preset: str, *files: str, target: str | None = None) -> tuple:
+    """What ``gentax plan --preset PRESET --config FILES [--target]`` prices: the work of the DAG it builds."""
+    cfg = gconfig.study_config(preset, [REPO / f for f in files])
+    targets = [gplan.artifact_path(cfg, target)] if target else []
+    return planned_work(*dag.study_args(preset, [REPO / f for f in files], targets))
+
+
+@pytest.fixture(scope="module")
+def paper_work():
+    return study_work("paper")
+
+
+@pytest.mark.parametrize("args, preset, files, target", [
+    (["--profile", "profiles/slurm"], "paper", [], None),
+    (["--profile", "profiles/slurm", "results/tables/table5_augmentation.csv"], "paper", [], "table5_augmentation"),
+    (["--profile", "profiles/slurm", "results/figures/training_curves.png"], "paper", [], "training_curves"),
+    (["--profile", "profiles/slurm", "--configfile", "tests/filler_on.yaml"], "paper", ["tests/filler_on.yaml"], None),
+    (["--forceall"], "embedded", [], None),
+    (["--forceall", "results/tables/controls_sweep.csv"], "embedded", [], "controls_sweep"),
 ], ids=["paper", "paper-table5", "paper-training-curves", "paper-filler", "embedded", "embedded-controls-table"])
-def test_priced_jobs_are_the_jobs_snakemake_plans(args, cfg, names):
+def test_priced_jobs_are_the_jobs_snakemake_plans(args, preset, files, target):
+    """The DAG gentax plan builds (a preset and config files, every job forced) has the jobs of the
+    user's dry-run under the profile, and the dry-run's budget line prices exactly them."""
     text = dry_run(*args)
     planned = job_counts(text)
     planned.pop("all", None)
-    assert counts(gplan.jobs(cfg(), names)) == planned
-    if names is None:  # the dry-run states the whole study's budget, as gentax.study.cost computes it
-        resources = cost.profile_resources(REPO / args[1]) if args[0] == "--profile" else \
-            cost.profile_resources(REPO / "profiles" / "embedded")
-        assert cost.summary_line(cfg(), resources) in text
+    work = study_work(preset, *files, target=target)
+    assert counts(work) == planned
+    profile = "slurm" if preset == "paper" else "embedded"
+    line = cost.summary_line(gconfig.study_config(preset, [REPO / f for f in files]),
+                             cost.profile_resources(REPO / "profiles" / profile), work)
+    assert line in text and line.startswith(f"gentax budget estimate (the jobs to run, preset {preset}): ")
 
 
-def test_gpu_hours_follow_the_time_figures_and_the_profiles_gpus():
+def test_each_job_is_priced_by_what_its_command_runs(paper_work):
+    """Units are read from each job's spec: the RL steps priced are the steps the dumped RL commands
+    train (tests/golden: what every job of the paper plan receives), an evaluation job's episodes
+    those of its initial policy's eval domains, and bookkeeping verbs are not timed."""
+    golden = json.loads(gzip.decompress((REPO / "tests" / "golden" / "jobs_paper.json.gz").read_bytes()))["jobs"]
+    trained = [job["settings"]["commands"][0]["args"]["steps"] for job in golden if job["rule"] in ("rl_v1", "rl_segment")]
+    priced = [job.units for job in paper_work if job.verb == "train rl"]
+    assert sorted(priced) == sorted(int(b) - int(a) for a, b in (steps.split(":") for steps in trained))
+    cfg = paper()
+    for job in paper_work:
+        if job.verb == "eval":
+            init = job.rule.removeprefix("eval_checkpoint_")
+            assert job.units == sum(gplan.eval_episodes(cfg, d) for d in gplan.eval_domains(cfg, init))
+    assert {job.verb for job in paper_work if job.units is None} == {"tasks", "summarize", "table", "figure",
+                                                                     "properties-table"}
+    # V2's SFT data rolls out the V1 model on the domains its mix takes from V1 (ALFWorld, WebShop); the
+    # expert plays SciWorld's
+    sft = cfg["inits"]["v2"]["sft"]
+    assert [job.units for job in paper_work if job.rule == "sft_data"] == [2 * sft["v1_episodes_per_domain"]]
+
+
+def test_gpu_hours_follow_the_time_figures_and_the_profiles_gpus(paper_work):
     cfg = paper()
     fig = cfg["cost"]
-    rows = {c.rule: c for c in cost.estimate(cfg, cost.profile_resources(REPO / "profiles" / "slurm"))}
+    rows = {c.rule: c for c in cost.estimate(cfg, cost.profile_resources(REPO / "profiles" / "slurm"), paper_work)}
     seg = rows["rl_segment"]
     # 60 first segments of 150 steps + continuations: Sokoban 150->300 (V1, V2) and SciWorld 150->240, 3 seeds
     assert seg.jobs == 69 and seg.units == 60 * 150 + 3 * (150 + 150 + 90) and seg.gpus == 8
@@ -78,7 +116,7 @@ def test_gpu_hours_follow_the_time_figures_and_the_profiles_gpus():
     assert [c.rule for c in rows.values() if c.over_limit] == ["rl_segment"]
 
 
-def test_cli_prints_the_table_and_flags_a_job_over_the_profiles_runtime(tmp_path):
+def test_cli_prints_the_table_and_flags_a_job_over_the_profiles_runtime(tmp_path, paper_work):
     profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
     profile["set-resources"]["rl_segment"]["runtime"] = 600  # 10 h: a 150-step segment needs more
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(profile))
@@ -88,13 +126,15 @@ def test_cli_prints_the_table_and_flags_a_job_over_the_profiles_runtime(tmp_path
     assert "WARNING: one rl_segment job" in out and "10.0 h runtime" in out
     assert "source: extrapolated from one H200" in out  # the figures say where they come from,
     assert "- 26.9 min per RL step: upper figure" in out  # each beside its own source
-    total = cost.totals(cost.estimate(paper(), cost.profile_resources(tmp_path)))
+    total = cost.totals(cost.estimate(paper(), cost.profile_resources(tmp_path), paper_work))
     assert f"{total['gpu_hours']:,.0f} GPU-hours" in out
 
 
 def test_unknown_target_and_missing_figures_name_the_problem():
     with pytest.raises(ConfigError, match="unknown table or figure 'table99'"):
-        gplan.jobs(paper(), ["table99"])
+        gplan.artifact_path(paper(), "table99")
+    with pytest.raises(ConfigError, match="table 'controls_sweep' is not planned for this config"):
+        gplan.artifact_path(paper(), "controls_sweep")  # the controls are off in the paper's config
     cfg = paper()
     del cfg["cost"]["rl_step_minutes"]
     with pytest.raises(ConfigError, match="config key cost"):
@@ -112,11 +152,11 @@ def slurm_profile_with(rule: str, **gpus) -> dict:
 @pytest.mark.parametrize("way", [{"gres": "gpu:8"}, {"gres": "gpu:a100:8"}, {"gres": "gpu:8,nvme:1"},
                                  {"gpus_per_task": 8}, {"gpus_per_task": 4, "tasks": 2}, {"gpu": 8, "gres": "gpu:8"}],
                          ids=["gres", "gres-typed", "gres-list", "gpus_per_task", "gpus_per_task-x-tasks", "gpu-and-gres"])
-def test_gpus_from_gres_and_gpus_per_task_equal_gpu(way):
+def test_gpus_from_gres_and_gpus_per_task_equal_gpu(way, paper_work):
     """The SLURM plugin's three ways to ask for GPUs price the same GPU-hours."""
     cfg = paper()
-    as_gpu = cost.totals(cost.estimate(cfg, cost.profile_resources(REPO / "profiles" / "slurm")))
-    other = cost.totals(cost.estimate(cfg, slurm_profile_with("rl_segment", **way)))
+    as_gpu = cost.totals(cost.estimate(cfg, cost.profile_resources(REPO / "profiles" / "slurm"), paper_work))
+    other = cost.totals(cost.estimate(cfg, slurm_profile_with("rl_segment", **way), paper_work))
     assert other["gpu_hours"] == pytest.approx(as_gpu["gpu_hours"]) and as_gpu["gpu_hours"] > 0
 
 
@@ -132,7 +172,7 @@ def test_a_gpu_request_it_cannot_read_is_refused(way, message):
 
 
 def test_a_cpu_study_is_priced_in_cpu_job_hours():
-    line = cost.summary_line(embedded(), cost.profile_resources(REPO / "profiles" / "embedded"))
+    line = cost.summary_line(embedded(), cost.profile_resources(REPO / "profiles" / "embedded"), study_work("embedded"))
     assert "CPU job-hours (no job gets a GPU)" in line and "GPU-hours" not in line
 
 
@@ -153,13 +193,14 @@ def test_the_one_gpu_profile_prices_its_shared_gpu():
     gpu1 = gconfig.load_config(gconfig.with_preset(read_yaml(REPO / "config" / "config.yaml"), {"preset": "gpu1"}))
     resources = cost.profile_resources(REPO / "profiles" / "gpu1")
     assert resources["rl_segment"]["gpu"] == resources["eval_checkpoint_v2"]["gpu"] == pytest.approx(1 / 12)
-    costs = cost.estimate(gpu1, resources)
+    work = study_work("gpu1")
+    costs = cost.estimate(gpu1, resources, work)
     rows = {c.rule: c for c in costs}
     assert rows["rl_segment"].gpu_hours == pytest.approx(rows["rl_segment"].hours / 12)
     total = cost.totals(costs)
     assert total["gpu_hours"] == pytest.approx(sum(c.hours for c in costs if c.gpus) / 12)
     assert total["gpu_hours"] > 0
-    assert "GPU-hours" in cost.summary_line(gpu1, resources)
+    assert "GPU-hours" in cost.summary_line(gpu1, resources, work)
     with pytest.raises(ConfigError, match="gpu_jobs=1 but the profile has no pool"):
         cost.resources_from(None, {"rl_segment": {"gpu_jobs": 1}})
 
@@ -175,30 +216,37 @@ def test_the_disk_estimate_counts_the_checkpoints_each_run_keeps():
     params = cost.parameter_count("config/models/SmolLM2-135M-Instruct.json")
     assert params == 134_515_008 and cost.parameter_count("config/models/Llama-3.1-8B-Instruct.json") == 8_030_261_248
     reference = REPO / "config" / "gpu1_reference.yaml"
-    kept = cost.disk_need(gpu1(reference, {"disk": {"keep_checkpoints": "all"}}), at_once=12)
+    study = study_work("gpu1", "config/gpu1_reference.yaml")  # what to keep changes no job's work
+    kept = cost.disk_need(gpu1(reference, {"disk": {"keep_checkpoints": "all"}}), study, at_once=12)
     assert (kept.checkpoints, kept.weights, kept.states, kept.training) == (41, 41 * 4 * params, 41 * 8 * params, 0)
     assert 60 * 2**30 < kept.total < 66 * 2**30  # measured: 61.4 GiB of checkpoints and optimizer states
-    pruned = cost.disk_need(gpu1(reference), at_once=12)
+    pruned = cost.disk_need(gpu1(reference), study, at_once=12)
     assert (pruned.weights, pruned.states, pruned.training) == (41 * 4 * params, 0, 12 * 8 * params)
-    hour = cost.disk_need(gpu1(), at_once=12)  # steps 10 and 20 saved, 20 evaluated; Ckpt V1
+    hour = cost.disk_need(gpu1(), study_work("gpu1"), at_once=12)  # steps 10 and 20 saved, 20 evaluated; Ckpt V1
     assert hour.checkpoints == 61 and hour.training == 12 * (2 * 8 * params + 4 * params)
+    one = cost.disk_need(gpu1(), [cost.Work("rl_segment", "train rl", 20)], at_once=12)  # one of its 61 RL jobs
+    assert (one.checkpoints, one.weights, one.training) == (1, 4 * params, 2 * 8 * params + 4 * params)
 
 
 def test_a_plan_that_does_not_fit_its_disk_is_refused_in_one_line(monkeypatch, tmp_path):
-    """The plan-time check: a small free-space figure (no large file written) refuses, naming what the
-    plan writes and the free space; disk.check_free_space: false skips it; a run of no RL job needs
-    little; ``gentax plan --cost`` prints both figures."""
+    """The check of what a run's jobs write: a small free-space figure (no large file written)
+    refuses, naming what they write and the free space; disk.check_free_space: false skips it; a
+    run of no RL job needs little, one of half the RL jobs about half; ``gentax plan --cost`` prints
+    both figures."""
     cfg = gpu1({"results": str(tmp_path / "results")})
+    study = study_work("gpu1")
     monkeypatch.setattr(cost, "disk_free", lambda folder: (5 * 2**30, tmp_path))
-    problem = cost.disk_problem(cfg, at_once=12)
+    problem = cost.disk_problem(cfg, study, at_once=12)
     assert problem.startswith("the plan writes 62.4 GiB under ") and "its disk has 5.0 GiB free" in problem
     assert "\n" not in problem
-    assert cost.disk_problem({**cfg, "disk": {**cfg["disk"], "check_free_space": False}}, at_once=12) is None
-    assert cost.disk_problem(cfg, at_once=12, running=["tasks", "eval_checkpoint_v1"]) is None
-    assert "writes 45.1 GiB" in cost.disk_problem(cfg, at_once=12, running=["rl_segment"] * 30)  # half the runs
+    assert cost.disk_problem({**cfg, "disk": {**cfg["disk"], "check_free_space": False}}, study, at_once=12) is None
+    evaluations = [cost.Work("tasks", "tasks", None), cost.Work("eval_checkpoint_v1", "eval", 48)]
+    assert cost.disk_problem(cfg, evaluations, at_once=12) is None
+    half = [cost.Work("rl_segment", "train rl", 20)] * 30  # of the 61 RL jobs
+    assert "writes 45.1 GiB" in cost.disk_problem(cfg, half, at_once=12)
     monkeypatch.setattr(cost, "disk_free", lambda folder: (100 * 2**30, tmp_path))
-    assert cost.disk_problem(cfg, at_once=12) is None
-    lines = cost.disk_report(cfg, cost.disk_need(cfg, 12))
+    assert cost.disk_problem(cfg, study, at_once=12) is None
+    lines = cost.disk_report(cfg, cost.disk_need(cfg, study, 12))
     assert lines[0] == f"disk (disk.keep_checkpoints: evaluated): the plan writes 62.4 GiB under {tmp_path}/results/"
     assert lines[-1].startswith("  free: 100.0 GiB on the disk of ")
 

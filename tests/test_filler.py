@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import re
+from pathlib import Path
 
 import pytest
 
@@ -285,9 +286,12 @@ def _paper(**filler):
     return cfg
 
 
-def test_the_paper_grid_with_filler_plans_exactly_the_extra_runs_and_evals():
+def test_the_paper_grid_with_filler_plans_exactly_the_extra_runs_and_evals(tmp_path):
     import copy
 
+    from snakemake_plans import planned_work
+
+    from gentax.study import dag
     from gentax.study import plan as gplan
     from gentax.study import config as gconfig
 
@@ -295,7 +299,7 @@ def test_the_paper_grid_with_filler_plans_exactly_the_extra_runs_and_evals():
     no_block = copy.deepcopy(off)
     del no_block["controls"]
     gconfig.validate(no_block, memory=False)
-    assert gplan.plan(off) == gplan.plan(no_block) and gplan.jobs(off) == gplan.jobs(no_block)  # off: unchanged
+    assert gplan.plan(off) == gplan.plan(no_block)  # off: unchanged
     on = _paper(enabled=True)
     gconfig.validate(on, memory=False)
     local_off = {**copy.deepcopy(off), "engines": on["engines"]}
@@ -309,13 +313,20 @@ def test_the_paper_grid_with_filler_plans_exactly_the_extra_runs_and_evals():
     assert counts_on["checkpoint_evals"] - counts_off["checkpoint_evals"] == len(extra) * on["eval"]["window"] * v2_domains
     assert counts_on["segments"] - counts_off["segments"] == len(extra)
     assert gplan.base_variants(on, "v2") == ["default", "nothink", "filler"] and gplan.base_variants(on, "v1") == ["default", "nothink"]
-    jobs_on, jobs_off = gplan.jobs(on), gplan.jobs(local_off)
-    assert sorted(jobs_on["rl_segment"]) == sorted(jobs_off["rl_segment"] + [150] * len(extra))
+    local = tmp_path / "local.yaml"  # the local engine, the filler arm off (tests/filler_on.yaml less the arm)
+    local.write_text("engines: {rl: local}\n")
+    work_on = planned_work(*dag.study_args("paper", [Path(__file__).parent / "filler_on.yaml"]))
+    work_off = planned_work(*dag.study_args("paper", [local]))
+
+    def jobs(work, rule):
+        return [job.units for job in work if job.rule == rule]
+
+    assert sorted(jobs(work_on, "rl_segment")) == sorted(jobs(work_off, "rl_segment") + [150] * len(extra))
     episodes = on["eval"]["episodes"]
-    assert len(jobs_on["eval_checkpoint_v2"]) - len(jobs_off["eval_checkpoint_v2"]) == (
+    assert len(jobs(work_on, "eval_checkpoint_v2")) - len(jobs(work_off, "eval_checkpoint_v2")) == (
         len(extra) * on["eval"]["window"] + 1)  # one job per checkpoint, + the V2 base row in filler mode
-    assert jobs_on["eval_checkpoint_v1"] == jobs_off["eval_checkpoint_v1"]
-    assert set(jobs_on["eval_checkpoint_v2"]) == {episodes * v2_domains}  # every job plays V2's domains
+    assert sorted(jobs(work_on, "eval_checkpoint_v1")) == sorted(jobs(work_off, "eval_checkpoint_v1"))
+    assert set(jobs(work_on, "eval_checkpoint_v2")) == {episodes * v2_domains}  # every job plays V2's domains
     assert gplan.filler_reference(on, gplan.find_run(on, "v2", "sokoban", "filler", 1)) == gplan.find_run(
         on, "v2", "sokoban", "default", 1)
 

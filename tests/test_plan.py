@@ -151,19 +151,27 @@ def test_plan_cli_names_a_bad_domain_knob_in_one_line(tmp_path):
         f"[rows, cols] in 5..20, got -3 (set in {bad})"]
 
 
-def test_a_domain_can_have_its_own_eval_episodes(embedded):
-    """eval.episodes_per_domain: that domain's evaluations (and their job units) use its count, the
-    others eval.episodes; an unknown domain or a count below 1 is one clear error."""
+def test_a_domain_can_have_its_own_eval_episodes(embedded, tmp_path):
+    """eval.episodes_per_domain: that domain's evaluations (and the work the budget preview reads
+    from their specs) use its count, the others eval.episodes; an unknown domain or a count below 1
+    is one clear error."""
+    from snakemake_plans import planned_work
+
+    from gentax.study import dag
+
     cfg = copy.deepcopy(embedded)
     cfg["eval"]["episodes_per_domain"] = {**cfg["eval"].get("episodes_per_domain", {}), "sokoban": 32}
     gconfig.validate(cfg)
     assert gplan.eval_episodes(cfg, "sokoban") == 32
     assert gplan.eval_episodes(cfg, "webshop") == cfg["eval"]["episodes"]
     before = gplan.eval_episodes(embedded, "sokoban")
-    for rule in gplan.EVAL_RULES:  # one job per checkpoint, every one with Sokoban among its domains
-        units, plain = gplan.jobs(cfg)[rule], gplan.jobs(embedded)[rule]
-        assert len(units) == len(plain) > 0
-        assert [u - p for u, p in zip(units, plain)] == [32 - before] * len(units)
+    own = tmp_path / "sokoban_episodes.yaml"
+    own.write_text("eval: {episodes_per_domain: {sokoban: 32}}\n")
+    work, plain = planned_work(*dag.study_args("embedded", [own])), planned_work(*dag.study_args("embedded"))
+    for rule in map(gplan.eval_rule, embedded["inits"]):  # one job per checkpoint, each with Sokoban among its domains
+        units = [job.units for job in work if job.rule == rule]
+        assert len(units) == len([job for job in plain if job.rule == rule]) > 0
+        assert units == [job.units + 32 - before for job in plain if job.rule == rule]
     for bad, needle in (({"chess": 4}, "episodes_per_domain"), ({"sokoban": 0}, "episodes_per_domain")):
         cfg["eval"]["episodes_per_domain"] = bad
         with pytest.raises(ConfigError, match=needle):

@@ -81,7 +81,7 @@ def test_a_config_on_the_command_line_keeps_the_profiles_preset():
                            "profiles/slurm", "--config", "seed=1"], cwd=REPO, env=PLAIN_ENV, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "gentax budget estimate (whole study, preset paper)" in proc.stderr
+    assert "gentax budget estimate (the jobs to run, preset paper)" in proc.stderr
 
 
 def test_a_profile_naming_a_rule_the_workflow_has_not_is_one_error(tmp_path):

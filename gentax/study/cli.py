@@ -130,16 +130,10 @@ def _plan(args) -> int:
     # as the Snakefile: config/config.yaml is the base, the files are overrides (in order), laid over the
     # preset's overlay; the preset is --preset, else what the files set, else paper
     cfg = gconfig.study_config(args.preset, args.config, memory=True)
+    if args.check:  # its dry-run says what a plan made away from the cluster or its disk lacks, as notes
+        return _check_plan(cfg, args.config)
     for problem in gconfig.unmet_inputs(cfg):  # a plan may be made away from the cluster: said, not refused
         print(f"gentax: note: {problem} (a run stops before its first job)", file=sys.stderr)
-    if args.check:
-        from gentax.study import cost
-
-        _, resources, at_once = _profile(cfg, args)
-        disk = cost.disk_problem(cfg, at_once)  # a plan may be made away from the disk it runs on: said, not refused
-        if disk:
-            print(f"gentax: note: {disk} (a run stops before its first job)", file=sys.stderr)
-        return _check_plan(cfg, args.config)
     if args.settings and args.verl:
         from gentax.study import settings
 
@@ -183,14 +177,18 @@ def _plan(args) -> int:
 def _check_plan(cfg: dict, configfiles: list[str]) -> int:
     """``--check``: Snakemake builds the DAG of this config (``snakemake -n``, nothing run or
     written under results/), and each job's check runs as the job is built (rules/common.smk
-    JobSpec.checked): 0 when every job would start, else 2 with the first one that would not."""
+    JobSpec.checked): 0 when every job would start, else 2 with the first one that would not. The
+    dry-run's notes (inputs away from the cluster, the results folder's disk) are passed on."""
     import subprocess
 
-    files = [str(Path(path).resolve()) for path in configfiles]
+    from gentax.study import dag
+
     command = [sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", "--cores", "1", "--snakefile",
-               str(REPO / "Snakefile"), "--directory", str(REPO), *(["--configfile", *files] if files else []),
-               "--config", f"preset={cfg['preset']}"]
+               str(REPO / "Snakefile"), "--directory", str(REPO), *dag.study_args(cfg["preset"], configfiles)]
     done = subprocess.run(command, capture_output=True, text=True)
+    notes = [line for line in done.stderr.splitlines() if line.startswith("gentax: note:")]
+    if notes:
+        print("\n".join(notes), file=sys.stderr)
     errors = [line for line in done.stderr.splitlines() if line.startswith("gentax: error:")]
     if done.returncode != 0:
         print("\n".join(errors) or done.stderr.strip(), file=sys.stderr)
@@ -209,12 +207,15 @@ def _profile(cfg: dict, args) -> tuple[Path, dict, int | None]:
 
 
 def _cost(cfg: dict, args) -> int:
-    from gentax.study import cost
+    """``--cost``: the jobs of Snakemake's DAG of the study (or of ``--target``) from nothing, priced."""
+    from gentax.study import cost, dag
+    from gentax.study import plan as gplan
 
     profile, resources, at_once = _profile(cfg, args)
-    names = [Path(args.target).stem] if args.target else None
-    costs = cost.estimate(cfg, resources, names)
-    disk = cost.disk_need(cfg, at_once)
+    targets = [gplan.artifact_path(cfg, Path(args.target).stem)] if args.target else []
+    planned = cost.work(dag.build(dag.study_args(cfg["preset"], args.config, targets)))
+    costs = cost.estimate(cfg, resources, planned)
+    disk = cost.disk_need(cfg, planned, at_once)
     if args.json:
         print(json.dumps({"rules": [{**c.__dict__, "gpu_hours": c.gpu_hours, "over_limit": c.over_limit} for c in costs],
                           "total": cost.totals(costs), "figures": cfg["cost"],
@@ -223,5 +224,5 @@ def _cost(cfg: dict, args) -> int:
         return 0
     where = str(profile.resolve().relative_to(REPO)) if profile.resolve().is_relative_to(REPO) else str(profile)
     print(cost.report(cfg, costs, where=where, target=args.target))
-    print("\n".join(cost.disk_report(cfg, disk)) + (" (the whole study's)" if args.target else ""))
+    print("\n".join(cost.disk_report(cfg, disk)))
     return 0

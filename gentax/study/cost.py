@@ -1,7 +1,9 @@
 """Budget preview: what the study (or one table) will spend, before it is launched.
 
-``estimate(cfg, resources, names)`` prices the jobs of ``gentax.study.plan.jobs`` (the same jobs the
-Snakefile declares; tests/test_cost.py checks them against Snakemake's dry-run) with
+``estimate(cfg, resources, work)`` prices jobs of Snakemake's own DAG (``gentax.study.dag``: the
+study's or a target's from nothing for ``gentax plan --cost``; the ones a ``snakemake`` invocation
+will run for the line it prints), each with its work read from its own spec (``work``: training
+steps, episodes; ``TIMED``), with
 
 - the time figures of config ``cost`` (stated with their source there): minutes per RL step,
   seconds per SFT step, seconds per rollout episode (evaluation, property and SFT-data jobs) and
@@ -17,40 +19,82 @@ Snakefile declares; tests/test_cost.py checks them against Snakemake's dry-run) 
 Hours of a job = start-up + units x figure; GPU-hours = hours x the job's GPUs. Bookkeeping jobs
 (task splits, summaries, tables, figures) take no GPU and are counted, not timed. A job whose
 estimate exceeds the ``runtime`` the profile gives its rule is flagged: SLURM would kill it.
-``gentax plan --cost`` prints ``report(...)``; the Snakefile prints ``summary_line(...)`` in a dry-run.
-A study whose jobs get no GPU (the embedded one) is priced in CPU job-hours.
+``gentax plan --cost`` prints ``report(...)``; a dry-run and a run print ``summary_line(...)`` for
+the jobs they will run (the Snakefile). A study whose jobs get no GPU (the embedded one) is priced
+in CPU job-hours.
 
-Disk (``disk_need``, ``disk_report``, ``disk_problem``): the bytes the plan leaves under the results
-folder (the checkpoints its runs keep: parameters x bytes a parameter x checkpoints, plus the resume
-states they keep; config ``disk.keep_checkpoints``), what RL jobs training at once hold beyond that,
-and roughly the initial policies, evaluations and property logs, beside the free space of the
-results folder's disk (what is there already counts as written). ``gentax plan --cost`` prints it;
-a run (the Snakefile's ``onstart``) whose plan does not fit stops before its first job, in one line
-(``disk.check_free_space: false`` skips that); a dry-run and ``gentax plan --check`` say it as a note.
+Disk (``disk_need``, ``disk_report``, ``disk_problem``): the bytes planned jobs leave under the
+results folder (the checkpoints their runs keep: parameters x bytes a parameter x checkpoints, plus
+the resume states they keep, config ``disk.keep_checkpoints``, as the RL jobs' share of the
+study's), what RL jobs training at once hold beyond that, and roughly the initial policies,
+evaluations and property logs they write, beside the free space of the results folder's disk.
+``gentax plan --cost`` prints it for the study or target from nothing (what is there already
+counts as written); a run whose jobs do not fit stops before its first job, in one line (the
+Snakefile's ``onstart``; ``disk.check_free_space: false`` skips that); a dry-run and ``gentax plan
+--check`` say it as a note.
 """
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from gentax import io as gio
+from gentax.study import paths as gpaths
 from gentax.study import plan as gplan
+from gentax.study.dag import PlannedJob
 from gentax.errors import ConfigError
 
-#: timed rules -> (unit, config key of the time figure, seconds per figure unit)
-TIMED = {
-    "rl_v1": ("steps", "rl_step_minutes", 60.0),
-    "rl_segment": ("steps", "rl_step_minutes", 60.0),
-    "sft_v2": ("steps", "sft_step_seconds", 1.0),
-    "embedded_base": ("steps", "sft_step_seconds", 1.0),
-    "sft_data": ("episodes", "rollout_episode_seconds", 1.0),
-    **{rule: ("episodes", "rollout_episode_seconds", 1.0) for rule in gplan.EVAL_RULES},  # a checkpoint's domains
-    "properties": ("episodes", "rollout_episode_seconds", 1.0),
-    "control_properties": ("episodes", "rollout_episode_seconds", 1.0),  # a level's property log (controls)
+
+def _v1_episodes(spec: Mapping[str, Any]) -> int | None:
+    """An SFT data job's episodes of the V1 model in its first collection round:
+    ``v1_episodes_per_domain`` for each domain its mix takes from V1 (``sources``; a domain taken
+    from the expert is played by the environment's scripted expert, CPU work not timed); a further
+    round runs only for a domain short of usable pairs. None for a job that rolls out no model
+    (``v1`` null: the embedded base's expert demonstrations), which is bookkeeping."""
+    if spec["v1"] is None:
+        return None
+    sft = spec["sft"]
+    from_v1 = [domain for domain, weight in sft["mix"].items() if weight > 0 and sft["sources"][domain] == "v1"]
+    return int(sft["v1_episodes_per_domain"]) * len(from_v1)
+
+
+#: a job's timed work, by the verb its one command runs: (unit, config key of the time figure,
+#: seconds per figure unit, the job's units read from its spec: ``gentax.jobspec``'s job kinds).
+#: Every other verb (task manifests, summaries, tables, figures, the embedded model's export) is
+#: bookkeeping: counted, not timed.
+TIMED: dict[str, tuple[str, str, float, Callable[[Mapping[str, Any]], int | None]]] = {
+    "train rl": ("steps", "rl_step_minutes", 60.0, lambda spec: spec["end"] - spec["start"]),  # its segment's
+    "sft train": ("steps", "sft_step_seconds", 1.0, lambda spec: spec["sft"]["steps"]),
+    "sft build-data": ("episodes", "rollout_episode_seconds", 1.0, _v1_episodes),
+    "eval": ("episodes", "rollout_episode_seconds", 1.0,  # a checkpoint's, over its eval domains
+             lambda spec: sum(domain["episodes"] for domain in spec["domains"])),
+    "properties": ("episodes", "rollout_episode_seconds", 1.0, lambda spec: spec["episodes"]),  # a property log's
 }
+
+
+@dataclass(frozen=True)
+class Work:
+    """One planned job as the preview prices it: its rule, the verb its command runs, and its
+    units in that verb's unit (``TIMED``), read from its spec; None: a bookkeeping job."""
+
+    rule: str
+    verb: str
+    units: int | None
+
+
+def work(jobs: Iterable[PlannedJob]) -> list[Work]:
+    """The work of each of ``jobs`` (``gentax.study.dag``), but rule ``all``'s (no command of its own)."""
+    out = []
+    for job in jobs:
+        if job.verb is None:
+            continue
+        units = TIMED[job.verb][3](job.spec) if job.verb in TIMED else None
+        out.append(Work(job.rule, job.verb, None if units is None else int(units)))
+    return out
 
 
 #: config ``cost`` figure -> how ``report`` shows it
@@ -150,20 +194,31 @@ def _gpus(merged: dict[str, Any], rule: str, pool: float | None = None) -> float
     return next(iter(ways.values()), 0.0)
 
 
+#: the entry of ``resources_from`` for every rule the profile's set-resources does not name (no rule
+#: has this name: a rule's is a Python name)
+ANY_RULE = "default-resources"
+
+
 def resources_from(default: Any, per_rule: dict[str, Any] | None, pools: Any = None) -> dict[str, dict[str, float]]:
     """``{rule: {"gpu": n, "runtime": minutes or absent}}`` from default and per-rule resources and
-    the profile's global ``resources`` (``pools``: a one-GPU profile's ``gpu_jobs`` slots)."""
+    the profile's global ``resources`` (``pools``: a one-GPU profile's ``gpu_jobs`` slots); a rule
+    the profile does not name has the entry ``ANY_RULE`` (``rule_resources``)."""
     base = _resource_map(default)
     pool = _resource_map(pools).get(SHARED_GPU)
     pool = _number(pool, f"resources: {SHARED_GPU}") if pool not in (None, "") else None
     out = {}
-    for rule in {*TIMED, *(per_rule or {})}:
+    for rule in {ANY_RULE, *(per_rule or {})}:
         merged = {**base, **_resource_map((per_rule or {}).get(rule))}
         entry = {"gpu": _gpus(merged, rule, pool)}
         if merged.get("runtime") not in (None, ""):
             entry["runtime"] = _number(merged["runtime"], f"resources of {rule}: runtime")
         out[rule] = entry
     return out
+
+
+def rule_resources(resources: dict[str, dict[str, float]], rule: str) -> dict[str, float]:
+    """What ``resources`` (``resources_from``) give one job of ``rule``."""
+    return resources.get(rule, resources.get(ANY_RULE, {}))
 
 
 #: rules that were renamed: old name -> what replaced it (a profile that still names it is told)
@@ -195,27 +250,26 @@ def profile_resources(profile: str | Path) -> dict[str, dict[str, float]]:
     return resources_from(data.get("default-resources"), data.get("set-resources"), data.get("resources"))
 
 
-def estimate(cfg: dict, resources: dict[str, dict[str, float]], names: Iterable[str] | None = None) -> list[RuleCost]:
-    """One ``RuleCost`` per rule with jobs, timed rules first (in pipeline order)."""
+def estimate(cfg: dict, resources: dict[str, dict[str, float]], planned: Iterable[Work]) -> list[RuleCost]:
+    """One ``RuleCost`` per rule with jobs in ``planned`` (``work``): timed rules first, then
+    bookkeeping ones, each in the order of their first job (``gentax.study.dag.build``: pipeline order)."""
     figures = cfg["cost"]
-    planned = gplan.jobs(cfg, names)
-    order = [*TIMED, *sorted(r for r in planned if r not in TIMED)]
+    by_rule: dict[str, list[Work]] = {}
+    for job in planned:
+        by_rule.setdefault(job.rule, []).append(job)
     out = []
-    for rule in order:
-        if rule not in planned:
-            continue
-        units = planned[rule]
-        res = resources.get(rule, {})
+    for rule in sorted(by_rule, key=lambda rule: by_rule[rule][0].units is None):  # stable: first jobs' order
+        jobs, res = by_rule[rule], rule_resources(resources, rule)
         runtime = res.get("runtime")
-        if rule in TIMED:
-            unit, key, scale = TIMED[rule]
-            start_h = figures["job_start_minutes"] / 60
-            per_unit_h = figures[key] * scale / 3600
-            hours = [start_h + n * per_unit_h for n in units]
-            out.append(RuleCost(rule, len(units), sum(units), unit, sum(hours), res.get("gpu", 0.0), max(hours),
-                                runtime / 60 if runtime else None))
-        else:
-            out.append(RuleCost(rule, len(units), 0, None, 0.0, 0.0, 0.0, None))
+        if jobs[0].units is None:
+            out.append(RuleCost(rule, len(jobs), 0, None, 0.0, 0.0, 0.0, None))
+            continue
+        unit, key, scale, _ = TIMED[jobs[0].verb]
+        start_h = figures["job_start_minutes"] / 60
+        per_unit_h = figures[key] * scale / 3600
+        hours = [start_h + job.units * per_unit_h for job in jobs]
+        out.append(RuleCost(rule, len(jobs), sum(job.units for job in jobs), unit, sum(hours), res.get("gpu", 0.0),
+                            max(hours), runtime / 60 if runtime else None))
     return out
 
 
@@ -266,11 +320,24 @@ def report(cfg: dict, costs: list[RuleCost], *, where: str, target: str | None =
     return "\n".join(lines)
 
 
-def summary_line(cfg: dict, resources: dict[str, dict[str, float]]) -> str:
-    """One line for the dry-run's output: the whole study's estimate."""
-    total = totals(estimate(cfg, resources))
-    return (f"gentax budget estimate (whole study, preset {cfg.get('preset', 'paper')}): {total['jobs']:,} jobs, "
-            f"{_hours(total)}; per job kind and per target: gentax plan --cost")
+def summary_line(cfg: dict, resources: dict[str, dict[str, float]], planned: Iterable[Work]) -> str:
+    """One line for a dry-run's or a run's output: the estimate of the jobs it will run (``planned``)."""
+    total = totals(estimate(cfg, resources, planned))
+    return (f"gentax budget estimate (the jobs to run, preset {cfg.get('preset', 'paper')}): {total['jobs']:,} jobs, "
+            f"{_hours(total)}; the whole study's per job kind, or a target's: gentax plan --cost")
+
+
+def preview(cfg: dict, resources: dict[str, dict[str, float]], jobs: Iterable[PlannedJob], at_once: int | None, *,
+            base: str | Path) -> None:
+    """What a dry-run or a run prints (stderr) once Snakemake has the DAG of the jobs it will run
+    (the Snakefile, ``gentax.study.dag.when_built``): their ``summary_line`` and, where what they write
+    does not fit the results folder's disk (``disk_problem``), a note (a run stops at ``onstart``)."""
+    planned = work(jobs)
+    if planned:
+        print(summary_line(cfg, resources, planned), file=sys.stderr)
+    disk = disk_problem(cfg, planned, at_once, base=base)
+    if disk:
+        print(f"gentax: note: {disk} (a run stops before its first job)", file=sys.stderr)
 
 
 # ---- disk: what the plan writes beside the free space of the results folder's disk --------------
@@ -330,21 +397,30 @@ def rl_at_once(resources: dict[str, dict[str, float]], *, jobs: int | None = Non
     """RL jobs that may run at once under a profile: a one-GPU profile's pool of ``gpu_jobs`` slots
     over an RL job's share, its ``jobs`` and ``cores`` (a job takes a core at least); None: no limit."""
     limits = [int(n) for n in (jobs, cores) if n]
-    share = resources.get("rl_segment", {}).get("gpu", 0.0)
+    share = rule_resources(resources, "rl_segment").get("gpu", 0.0)
     if 0 < share < 1:  # a share of one GPU (profiles/gpu1)
         limits.append(int(round(1 / share)))
     return min(limits) if limits else None
 
 
-def disk_need(cfg: dict, at_once: int | None = None) -> DiskNeed:
-    """What the plan of ``cfg`` writes (``DiskNeed``), from the trained model's parameter count
-    (``trained_model_config``) and what each run keeps (``plan.kept_steps``, config
-    ``disk.keep_checkpoints``). The local engine writes its weights in ``rl.dtype`` and an AdamW
-    state of 8 bytes a parameter; the verl engine exports bf16 weights and keeps one FSDP checkpoint
-    (12 bytes a parameter) as its resume state; a LoRA run's optimizer state is not counted."""
+#: the verbs whose jobs write checkpoints, and those that write one whole model (fp32) each
+RL_VERB = "train rl"
+MODEL_VERBS = ("model embedded", "sft train")
+
+
+def disk_need(cfg: dict, planned: Iterable[Work], at_once: int | None = None) -> DiskNeed:
+    """What the jobs ``planned`` (``work``) of the study ``cfg`` write (``DiskNeed``), from the trained
+    model's parameter count (``trained_model_config``) and what each run keeps (``plan.kept_steps``,
+    config ``disk.keep_checkpoints``): the study's checkpoints and resume states as the share of its
+    RL jobs that are planned (all of them: the study's), up to ``at_once`` of them training at once,
+    and the evaluations, property logs and whole models of the jobs planned. The local engine writes
+    its weights in ``rl.dtype`` and an AdamW state of 8 bytes a parameter; the verl engine exports
+    bf16 weights and keeps one FSDP checkpoint (12 bytes a parameter) as its resume state; a LoRA
+    run's optimizer state is not counted."""
     from gentax.study.jobs import resolved_rl
     from gentax.train import runs as truns
 
+    planned = list(planned)
     params = parameter_count(trained_model_config(cfg))
     rl = resolved_rl(cfg, save_every=int(cfg["rl"]["save_every"]))
     verl = cfg["engines"]["rl"] == "verl"
@@ -361,27 +437,32 @@ def disk_need(cfg: dict, at_once: int | None = None) -> DiskNeed:
         kept += len(steps)
         states += 0 if evaluated else state * min(states_kept, len(steps))
         most_saved = max([most_saved] + [len(truns.saved_steps(a, b, every)) for a, b in gplan.segments(cfg, run)])
-    rl_jobs = 1 + sum(len(gplan.segments(cfg, run)) for run in runs)
+    rl_jobs = sum(job.verb == RL_VERB for job in planned)
+    study_rl_jobs = 1 + sum(len(gplan.segments(cfg, run)) for run in runs)  # Ckpt V1's and every run's segments
     at_once = min(rl_jobs, at_once or rl_jobs)
     # while a job trains with keep evaluated, beyond the weights it keeps: its newest checkpoints whole (local:
     # up to STATES_KEPT), or its FSDP checkpoint and the segment's other exports until it ends (verl); with keep
     # all, what stays holds all of that already
     whole = min(truns.STATES_KEPT, most_saved)
     per_job = (state + weight * (most_saved - 1) if verl else whole * state + (whole - 1) * weight) if evaluated else 0
-    planned = gplan.jobs(cfg)
-    rows = sum(sum(planned.get(rule, [])) for rule in gplan.EVAL_RULES) * \
-        max(int(d["max_steps"]) for d in cfg["domains"].values())  # episodes x the longest step limit
-    rows += sum(planned.get("properties", []) + planned.get("control_properties", [])) * int(cfg["properties"]["t_max"])
-    inits = 3 if cfg["model"]["embedded"] else 1  # the embedded model and its warm start; V2
-    other = rows * STEP_ROW_BYTES + inits * params * 4
+
+    def episodes(verb: str) -> int:
+        return sum(job.units or 0 for job in planned if job.verb == verb)
+
+    rows = episodes("eval") * max(int(d["max_steps"]) for d in cfg["domains"].values())  # x the longest step limit
+    rows += episodes("properties") * int(cfg["properties"]["t_max"])
+    models = sum(job.verb in MODEL_VERBS for job in planned)  # the embedded model, its warm start, V2
+    other = rows * STEP_ROW_BYTES + models * params * 4
     how = (f"{params / 1e6:,.0f}M parameters: {_gib(weight)} of weights a checkpoint"
            + (f", {_gib(state)} of resume state" if state else "") + f"; Ckpt V1's at step {v1_steps} included")
-    return DiskNeed(kept * weight, states, per_job * at_once, other, kept, at_once, how)
+    share = min(rl_jobs, study_rl_jobs)  # of study_rl_jobs: integer arithmetic, the whole study's exactly
+    return DiskNeed(kept * weight * share // study_rl_jobs, states * share // study_rl_jobs, per_job * at_once,
+                    other, kept * share // study_rl_jobs, at_once, how)
 
 
 def results_folder(cfg: dict, base: str | Path | None = None) -> Path:
     """The results folder as a path (a relative one under ``base``, default the repository)."""
-    path = Path(cfg["results"])
+    path = Path(gpaths.results(cfg))
     return path if path.is_absolute() else Path(base or gio.REPO_ROOT) / path
 
 
@@ -415,7 +496,7 @@ def disk_report(cfg: dict, need: DiskNeed, *, base: str | Path | None = None) ->
     free, where = disk_free(folder)
     there = written(folder) if folder.is_dir() else 0
     keep = (cfg.get("disk") or {}).get("keep_checkpoints", "all")
-    lines = [f"disk (disk.keep_checkpoints: {keep}): the plan writes {_gib(need.total)} under {cfg['results']}/",
+    lines = [f"disk (disk.keep_checkpoints: {keep}): the plan writes {_gib(need.total)} under {gpaths.results(cfg)}/",
              f"  {need.checkpoints:,} checkpoints kept: {_gib(need.weights)} ({need.how})",
              f"  resume states kept: {_gib(need.states)}",
              f"  while up to {need.at_once} RL jobs train at once: {_gib(need.training)} more (their newest checkpoints)",
@@ -437,28 +518,13 @@ def _disk_problem(need: DiskNeed, free: int, there: int, folder: Path) -> str | 
             "disk.check_free_space: false (gentax plan --cost shows the estimate)")
 
 
-#: the rules whose jobs write checkpoints
-RL_RULES = ("rl_v1", "rl_segment")
-
-
-def disk_problem(cfg: dict, at_once: int | None = None, *, base: str | Path | None = None,
-                 running: list[str] | None = None) -> str | None:
-    """The plan-time disk check: one line naming what the plan writes and the free space of the
-    results folder's disk when it does not fit; None when it fits, or when ``disk.check_free_space``
-    is false. ``running``: the rules of the jobs a run will start (Snakemake's DAG at ``onstart``):
-    then the need is their share (the checkpoints of the RL jobs among them; the rest of the outputs
-    when any other job runs), else the whole plan's less what is already under the results folder."""
+def disk_problem(cfg: dict, planned: Iterable[Work], at_once: int | None = None, *,
+                 base: str | Path | None = None) -> str | None:
+    """The disk check of the jobs a run will start (``planned``, from Snakemake's DAG): one line
+    naming what they write (``disk_need``) and the free space of the results folder's disk when it
+    does not fit; None when it fits, or when ``disk.check_free_space`` is false."""
     if not (cfg.get("disk") or {}).get("check_free_space", True):
         return None
     folder = results_folder(cfg, base)
     free, _ = disk_free(folder)
-    need = disk_need(cfg, at_once)
-    if running is None:
-        return _disk_problem(need, free, written(folder) if folder.is_dir() else 0, folder)
-    planned = 1 + sum(len(gplan.segments(cfg, run)) for run in gplan.runs(cfg))
-    rl = sum(rule in RL_RULES for rule in running)
-    share = min(1.0, rl / planned)
-    need = DiskNeed(int(need.weights * share), int(need.states * share),
-                    need.training * min(rl, need.at_once) // max(need.at_once, 1),
-                    need.other if set(running) - set(RL_RULES) else 0, need.checkpoints, need.at_once, need.how)
-    return _disk_problem(need, free, 0, folder)
+    return _disk_problem(disk_need(cfg, planned, at_once), free, 0, folder)

@@ -162,7 +162,7 @@ def _rollout(cfg: dict, kind: str, domain: str, settings: Mapping[str, Any], mod
             "temperature": rs["temperature"], "top_p": rs["top_p"], "max_new_tokens": rs["max_new_tokens"],
             "history_length": rs["history_length"], "generator": rs["generator"], "dtype": rs["dtype"],
             "seed": rs["seed"], "options": _plain(settings.get("options") or {}),
-            "errors_as_losses": bool(rs.get("errors_as_losses", False)), "out": out_json[: -len(".json")] + ".parquet"}
+            "errors_as_losses": bool(rs.get("errors_as_losses", False)), "out": paths.rollout_out(out_json)}
 
 
 def eval_checkpoint(cfg: dict, *, model: str, think: str, tasks_files: Mapping[str, str],

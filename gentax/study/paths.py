@@ -11,6 +11,7 @@ A rule's output pattern is the same function called with wildcards for its argum
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from typing import Any
 
 from gentax.runspec import run_path
@@ -25,12 +26,34 @@ def logs(cfg: dict) -> str:
     return f"{results(cfg)}/logs"
 
 
+# ---- each job's name: where its log and its Snakemake benchmark go --------------------------------
+# A job is named after what it writes (``job_name``), so a rule's log is its output's pattern and no
+# second spelling of it; four jobs have names of their own (``V1_JOB`` ...).
 def log(cfg: dict, name: str) -> str:
     return f"{logs(cfg)}/{name}.log"
 
 
 def benchmark(cfg: dict, name: str) -> str:
     return f"{results(cfg)}/benchmarks/{name}.tsv"
+
+
+def job_name(cfg: dict, written: str) -> str:
+    """The name of the job that writes ``written``, a rule's output pattern from this module: that
+    pattern under the results folder less its extension, ``tasks/{domain}`` for ``tasks(cfg,
+    "{domain}")``; a folder's name is its pattern (``eval_folder``: ``eval/<checkpoint>``)."""
+    prefix = f"{results(cfg)}/"
+    if not written.startswith(prefix):
+        raise ValueError(f"{written!r} is not under the results folder {results(cfg)!r}: no job name")
+    return str(PurePosixPath(written[len(prefix):]).with_suffix(""))
+
+
+#: the jobs named otherwise than what they write (their logs' names predate the layout of their outputs):
+#: Ckpt V1's training (writes init/v1/run/), V2's SFT data (init/v2/sft_data) and SFT (init/v2/model), and
+#: Table 3's properties table (properties/properties.csv)
+V1_JOB = "init/v1"
+V2_SFT_DATA_JOB = "init/v2_sft_data"
+V2_JOB = "init/v2"
+PROPERTIES_TABLE_JOB = "properties/table"
 
 
 def under(cfg: dict, relative: str) -> str:
@@ -47,6 +70,12 @@ def trajectories(summary: str) -> dict[str, str]:
     (gentax.rollout.evaluation): ``{"steps": X.steps.parquet, "episodes": X.episodes.parquet}``."""
     stem = summary.removesuffix(".json")
     return {"steps": f"{stem}.steps.parquet", "episodes": f"{stem}.episodes.parquet"}
+
+
+def rollout_out(summary: str) -> str:
+    """The ``out`` of the rollout (``gentax eval`` / ``gentax properties``) that writes the summary
+    ``X.json`` and its ``trajectories``: ``X.parquet`` (gentax.rollout.evaluation.output_prefix)."""
+    return f"{summary.removesuffix('.json')}.parquet"
 
 
 # ---- models -------------------------------------------------------------------------------------

@@ -15,23 +15,19 @@ validating the config is ``gentax.study.config``. Contract:
 - ``eval_steps(cfg, run, part)`` = the checkpoints evaluated: the last ``eval.window`` checkpoints at
   ``grid.steps`` ("main") and at an extended run's own last step ("extended"), or all checkpoints
   with ``eval.all_checkpoints``.
-- ``jobs(cfg, names)`` = the jobs the workflow runs to build the tables/figures ``names`` (default:
-  all), by rule, each with its work units (training steps or episodes): what ``gentax plan --cost``
-  prices. What each table/figure is and reads is its entry in the registry
-  (``gentax.analysis.artifacts``): ``table_names``, ``figure_names``, ``artifact_variants``,
-  ``artifact_runs``, ``artifact_reads`` / ``artifact_inputs`` and ``jobs`` derive from it, and the
-  Snakefile's input functions (rules/common.smk) call them; tests/test_cost.py checks ``jobs``
-  against Snakemake's own dry-run.
+- What each table/figure is and reads is its entry in the registry (``gentax.analysis.artifacts``):
+  ``table_names``, ``figure_names``, ``artifact_variants``, ``artifact_runs``, ``artifact_reads`` /
+  ``artifact_inputs`` and ``artifact_path`` derive from it, and the Snakefile's input functions
+  (rules/common.smk) call them. Which jobs a table needs is Snakemake's DAG of those rules
+  (``gentax.study.dag``), which ``gentax plan --cost`` prices: no copy of the graph is kept here.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections import defaultdict
-from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterable
+from typing import Any
 
 from gentax import runspec
 from gentax.analysis import artifacts
@@ -225,7 +221,7 @@ def find_run(cfg: dict, init: str, train_domain: str, variant: str, seed: int) -
     for run in runs(cfg):
         if (run.init, run.train_domain, run.variant_label, run.seed) == (init, train_domain, variant, int(seed)):
             return run
-    raise ConfigError(f"no planned run {init}/{train_domain}/{variant}/seed{seed}")
+    raise ConfigError(f"no planned run {runspec.run_path(init, train_domain, variant, seed)}")
 
 
 def segments(cfg: dict, run: Run) -> list[tuple[int, int]]:
@@ -318,10 +314,6 @@ def eval_rule(init: str) -> str:
     """The rule whose one job per checkpoint of a run from ``init`` plays every eval domain of
     ``init`` (one rule per initial policy: its domains are the rule's outputs)."""
     return f"eval_checkpoint_{init}"
-
-
-#: the evaluation rules (rules/eval.smk): one per initial policy
-EVAL_RULES = tuple(eval_rule(init) for init in ("v1", "v2"))
 
 
 def plan(cfg: dict) -> dict[str, Any]:
@@ -504,69 +496,10 @@ def artifact_inputs(cfg: dict, name: str) -> dict[str, Any]:
     return inputs
 
 
-def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
-    """The jobs that build the tables/figures ``names`` (default: all of them) from nothing.
-
-    ``{rule: [units of each job]}`` where units are training steps (``rl_v1``, ``rl_segment``,
-    ``sft_v2``, ``embedded_base``), episodes (``EVAL_RULES``: a checkpoint's episodes over its eval
-    domains; ``properties``; ``sft_data``: the V1 episodes it rolls out) or 0 (bookkeeping jobs). What each table/figure reads comes from its
-    registry entry (``artifact_reads``, the same function as the rules' ``artifact_inputs``); from
-    there it follows the rules' input functions (run summary -> checkpoint evaluations -> training
-    segments; SFT and V1 below V2), which tests/test_cost.py checks against Snakemake's dry-run.
-    """
-    names = list(names) if names is not None else [*table_names(cfg), *figure_names(cfg)]
-    out: dict[str, list[int]] = defaultdict(list)
-    parts: dict[Run, set[str]] = {}
-    bases: set[tuple[str, str]] = set()
-    with_properties = with_controls = False
-    for name in names:
-        reads = artifact_reads(cfg, name)  # the registry entry's inputs, as the rule's input function reads them
-        out[_artifact(name).kind].append(0)
-        for run, part in reads.runs:
-            parts.setdefault(run, set()).add(part)
-        bases |= set(reads.bases)
-        with_properties |= reads.properties
-        with_controls |= reads.controls
-    task_domains: set[str] = set()
-    for run, wanted in parts.items():
-        steps = [s for part in sorted(wanted) for s in eval_steps(cfg, run, part)]
-        last = max(end for _, end in {segment_of(cfg, run, s) for s in steps})
-        out["rl_segment"] += [end - start for start, end in segments(cfg, run) if end <= last]
-        out[eval_rule(run.init)] += [sum(eval_episodes(cfg, d) for d in eval_domains(cfg, run.init)) for _ in steps]
-        out["run_summary"] += [0] * len(wanted)
-        task_domains |= set(eval_domains(cfg, run.init))
-    for init, _ in sorted(bases):
-        out[eval_rule(init)].append(sum(eval_episodes(cfg, d) for d in eval_domains(cfg, init)))
-        out["base_summary"].append(0)
-        task_domains |= set(eval_domains(cfg, init))
-    inits = {run.init for run in parts} | {init for init, _ in bases}
-    logs: set[str] = set()  # property logs: Table 3's per domain, the controls' per level
-    if with_properties:
-        logs |= {paths.relative_properties(d) for d in eval_domains(cfg, cfg["properties"]["init"])}
-        out["properties_table"].append(0)
-    if with_controls:
-        logs |= set(control_property_paths(cfg))
-        out["controls_properties_table"].append(0)
-    for log in sorted(logs):
-        out["properties" if log == paths.relative_properties(Path(log).stem) else "control_properties"].append(
-            cfg["properties"]["episodes"])
-        task_domains.add(Path(log).stem)
-    if logs:
-        inits.add(cfg["properties"]["init"])
-    if "v2" in inits:
-        inits.add("v1")
-        sft = load_sft_config(sft_section(cfg["inits"]["v2"]["sft"]), preset="v2")
-        out["sft_data"].append(sft.v1_episodes_per_domain * len(sft.mix))  # at most: per collection round
-        out["sft_v2"].append(sft.steps)
-        task_domains |= set(sft.mix)
-    if "v1" in inits:
-        out["rl_v1"].append(int(cfg["inits"]["v1"]["rl"]["steps"]))
-        task_domains.add(cfg["inits"]["v1"]["rl"]["train_domain"])
-        if cfg["model"]["embedded"]:
-            base = load_sft_config(sft_section(cfg["embedded_base"]), preset="embedded-base")
-            out["embedded_model"].append(0)
-            out["embedded_base_data"].append(0)
-            out["embedded_base"].append(int(base.steps))
-            task_domains |= set(base.active_domains())  # the warm start's demos
-    out["tasks"] += [0] * len(task_domains)
-    return dict(out)
+def artifact_path(cfg: dict, name: str) -> str:
+    """The file of table/figure ``name`` (its csv / png): what to ask Snakemake for to build it and
+    what it needs; ConfigError for an unknown name or one this config does not plan."""
+    kind = _artifact(name).kind
+    if name not in artifact_names(cfg):
+        raise ConfigError(f"{kind} {name!r} is not planned for this config (planned: {', '.join(artifact_names(cfg))})")
+    return paths.figure(cfg, name) if kind == "figure" else paths.table(cfg, name)
