@@ -290,6 +290,8 @@ if os.environ.get("FAKE_SFT_HOLD"):
 @pytest.fixture
 def sft_job(tiny, tmp_path):
     """(config, data folder, init model) of an SFT job whose LlamaFactory is a stand-in script."""
+    from gentax.study.config import study_config
+    from gentax.study.plan import study_sft
     from gentax.train.sft_config import load_sft_config
     from gentax.train.sft_data import DATASET_INFO, DATASET_NAME
 
@@ -301,8 +303,8 @@ def sft_job(tiny, tmp_path):
     (data / "dataset_info.json").write_text(json.dumps(DATASET_INFO))
     example = {"conversations": [{"from": "human", "value": "push the box"}, {"from": "gpt", "value": "up"}]}
     (data / DATASET_INFO[DATASET_NAME]["file_name"]).write_text(json.dumps([example]))
-    cfg = load_sft_config({"llamafactory_cli": str(cli), "steps": 1, "batch_size": 1, "micro_batch_size": 1},
-                          "embedded-base")
+    cfg = load_sft_config({**study_sft(study_config("embedded", check=False), "embedded-base"),
+                           "llamafactory_cli": str(cli), "steps": 1, "batch_size": 1, "micro_batch_size": 1})
     return cfg, data, tiny
 
 

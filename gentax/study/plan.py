@@ -35,13 +35,15 @@ from typing import Any, Iterable
 
 from gentax import runspec
 from gentax.analysis import artifacts
-from gentax.domains.spec import is_mixture, mixture_weights, names
-from gentax.errors import ConfigError, KeyProblem
+from gentax.domains.spec import is_mixture, mixture_weights, names, specs
+from gentax.dtype import sft_precision
+from gentax.errors import ConfigError, KeyProblem, is_integer
 from gentax.runspec import RunSpec
 from gentax.study import paths
 from gentax.study.controls import ControlLevel, control_levels, enabled, property_path
 from gentax.train.runs import saved_steps
-from gentax.train.sft_config import load_sft_config, sft_section  # noqa: F401  (sft_section: read as gplan.sft_section)
+from gentax.train.sft_config import PRESETS as SFT_PRESETS
+from gentax.train.sft_config import load_sft_config
 
 VARIANTS = runspec.variant_names()  # what each means: gentax/runspec.py
 
@@ -71,9 +73,9 @@ _DERIVED_LISTS = {
 Run = RunSpec  # a planned run (gentax.runspec)
 
 
-def sft_domains(sft: dict, preset: str = "v2") -> list[str]:
-    """The domains an SFT section's data comes from (its mix after the preset's defaults)."""
-    return load_sft_config(sft_section(sft), preset=preset).active_domains()
+def sft_domains(cfg: dict, preset: str) -> list[str]:
+    """The domains the SFT stage ``preset``'s data comes from (its mix: ``study_sft``)."""
+    return load_sft_config(study_sft(cfg, preset)).active_domains()
 
 
 def eval_episodes(cfg: dict, domain: str) -> int:
@@ -141,6 +143,53 @@ def study_rl(cfg: dict) -> dict[str, Any]:
             raise KeyProblem("RL config", (key,), f"set by {source} (the RL run's validation plays as the evaluations "
                                                   f"do); remove rl.{key}")
     return {**cfg["rl"], "val_temperature": cfg["eval"]["temperature"]}
+
+
+#: the SFT stages (``gentax.train.sft_config.PRESETS``) and the study config block holding each one's values
+SFT_BLOCKS = dict(zip(SFT_PRESETS, ("inits.v2.sft", "embedded_base")))
+#: SFT keys whose value is another study setting's: never set in an SFT block (``study_sft`` fills them)
+SFT_FROM_STUDY = {"history_length": "rl.history_length", "max_new_tokens": "rl.max_new_tokens",
+                  "temperature": "rl.temperature", "top_p": "rl.top_p", "generator": "engines.generator",
+                  "seed": "seed"}
+
+
+def _setting(cfg: dict, dotted: str) -> Any:
+    node = cfg
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
+def study_sft(cfg: dict, preset: str) -> dict[str, Any]:
+    """The SFT section a job of the SFT stage ``preset`` (``SFT_BLOCKS``) receives, as the SFT
+    engine's loader reads it (``load_sft_config``; its ``data()`` / ``train()`` are the two jobs'
+    parts): the stage's block of the study config, where a mix weight of 0 drops that domain (config
+    files merge key by key, so an override cannot delete a key of config.yaml's mix); for the
+    embedded warm start without a mix of its own, weight 1 and the expert for every domain whose spec
+    has ``warm_start`` (``gentax.domains.spec``); the keys whose value is another setting's
+    (``SFT_FROM_STUDY``: the V1 model is sampled as in its RL rollouts and sees what the RL runs'
+    agent sees); ``engines.dtype``, when not ``auto``, as its ``precision``. The one builder of an
+    SFT section in the study layer: the jobs, the plan's pricing, the config check, the memory
+    check, ``gentax plan --settings`` and ``gentax sft``'s defaults all read it. A block that sets a
+    key of ``SFT_FROM_STUDY`` is refused (``KeyProblem``), naming the key that holds it."""
+    if preset not in SFT_BLOCKS:
+        raise ConfigError(f"unknown SFT preset {preset!r}; valid: {', '.join(SFT_BLOCKS)}")
+    block = dict(_setting(cfg, SFT_BLOCKS[preset]) or {})
+    for key, source in SFT_FROM_STUDY.items():
+        if key in block:
+            raise KeyProblem("SFT config", (key,), f"set by {source} (the SFT jobs take it from there, as the RL "
+                                                   f"and evaluation jobs do); remove {SFT_BLOCKS[preset]}.{key}")
+    if "mix" in block and isinstance(block["mix"], dict):  # a weight that is no number stays, for the loader to name it
+        block["mix"] = {d: w for d, w in block["mix"].items() if not (is_integer(w) and w <= 0)}
+    if preset == "embedded-base":
+        warm_start = [d for d, s in specs().items() if s.warm_start]
+        block.setdefault("mix", {d: 1 for d in warm_start})
+        block.setdefault("sources", {d: "expert" for d in warm_start})
+    section = {**block, **{key: _setting(cfg, source) for key, source in SFT_FROM_STUDY.items()}}
+    dtype = cfg["engines"].get("dtype", "auto")
+    if dtype != "auto":
+        section["precision"] = sft_precision(dtype)
+    return section
 
 
 # ---- the grid --------------------------------------------------------------------------------
@@ -555,7 +604,7 @@ def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
         inits.add(cfg["properties"]["init"])
     if "v2" in inits:
         inits.add("v1")
-        sft = load_sft_config(sft_section(cfg["inits"]["v2"]["sft"]), preset="v2")
+        sft = load_sft_config(study_sft(cfg, "v2"))
         out["sft_data"].append(sft.v1_episodes_per_domain * len(sft.mix))  # at most: per collection round
         out["sft_v2"].append(sft.steps)
         task_domains |= set(sft.mix)
@@ -563,7 +612,7 @@ def jobs(cfg: dict, names: Iterable[str] | None = None) -> dict[str, list[int]]:
         out["rl_v1"].append(int(cfg["inits"]["v1"]["rl"]["steps"]))
         task_domains.add(cfg["inits"]["v1"]["rl"]["train_domain"])
         if cfg["model"]["embedded"]:
-            base = load_sft_config(sft_section(cfg["embedded_base"]), preset="embedded-base")
+            base = load_sft_config(study_sft(cfg, "embedded-base"))
             out["embedded_model"].append(0)
             out["embedded_base_data"].append(0)
             out["embedded_base"].append(int(base.steps))
