@@ -195,7 +195,7 @@ def test_env_errors_are_left_out_of_success_rates_and_named_in_one_line(tmp_path
 
 def test_tables_flag_cells_with_env_errors():
     from gentax.analysis.synthetic import synthetic_summary
-    from analysis_cases import STUDY
+    from analysis_cases import study
     from gentax.analysis.tables import ERROR_MARK, Settings, compute_tables, render
 
     summary = synthetic_summary(seeds=(0, 1))
@@ -203,7 +203,7 @@ def test_tables_flag_cells_with_env_errors():
     sick = (summary["init"] == "v2") & (summary["train_domain"] == "sokoban") & (summary["variant"] == "default")
     summary.loc[sick & (summary["eval_domain"] == "sciworld"), "error_rate"] = 0.5  # a dying JVM
     summary.loc[sick & (summary["eval_domain"] == "webshop"), "error_rate"] = 0.01
-    analysis = compute_tables(summary, settings=Settings(**STUDY, n_boot=0, error_mark_pct=5))
+    analysis = compute_tables(summary, None, settings=Settings(**study(n_boot=0, error_mark_pct=5)))
     table2 = analysis.tables["table2_success"]
     row = table2.data.set_index(["init", "train_domain", "eval_domain"]).loc[("v2", "sokoban", "sciworld")]
     assert row["error_pct"] == pytest.approx(50.0)

@@ -296,7 +296,7 @@ def table_settings(cfg: dict) -> dict[str, Any]:
     from gentax.analysis.summary import config_settings  # function-local: defers pandas
 
     return {"window": window(cfg, cfg["grid"]["steps"]), "bootstrap": int(cfg["eval"]["bootstrap"]), "seed": int(cfg["seed"]),
-            "error_mark_pct": float(cfg["eval"].get("error_mark_pct", 5)), **config_settings(cfg)}
+            "error_mark_pct": float(cfg["eval"]["error_mark_pct"]), **config_settings(cfg)}
 
 
 def window(cfg: dict, end: int) -> list[int]:
