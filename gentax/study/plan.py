@@ -251,6 +251,15 @@ def filler_settings(cfg: dict) -> dict[str, Any]:
     return {key: block[key] for key in ("source", "token", "eval_tokens")}
 
 
+def eval_filler(cfg: dict) -> dict[str, Any]:
+    """What a filler-mode evaluation plays with beside the thinking evaluation it matches: the
+    filler's ``source`` and ``token``, and its length ``tokens`` (None: that evaluation's mean think
+    tokens, ``controls.filler.eval_tokens: matched``; else that count)."""
+    filler = filler_settings(cfg)
+    return {"source": filler["source"], "token": filler["token"],
+            "tokens": None if filler["eval_tokens"] == "matched" else int(filler["eval_tokens"])}
+
+
 def filler_reference(cfg: dict, run: Run) -> Run:
     """The thinking run a filler run matches (same init, training domain, seed; variant default):
     its per-step mean think tokens are the filler run's filler lengths."""
