@@ -137,12 +137,17 @@ def study_rl(cfg: dict) -> dict[str, Any]:
     """The study's RL block as the RL engines' loader reads it: config ``rl:`` with the RL keys whose
     value is another setting's (``RL_FROM_STUDY``): the validation inside an RL run plays at the
     evaluations' temperature. A config that sets one of them under ``rl:`` is refused, naming the key
-    that holds it."""
+    that holds it. A run's GPUs (``verl.n_gpus_per_node``) are the cluster's (``cluster.gpus_per_node``,
+    the SFT job's too) unless ``rl.verl.n_gpus_per_node`` gives RL its own count."""
     for key, source in RL_FROM_STUDY.items():
         if key in cfg["rl"]:
             raise KeyProblem("RL config", (key,), f"set by {source} (the RL run's validation plays as the evaluations "
                                                   f"do); remove rl.{key}")
-    return {**cfg["rl"], "val_temperature": cfg["eval"]["temperature"]}
+    rl = {**cfg["rl"], "val_temperature": cfg["eval"]["temperature"]}
+    verl = dict(rl.get("verl") or {})
+    if verl.get("n_gpus_per_node") is None and "cluster" in cfg:
+        rl["verl"] = {**verl, "n_gpus_per_node": cfg["cluster"]["gpus_per_node"]}
+    return rl
 
 
 #: the SFT stages (``gentax.train.sft_config.PRESETS``) and the study config block holding each one's values
