@@ -102,6 +102,18 @@ def test_study_sections_and_errors(tmp_path):
         read_sft_file(config, "v3")
 
 
+def test_a_mix_weight_of_0_drops_the_domain_and_its_source():
+    """Config files merge key by key: an override's weight 0 is how a domain leaves config.yaml's mix,
+    and its source leaves with it (a job's section holds only what it reads)."""
+    from gentax.study.config import study_config
+    from gentax.study.plan import study_sft
+
+    cfg = study_config("paper", check=False)
+    cfg["inits"]["v2"]["sft"]["mix"]["alfworld"] = 0
+    section = study_sft(cfg, "v2")
+    assert set(section["mix"]) == set(section["sources"]) == {"sciworld", "webshop"}
+
+
 def test_no_sft_default_is_a_study_value():
     """sft_defaults.yaml holds engine internals only (issue #41 item 2): none of its keys is one the
     paper's SFT block (config.yaml inits.v2.sft) sets or one the study fills from another setting

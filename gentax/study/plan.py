@@ -168,8 +168,8 @@ def _setting(cfg: dict, dotted: str) -> Any:
 def study_sft(cfg: dict, preset: str) -> dict[str, Any]:
     """The SFT section a job of the SFT stage ``preset`` (``SFT_BLOCKS``) receives, as the SFT
     engine's loader reads it (``load_sft_config``; its ``data()`` / ``train()`` are the two jobs'
-    parts): the stage's block of the study config, where a mix weight of 0 drops that domain (config
-    files merge key by key, so an override cannot delete a key of config.yaml's mix); for the
+    parts): the stage's block of the study config, where a mix weight of 0 drops that domain and its
+    source (config files merge key by key, so an override cannot delete a key of config.yaml's); for the
     embedded warm start without a mix of its own, weight 1 and the expert for every domain whose spec
     has ``warm_start`` (``gentax.domains.spec``); the keys whose value is another setting's
     (``SFT_FROM_STUDY``: the V1 model is sampled as in its RL rollouts and sees what the RL runs'
@@ -186,6 +186,8 @@ def study_sft(cfg: dict, preset: str) -> dict[str, Any]:
                                                    f"and evaluation jobs do); remove {SFT_BLOCKS[preset]}.{key}")
     if "mix" in block and isinstance(block["mix"], dict):  # a weight that is no number stays, for the loader to name it
         block["mix"] = {d: w for d, w in block["mix"].items() if not (is_integer(w) and w <= 0)}
+        if isinstance(block.get("sources"), dict):  # likewise merged key by key: only the mix's domains have one
+            block["sources"] = {d: s for d, s in block["sources"].items() if d in block["mix"]}
     if preset == "embedded-base":
         warm_start = [d for d, s in specs().items() if s.warm_start]
         block.setdefault("mix", {d: 1 for d in warm_start})

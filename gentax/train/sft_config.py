@@ -137,8 +137,9 @@ def load_sft_config(section: Mapping[str, Any]) -> SFTConfig:
     merged = {**engine_defaults(), **section}
     missing = [key for key in known if key not in merged]
     if missing:
-        raise KeyProblem("SFT config", (missing[0],), "missing: a study value, which the study config's SFT block "
-                                                       "holds (config.yaml inits.v2.sft / embedded_base; gentax sft: "
+        raise KeyProblem("SFT config", (missing[0],), "missing: a study value, which the study's SFT section holds "
+                                                       "(gentax.study.plan.study_sft: config.yaml inits.v2.sft / "
+                                                       "embedded_base and what it takes from the study; gentax sft: "
                                                        "--study-preset)")
     cfg = SFTConfig(**merged)
     _validate(cfg)
