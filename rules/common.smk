@@ -181,10 +181,6 @@ def all_figures():
     return [gpaths.figure(config, name) for name in gplan.figure_names(config)]
 
 
-def sft_mix_domains(sft, preset="v2"):
-    return gplan.sft_domains(sft, preset)
-
-
 def think_param(wc):
     """The thinking mode an eval uses: the run's (gentax.runspec), or for a base row its variant's."""
     if wc.train_domain == "base":

@@ -39,7 +39,7 @@ rule sft_data:
     input:
         unpack(SFT_DATA_JOB.checked),
         v1=init_model_input("v1"),
-        tasks=[gpaths.tasks(config, d) for d in sft_mix_domains(config["inits"]["v2"]["sft"])],
+        tasks=[gpaths.tasks(config, d) for d in gplan.sft_domains(config, "v2")],
     output:
         directory(gpaths.v2_sft_data(config)),
     params:

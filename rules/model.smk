@@ -2,9 +2,9 @@
 # wheel, warm-started by SFT on expert demonstrations of all four domains (it does not follow the
 # step format out of the box). On a cluster, config model.base is a local HF folder instead.
 
-# the domains of the warm start: those whose spec has warm_start (gentax.domains.spec), as the
-# embedded-base SFT preset's mix (gentax.train.sft_config)
-WARM_START_DOMAINS = sft_mix_domains(config.get("embedded_base") or {}, preset="embedded-base")
+# the domains of the warm start: its SFT stage's mix (config embedded_base; where it names none, those
+# whose spec has warm_start: gentax.study.plan.study_sft)
+WARM_START_DOMAINS = gplan.sft_domains(config, "embedded-base")
 
 
 EMBEDDED_MODEL_JOB = JobSpec("model embedded", lambda wc: gjobs.embedded_model(config, gpaths.embedded_model(config)))

@@ -13,7 +13,8 @@ embedded, gpu1) resolves to, generated, never edited by hand (as verl's generate
 - ``sft``: the SFT sections the SFT jobs receive (``gentax.study.jobs.sft_data`` / ``sft_train``:
   V2's, and the embedded base's where the preset builds one);
 - ``command_line``: what each command's options default to under ``--preset`` (``gentax eval``,
-  ``properties``, ``tables``, ``train rl``; ``gentax.study.config.command_line_defaults``).
+  ``properties``, ``tables``, ``train rl``, ``augment preview``; ``gentax sft``'s ``--study-preset``:
+  each SFT stage's section before the engine's defaults; ``gentax.study.config.command_line_defaults``).
 
 tests/test_resolved_defaults.py runs ``--check``, so a change to any default is a change of these
 files, reviewed in the diff.

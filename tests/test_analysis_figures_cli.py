@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 import pandas as pd
 import pytest
 
-from analysis_cases import STUDY, base, hand_properties, hand_summary, run
+from analysis_cases import base, hand_properties, hand_summary, run, study
 from gentax import cli
 from gentax.analysis import tables
 from gentax.errors import GentaxError
@@ -56,7 +56,7 @@ def figure_case() -> pd.DataFrame:
 
 def test_figures_are_written(tmp_path):
     out = tmp_path / "out"
-    tables.build_all(figure_case(), hand_properties(), out, n_boot=0, **STUDY)
+    tables.build_all(figure_case(), hand_properties(), out, **study(n_boot=0))
     figures = out / "figures"
     for stem in ("ood_vs_properties", "delta_ood_augmentation", "delta_ood_thinking", "training_curves"):
         png, svg = figures / f"{stem}.png", figures / f"{stem}.svg"
@@ -82,24 +82,24 @@ def test_build_one_writes_just_the_named_output(tmp_path):
         paths.append(tmp_path / f"run{i}.csv")
         part.to_csv(paths[-1], index=False)
     outputs = {ext: tmp_path / "t" / f"table5_augmentation.{ext}" for ext in ("csv", "md", "tex")}
-    tables.build_one("table5_augmentation", paths, None, outputs, window=[105, 120, 135, 150], seed=1, **STUDY)
+    tables.build_one("table5_augmentation", paths, None, outputs, **study(window=[105, 120, 135, 150], seed=1))
     t5 = pd.read_csv(outputs["csv"])
     alf = t5[(t5.init == "v1") & (t5.train_domain == "alfworld")].iloc[0]
     # 100 * ((30 - 25) + (5 - 5)) / (25 + 5)
     assert alf.delta_ood_pct == pytest.approx(100 * 5 / 30, abs=1e-6)
     assert sorted(p.name for p in (tmp_path / "t").iterdir()) == sorted(p.name for p in outputs.values())
     figure = {"png": tmp_path / "f" / "curves.png", "svg": tmp_path / "f" / "curves.svg"}
-    tables.build_one("training_curves", paths, None, figure, **STUDY)
+    tables.build_one("training_curves", paths, None, figure, **study())
     assert figure["png"].read_bytes()[:8] == PNG_MAGIC
     with pytest.raises(GentaxError, match="unknown table or figure 'table99'"):
         tables.build_one("table99", paths, None, {})
     with pytest.raises(GentaxError, match="no output path for tex"):
-        tables.build_one("table2_success", paths, None, {"csv": tmp_path / "x.csv", "md": tmp_path / "x.md"}, **STUDY)
+        tables.build_one("table2_success", paths, None, {"csv": tmp_path / "x.csv", "md": tmp_path / "x.md"}, **study())
     broken = figure_case().iloc[100:].reset_index(drop=True)
     broken.loc[20, "success"] = 7
     broken.to_csv(paths[1], index=False)
     with pytest.raises(GentaxError, match=r"run1.csv row 21 "):
-        tables.build_one("table2_success", paths, None, outputs, **STUDY)
+        tables.build_one("table2_success", paths, None, outputs, **study())
 
 
 def test_same_inputs_same_files(tmp_path, inputs, only_tables_command):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from analysis_cases import STUDY
+from analysis_cases import study
 from test_analysis_figures_cli import figure_case
 
 from gentax.study import cost, dag, power
@@ -63,7 +63,7 @@ def test_one_entry_plans_prices_and_builds_a_new_table(with_toy, paper, tmp_path
     summary = tmp_path / "summary.csv"
     figure_case().to_csv(summary, index=False)
     outputs = {ext: tmp_path / f"toy.{ext}" for ext in ("csv", "md", "tex")}
-    tables.build_one("toy_best_run", [summary], None, outputs, window=[105, 120, 135, 150], **STUDY)
+    tables.build_one("toy_best_run", [summary], None, outputs, **study(window=[105, 120, 135, 150]))
     built = pd.read_csv(outputs["csv"])
     assert list(built.columns) == ["train_domain", "mean_pct"] and len(built) > 0
 
@@ -95,13 +95,13 @@ def test_a_table_job_computes_its_table_and_what_it_reads_only(tmp_path, monkeyp
     monkeypatch.setattr(tables, "table2_success", never)
     monkeypatch.setattr(tables, "table4_extended", never)
     outputs = {ext: tmp_path / f"t5.{ext}" for ext in ("csv", "md", "tex")}
-    analysis = tables.build_one("table5_augmentation", [summary], None, outputs, window=[105, 120, 135, 150], **STUDY)
+    analysis = tables.build_one("table5_augmentation", [summary], None, outputs, **study(window=[105, 120, 135, 150]))
     assert "draws" not in vars(analysis) and "extended" not in vars(analysis)  # shared values: computed on first use
     assert pd.read_csv(outputs["csv"])["variant"].eq("aug").all()
     monkeypatch.undo()
     calls = []
     monkeypatch.setattr(tables.stats, "bootstrap", lambda *a, **k: calls.append(a) or tables.stats.BootstrapDraws(n_boot=0))
-    analysis = tables.analyse(summary, settings=tables.Settings(**STUDY, n_boot=10))
+    analysis = tables.analyse(summary, None, settings=tables.Settings(**study(n_boot=10)))
     analysis.table("success_ci"), analysis.table("rank_stability"), analysis.table("table2_success")
     assert len(calls) == 1  # the draws are shared: computed once for the three tables that read them
     assert analysis.table("success_ci") is analysis.table("success_ci")

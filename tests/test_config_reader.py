@@ -51,3 +51,31 @@ def test_a_command_line_default_is_the_study_presets(tmp_path):
     for preset, window in (("embedded", [2]), ("paper", [105, 120, 135, 150])):
         args = build_parser().parse_args(["tables", "--summary", "s.csv", "--out", str(tmp_path), "--preset", preset])
         assert _study_defaults(args)()["window"] == window
+
+
+def test_train_rl_takes_its_engine_and_seed_from_the_study(tmp_path, capsys):
+    """A run named on the command line: engines.rl's engine (the embedded study's local engine prints
+    its RL section and run spec), the grid's first seed and grid.steps."""
+    import yaml
+
+    from gentax.cli import main
+    from gentax.study.config import study_config
+
+    cfg = study_config("embedded")
+    assert main(["train", "rl", "--preset", "embedded", "--print-config", "--init", "/m", "--domain", "sokoban",
+                 "--out", str(tmp_path / "run")]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert cfg["engines"]["rl"] == "local" and "run_spec" in printed  # the local engine's print (verl's: its config)
+    assert printed["run_spec"]["seed"] == cfg["grid"]["seeds"][0] and printed["run_spec"]["steps"] == cfg["grid"]["steps"]
+
+
+def test_augment_preview_takes_its_kind_from_the_study(tmp_path, capsys):
+    from gentax.cli import main
+
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("augmentation: {kind: fixed_boilerplate}\n")
+    previews = []
+    for options in (["--study-config", str(mine)], ["--kind", "fixed_boilerplate"], ["--kind", "distractor"]):
+        assert main(["augment", "preview", "--domain", "sokoban", "--eps", "80", "--json", *options]) == 0
+        previews.append(capsys.readouterr().out)
+    assert previews[0] == previews[1] != previews[2]

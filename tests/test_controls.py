@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis_cases import STUDY, base, run
+from analysis_cases import base, run, study
 from gentax.study import controls
 from gentax.io import REPO_ROOT, deep_merge
 from gentax.study import plan as gplan
@@ -47,7 +47,7 @@ def _hand_summary() -> pd.DataFrame:
 
 
 def test_sweep_table_gives_delta_ood_with_a_seed_interval_and_undefined_cells_as_such(tmp_path):
-    analysis = compute_tables(_hand_summary(), controls=_levels(), settings=Settings(**STUDY))
+    analysis = compute_tables(_hand_summary(), None, controls=_levels(), settings=Settings(**study()))
     sweep = analysis.tables["controls_sweep"].data.set_index("level")
     assert sweep.at["easy", "delta_ood_pct"] == pytest.approx(10.0)
     assert sweep.at["easy", "delta_ood_ci_low"] == pytest.approx(0.0)     # both seeds drawn as seed 0
@@ -95,24 +95,24 @@ def test_controls_table_and_figure_build_from_the_synthetic_sweeps(tmp_path):
     summary.to_csv(summary_path, index=False)
     levels.to_csv(levels_path, index=False)
     outputs = {ext: tmp_path / f"controls_regression.{ext}" for ext in ("csv", "md", "tex")}
-    build_one("controls_regression", [str(summary_path)], None, outputs, controls=str(levels_path),
-              window=(75, 150), n_boot=200, **STUDY)
+    build_one("controls_regression", [str(summary_path)], None, outputs, **study(controls=str(levels_path),
+              window=(75, 150), n_boot=200))
     fit = pd.read_csv(outputs["csv"]).set_index("term")
     assert fit.at["complexity", "estimate"] < 0 and set(fit["n_runs"]) == {12}  # the planted tax grows with complexity
     assert "(12 runs)" in outputs["md"].read_text()
     figure = {ext: tmp_path / f"controls_delta_ood.{ext}" for ext in ("png", "svg")}
-    build_one("controls_delta_ood", [str(summary_path)], None, figure, controls=str(levels_path), window=(75, 150),
-              n_boot=50, **STUDY)
+    build_one("controls_delta_ood", [str(summary_path)], None, figure, **study(controls=str(levels_path), window=(75, 150),
+              n_boot=50))
     assert figure["png"].stat().st_size > 0 and "difficulty sweep" in figure["svg"].read_text()
 
 
 def test_without_the_controls_input_the_tables_are_empty_and_no_figure_is_drawn(tmp_path):
     outputs = {ext: tmp_path / f"controls_sweep.{ext}" for ext in ("csv", "md", "tex")}
-    build_one("controls_sweep", _hand_summary(), None, outputs, window=WINDOW, **STUDY)
+    build_one("controls_sweep", _hand_summary(), None, outputs, **study(window=WINDOW))
     assert pd.read_csv(outputs["csv"]).empty
     from gentax.analysis.tables import build_all
 
-    analysis = build_all(_hand_summary(), None, tmp_path / "all", window=WINDOW, n_boot=0, **STUDY)
+    analysis = build_all(_hand_summary(), None, tmp_path / "all", **study(window=WINDOW, n_boot=0))
     assert "controls_sweep" not in analysis.tables and not (tmp_path / "all" / "figures" / "controls_delta_ood.png").exists()
 
 

@@ -36,11 +36,15 @@ def test_the_override_wins_and_bad_settings_are_one_error():
     assert rl_section({}, **section, dtype="float32")["autocast"] == "none"
     assert rl_section({}, **section, dtype="bfloat16")["autocast"] == "bf16"
     # ... and the SFT jobs' precision (LlamaFactory)
-    from gentax.study.jobs import sft_train_section
+    from gentax.study.config import study_config
+    from gentax.study.plan import study_sft
 
-    assert "precision" not in sft_train_section({"steps": 3})  # auto: gentax.train.sft decides on its machine
-    assert sft_train_section({"steps": 3}, dtype="float32") == {"steps": 3, "precision": "fp32"}
-    assert sft_train_section({"precision": "fp32"}, dtype="bfloat16")["precision"] == "bf16"
+    cfg = study_config("paper", check=False)
+    assert "precision" not in study_sft(cfg, "v2")  # auto: gentax.train.sft decides on its machine
+    cfg["engines"]["dtype"] = "float32"
+    assert study_sft(cfg, "v2")["precision"] == "fp32"
+    cfg["engines"]["dtype"], cfg["inits"]["v2"]["sft"]["precision"] = "bfloat16", "fp32"
+    assert study_sft(cfg, "v2")["precision"] == "bf16"  # the study's dtype wins over the block's
 
 
 def test_local_engine_autocast_follows_the_choice(monkeypatch):

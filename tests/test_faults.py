@@ -195,7 +195,7 @@ def test_env_errors_are_left_out_of_success_rates_and_named_in_one_line(tmp_path
 
 def test_tables_flag_cells_with_env_errors():
     from gentax.analysis.synthetic import synthetic_summary
-    from analysis_cases import STUDY
+    from analysis_cases import study
     from gentax.analysis.tables import ERROR_MARK, Settings, compute_tables, render
 
     summary = synthetic_summary(seeds=(0, 1))
@@ -203,7 +203,7 @@ def test_tables_flag_cells_with_env_errors():
     sick = (summary["init"] == "v2") & (summary["train_domain"] == "sokoban") & (summary["variant"] == "default")
     summary.loc[sick & (summary["eval_domain"] == "sciworld"), "error_rate"] = 0.5  # a dying JVM
     summary.loc[sick & (summary["eval_domain"] == "webshop"), "error_rate"] = 0.01
-    analysis = compute_tables(summary, settings=Settings(**STUDY, n_boot=0, error_mark_pct=5))
+    analysis = compute_tables(summary, None, settings=Settings(**study(n_boot=0, error_mark_pct=5)))
     table2 = analysis.tables["table2_success"]
     row = table2.data.set_index(["init", "train_domain", "eval_domain"]).loc[("v2", "sokoban", "sciworld")]
     assert row["error_pct"] == pytest.approx(50.0)
@@ -290,6 +290,8 @@ if os.environ.get("FAKE_SFT_HOLD"):
 @pytest.fixture
 def sft_job(tiny, tmp_path):
     """(config, data folder, init model) of an SFT job whose LlamaFactory is a stand-in script."""
+    from gentax.study.config import study_config
+    from gentax.study.plan import study_sft
     from gentax.train.sft_config import load_sft_config
     from gentax.train.sft_data import DATASET_INFO, DATASET_NAME
 
@@ -301,8 +303,8 @@ def sft_job(tiny, tmp_path):
     (data / "dataset_info.json").write_text(json.dumps(DATASET_INFO))
     example = {"conversations": [{"from": "human", "value": "push the box"}, {"from": "gpt", "value": "up"}]}
     (data / DATASET_INFO[DATASET_NAME]["file_name"]).write_text(json.dumps([example]))
-    cfg = load_sft_config({"llamafactory_cli": str(cli), "steps": 1, "batch_size": 1, "micro_batch_size": 1},
-                          "embedded-base")
+    cfg = load_sft_config({**study_sft(study_config("embedded", check=False), "embedded-base"),
+                           "llamafactory_cli": str(cli), "steps": 1, "batch_size": 1, "micro_batch_size": 1})
     return cfg, data, tiny
 
 
@@ -725,7 +727,7 @@ def test_cut_weights_in_a_model_folder_without_a_manifest_are_one_line(tiny, tmp
     shutil.copytree(tiny, model)
     (model / "gentax_manifest.json").unlink(missing_ok=True)
     cut(model / "model.safetensors")
-    assert main(["eval", "--model", str(model), "--domain", "sokoban", "--episodes", "1", "--quiet",
+    assert main(["eval", "--model", str(model), "--generator", "hf", "--domain", "sokoban", "--episodes", "1", "--quiet",
                  "--out", str(tmp_path / "x.parquet")]) == 2
     assert one_error_line(capsys) == (
         f"gentax: error: model folder {model} is corrupt (SafetensorError: Error while deserializing header: "

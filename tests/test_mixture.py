@@ -88,7 +88,7 @@ def test_a_mixture_must_name_known_evaluated_domains():
 
 def test_the_mixture_table_compares_the_mixture_with_its_members(tmp_path):
     from gentax.analysis.synthetic import synthetic_summary
-    from analysis_cases import STUDY
+    from analysis_cases import study
     from gentax.analysis.tables import build_one
 
     summary = synthetic_summary(seeds=(0, 1), episodes=16, every=75, steps=150)
@@ -98,7 +98,7 @@ def test_the_mixture_table_compares_the_mixture_with_its_members(tmp_path):
     path = tmp_path / "summary.csv"
     pd.concat([summary, mixture]).to_csv(path, index=False)
     outputs = {ext: tmp_path / f"mixture_ood.{ext}" for ext in ("csv", "md", "tex")}
-    build_one("mixture_ood", str(path), None, outputs, window=(75, 150), **STUDY)
+    build_one("mixture_ood", str(path), None, outputs, **study(window=(75, 150)))
     table = pd.read_csv(outputs["csv"]).set_index("run")
     assert list(table.index) == ["webshop+sokoban", "webshop", "sokoban"]
     assert set(table["ood_domains"]) == {"alfworld sciworld"}  # OOD = V2's domains outside the mixture
@@ -112,7 +112,7 @@ def test_the_mixture_table_compares_the_mixture_with_its_members(tmp_path):
     assert (low <= table["delta_ood_pct"] + 1e-9).all() and (table["delta_ood_pct"] <= high + 1e-9).all()
     assert (high - low > 0).all()  # 16 episodes per checkpoint: the interval has a width
     figure = {ext: tmp_path / f"mixture_delta_ood.{ext}" for ext in ("png", "svg")}
-    build_one("mixture_delta_ood", str(path), None, figure, window=(75, 150), **STUDY)
+    build_one("mixture_delta_ood", str(path), None, figure, **study(window=(75, 150)))
     svg = figure["svg"].read_text()
     assert figure["png"].stat().st_size > 0 and "V2 webshop+sokoban" in svg and "mixture run" in svg
 

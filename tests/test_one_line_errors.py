@@ -162,8 +162,12 @@ def test_a_plan_cannot_write_a_spec_its_verb_would_refuse():
                                                     "integer >= 0, got '19' (YAML reads '19' as text, not a number: "
                                                     "write 19, without quotes)"),
     ("grid: {steps: 149}", "config key grid.steps: 149 is not a multiple of rl.save_every (15)"),
+    ("inits: {v2: {sft: {temperature: 0.7}}}", "config key inits.v2.sft.temperature: set by rl.temperature (the SFT "
+                                               "jobs take it from there, as the RL and evaluation jobs do); remove "
+                                               "inits.v2.sft.temperature"),
+    ("embedded_base: {seed: 3}", "config key embedded_base.seed: set by seed "),
 ], ids=["rl-typo", "sft-typo", "cluster-typo", "verl-typo", "rl-quoted-float", "rl-yaml-float", "rl-float-int",
-        "eval-float-int", "sft-quoted-weight", "cross-field"])
+        "eval-float-int", "sft-quoted-weight", "cross-field", "sft-from-study", "warm-start-from-study"])
 def test_every_config_section_names_the_key_the_file_and_the_fix(text, line, tmp_path, capsys):
     """`gentax plan` (the same validation as `snakemake -n`) on the paper preset with one layer."""
     layer = tmp_path / "mine.yaml"

@@ -100,3 +100,41 @@ def test_run_summary_rows_carry_each_tasks_outcome(tmp_path):
     (step / "sokoban.episodes.parquet").unlink()
     assert main(["summarize", "--job", spec]) == 2  # one line: "...episodes.parquet is missing; rebuild it: ..."
     assert pd.read_csv(out)["task_outcomes"].iloc[0] == row["task_outcomes"]  # the earlier summary is kept
+
+
+@pytest.mark.parametrize("verb", ["eval", "properties"])
+def test_a_command_line_plays_as_the_workflow_job_of_its_study(verb, tmp_path):
+    """What `gentax eval` / `properties` leave out is what the workflow's job of the study receives
+    (issue #41 item 2): sampling, generator, dtype, seed, the domain's step limit and knobs, ...; and
+    a filler evaluation's source, token and length."""
+    from gentax.cli import _study_defaults, build_parser
+    from gentax.jobspec import evaluations
+    from gentax.rollout.cli import _settings_from_args
+    from gentax.study import jobs
+    from gentax.study.config import study_config
+    from gentax.study.plan import eval_filler
+
+    cfg, out = study_config("embedded"), str(tmp_path / "x.json")
+
+    def command_line(*options):
+        args = build_parser().parse_args([verb, "--preset", "embedded", "--domain", "sokoban", "--model", "m",
+                                          "--episodes", "8", "--out", str(tmp_path / "x.parquet"), *options])
+        args.study_defaults = _study_defaults(args)
+        return _settings_from_args(args, verb)
+
+    if verb == "eval":
+        [job] = evaluations(jobs.eval_checkpoint(cfg, model="m", think="on", tasks_files={"sokoban": "t.json"},
+                                                 out_jsons={"sokoban": out}))
+        keys = ["max_steps"]
+    else:
+        job = jobs.properties(cfg, domain="sokoban", settings=jobs.domain_settings(cfg, "sokoban"), model="m",
+                              tasks_file="t.json", out_json=out)
+        keys = ["t_max"]
+    keys += ["temperature", "top_p", "max_new_tokens", "history_length", "generator", "dtype", "seed", "options",
+             "errors_as_losses"]
+    line = command_line()
+    assert {key: line[key] for key in keys} == {key: job[key] for key in keys}
+    assert job["options"] and line["generator"] == cfg["engines"]["generator"] == "hf"  # the study's, not a constant
+    filler = command_line("--think", "filler", "--filler-reference", "r.json")["filler"]
+    assert filler == {"reference": "r.json", **eval_filler(cfg)}
+    assert command_line("--option", "room_size=6")["options"] == {**job["options"], "room_size": 6}

@@ -29,6 +29,15 @@ from gentax.train.sft_data import DATASET_INFO, DATASET_NAME, apportion, build_s
 ADMISSIBLE_LIST = re.compile(r"\nAdmissible actions: \[(.*)\]\n", re.DOTALL)
 
 
+def study_section(stage: str = "v2", **keys) -> dict:
+    """The paper study's SFT section of ``stage`` (what its workflow job receives,
+    ``gentax.study.plan.study_sft``) with ``keys`` laid over, as ``gentax sft --config`` lays a file."""
+    from gentax.study.config import study_config
+    from gentax.study.plan import study_sft
+
+    return {**study_sft(study_config("paper", check=False), stage), **keys}
+
+
 # ---- the mix ------------------------------------------------------------------------------------
 def test_apportion_is_exact_for_the_paper_mix():
     assert apportion(3220, {"sciworld": 19, "alfworld": 3, "webshop": 1}) == {"sciworld": 2660, "alfworld": 420, "webshop": 140}
@@ -63,36 +72,120 @@ def test_apportion_is_largest_remainder_on_random_cases():
 
 
 # ---- config --------------------------------------------------------------------------------------
-def test_presets_and_errors(tmp_path):
-    v2 = load_sft_config()
+def test_study_sections_and_errors(tmp_path):
+    v2 = load_sft_config(study_section())
     assert (v2.steps, v2.mix, v2.lora_rank) == (100, {"sciworld": 19, "alfworld": 3, "webshop": 1}, 0)
     assert v2.sources == {"sciworld": "expert", "alfworld": "v1", "webshop": "v1"}
-    base = load_sft_config({"steps": 5}, preset="embedded-base")
+    base = load_sft_config(study_section("embedded-base", steps=5))
     assert base.steps == 5 and set(base.mix) == {"alfworld", "webshop", "sokoban", "sciworld"}
     assert set(base.sources.values()) == {"expert"}
-    assert load_sft_config({"mix": {"webshop": 1}}).mix == {"webshop": 1}  # replaced whole, not merged
+    assert load_sft_config(study_section(mix={"webshop": 1})).mix == {"webshop": 1}  # replaced whole, not merged
     with pytest.raises(ConfigError, match="SFT config key .*: unknown key"):
-        load_sft_config({"stepz": 3})
+        load_sft_config(study_section(stepz=3))
     with pytest.raises(ConfigError, match="mix"):
-        load_sft_config({"mix": {"minecraft": 1}})
+        load_sft_config(study_section(mix={"minecraft": 1}))
     with pytest.raises(ConfigError, match="sources"):
-        load_sft_config({"mix": {"sokoban": 1}})  # v2 gives sokoban no source
+        load_sft_config(study_section(mix={"sokoban": 1}))  # v2 gives sokoban no source
     with pytest.raises(ConfigError, match="batch_size"):
-        load_sft_config({"batch_size": 10, "micro_batch_size": 4})
+        load_sft_config(study_section(batch_size=10, micro_batch_size=4))
     with pytest.raises(ConfigError, match="freeze_layers"):
-        load_sft_config({"lora_rank": 8, "freeze_layers": 2})
-    with pytest.raises(ConfigError, match="unknown SFT preset"):
-        load_sft_config({}, preset="v3")
+        load_sft_config(study_section(lora_rank=8, freeze_layers=2))
+    # the engine's defaults hold no study value: a section without one names it
+    with pytest.raises(ConfigError, match="SFT config key pairs: missing: a study value"):
+        load_sft_config({})
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump({"sft": {"steps": 7}, "embedded_base": {"steps": 9},
                                       "domains": {"sokoban": {"max_steps": 4}}, "seed": 3}))
     assert read_sft_file(config, "v2") == ({"steps": 7}, {"sokoban": {"max_steps": 4}}, 3)
     assert read_sft_file(config, "embedded-base")[0] == {"steps": 9}
+    with pytest.raises(ConfigError, match="unknown SFT preset"):
+        read_sft_file(config, "v3")
+
+
+def test_a_mix_weight_of_0_drops_the_domain_and_its_source():
+    """Config files merge key by key: an override's weight 0 is how a domain leaves config/config.yaml's mix,
+    and its source leaves with it (a job's section holds only what it reads)."""
+    from gentax.study.config import study_config
+    from gentax.study.plan import study_sft
+
+    cfg = study_config("paper", check=False)
+    cfg["inits"]["v2"]["sft"]["mix"]["alfworld"] = 0
+    section = study_sft(cfg, "v2")
+    assert set(section["mix"]) == set(section["sources"]) == {"sciworld", "webshop"}
+
+
+def test_no_sft_default_is_a_study_value():
+    """sft_defaults.yaml holds engine internals only (issue #41 item 2): none of its keys is one the
+    paper's SFT block (config/config.yaml inits.v2.sft) sets or one the study fills from another setting
+    (plan.SFT_FROM_STUDY), and no SFT block of config/config.yaml or a preset's overlay repeats one of its
+    values (a stage that changes an engine key, as the embedded warm start does, holds its own value)."""
+    from gentax.io import read_yaml
+    from gentax.study.config import PRESET_OVERLAYS, STUDY_FILE
+    from gentax.study.plan import SFT_BLOCKS, SFT_FROM_STUDY
+    from gentax.train.sft_config import engine_defaults
+
+    defaults = engine_defaults()
+    assert not set(defaults) & set(SFT_FROM_STUDY)
+    assert not set(defaults) & set(read_yaml(STUDY_FILE)["inits"]["v2"]["sft"])
+    for path in [STUDY_FILE, *filter(None, PRESET_OVERLAYS.values())]:
+        for block in SFT_BLOCKS.values():
+            section = read_yaml(path)
+            for part in block.split("."):
+                section = section.get(part) if isinstance(section, dict) else None
+            repeated = {key: value for key, value in (section or {}).items() if defaults.get(key, object()) == value}
+            assert not repeated, f"{path.name} {block} repeats sft_defaults.yaml: {repeated}"
+
+
+def test_a_preset_restates_no_sft_value_of_config_yaml():
+    """A preset's overlay sets only the SFT values it changes: one home for each (config/config.yaml's otherwise)."""
+    from gentax.io import read_yaml
+    from gentax.study.config import PRESET_OVERLAYS, STUDY_FILE
+
+    paper = read_yaml(STUDY_FILE)
+    for path in filter(None, PRESET_OVERLAYS.values()):
+        overlay = read_yaml(path)
+        for block in ("embedded_base", "inits"):
+            own, base = overlay.get(block) or {}, paper[block]
+            if block == "inits":
+                own, base = (own.get("v2") or {}).get("sft") or {}, base["v2"]["sft"]
+            repeated = {key: value for key, value in own.items() if base.get(key, object()) == value}
+            assert not repeated, f"{path.name} restates config/config.yaml's {block}: {repeated}"
+
+
+@pytest.mark.parametrize("study, stage", [("paper", "v2"), ("paper", "embedded-base"), ("embedded", "v2"),
+                                          ("embedded", "embedded-base"), ("gpu1", "embedded-base")])
+def test_a_command_line_runs_the_section_its_workflow_job_receives(study, stage, tmp_path):
+    """``gentax sft build-data`` / ``train`` without --config: the resolved part and the domains'
+    settings that the workflow's job of the same stage and study receives (gentax.study.jobs)."""
+    from gentax.cli import _study_defaults, build_parser
+    from gentax.study import jobs
+    from gentax.study.config import study_config
+    from gentax.train.sft_cli import _load
+
+    cfg = study_config(study)
+    args = build_parser().parse_args(["sft", "train", "--preset", stage, "--study-preset", study, "--data", "d",
+                                      "--init", "i", "--out", "o"])
+    args.study_defaults = _study_defaults(args)
+    section, domains = _load(args)
+    data = jobs.sft_data(cfg, preset=stage, out="o", v1_model=None)
+    assert (section.data().to_dict(), domains) == (data["sft"], data["domains"])
+    assert section.train().to_dict() == jobs.sft_train(cfg, preset=stage, data="d", init_model="i", out="o")["sft"]
+    # a --config file is laid over the study's section key by key; its domains over the study's
+    mine = tmp_path / "mine.yaml"
+    block = "sft" if stage == "v2" else "embedded_base"  # the file's block of the stage (read_sft_file)
+    mine.write_text(yaml.safe_dump({block: {"steps": 3}, "seed": 7, "domains": {"sokoban": {"max_steps": 2}}}))
+    args = build_parser().parse_args(["sft", "build-data", "--preset", stage, "--study-preset", study, "--config",
+                                      str(mine), "--out", "o"])
+    args.study_defaults = _study_defaults(args)
+    section, domains = _load(args)
+    assert (section.steps, section.seed, section.pairs) == (3, 7, data["sft"]["pairs"])
+    if "sokoban" in domains:
+        assert domains["sokoban"] == {**data["domains"]["sokoban"], "max_steps": 2}
 
 
 def test_paper_sft_hands_llamafactory_zero3_on_several_gpus(tmp_path):
     """The v2 preset's DeepSpeed ZeRO-3 config reaches LlamaFactory on a multi-GPU node, never on one device."""
-    cfg = load_sft_config()
+    cfg = load_sft_config(study_section())
     node = llamafactory_args(cfg, tmp_path, tmp_path, tmp_path / "o", 6656, 8)
     zero = json.loads(Path(node["deepspeed"]).read_text())["zero_optimization"]
     assert zero["stage"] == 3 and "offload_optimizer" not in zero
@@ -106,10 +199,10 @@ def test_bf16_on_a_cpu_tells_the_trainer_it_trains_on_the_cpu(tmp_path, monkeypa
     from gentax.train import sft
 
     monkeypatch.setattr(sft, "_cuda_available", lambda: False)
-    bf16 = llamafactory_args(load_sft_config({"precision": "bf16"}, preset="embedded-base"), tmp_path, tmp_path,
+    bf16 = llamafactory_args(load_sft_config(study_section("embedded-base", precision="bf16")), tmp_path, tmp_path,
                              tmp_path / "o", 4096, 1)
     assert bf16["bf16"] and bf16["use_cpu"]  # HF Trainer refuses bf16 on a CPU without use_cpu
-    auto = llamafactory_args(load_sft_config({}, preset="embedded-base"), tmp_path, tmp_path, tmp_path / "o", 4096, 1)
+    auto = llamafactory_args(load_sft_config(study_section("embedded-base")), tmp_path, tmp_path, tmp_path / "o", 4096, 1)
     assert not auto["bf16"] and auto["use_cpu"]  # auto: fp32 on a CPU (gentax/train/sft.py says why)
     assert not auto["full_determinism"]  # a CPU run keeps its kernels
 
@@ -127,9 +220,9 @@ def test_engines_dtype_overrides_the_sft_precision():
 @pytest.fixture(scope="module")
 def expert_data(tmp_path_factory):
     """A small expert dataset on the two cheap domains (real envs, real collector)."""
-    cfg = load_sft_config({"pairs": 9, "mix": {"sokoban": 2, "webshop": 1},
-                           "sources": {"sokoban": "expert", "webshop": "expert"},
-                           "expert_episodes_per_domain": 2, "seed": 5}, preset="embedded-base")
+    cfg = load_sft_config(study_section("embedded-base", pairs=9, mix={"sokoban": 2, "webshop": 1},
+                                        sources={"sokoban": "expert", "webshop": "expert"},
+                                        expert_episodes_per_domain=2, seed=5))
     out = tmp_path_factory.mktemp("sft") / "data"
     manifest = build_sft_data(cfg, out, domains={"sokoban": {"max_steps": 8}, "webshop": {"max_steps": 8}},
                               progress=False)
@@ -168,7 +261,7 @@ def test_every_assistant_turn_parses_as_valid(expert_data):
         admissible = _admissible(user["value"])
         parsed = parse_response(assistant["value"], domain=domain, admissible=admissible or ())
         assert parsed.valid, (assistant["value"], parsed.reason)
-        assert parsed.think == load_sft_config({}, preset="embedded-base").expert_think  # the templated rationale
+        assert parsed.think == study_section("embedded-base")["expert_think"]  # the templated rationale
 
 
 def test_prompts_are_the_agents_own_step_prompts(expert_data):
@@ -220,7 +313,7 @@ def test_v1_steps_keep_failed_episodes_and_drop_invalid_steps():
 
 def test_v2_needs_the_v1_model(tmp_path):
     with pytest.raises(GentaxError, match="--v1"):
-        build_sft_data(load_sft_config({"pairs": 23}), tmp_path / "d")
+        build_sft_data(load_sft_config(study_section(pairs=23)), tmp_path / "d")
     assert not (tmp_path / "d").exists()
 
 
@@ -252,7 +345,7 @@ print("ENCODED" + json.dumps([{"input_ids": r["input_ids"], "labels": r["labels"
 
 def _sft_python():
     try:
-        cli = find_llamafactory_cli(load_sft_config())
+        cli = find_llamafactory_cli(load_sft_config(study_section()))
     except GentaxError as exc:
         pytest.fail(f"the SFT venv is part of the install (scripts/setup.sh): {exc}")
     return cli.parent / "python"
@@ -275,7 +368,7 @@ def test_llamafactory_reads_the_dataset_with_the_models_own_chat_template(expert
 
     out, _ = expert_data
     assert json.loads((out / "dataset_info.json").read_text()) == DATASET_INFO
-    args = llamafactory_args(load_sft_config({}, preset="embedded-base"), out, embedded_model, tmp_path / "o", 4096, 1)
+    args = llamafactory_args(load_sft_config(study_section("embedded-base")), out, embedded_model, tmp_path / "o", 4096, 1)
     (tmp_path / "args.yaml").write_text(yaml.safe_dump(args))
     (tmp_path / "encode.py").write_text(_LLAMAFACTORY_ENCODE)
     proc = subprocess.run([str(_sft_python()), str(tmp_path / "encode.py"), str(tmp_path / "args.yaml")],
@@ -306,8 +399,8 @@ def test_two_step_llamafactory_run_saves_a_model_that_loads_and_generates(expert
     from gentax.train.sft import train_sft
 
     out, _ = expert_data
-    cfg = load_sft_config({"steps": 2, "batch_size": 1, "micro_batch_size": 1, "freeze_layers": 2,
-                           "lr": 1e-4}, preset="embedded-base")
+    cfg = load_sft_config(study_section("embedded-base", steps=2, batch_size=1, micro_batch_size=1, freeze_layers=2,
+                                        lr=1e-4))
     # short sequences: a 2-example copy of the dataset (the shortest examples)
     small = tmp_path / "small"
     small.mkdir()

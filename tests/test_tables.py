@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from analysis_cases import STUDY, WINDOW, base, hand_properties, hand_summary, run
+from analysis_cases import STUDY, WINDOW, base, hand_properties, hand_summary, run, study
 from gentax.analysis import tables
 from gentax.analysis.tables import Settings, compute_tables
 from gentax.errors import GentaxError
@@ -14,7 +14,28 @@ from gentax.errors import GentaxError
 
 @pytest.fixture(scope="module")
 def analysis():
-    return compute_tables(hand_summary(), hand_properties(), Settings(**STUDY, n_boot=0))
+    return compute_tables(hand_summary(), hand_properties(), Settings(**study(n_boot=0)))
+
+
+def test_the_study_values_have_no_library_default():
+    """The window, the bootstrap draws, the seed, the error mark and the test level come from the study
+    config only (issue #41 item 2): ``Settings`` and ``build_all`` default none of them, and a table
+    job's settings (``plan.table_settings``, its spec's) give every ``Settings`` field without a default."""
+    import dataclasses
+    import inspect
+
+    from gentax.analysis import stats, summary
+    from gentax.study.config import study_config
+    from gentax.study.plan import table_settings
+
+    required = {f.name for f in dataclasses.fields(Settings) if f.default is dataclasses.MISSING}
+    assert required == {"window", "n_boot", "seed", "error_mark_pct", "test_level"}
+    assert required <= set(tables.study_options(table_settings(study_config("paper", check=False))))
+    with pytest.raises(TypeError, match="missing"):
+        Settings()
+    assert not {"window", "n_boot", "seed"} & set(inspect.signature(tables.build_all).parameters)  # Settings' own
+    assert not hasattr(summary, "DEFAULT_WINDOW") and not hasattr(stats, "DEFAULT_BOOTSTRAP")
+    assert not hasattr(stats, "TEST_LEVEL")
 
 
 def row(table, **key):
@@ -50,7 +71,7 @@ def test_table2_delta_id_intervals_paired_over_tasks():
     rows = base("v1", {"sokoban": 0.5}, task_outcomes=" ".join(f"{t}:{int(t < 8)}" for t in range(16)))
     rows += run("v1", "sokoban", {"sokoban": 0.75}, seeds=(0,), steps=(150,),
                 task_outcomes=" ".join(f"{t}:{int(t < 12)}" for t in range(16)))
-    t = compute_tables(pd.DataFrame(rows), None, Settings(**STUDY, n_boot=4000, window=(150,))).tables["table2_success"]
+    t = compute_tables(pd.DataFrame(rows), None, Settings(**study(n_boot=4000, window=(150,)))).tables["table2_success"]
     cell = row(t, init="v1", train_domain="sokoban", eval_domain="sokoban")
     assert cell.delta_id == pytest.approx(25.0) and cell.delta_id_ci == "paired tasks"
     assert (cell.delta_id_ci_low_pct, cell.delta_id_ci_high_pct) == (6.25, 50.0)  # see test_analysis_stats
@@ -73,7 +94,7 @@ def test_table4_delta_id_intervals_at_both_windows():
     rows = base("v2", {"sokoban": 0.5}, task_outcomes=outcomes(8))
     rows += run("v2", "sokoban", {"sokoban": 0.5}, seeds=(0,), task_outcomes=outcomes(8))
     rows += run("v2", "sokoban", {"sokoban": 0.75}, seeds=(0,), steps=(165, 180, 195, 210), task_outcomes=outcomes(12))
-    t = compute_tables(pd.DataFrame(rows), None, Settings(**STUDY, n_boot=4000)).tables["table4_extended"]
+    t = compute_tables(pd.DataFrame(rows), None, Settings(**study(n_boot=4000))).tables["table4_extended"]
     default, last = row(t, window="default"), row(t, window="last")
     assert (default.delta_id, default.delta_id_ci_low_pct, default.delta_id_ci_high_pct) == (0.0, 0.0, 0.0)
     assert last.delta_id == pytest.approx(25.0) and last.delta_id_ci == "paired tasks"
@@ -176,7 +197,7 @@ def test_table6_sft_mix_column_reads_the_configured_mix():
 
     assert sft_mix_domains({"sciworld": 19, "alfworld": 3, "webshop": 1}) == ("alfworld", "webshop", "sciworld")
     mix = sft_mix_domains({"sciworld": 19, "alfworld": 0, "sokoban": 2})  # weight 0: not in the mix
-    t = compute_tables(hand_summary(), None, Settings(**STUDY, n_boot=0, sft_mix=mix)).tables["table6_relative_change"]
+    t = compute_tables(hand_summary(), None, Settings(**study(n_boot=0, sft_mix=mix))).tables["table6_relative_change"]
     shown = {e: bool(row(t, train_domain="webshop", eval_domain=e).in_v2_sft_mix) for e in
              ("alfworld", "webshop", "sokoban", "sciworld")}
     assert shown == {"alfworld": False, "webshop": False, "sokoban": True, "sciworld": True}
@@ -194,7 +215,7 @@ def zero_case() -> pd.DataFrame:
 
 
 def test_zero_denominators_are_undefined_not_zero():
-    a = compute_tables(zero_case(), None, Settings(**STUDY, n_boot=0))
+    a = compute_tables(zero_case(), None, Settings(**study(n_boot=0)))
     aug = row(a.tables["table5_augmentation"], init="v1", train_domain="alfworld")
     assert math.isnan(aug.delta_ood_pct) and "sum to 0" in aug.note
     think = row(a.tables["table7_thinking"], init="v1", train_domain="alfworld")
@@ -207,7 +228,7 @@ def test_zero_denominators_are_undefined_not_zero():
 
 
 def test_missing_runs_build_with_dashes_and_empty_csv_cells(tmp_path):
-    a = tables.build_all(zero_case(), None, tmp_path / "out", n_boot=0, figures=False, **STUDY)
+    a = tables.build_all(zero_case(), None, tmp_path / "out", **study(n_boot=0, figures=False))
     t2 = a.tables["table2_success"]
     webshop = row(t2, init="v1", train_domain="webshop", eval_domain="alfworld")
     assert math.isnan(webshop.success_pct)
@@ -232,15 +253,15 @@ def test_delta_id_base_choice():
     rows = hand_summary().to_dict("records")
     rows += base("v1", {"alfworld": 0.10, "webshop": 0.30, "sokoban": 0.10}, variant="nothink")
     summary = pd.DataFrame(rows)
-    matching = compute_tables(summary, None, Settings(**STUDY, n_boot=0, delta_id_base="matching"))
-    default = compute_tables(summary, None, Settings(**STUDY, n_boot=0, delta_id_base="default"))
+    matching = compute_tables(summary, None, Settings(**study(n_boot=0, delta_id_base="matching")))
+    default = compute_tables(summary, None, Settings(**study(n_boot=0, delta_id_base="default")))
     get = lambda a: row(a.tables["table7_thinking"], init="v1", train_domain="alfworld").delta_id_nothink
     assert get(matching) == pytest.approx(40.0 - 10.0)
     assert get(default) == pytest.approx(40.0 - 20.0)
 
 
 def test_window_option_changes_the_values():
-    a = compute_tables(hand_summary(), None, Settings(**STUDY, n_boot=0, window=(15, 90)))
+    a = compute_tables(hand_summary(), None, Settings(**study(n_boot=0, window=(15, 90))))
     cell = row(a.tables["table2_success"], init="v1", train_domain="alfworld", eval_domain="alfworld")
     assert cell.success_pct == pytest.approx(90.0)
     assert math.isnan(row(a.tables["table2_success"], init="v1", train_domain="webshop",
@@ -250,7 +271,7 @@ def test_window_option_changes_the_values():
 def test_v1_sciworld_rows_are_ignored_with_a_note():
     rows = hand_summary().to_dict("records")
     rows += run("v1", "sciworld", {"sciworld": 0.5, "alfworld": 0.9})
-    a = compute_tables(pd.DataFrame(rows), None, Settings(**STUDY, n_boot=0))
+    a = compute_tables(pd.DataFrame(rows), None, Settings(**study(n_boot=0)))
     assert "16 V1 row(s) involving sciworld ignored (not among V1's domains: alfworld, webshop, sokoban)." in a.notes
     assert row(a.tables["table3_ranking"], train_domain="alfworld").score_v1 == 3.0
 
@@ -260,28 +281,28 @@ def test_an_inits_domains_are_the_configs_not_a_copy():
     rows = hand_summary().to_dict("records") + run("v1", "sciworld", {"sciworld": 0.5, "alfworld": 0.9})
     rows += base("v1", {"sciworld": 0.1})
     with_sciworld = {**STUDY["init_domains"], "v1": ["alfworld", "webshop", "sokoban", "sciworld"]}
-    a = compute_tables(pd.DataFrame(rows), None, Settings(**{**STUDY, "init_domains": with_sciworld}, n_boot=0))
+    a = compute_tables(pd.DataFrame(rows), None, Settings(**study(init_domains=with_sciworld, n_boot=0)))
     assert not any("ignored" in n for n in a.notes)
     assert row(a.tables["table2_success"], init="v1", train_domain="sciworld", eval_domain="sciworld").success_pct == 50.0
     # Table 5's rows are each init's augmented domains (config augmentation.<init>.eps > 0) and the summary's
     fewer = {"v1": ["alfworld"], "v2": []}
-    t5 = compute_tables(hand_summary(), None, Settings(**{**STUDY, "augmented": fewer}, n_boot=0)).tables["table5_augmentation"]
+    t5 = compute_tables(hand_summary(), None, Settings(**study(augmented=fewer, n_boot=0))).tables["table5_augmentation"]
     assert list(zip(t5.data["init"], t5.data["train_domain"])) == [("v1", "alfworld")]
     with pytest.raises(GentaxError, match="init_domains names unknown domain"):
-        Settings(init_domains={"v1": ["chess"], "v2": ["webshop"]})
+        Settings(**study(init_domains={"v1": ["chess"], "v2": ["webshop"]}))
 
 
 def test_output_folder_is_replaced_whole_or_not_at_all(tmp_path):
     out = tmp_path / "out"
-    tables.build_all(zero_case(), None, out, n_boot=0, figures=False, **STUDY)
+    tables.build_all(zero_case(), None, out, **study(n_boot=0, figures=False))
     first = (out / "table2_success.csv").read_text()
     (out / "stale.txt").write_text("from an earlier run")
     bad = zero_case()
     bad.loc[0, "success"] = 2.0
     with pytest.raises(GentaxError, match="outside"):
-        tables.build_all(bad, None, out, n_boot=0, figures=False, **STUDY)
+        tables.build_all(bad, None, out, **study(n_boot=0, figures=False))
     assert (out / "table2_success.csv").read_text() == first  # untouched
-    tables.build_all(hand_summary(), None, out, n_boot=0, figures=False, **STUDY)
+    tables.build_all(hand_summary(), None, out, **study(n_boot=0, figures=False))
     assert not (out / "stale.txt").exists()  # replaced as a whole
     assert (out / "table2_success.csv").read_text() != first
     assert not [p for p in tmp_path.iterdir() if p.name != "out"]  # no temporary left behind
@@ -289,12 +310,12 @@ def test_output_folder_is_replaced_whole_or_not_at_all(tmp_path):
     precious.mkdir()
     (precious / "thesis.tex").write_text("x")
     with pytest.raises(GentaxError, match="refusing to replace"):
-        tables.build_all(zero_case(), None, precious, n_boot=0, figures=False, **STUDY)
+        tables.build_all(zero_case(), None, precious, **study(n_boot=0, figures=False))
     assert (precious / "thesis.tex").read_text() == "x"
 
 
 def test_every_table_file_is_written(tmp_path):
-    a = tables.build_all(hand_summary(), hand_properties(), tmp_path / "o", n_boot=50, figures=False, **STUDY)
+    a = tables.build_all(hand_summary(), hand_properties(), tmp_path / "o", **study(n_boot=50, figures=False))
     for name in ("table2_success", "table3_ranking", "table4_extended", "table5_augmentation",
                  "table6_relative_change", "table7_thinking", "table8_rank_detail", "success_ci",
                  "rank_stability"):
@@ -320,7 +341,7 @@ def filler_case() -> pd.DataFrame:
 def test_table7_gets_filler_rows_only_where_filler_runs_exist(analysis):
     plain = analysis.tables["table7_thinking"]
     assert not any("filler" in c for c in plain.data.columns) and set(plain.data.variant) == {"nothink"}
-    t = compute_tables(filler_case(), hand_properties(), Settings(**STUDY, n_boot=0)).tables["table7_thinking"]
+    t = compute_tables(filler_case(), hand_properties(), Settings(**study(n_boot=0))).tables["table7_thinking"]
     assert len(t.data) == len(plain.data) + 1  # one filler row: the one (init, domain) with a filler run
     pd.testing.assert_frame_equal(t.data[t.data.variant == "nothink"][list(plain.data.columns)].reset_index(drop=True),
                                   plain.data, check_dtype=False)
@@ -339,7 +360,7 @@ def test_filler_rows_reach_the_thinking_figure(tmp_path):
 
     summary = synthetic_summary(seeds=(0, 1), episodes=16, every=75, steps=150, filler=[("v2", "sokoban")])
     assert set(summary.variant) == {"default", "nothink", "aug", "filler"}
-    a = compute_tables(summary, None, Settings(**STUDY, n_boot=0, window=(150,)))
+    a = compute_tables(summary, None, Settings(**study(n_boot=0, window=(150,))))
     t7 = a.tables["table7_thinking"]
     assert t7.data[t7.data.variant == "filler"][["init", "train_domain"]].values.tolist() == [["v2", "sokoban"]]
     fig = figures.build_figure("delta_ood_thinking", a)
@@ -353,7 +374,7 @@ def _won(won: int, tasks: int = 16, offset: int = 0) -> str:
     return " ".join(f"{t}:{int(offset <= t < offset + won)}" for t in range(tasks))
 
 
-ONE_CHECKPOINT = Settings(**STUDY, n_boot=200, window=(150,))
+ONE_CHECKPOINT = Settings(**study(n_boot=200, window=(150,)))
 
 
 def _two_seeds(init, train, won, tasks=16, steps=(150,), variant="default", domains=None):
@@ -397,7 +418,7 @@ def test_table2_resolves_after_holm_over_its_tested_delta_ids():
     assert single.delta_id_p < 0.001 and math.isnan(single.delta_id_seed_p) and single.delta_id_resolved == "no"
     assert math.isnan(single.delta_id_p_holm)  # outside Holm's family
     # a stricter level is a setting: the resolved cell at 0.01 is not
-    strict = compute_tables(pd.DataFrame(rows + three), None, Settings(**STUDY, n_boot=0, window=(150,), test_level=0.01))
+    strict = compute_tables(pd.DataFrame(rows + three), None, Settings(**study(n_boot=0, window=(150,), test_level=0.01)))
     assert row(strict.tables["table2_success"], init="v1", train_domain="sokoban",
                eval_domain="sokoban").delta_id_resolved == "no"
 
@@ -410,7 +431,7 @@ def test_seeds_of_opposite_sign_are_not_resolved_however_many_tasks_they_win():
     rows = base("v1", {"sokoban": 0.25}, task_outcomes=_won(16, 64), episodes=64)
     rows += run("v1", "sokoban", {"sokoban": 1.0}, seeds=(0,), task_outcomes=_won(64, 64), episodes=64)
     rows += run("v1", "sokoban", {"sokoban": 0.0}, seeds=(1,), task_outcomes=_won(0, 64), episodes=64)
-    t = compute_tables(pd.DataFrame(rows), None, Settings(**STUDY, n_boot=200)).tables["table2_success"]
+    t = compute_tables(pd.DataFrame(rows), None, Settings(**study(n_boot=200))).tables["table2_success"]
     cell = row(t, init="v1", train_domain="sokoban", eval_domain="sokoban")
     assert cell.delta_id_per_seed == "0:+75.0 1:-25.0"
     assert (cell.delta_id_wins, cell.delta_id_losses) == (48, 16) and cell.delta_id_p < 0.001
@@ -430,12 +451,12 @@ def test_table5_resolves_by_the_same_rule_and_not_on_seeds_of_opposite_sign():
                            domains=["webshop", "sokoban"])
         return pd.DataFrame(rows)
 
-    agree = compute_tables(summary((24, 23)), None, Settings(**STUDY, n_boot=0)).tables["table5_augmentation"]
+    agree = compute_tables(summary((24, 23)), None, Settings(**study(n_boot=0))).tables["table5_augmentation"]
     r = row(agree, init="v1", train_domain="alfworld", variant="aug")
     assert r.delta_ood_test == "sign" and (r.delta_ood_wins, r.delta_ood_losses) == (32, 0)
     assert r.delta_ood_seed_p == pytest.approx(0.030, abs=0.001) and r.delta_ood_resolved == "yes"
     assert any("exact two-sided sign test" in n and "in 1 cell(s)" in n for n in agree.notes)
-    apart = compute_tables(summary((32, 0)), None, Settings(**STUDY, n_boot=0)).tables["table5_augmentation"]
+    apart = compute_tables(summary((32, 0)), None, Settings(**study(n_boot=0))).tables["table5_augmentation"]
     r = row(apart, init="v1", train_domain="alfworld", variant="aug")
     assert (r.delta_ood_wins, r.delta_ood_losses) == (46, 16) and r.delta_ood_p < 0.001
     assert r.delta_ood_seed_p > 0.5 and r.delta_ood_resolved == "no"
@@ -448,7 +469,7 @@ def test_delta_ood_notes_count_undefined_bootstrap_draws():
     rows = base("v2", {"alfworld": 0.5, "webshop": 0.5}, task_outcomes=_won(8), episodes=16)
     rows += base("v2", {"sokoban": 1 / 16, "sciworld": 1 / 16}, **outcomes)
     rows += run("v2", "alfworld+webshop", {"sokoban": 1 / 16, "sciworld": 1 / 16}, seeds=(0, 1), **outcomes)
-    t = compute_tables(pd.DataFrame(rows), None, Settings(**STUDY, n_boot=400)).tables["mixture_ood"]
+    t = compute_tables(pd.DataFrame(rows), None, Settings(**study(n_boot=400))).tables["mixture_ood"]
     mixture = t.data[t.data["run"] == "alfworld+webshop"].iloc[0]
     # P(0 of 16 wins at 1/16) = 0.356 per domain, both domains 0.127: about 51 of 400 draws
     count = int(mixture.note.split("undefined in ")[1].split(" of 400")[0])

@@ -375,6 +375,29 @@ def test_rollout_backend_is_one_checked_setting():
         load_rl_config({**PAPER_RL, "verl": {"rollout": "hf"}})  # the paper's tensor parallel 2
 
 
+def test_a_runs_gpus_are_the_clusters_unless_rl_sets_its_own():
+    """verl.n_gpus_per_node has one home by default (issue #41 item 2): the study's
+    cluster.gpus_per_node, the SFT job's too, filled in by plan.study_rl; rl.verl.n_gpus_per_node
+    gives RL a count of its own. The engine's defaults hold none, and a verl run without one is refused."""
+    from gentax.study.config import study_config
+    from gentax.study.jobs import resolved_rl
+    from gentax.train.config import engine_defaults
+
+    assert engine_defaults()["verl"]["n_gpus_per_node"] is None
+    cfg = study_config("paper", check=False)
+    assert resolved_rl(cfg, save_every=15)["verl"]["n_gpus_per_node"] == cfg["cluster"]["gpus_per_node"] == 8
+    cfg["cluster"]["gpus_per_node"] = 4
+    assert resolved_rl(cfg, save_every=15)["verl"]["n_gpus_per_node"] == 4
+    cfg["rl"]["verl"] = {"n_gpus_per_node": 2}
+    assert resolved_rl(cfg, save_every=15)["verl"]["n_gpus_per_node"] == 2
+    unset = load_rl_config({**PAPER_RL, "verl": {"rollout": "vllm"}})
+    with pytest.raises(ConfigError, match="RL config key verl.n_gpus_per_node: not set"):
+        verl_engine.verl_overrides(unset, model_path="/m", run=_run(unset, "sokoban", "default", 0), run_dir="/tmp/r",
+                                   end_step=1, train_file="t", val_file="v")
+    with pytest.raises(ConfigError, match="RL config key verl.n_gpus_per_node: must be an integer >= 1"):
+        load_rl_config({**PAPER_RL, "verl": {"n_gpus_per_node": 0}})
+
+
 @pytest.mark.parametrize("split", ["train", "eval"])
 def test_both_engines_build_the_same_collector_settings_from_a_run_spec(tmp_path, split):
     """The verl agent loop's and the local engine's collector settings for the same run spec and

@@ -26,6 +26,7 @@ OUT = REFERENCE / "rebuilt"
 #: the reference run's settings (its Snakemake log's `gentax table --job` lines)
 WINDOW = (6,)
 SFT_MIX = ("alfworld", "webshop", "sciworld")
+BOOTSTRAP, ERROR_MARK_PCT, TEST_LEVEL = 1000, 5.0, 0.05
 
 
 def main() -> int:
@@ -41,7 +42,8 @@ def main() -> int:
     files = sorted(glob.glob(str(reference / "run" / "summary" / "**" / "*.csv"), recursive=True))
     summary = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
     analysis = build_all(summary, reference / "run" / "properties" / "properties.csv", OUT, window=WINDOW, seed=0,
-                         figures=False, sft_mix=SFT_MIX)
+                         n_boot=BOOTSTRAP, error_mark_pct=ERROR_MARK_PCT, test_level=TEST_LEVEL, figures=False,
+                         sft_mix=SFT_MIX)
     code, machine = provenance.code_version(), provenance.machine()
     (OUT / "RECORD.txt").write_text(
         f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {code['commit']}"

@@ -1,12 +1,14 @@
 """``gentax augment preview``: one real observation before and after augmentation.
 
-    gentax augment preview --domain D --eps E --kind K --seed S [--split train] [--json]
+    gentax augment preview --domain D --eps E [--kind K] [--seed S] [--split train] [--json]
+                           [--preset paper|embedded|gpu1] [--study-config FILE ...]
 
 Takes the first observation of task seed S of domain D (a real env), and augments it the way
 the collector would for a trajectory with seed S at step 0 (``TrajectoryAugmenter`` with
 p = 1, the task's goal passed along). Plain output shows both texts and the inserted snippets;
 ``--json`` writes ``{"original", "augmented", "inserted": [...]}`` to stdout, ``inserted``
-listing every inserted snippet exactly as it appears in ``augmented``.
+listing every inserted snippet exactly as it appears in ``augmented``. ``--kind`` defaults to the
+study's ``augmentation.kind`` (``--preset``, default paper).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import argparse
 import json
 import sys
 
+from gentax import studyargs
 from gentax.domains import DOMAINS, make
 from gentax.domains.augment import KINDS, TrajectoryAugmenter
 
@@ -25,7 +28,8 @@ def register(subparsers) -> None:
     preview = sub.add_parser("preview", help="show one real observation before and after augmentation")
     preview.add_argument("--domain", required=True, choices=DOMAINS)
     preview.add_argument("--eps", required=True, type=int, help="token budget (floor(eps / size) snippets)")
-    preview.add_argument("--kind", default="distractor", choices=KINDS)
+    preview.add_argument("--kind", default=None, choices=KINDS, help="default: the study's augmentation.kind")
+    studyargs.add_arguments(preview, "augment preview")
     preview.add_argument("--seed", type=int, default=0, help="task seed (also the trajectory seed)")
     preview.add_argument("--split", default="train", choices=("train", "eval"))
     preview.add_argument("--json", action="store_true", help="write JSON to stdout")
@@ -33,7 +37,8 @@ def register(subparsers) -> None:
 
 
 def _preview(args: argparse.Namespace) -> int:
-    augmenter = TrajectoryAugmenter(args.domain, args.eps, 1.0, args.kind, seed=args.seed)
+    kind = args.study_defaults()["kind"] if args.kind is None else args.kind
+    augmenter = TrajectoryAugmenter(args.domain, args.eps, 1.0, kind, seed=args.seed)
     with make(args.domain, split=args.split, seed=args.seed) as env:
         obs = env.reset(env.task(args.seed))
     result = augmenter(obs.text, 0, goal=obs.goal)

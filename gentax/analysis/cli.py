@@ -152,15 +152,13 @@ def _summarize(args) -> int:
 def _artifact(args) -> int:
     """A table or figure and its provenance record (its inputs' hashes)."""
     from gentax import provenance  # function-local: reads package metadata only when a job runs
-    from gentax.analysis.tables import build_one  # function-local: defers pandas and matplotlib
+    from gentax.analysis.tables import build_one, study_options  # function-local: defers pandas and matplotlib
 
     s = _take(args)
     if s is None:
         return 0
     build_one(s["name"], list(s["summaries"]), s["properties"], s["outputs"], controls=s["controls"],
-              window=tuple(s["window"]), n_boot=int(s["bootstrap"]), seed=int(s["seed"]), error_mark_pct=float(s["error_mark_pct"]),
-              test_level=float(s["test_level"]), sft_mix=tuple(s["sft_mix"]), init_domains=s["init_domains"],
-              augmented=s["augmented"])
+              **study_options(s.to_dict()))
     inputs = [*s["summaries"], *[f for f in (s["properties"], s["controls"]) if f]]
     write_json(s["provenance"], provenance.job_record(s.to_dict(), None, inputs=inputs))
     print(f"wrote {', '.join(s['outputs'].values())}")
@@ -191,26 +189,22 @@ def _per_init(text: str) -> tuple[str, tuple[str, ...]]:
 
 
 def run(args) -> int:
-    from gentax.analysis.tables import build_all  # function-local: defers pandas until a command runs
+    from gentax.analysis.tables import build_all, study_options  # function-local: defers pandas until a command runs
 
     if args.bootstrap is not None and args.bootstrap < 0:
         raise GentaxError(f"--bootstrap must be >= 0, got {args.bootstrap}")
     started = time.perf_counter()
     defaults = args.study_defaults()  # what a table job of the study receives (gentax.study.plan.table_settings)
-
-    def chosen(key: str, given):
-        return defaults[key] if given is None else given
-
+    given = {"window": args.window, "bootstrap": args.bootstrap, "seed": args.seed,
+             "error_mark_pct": args.error_mark_pct, "test_level": args.test_level, "sft_mix": args.sft_mix}
+    study = {**defaults, **{key: value for key, value in given.items() if value is not None},
+             "init_domains": {**defaults["init_domains"], **dict(args.init_domains)},
+             "augmented": {**defaults["augmented"], **dict(args.augmented)}}
     analysis = build_all(
-        args.summary, args.properties, args.out, window=tuple(chosen("window", args.window)), n_boot=chosen("bootstrap", args.bootstrap),
-        seed=chosen("seed", args.seed), figures=not args.no_figures, rank_decimals=args.rank_decimals,
-        tie_points=args.tie_points, aug_variants=args.aug_variants,
+        args.summary, args.properties, args.out, figures=not args.no_figures, controls=args.controls,
+        rank_decimals=args.rank_decimals, tie_points=args.tie_points, aug_variants=args.aug_variants,
         nothink_variant=args.nothink_variant.strip().lower(), filler_variant=args.filler_variant.strip().lower(),
-        delta_id_base=args.delta_id_base,
-        error_mark_pct=chosen("error_mark_pct", args.error_mark_pct), controls=args.controls,
-        test_level=chosen("test_level", args.test_level), sft_mix=chosen("sft_mix", args.sft_mix),
-        init_domains={**defaults["init_domains"], **dict(args.init_domains)},
-        augmented={**defaults["augmented"], **dict(args.augmented)},
+        delta_id_base=args.delta_id_base, **study_options(study),
     )
     print(f"wrote {len(analysis.tables)} tables to {args.out} "
           f"from {len(analysis.summary)} summary rows in {time.perf_counter() - started:.1f} s")

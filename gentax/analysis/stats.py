@@ -75,9 +75,6 @@ from gentax.analysis import ranking
 from gentax.analysis.summary import BASE, CELL_KEY, RUN_KEY, TASK_OUTCOMES, parse_task_outcomes
 
 CI_LEVEL = 0.95
-DEFAULT_BOOTSTRAP = 1000
-#: the tests' level: a cell is resolved when its Holm-adjusted p is at or below it (``rejects``)
-TEST_LEVEL = 0.05
 
 
 @dataclass
@@ -97,7 +94,7 @@ def _run_rng(seed: int, run: tuple) -> np.random.Generator:
     return np.random.default_rng([int(seed), zlib.crc32("/".join(map(str, run)).encode())])
 
 
-def bootstrap(rows: pd.DataFrame, n_boot: int = DEFAULT_BOOTSTRAP, seed: int = 0) -> BootstrapDraws:
+def bootstrap(rows: pd.DataFrame, n_boot: int, seed: int = 0) -> BootstrapDraws:
     """Draw ``n_boot`` bootstrap means of every cell of windowed rows (``summary.window_rows``)."""
     out = BootstrapDraws(n_boot=n_boot)
     if n_boot <= 0 or rows.empty:

@@ -52,7 +52,6 @@ from gentax.io import read_result_csv, read_result_parquet
 INITS = ("v1", "v2")
 BASE = "base"
 DEFAULT_VARIANT = "default"
-DEFAULT_WINDOW = (105, 120, 135, 150)
 
 RUN_KEY = ("init", "train_domain", "variant")
 CELL_KEY = RUN_KEY + ("eval_domain",)

@@ -43,7 +43,6 @@ from gentax.analysis.summary import (
     BASE,
     CELL_KEY,
     DEFAULT_VARIANT,
-    DEFAULT_WINDOW,
     INITS,
     cell_means,
     domains_of,
@@ -70,11 +69,21 @@ MANIFEST = "manifest.json"
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """Every choice that changes a number (all are ``gentax tables`` options)."""
+    """Every choice that changes a number (all are ``gentax tables`` options). The study's values
+    (``window``, ``n_boot``, ``seed``, ``error_mark_pct``, ``test_level``; a table job's settings,
+    ``study_options``) have no default here: the study config holds them
+    (``gentax.study.plan.table_settings``), and the caller passes them."""
 
-    window: tuple[int, ...] = DEFAULT_WINDOW
-    n_boot: int = stats.DEFAULT_BOOTSTRAP
-    seed: int = 0
+    #: the checkpoint steps averaged per seed (the last ``eval.window`` checkpoints up to ``grid.steps``)
+    window: tuple[int, ...]
+    #: bootstrap draws behind the intervals and rank stability (``eval.bootstrap``; 0: none)
+    n_boot: int
+    #: the bootstrap's seed (the study's ``seed``)
+    seed: int
+    #: Table 2 marks a cell whose episodes ended with an env error more often than this (percent; ``eval.error_mark_pct``)
+    error_mark_pct: float
+    #: the decision rule's level: a cell is resolved when its Holm-adjusted p is at or below it (``eval.test_level``)
+    test_level: float
     rank_decimals: int | None = ranking.RANK_DECIMALS
     tie_points: float = ranking.TIE_POINTS
     aug_variants: tuple[str, ...] = ("aug",)
@@ -84,10 +93,6 @@ class Settings:
     #: "matching": ΔID of variant X uses the base row of variant X when the summary has one,
     #: else the default base row; "default": always the default base row.
     delta_id_base: str = "matching"
-    #: Table 2 marks a cell whose episodes ended with an env error more often than this (percent)
-    error_mark_pct: float = 5.0
-    #: the decision rule's level: a cell is resolved when its Holm-adjusted p is at or below it
-    test_level: float = stats.TEST_LEVEL
     #: the domains with weight > 0 in V2's SFT mix (config ``inits.v2.sft.mix``; ``summary.sft_mix_domains``);
     #: None: unknown, Table 6's ``in_v2_sft_mix`` column is left empty with a note
     sft_mix: tuple[str, ...] | None = None
@@ -131,6 +136,19 @@ class Settings:
     def domains(self, init: str) -> tuple[str, ...]:
         """The init's training and evaluation domains, in the study's order (``summary.domains_of``)."""
         return domains_of(init, self.init_domains)
+
+
+#: a table job's settings (``gentax.study.plan.table_settings``: its spec's, ``gentax tables``'
+#: defaults) by their ``Settings`` field
+_STUDY_FIELDS = {"window": "window", "bootstrap": "n_boot", "seed": "seed", "error_mark_pct": "error_mark_pct",
+                 "test_level": "test_level", "sft_mix": "sft_mix", "init_domains": "init_domains",
+                 "augmented": "augmented"}
+
+
+def study_options(settings: Mapping) -> dict:
+    """The ``Settings`` fields of a table job's settings (``gentax.study.plan.table_settings``, keys
+    as a spec has them: ``bootstrap`` is ``n_boot``); other keys of ``settings`` are left out."""
+    return {field: settings[key] for key, field in _STUDY_FIELDS.items() if key in settings}
 
 
 class Values:
@@ -896,11 +914,10 @@ def mixture_ood(values: Values, variants_present: set[tuple], draws: stats.Boots
                             values.settings.test_level))
 
 
-def analyse(summary, properties=None, settings: Settings | None = None, controls=None) -> Analysis:
+def analyse(summary, properties, settings: Settings, controls=None) -> Analysis:
     """Validate the inputs and window the runs; every table and statistic is left to be computed
     on first use (``Analysis``). ``controls``: the controls' properties table
     (``gentax.analysis.controls``); with it the controls' tables are present."""
-    settings = settings or Settings()
     summary = load_summary(summary)
     properties = load_properties(properties) if properties is not None else None
     levels = control_tables.load_levels(controls) if controls is not None else None
@@ -908,7 +925,7 @@ def analyse(summary, properties=None, settings: Settings | None = None, controls
     return Analysis(settings, summary, properties, notes, levels)
 
 
-def compute_tables(summary, properties=None, settings: Settings | None = None, controls=None) -> Analysis:
+def compute_tables(summary, properties, settings: Settings, controls=None) -> Analysis:
     """Validate the inputs and compute every table of the registry the inputs give rise to (nothing
     is written): ``analyse`` and then each present table's builder, in registry order."""
     analysis = analyse(summary, properties, settings, controls)
@@ -1017,9 +1034,7 @@ def build_all(
     summary,
     properties,
     out_dir: str | os.PathLike,
-    window: Sequence[int] = DEFAULT_WINDOW,
-    n_boot: int = stats.DEFAULT_BOOTSTRAP,
-    seed: int = 0,
+    *,
     figures: bool = True,
     controls=None,
     **options,
@@ -1028,14 +1043,15 @@ def build_all(
 
     ``summary``/``properties``: paths (CSV/Parquet) or DataFrames (``properties`` may be None).
     ``controls``: the controls' properties table (optional; adds the controls' tables and figure).
-    ``options``: the other ``Settings`` fields. ``out_dir`` must be absent, empty or an
-    earlier output of this function (it has ``manifest.json``); nothing is half-written.
+    ``options``: the ``Settings`` fields, the study's among them (``study_options``). ``out_dir``
+    must be absent, empty or an earlier output of this function (it has ``manifest.json``); nothing
+    is half-written.
     """
     started = time.perf_counter()
     out_dir = Path(out_dir)
     if not _is_replaceable(out_dir):
         raise GentaxError(f"refusing to replace {out_dir}: not empty and not an earlier 'gentax tables' output")
-    settings = Settings(window=tuple(window), n_boot=n_boot, seed=seed, **options)
+    settings = Settings(**options)
     analysis = compute_tables(summary, properties, settings, controls)
     with atomic_path(out_dir) as tmp:
         tmp.mkdir()

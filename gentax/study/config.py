@@ -9,7 +9,7 @@ Contract:
   ``command_line_defaults``), never by reading the file itself; the Snakefile reads the file it
   was started with and hands it to ``with_preset``.
 - ``command_line_defaults(cfg)``: per command (``gentax eval``, ``properties``, ``tables``,
-  ``train rl``), the study values its options default to.
+  ``train rl``, ``sft``, ``augment preview``), the study values its options default to.
 - ``with_preset(base, overrides)`` builds the study from config/config.yaml (``base``), the preset's
   overlay (``PRESET_OVERLAYS``: ``paper`` none, ``embedded`` config/embedded.yaml, ``gpu1``
   config/gpu1.yaml) and the user's layers; ``cli_overrides`` types nested ``--config`` values as
@@ -41,8 +41,9 @@ from gentax.domains.spec import mixture_weights, names
 from gentax.errors import ConfigError, GentaxError, KeyProblem, did_you_mean, is_integer, number_hint, unknown_key
 from gentax.io import REPO_ROOT, deep_merge, read_yaml, repo_path
 from gentax.study.controls import check_controls, not_evaluated
-from gentax.study.plan import filler_experiments, rollout_settings, study_rl, table_settings
-from gentax.train.sft_config import load_sft_config, sft_section
+from gentax.study.plan import (SFT_BLOCKS, eval_filler, filler_experiments, rollout_settings, study_rl, study_sft,
+                               table_settings)
+from gentax.train.sft_config import load_sft_config
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 
@@ -91,9 +92,9 @@ def schema_file() -> Iterator[Path]:
 
 
 #: The study presets: which overlay is laid over config/config.yaml (the paper's study) before the user's
-#: own overrides. This is the only meaning of "preset" in the workflow config; the engines' defaults
-#: files (gentax/train/rl_defaults.yaml, sft_defaults.yaml) have one section per study preset
-#: (rl: paper | embedded | gpu1; sft: v2 | embedded-base, the two SFT stages of those studies).
+#: own overrides. This is the only meaning of "preset" in the workflow config; an SFT job's ``preset``
+#: (the ``--preset`` of ``gentax sft build-data`` and ``train``) names its SFT stage instead (v2 |
+#: embedded-base: ``plan.SFT_BLOCKS``).
 PRESET_OVERLAYS = {"paper": None, "embedded": REPO_ROOT / "config" / "embedded.yaml",
                    "gpu1": REPO_ROOT / "config" / "gpu1.yaml"}
 #: the workflow's config file, the paper's study: the base every preset's overlay is laid over
@@ -121,15 +122,28 @@ def study_config(preset: str | None = None, configfiles: Iterable[str | Path] = 
 def command_line_defaults(cfg: dict) -> dict[str, dict[str, Any]]:
     """What each command's options default to when its command line leaves them out, from the
     study config ``cfg``: the values its workflow job would receive, taken from the job specs'
-    own builders (``gentax.study.plan.rollout_settings``, ``table_settings``), so a command line
-    and a job agree. ``train rl``: ``rl`` is the study's RL block (what ``--config`` is laid
-    over), ``run`` a run named on the command line: ``grid.steps``, and the augmentation kind
-    with V1's p (``--variant aug``)."""
+    own builders (``gentax.study.plan.rollout_settings``, ``eval_filler``, ``table_settings``,
+    ``study_rl``, ``study_sft``; ``gentax.study.jobs.domain_settings``), so a command line and a job
+    agree. ``domains`` is the study's episode settings of every domain (step limit and knobs; a
+    command line's own are laid over them). ``eval`` / ``properties``: also the filler arm's
+    (``--think filler``). ``train rl``: ``engine`` (``engines.rl``), ``rl`` the study's RL block
+    (what ``--config`` is laid over), ``run`` a run named on the command line: ``grid.steps``, the
+    grid's first seed, and the augmentation kind with V1's p (``--variant aug``). ``sft`` (``gentax
+    sft build-data`` and ``train``): ``stages``, each SFT stage's section (what ``--config`` is laid
+    over). ``augment preview``: the augmentation ``kind``."""
+    from gentax.study.jobs import domain_settings  # function-local: defers numpy (gentax.train.grpo)
+
     augmentation = {"kind": cfg["augmentation"]["kind"], "p": cfg["augmentation"]["v1"]["p"]}
-    return {"eval": rollout_settings(cfg, "eval"),
-            "properties": {**rollout_settings(cfg, "properties"), "augmentation": augmentation},
+    domains = {domain: domain_settings(cfg, domain) for domain in cfg["domains"]}
+    rollout = {"domains": domains, "filler": eval_filler(cfg)}
+    return {"eval": {**rollout_settings(cfg, "eval"), **rollout},
+            "properties": {**rollout_settings(cfg, "properties"), "augmentation": augmentation, **rollout},
             "tables": table_settings(cfg),
-            "train rl": {"rl": study_rl(cfg), "run": {"steps": cfg["grid"]["steps"], "augmentation": augmentation}}}
+            "train rl": {"engine": cfg["engines"]["rl"], "rl": study_rl(cfg),
+                         "run": {"steps": cfg["grid"]["steps"], "seed": cfg["grid"]["seeds"][0],
+                                 "augmentation": augmentation}},
+            "sft": {"stages": {stage: study_sft(cfg, stage) for stage in SFT_BLOCKS}, "domains": domains},
+            "augment preview": {"kind": cfg["augmentation"]["kind"]}}
 
 
 def with_preset(base: dict, overrides: dict, default: str = "embedded") -> dict:
@@ -410,10 +424,10 @@ def _check_engine_sections(cfg: dict, sources: list[tuple[str, dict]]) -> None:
     wrote, did-you-mean for an unknown one, the number hint, the file that set it."""
     from gentax.train.config import load_rl_config  # function-local: defers numpy (gentax.train.grpo)
 
-    checks = [("rl", lambda: load_rl_config(study_rl(cfg))),
-              ("inits.v2.sft", lambda: load_sft_config(sft_section(cfg["inits"]["v2"]["sft"]), preset="v2"))]
-    if cfg["model"]["embedded"]:
-        checks.append(("embedded_base", lambda: load_sft_config(sft_section(cfg["embedded_base"]), preset="embedded-base")))
+    checks = [("rl", lambda: load_rl_config(study_rl(cfg)))]
+    checks += [(block, functools.partial(lambda stage: load_sft_config(study_sft(cfg, stage)), stage))
+               for stage, block in SFT_BLOCKS.items()
+               if block.split(".")[0] in cfg]  # each SFT stage the config has (load_config may be given no embedded_base)
     for key, check in checks:
         try:
             check()

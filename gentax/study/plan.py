@@ -31,13 +31,15 @@ from typing import Any
 
 from gentax import runspec
 from gentax.analysis import artifacts
-from gentax.domains.spec import is_mixture, mixture_weights, names
-from gentax.errors import ConfigError, KeyProblem
+from gentax.domains.spec import is_mixture, mixture_weights, names, specs
+from gentax.dtype import sft_precision
+from gentax.errors import ConfigError, KeyProblem, is_integer
 from gentax.runspec import RunSpec
 from gentax.study import paths
 from gentax.study.controls import ControlLevel, control_levels, enabled, property_path
 from gentax.train.runs import saved_steps
-from gentax.train.sft_config import load_sft_config, sft_section  # noqa: F401  (sft_section: read as gplan.sft_section)
+from gentax.train.sft_config import PRESETS as SFT_PRESETS
+from gentax.train.sft_config import load_sft_config
 
 VARIANTS = runspec.variant_names()  # what each means: gentax/runspec.py
 
@@ -67,9 +69,9 @@ _DERIVED_LISTS = {
 Run = RunSpec  # a planned run (gentax.runspec)
 
 
-def sft_domains(sft: dict, preset: str = "v2") -> list[str]:
-    """The domains an SFT section's data comes from (its mix after the preset's defaults)."""
-    return load_sft_config(sft_section(sft), preset=preset).active_domains()
+def sft_domains(cfg: dict, preset: str) -> list[str]:
+    """The domains the SFT stage ``preset``'s data comes from (its mix: ``study_sft``)."""
+    return load_sft_config(study_sft(cfg, preset)).active_domains()
 
 
 def eval_episodes(cfg: dict, domain: str) -> int:
@@ -131,12 +133,66 @@ def study_rl(cfg: dict) -> dict[str, Any]:
     """The study's RL block as the RL engines' loader reads it: config ``rl:`` with the RL keys whose
     value is another setting's (``RL_FROM_STUDY``): the validation inside an RL run plays at the
     evaluations' temperature. A config that sets one of them under ``rl:`` is refused, naming the key
-    that holds it."""
+    that holds it. A run's GPUs (``verl.n_gpus_per_node``) are the cluster's (``cluster.gpus_per_node``,
+    the SFT job's too) unless ``rl.verl.n_gpus_per_node`` gives RL its own count."""
     for key, source in RL_FROM_STUDY.items():
         if key in cfg["rl"]:
             raise KeyProblem("RL config", (key,), f"set by {source} (the RL run's validation plays as the evaluations "
                                                   f"do); remove rl.{key}")
-    return {**cfg["rl"], "val_temperature": cfg["eval"]["temperature"]}
+    rl = {**cfg["rl"], "val_temperature": cfg["eval"]["temperature"]}
+    verl = dict(rl.get("verl") or {})
+    if verl.get("n_gpus_per_node") is None and "cluster" in cfg:
+        rl["verl"] = {**verl, "n_gpus_per_node": cfg["cluster"]["gpus_per_node"]}
+    return rl
+
+
+#: the SFT stages (``gentax.train.sft_config.PRESETS``) and the study config block holding each one's values
+SFT_BLOCKS = dict(zip(SFT_PRESETS, ("inits.v2.sft", "embedded_base")))
+#: SFT keys whose value is another study setting's: never set in an SFT block (``study_sft`` fills them)
+SFT_FROM_STUDY = {"history_length": "rl.history_length", "max_new_tokens": "rl.max_new_tokens",
+                  "temperature": "rl.temperature", "top_p": "rl.top_p", "generator": "engines.generator",
+                  "seed": "seed"}
+
+
+def _setting(cfg: dict, dotted: str) -> Any:
+    node = cfg
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
+def study_sft(cfg: dict, preset: str) -> dict[str, Any]:
+    """The SFT section a job of the SFT stage ``preset`` (``SFT_BLOCKS``) receives, as the SFT
+    engine's loader reads it (``load_sft_config``; its ``data()`` / ``train()`` are the two jobs'
+    parts): the stage's block of the study config, where a mix weight of 0 drops that domain and its
+    source (config files merge key by key, so an override cannot delete a key of config/config.yaml's); for the
+    embedded warm start without a mix of its own, weight 1 and the expert for every domain whose spec
+    has ``warm_start`` (``gentax.domains.spec``); the keys whose value is another setting's
+    (``SFT_FROM_STUDY``: the V1 model is sampled as in its RL rollouts and sees what the RL runs'
+    agent sees); ``engines.dtype``, when not ``auto``, as its ``precision``. The one builder of an
+    SFT section in the study layer: the jobs, the plan's pricing, the config check, the memory
+    check, ``gentax plan --settings`` and ``gentax sft``'s defaults all read it. A block that sets a
+    key of ``SFT_FROM_STUDY`` is refused (``KeyProblem``), naming the key that holds it."""
+    if preset not in SFT_BLOCKS:
+        raise ConfigError(f"unknown SFT preset {preset!r}; valid: {', '.join(SFT_BLOCKS)}")
+    block = dict(_setting(cfg, SFT_BLOCKS[preset]) or {})
+    for key, source in SFT_FROM_STUDY.items():
+        if key in block:
+            raise KeyProblem("SFT config", (key,), f"set by {source} (the SFT jobs take it from there, as the RL "
+                                                   f"and evaluation jobs do); remove {SFT_BLOCKS[preset]}.{key}")
+    if "mix" in block and isinstance(block["mix"], dict):  # a weight that is no number stays, for the loader to name it
+        block["mix"] = {d: w for d, w in block["mix"].items() if not (is_integer(w) and w <= 0)}
+        if isinstance(block.get("sources"), dict):  # likewise merged key by key: only the mix's domains have one
+            block["sources"] = {d: s for d, s in block["sources"].items() if d in block["mix"]}
+    if preset == "embedded-base":
+        warm_start = [d for d, s in specs().items() if s.warm_start]
+        block.setdefault("mix", {d: 1 for d in warm_start})
+        block.setdefault("sources", {d: "expert" for d in warm_start})
+    section = {**block, **{key: _setting(cfg, source) for key, source in SFT_FROM_STUDY.items()}}
+    dtype = cfg["engines"].get("dtype", "auto")
+    if dtype != "auto":
+        section["precision"] = sft_precision(dtype)
+    return section
 
 
 # ---- the grid --------------------------------------------------------------------------------
@@ -198,6 +254,15 @@ def filler_settings(cfg: dict) -> dict[str, Any]:
     return {key: block[key] for key in ("source", "token", "eval_tokens")}
 
 
+def eval_filler(cfg: dict) -> dict[str, Any]:
+    """What a filler-mode evaluation plays with beside the thinking evaluation it matches: the
+    filler's ``source`` and ``token``, and its length ``tokens`` (None: that evaluation's mean think
+    tokens, ``controls.filler.eval_tokens: matched``; else that count)."""
+    filler = filler_settings(cfg)
+    return {"source": filler["source"], "token": filler["token"],
+            "tokens": None if filler["eval_tokens"] == "matched" else int(filler["eval_tokens"])}
+
+
 def filler_reference(cfg: dict, run: Run) -> Run:
     """The thinking run a filler run matches (same init, training domain, seed; variant default):
     its per-step mean think tokens are the filler run's filler lengths."""
@@ -243,7 +308,7 @@ def table_settings(cfg: dict) -> dict[str, Any]:
     from gentax.analysis.summary import config_settings  # function-local: defers pandas
 
     return {"window": window(cfg, cfg["grid"]["steps"]), "bootstrap": int(cfg["eval"]["bootstrap"]), "seed": int(cfg["seed"]),
-            "error_mark_pct": float(cfg["eval"].get("error_mark_pct", 5)), **config_settings(cfg)}
+            "error_mark_pct": float(cfg["eval"]["error_mark_pct"]), **config_settings(cfg)}
 
 
 def window(cfg: dict, end: int) -> list[int]:

@@ -359,7 +359,7 @@ def tested_cells(cfg: dict) -> list[TableCells]:
 
 def preview(cfg: dict) -> dict:
     """Per table and cell: the smallest resolvable ΔID (points) or ΔOOD (percent, up and down)."""
-    level = float(cfg["eval"].get("test_level", stats.TEST_LEVEL))
+    level = float(cfg["eval"]["test_level"])
     seeds = len(cfg["grid"]["seeds"])
     checkpoints = len([s for s in gplan.window(cfg, cfg["grid"]["steps"]) if s > 0])
     tau = seed_spread(cfg)

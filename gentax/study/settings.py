@@ -133,14 +133,14 @@ def augmentation_units() -> dict[str, Any]:
 
 def sft_settings(cfg: dict) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the LlamaFactory arguments, the data settings) of the V2 SFT."""
-    sft = load_sft_config(gplan.sft_section(cfg["inits"]["v2"]["sft"]), preset="v2")
+    sft = load_sft_config(gplan.study_sft(cfg, "v2"))
     gpus = int(cfg.get("cluster", {}).get("gpus_per_node", 1))
     args = llamafactory_args(sft.train(), Path("SFT_DATA"), Path("<Ckpt v1>"), Path("OUT"), 0, gpus)
     args["cutoff_len"] = sft.cutoff_len if sft.cutoff_len is not None else "the longest example (measured at run time)"
     args["global_batch_size"] = args["per_device_train_batch_size"] * args["gradient_accumulation_steps"] * gpus
     data = {"pairs": sft.pairs, "mix": sft.mix, "sources": {d: sft.sources[d] for d in sft.active_domains()},
-            "v1_episodes_per_domain": sft.v1_episodes_per_domain, "temperature": cfg["rl"]["temperature"],
-            "history_length": cfg["rl"]["history_length"], "max_new_tokens": cfg["rl"]["max_new_tokens"],
+            "v1_episodes_per_domain": sft.v1_episodes_per_domain, "temperature": sft.temperature,
+            "history_length": sft.history_length, "max_new_tokens": sft.max_new_tokens,
             "epochs_over_mix": round(sft.steps * sft.batch_size / sft.pairs, 3), "expert_think": sft.expert_think}
     return args, data
 

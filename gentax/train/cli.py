@@ -1,16 +1,17 @@
 """``gentax train rl`` (GRPO, engines local|verl) and ``gentax train export`` (verl -> HF folders).
 
     gentax train rl --job SPEC                       (a workflow job: gentax.study.jobs.rl_segment)
-    gentax train rl --engine local|verl --config CONFIG.yaml
+    gentax train rl [--engine local|verl] [--config CONFIG.yaml]
                     --init MODEL (--run-spec RUN_SPEC.json | --domain D [--variant V] [--seed S])
-                    [--steps A:B] --out RUN_DIR [--print-config]
+                    [--steps A:B] --out RUN_DIR [--print-config] [--preset paper|embedded|gpu1] [--study-config FILE ...]
 
 The run is a run spec (gentax.runspec: training domains with weights, variant, seed, steps,
 thinking, augmentation, the domains' settings): ``--run-spec`` reads one (the workflow writes
 it into the run folder), or ``--domain/--variant/--seed`` name one whose domains' step limits
 and augmentation budgets are the domain registry's and whose augmentation kind and p are the
-study's (``augmentation.kind``, V1's ``p``; gentax.runspec.from_defaults); a run with other domain
-settings is a ``--run-spec`` file. ``--domain`` may be a mixture ``a+b`` or ``a*3+b``;
+study's (``augmentation.kind``, V1's ``p``; gentax.runspec.from_defaults), its seed the study's first
+(``grid.seeds``); a run with other domain settings is a ``--run-spec`` file. ``--engine`` defaults to
+the study's ``engines.rl``. ``--domain`` may be a mixture ``a+b`` or ``a*3+b``;
 ``--variant`` is a name of gentax.runspec.VARIANTS.
 ``--config`` holds the RL section, at the top level or under ``rl:``; keys it leaves out come from
 the study's ``rl:`` block (``--preset``, default paper: config/config.yaml's; ``--study-config`` files laid
@@ -50,13 +51,14 @@ def register(subparsers) -> None:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     jobspec.add_argument(rl)
     studyargs.add_arguments(rl, "train rl")
-    rl.add_argument("--engine", choices=ENGINES, default="local")
+    rl.add_argument("--engine", choices=ENGINES, default=None, help="default: the study's engines.rl")
     rl.add_argument("--config", help="YAML with the RL section (top level or under rl:)")
     rl.add_argument("--init", help="initial policy: an HF model folder (required without --job)")
     rl.add_argument("--run-spec", help="the run: a run spec JSON file (gentax.runspec.RunSpec.to_dict)")
     rl.add_argument("--domain", help="without --run-spec: the training domain (or mixture a+b)")
     rl.add_argument("--variant", choices=variant_names(), default=None, help="without --run-spec (default: default)")
-    rl.add_argument("--seed", type=int, default=None, help="without --run-spec (default 0)")
+    rl.add_argument("--seed", type=int, default=None,
+                    help="without --run-spec: the run's seed (default: the study's first, grid.seeds)")
     rl.add_argument("--steps", default=None, help="A:B, train steps A+1..B (default 0:<the run spec's steps>)")
     rl.add_argument("--out", help="the run folder (checkpoints, metrics.csv, run.json; required without --job)")
     rl.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
@@ -225,9 +227,10 @@ def _run_rl(args) -> int:
     start, end = parse_steps(args.steps or f"0:{run.steps if run else study['run']['steps']}")
     if run is None:  # the command line names it: the registry's domain settings (runspec.from_defaults)
         run = from_defaults(init=str(args.init), domain=args.domain, variant=args.variant or "default",
-                            seed=args.seed if args.seed is not None else 0, steps=end,
+                            seed=study["run"]["seed"] if args.seed is None else args.seed, steps=end,
                             augmentation=study["run"]["augmentation"])
-    return train_rl(args.engine, resolved, init=args.init, run=run, start=start, end=end, run_dir=args.out,
+    engine = study["engine"] if args.engine is None else args.engine
+    return train_rl(engine, resolved, init=args.init, run=run, start=start, end=end, run_dir=args.out,
                     print_config=args.print_config, progress=not args.no_progress,
                     tracking=read_section(args.config) if args.config else None)
 

@@ -174,6 +174,9 @@ def _validate(cfg: RLConfig) -> None:
     need(isinstance(filler, dict) and set(filler) <= {"source", "token", "reference"}
          and filler.get("source") in ("repeat", "shuffle") and isinstance(filler.get("token"), str) and filler.get("token"),
          "filler", "must be {source: repeat | shuffle, token: a non-empty string, reference: the thinking run folder}")
+    gpus = cfg.verl.get("n_gpus_per_node")
+    need(gpus is None or (is_integer(gpus) and gpus >= 1), "verl.n_gpus_per_node",
+         "must be an integer >= 1, or null (the study's cluster.gpus_per_node)", integer=True)
     need(cfg.verl.get("rollout") in ROLLOUT_BACKENDS, "verl.rollout", f"must be one of {', '.join(ROLLOUT_BACKENDS)}")
     need(cfg.verl.get("rollout") != "hf" or cfg.verl.get("rollout_tp") == 1, "verl.rollout_tp",
          "must be 1 with verl.rollout hf (one server per GPU)")

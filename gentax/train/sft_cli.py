@@ -1,16 +1,23 @@
 """``gentax sft``: build the SFT dataset and fine-tune with LlamaFactory.
 
     gentax sft build-data --job SPEC | gentax sft train --job SPEC     (workflow jobs: gentax.study.jobs)
-    gentax sft build-data --config CONFIG [--preset v2|embedded-base] [--v1 V1_DIR] --out DATA_DIR [--seed N]
-    gentax sft train      --config CONFIG [--preset v2|embedded-base] --data DATA_DIR --init MODEL_DIR --out OUT_DIR
+    gentax sft build-data [--preset v2|embedded-base] [--config CONFIG] [--v1 V1_DIR] --out DATA_DIR [--seed N]
+                          [--study-preset paper|embedded|gpu1] [--study-config FILE ...]
+    gentax sft train      [--preset v2|embedded-base] [--config CONFIG] --data DATA_DIR --init MODEL_DIR --out OUT_DIR
+                          [--study-preset paper|embedded|gpu1] [--study-config FILE ...]
 
-``CONFIG`` is a YAML file read by ``gentax.train.sft_config.read_sft_file``: the SFT section
-(``sft:``, or ``embedded_base:`` for that preset, or the whole file), optional ``domains:``
-(``{name: {max_steps, options}}``) and ``seed:``. ``--preset v2`` (default) is Ckpt V2's warmup
-(SciWorld expert : ALFWorld-V1 : WebShop-V1 = 19 : 3 : 1, needs ``--v1``); ``--preset
-embedded-base`` is the embedded study's warm start (expert demonstrations of all four domains;
-no ``--v1``). ``train`` runs ``llamafactory-cli`` from the SFT environment (scripts/setup.sh) and
-writes an HF folder usable by eval and RL. Both outputs are written atomically.
+``--preset`` names the SFT stage: ``v2`` (default) is Ckpt V2's warmup (SciWorld expert :
+ALFWorld-V1 : WebShop-V1 = 19 : 3 : 1, needs ``--v1``); ``embedded-base`` is the embedded model's
+warm start (expert demonstrations of every domain; no ``--v1``). The section a command line runs is
+the study's section of that stage (``gentax.study.plan.study_sft``: what the workflow's job of the
+stage receives) with ``CONFIG`` laid over it key by key; the study is ``--study-preset`` (default
+paper: config/config.yaml; the SFT stage holds ``--preset``, so the study's preset is spelled apart) with
+``--study-config`` files laid over it. ``CONFIG`` is a YAML file read by
+``gentax.train.sft_config.read_sft_file``: the SFT section (``sft:``, or ``embedded_base:`` for
+that stage, or the whole file), optional ``domains:`` (``{name: {max_steps, options}}``, laid over
+the study's) and ``seed:``. ``train`` runs ``llamafactory-cli`` from the SFT environment
+(scripts/setup.sh) and writes an HF folder usable by eval and RL. Both outputs are written
+atomically.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import json
 import logging
 from pathlib import Path
 
-from gentax import jobspec
+from gentax import jobspec, studyargs
 from gentax.errors import GentaxError
 from gentax.train.sft_config import PRESETS
 
@@ -29,24 +36,30 @@ def register(subparsers) -> None:
     sub = sft.add_subparsers(dest="sft_command", required=True, metavar="SUBCOMMAND")
 
     build = sub.add_parser("build-data", help="collect state-action pairs and write a LlamaFactory dataset")
-    jobspec.add_argument(build)
-    build.add_argument("--config", help="YAML with the SFT section (see gentax/train/sft_defaults.yaml)")
-    build.add_argument("--preset", choices=PRESETS, default="v2")
+    _arguments(build)
     build.add_argument("--v1", default=None, help="HF folder of the model whose trajectories enter the mix (V1)")
     build.add_argument("--out", help="dataset folder to write")
-    build.add_argument("--seed", type=int, default=None, help="overrides the config's seed")
+    build.add_argument("--seed", type=int, default=None, help="the seed (default: --config's seed:, else the study's seed)")
     build.add_argument("--quiet", action="store_true", help="no progress bars")
     build.set_defaults(func=run_build_data)
 
     train = sub.add_parser("train", help="llamafactory-cli train on a dataset folder; writes an HF folder")
-    jobspec.add_argument(train)
-    train.add_argument("--config", help="YAML with the SFT section (see gentax/train/sft_defaults.yaml)")
-    train.add_argument("--preset", choices=PRESETS, default="v2")
+    _arguments(train)
     train.add_argument("--data", help="dataset folder from `gentax sft build-data`")
     train.add_argument("--init", help="HF folder of the model to fine-tune (V1 / the embedded model)")
     train.add_argument("--out", help="HF folder to write")
-    train.add_argument("--seed", type=int, default=None, help="overrides the config's seed")
+    train.add_argument("--seed", type=int, default=None, help="the seed (default: --config's seed:, else the study's seed)")
     train.set_defaults(func=run_train)
+
+
+def _arguments(parser) -> None:
+    """What both verbs take: --job, the stage, the study their defaults come from, the file laid over it."""
+    jobspec.add_argument(parser)
+    parser.add_argument("--preset", choices=PRESETS, default="v2",
+                        help="the SFT stage: v2 (Ckpt V2's warmup) | embedded-base (the embedded model's warm start)")
+    studyargs.add_arguments(parser, "sft", preset_option="--study-preset")
+    parser.add_argument("--config", help="YAML laid over the study's SFT section of the stage (its keys: "
+                                         "config/config.yaml inits.v2.sft and gentax/train/sft_defaults.yaml)")
 
 
 def sft_problems(verb: str, spec: dict, inputs) -> list[str]:
@@ -75,9 +88,7 @@ def _job(text: str, verb: str):
 
 
 def _required(args, verb: str, *names: str) -> None:
-    from gentax.errors import GentaxError
-
-    missing = [f"--{n}" for n in ("config", *names) if getattr(args, n) is None]
+    missing = [f"--{n}" for n in names if getattr(args, n) is None]
     if missing:
         raise GentaxError(f"gentax sft {verb}: give {', '.join(missing)} (or --job SPEC)")
 
@@ -90,19 +101,26 @@ def _provenance_beside(out, spec: dict, model) -> None:
 
 
 def _load(args):
+    """(the resolved SFT section, the domains' settings) of a command line: the study's section of
+    the stage (``args.study_defaults()``) with ``--config``'s section, seed and domains laid over,
+    then ``--seed``."""
     from gentax.errors import KeyProblem
+    from gentax.io import deep_merge
     from gentax.train.sft_config import load_sft_config, read_sft_file
 
-    section, domains, seed = read_sft_file(args.config, args.preset)
-    section = dict(section)
+    study = args.study_defaults()  # the study's SFT sections and domains (gentax.study.config.command_line_defaults)
+    section, domains, seed = read_sft_file(args.config, args.preset) if args.config else ({}, {}, None)
+    section = {**study["stages"][args.preset], **section}
     if seed is not None:
         section["seed"] = seed
     if args.seed is not None:
         section["seed"] = args.seed
     try:
-        return load_sft_config(section, args.preset), domains
-    except KeyProblem as exc:  # the file that set the key
-        raise GentaxError(f"{args.config}: {exc}") from None
+        cfg = load_sft_config(section)
+    except KeyProblem as exc:  # the file that set the key (the study's section is validated already), else --seed
+        raise GentaxError(f"{args.config}: {exc}" if args.config else str(exc)) from None
+    domains = deep_merge(study["domains"], domains)
+    return cfg, {domain: domains[domain] for domain in cfg.active_domains() if domain in domains}
 
 
 def run_build_data(args) -> int:

@@ -1,22 +1,27 @@
 """The SFT configuration: the section, its two parts, one loader (shared by the data builder and the trainer).
 
-``load_sft_config(section, preset="v2") -> SFTConfig`` takes the SFT section as a plain dict (what
-config/config.yaml's ``inits.v2.sft`` or ``embedded_base`` block maps to; ``sft_defaults.yaml`` beside this
-file documents every key and the two presets) and returns a validated, frozen ``SFTConfig``: the
-keys of its two parts, ``SFTData`` (what ``gentax sft build-data`` reads: the mix and how it is
-collected) and ``SFTTrain`` (what ``gentax sft train`` reads: LlamaFactory's training), each with
-the ``seed``; ``cfg.data()`` / ``cfg.train()`` are the parts. A job spec holds its verb's part
-only, read back by ``sft_data_config`` / ``sft_train_config`` (its keys as they are). The
-``embedded-base`` preset is the ``v2`` preset with its own keys laid over; keys the section leaves
-out come from the preset, keys it gives replace the preset's whole (a ``mix`` is never merged with
-the preset's). An unknown key or a bad value is a ``KeyProblem`` naming it (the closest valid key
-for an unknown one, the number hint; the study config's check words it under ``inits.v2.sft.`` or
-``embedded_base.`` with the file that set it).
+``load_sft_config(section) -> SFTConfig`` takes an SFT section as a plain dict and returns a
+validated, frozen ``SFTConfig``; keys the section leaves out come from ``engine_defaults()``
+(``sft_defaults.yaml`` beside this file: the engine keys that are no study choice, their meaning
+and source). The study's values (the mix, its size and sources, the answer format, steps, lr,
+batch size, how the --v1 model is sampled, the seed) have no default here: the section holds them,
+as the study layer resolves them (``gentax.study.plan.study_sft``: a workflow job's section, or the
+study's section that ``gentax sft``'s ``--config`` is laid over); this module reads no workflow
+config. A study key the section leaves out is a ``KeyProblem`` naming it. The keys of its two parts,
+``SFTData`` (what ``gentax sft build-data`` reads: the mix and how it is collected) and
+``SFTTrain`` (what ``gentax sft train`` reads: LlamaFactory's training), each with the ``seed``;
+``cfg.data()`` / ``cfg.train()`` are the parts. A job spec holds its verb's part only, read back by
+``sft_data_config`` / ``sft_train_config`` (its keys as they are). Keys the section gives replace
+the defaults' whole (a mapping such as ``extra`` is never merged). An unknown key or a bad value is
+a ``KeyProblem`` naming it (the closest valid key for an unknown one, the number hint; the study
+config's check words it under ``inits.v2.sft.`` or ``embedded_base.`` with the file that set it).
 
-``read_sft_file(path, preset) -> (section, domains, seed)`` reads a YAML file for the CLI: the
-section is the file's ``sft:`` block (``embedded_base:`` for that preset) or else the whole mapping
-without the reserved keys ``domains`` and ``seed``; ``domains`` maps a domain to
-``{max_steps, options}`` (the envs the data is collected in).
+``PRESETS`` are the SFT stages' names (a job spec's ``preset``, the ``--preset`` of ``gentax sft
+build-data`` and ``train``): ``v2``, Ckpt V2's warmup, and ``embedded-base``, the embedded model's
+warm start. ``read_sft_file(path, preset) -> (section, domains, seed)`` reads a YAML file for the
+CLI: the section is the file's ``sft:`` block (``embedded_base:`` for that stage) or else the
+whole mapping without the reserved keys ``domains``, ``seed`` and ``tracking``; ``domains`` maps a
+domain to ``{max_steps, options}`` (the envs the data is collected in).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ SOURCES = ("expert", "v1")
 GENERATORS = ("hf", "vllm")
 PRECISIONS = ("auto", "bf16", "fp32")
 SWITCHES = ("auto", True, False)
-_SECTION_KEY = {"v2": "sft", "embedded-base": "embedded_base"}
+_SECTION_KEY = {"v2": "sft", "embedded-base": "embedded_base"}  # a --config file's block of each stage
 _RESERVED = ("domains", "seed", "tracking")  # tracking: gentax.train.tracking
 
 
@@ -115,38 +120,27 @@ SFTConfig = dataclasses.make_dataclass(
 
 
 @lru_cache(maxsize=None)
-def _presets() -> dict[str, dict[str, Any]]:
-    presets = read_yaml(DEFAULTS_FILE)
-    from gentax.domains.spec import specs
-
-    warm_start = [d for d, s in specs().items() if s.warm_start]  # the embedded base's demos
-    presets["embedded-base"].setdefault("mix", {d: 1 for d in warm_start})
-    presets["embedded-base"].setdefault("sources", {d: "expert" for d in warm_start})
-    return presets
+def engine_defaults() -> dict[str, Any]:
+    """The engine keys' defaults (sft_defaults.yaml): every SFT key that is no study choice."""
+    return read_yaml(DEFAULTS_FILE)
 
 
-def sft_section(sft: dict) -> dict:
-    """A workflow config's SFT section as this engine sees it: a mix weight of 0 drops that domain
-    (config files merge key by key, so an override cannot delete a key of config/config.yaml's mix)."""
-    if "mix" not in sft:
-        return dict(sft)
-    # a weight that is no number stays, for the loader to name it
-    return {**sft, "mix": {d: w for d, w in sft["mix"].items() if not (is_integer(w) and w <= 0)}}
-
-
-def load_sft_config(section: Mapping[str, Any] | None = None, preset: str = "v2") -> SFTConfig:
-    """Validated ``SFTConfig`` from ``section`` over the ``preset``'s defaults (see module doc)."""
-    if preset not in PRESETS:
-        raise ConfigError(f"unknown SFT preset {preset!r}; valid: {', '.join(PRESETS)}")
-    presets = _presets()
-    merged = {**presets["v2"], **(presets[preset] if preset != "v2" else {})}
+def load_sft_config(section: Mapping[str, Any]) -> SFTConfig:
+    """Validated ``SFTConfig`` from ``section`` over ``engine_defaults()`` (see the module doc); a
+    study key the section leaves out is a ``KeyProblem`` naming it."""
     section = dict(section or {})
     known = [f.name for f in dataclasses.fields(SFTConfig)]
     unknown = [key for key in section if key not in known]
     if unknown:
         raise KeyProblem("SFT config", (unknown[0],), f"{unknown_key(unknown[0], known)} ({DEFAULTS_FILE.name} "
-                                                       "documents each)")
-    merged.update(section)
+                                                       "and config/config.yaml's inits.v2.sft document each)")
+    merged = {**engine_defaults(), **section}
+    missing = [key for key in known if key not in merged]
+    if missing:
+        raise KeyProblem("SFT config", (missing[0],), "missing: a study value, which the study's SFT section holds "
+                                                       "(gentax.study.plan.study_sft: config/config.yaml inits.v2.sft / "
+                                                       "embedded_base and what it takes from the study; gentax sft: "
+                                                       "--study-preset)")
     cfg = SFTConfig(**merged)
     _validate(cfg)
     return cfg
@@ -176,8 +170,10 @@ def _resolved(part: type, resolved: Mapping[str, Any], preset: str, validate):
 
 def read_sft_file(path: str | Path, preset: str = "v2") -> tuple[dict[str, Any], dict[str, dict[str, Any]], int | None]:
     """(section, domains, seed) of a YAML config file (see the module docstring)."""
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown SFT preset {preset!r}; valid: {', '.join(PRESETS)}")
     data = read_yaml(path)
-    key = _SECTION_KEY.get(preset, "sft")
+    key = _SECTION_KEY[preset]
     if key in data:
         section = data[key]
     else:
