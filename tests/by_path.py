@@ -8,11 +8,12 @@ from types import ModuleType
 REPO = Path(__file__).resolve().parents[1]
 
 
-def load(relative: str) -> ModuleType:
+def load(relative: str, name: str | None = None) -> ModuleType:
     """The module at ``REPO / relative`` (e.g. ``scripts/config_readme.py``), freshly executed and
-    registered under its file's stem (its dataclasses look their module up in ``sys.modules``)."""
+    registered under ``name`` (default: its file's stem; its dataclasses look their module up in
+    ``sys.modules``)."""
     path = REPO / relative
-    spec = importlib.util.spec_from_file_location(path.stem, path)
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

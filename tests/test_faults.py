@@ -497,12 +497,11 @@ def test_a_stopped_trainer_ends_its_processes(tmp_path):
 
 
 def test_the_gpu_smokes_kill_ends_the_vllm_engines_outside_the_trainers_group(tmp_path, monkeypatch):
-    import importlib.util
     import uuid
 
-    spec = importlib.util.spec_from_file_location("verl_gpu_smoke", ROOT / "benchmarks" / "verl_gpu_smoke" / "smoke.py")
-    smoke = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(smoke)
+    from by_path import load
+
+    smoke = load("benchmarks/verl_gpu_smoke/smoke.py", "verl_gpu_smoke")
     monkeypatch.setattr(smoke, "LEFT_BEHIND", ())  # by the marker alone: other users' Ray on this machine is not ours
     marker = uuid.uuid4().hex
     script = ("import subprocess, sys, time\n"

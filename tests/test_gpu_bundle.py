@@ -2,7 +2,6 @@
 checks, joins and unpacks them on the GPU machine): a good bundle installs, a missing or damaged part
 stops the install naming the part and the command that rebuilds the bundle."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,14 +10,13 @@ from pathlib import Path
 
 import pytest
 
+import by_path
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def load(name: str):
-    spec = importlib.util.spec_from_file_location(f"gpu1_{name}", ROOT / "benchmarks" / "gpu1" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return by_path.load(f"benchmarks/gpu1/{name}.py", f"gpu1_{name}")
 
 
 bundle, installer = load("bundle"), load("install")

@@ -6,12 +6,13 @@ machine (benchmarks/paper_shape/device.sh)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
+
+import by_path
 
 from rl_helpers import PAPER_RL
 
@@ -23,10 +24,7 @@ TOKENIZER = {"vocab_size": 49152, "bos_token_id": 1, "eos_token_id": 2, "pad_tok
 def _load(name: str):
     path = REPO / "benchmarks" / "paper_shape" / f"{name}.py"
     sys.path.insert(0, str(path.parent))
-    spec = importlib.util.spec_from_file_location(f"paper_shape_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return by_path.load(str(path.relative_to(REPO)), f"paper_shape_{name}")
 
 
 model = _load("model")

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+
+import by_path
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
 
 def _load():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "study_time.py"
-    spec = importlib.util.spec_from_file_location("study_time", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return by_path.load("benchmarks/study_time.py")
 
 
 def _bench(root: Path, name: str, *rows: tuple[float, float]) -> None:
