@@ -92,7 +92,9 @@ def build(args: Sequence[str]) -> list[PlannedJob]:
     def every_job(dag_api, *_, **__):  # in place of the execution: the DAG, every job forced, read
         workflow = dag_api.workflow_api._workflow
         workflow._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True, nolock=True)
-        workflow._build_dag()
+        # the class's build, not the Snakefile's wrap of it (when_built): that wrap prices the jobs for
+        # the dry-run line, which nobody reads here
+        type(workflow)._build_dag(workflow)
         for layer in workflow.dag.toposorted():
             jobs.extend(sorted(map(planned, layer), key=lambda j: (j.rule, sorted(j.output))))
 
@@ -125,7 +127,7 @@ def when_built(workflow, report: Callable[[list[PlannedJob]], None]) -> None:
     """Have ``report(jobs)`` called with the jobs this invocation will run, once Snakemake has built
     its DAG: before a dry-run lists them and before a run starts any. Snakemake has no hook there
     (``onstart`` comes later, and never in a dry-run), so this wraps the workflow's DAG build
-    (``Workflow._build_dag``, which ``build`` calls too). A ``ConfigError`` of ``report`` ends the
+    (``Workflow._build_dag``; ``build`` calls the unwrapped one). A ``ConfigError`` of ``report`` ends the
     invocation as the Snakefile's own refusals do: its one line on stderr, exit status 2."""
     build_dag = workflow._build_dag
 
