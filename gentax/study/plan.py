@@ -135,11 +135,8 @@ def study_rl(cfg: dict) -> dict[str, Any]:
     evaluations' temperature. A config that sets one of them under ``rl:`` is refused, naming the key
     that holds it. A run's GPUs (``verl.n_gpus_per_node``) are the cluster's (``cluster.gpus_per_node``,
     the SFT job's too) unless ``rl.verl.n_gpus_per_node`` gives RL its own count."""
-    for key, source in RL_FROM_STUDY.items():
-        if key in cfg["rl"]:
-            raise KeyProblem("RL config", (key,), f"set by {source} (the RL run's validation plays as the evaluations "
-                                                  f"do); remove rl.{key}")
-    rl = {**cfg["rl"], "val_temperature": cfg["eval"]["temperature"]}
+    rl = _filled_from_study(cfg, cfg["rl"], RL_FROM_STUDY, "RL config", "rl",
+                            "the RL run's validation plays as the evaluations do")
     verl = dict(rl.get("verl") or {})
     if verl.get("n_gpus_per_node") is None and "cluster" in cfg:
         rl["verl"] = {**verl, "n_gpus_per_node": cfg["cluster"]["gpus_per_node"]}
@@ -161,6 +158,16 @@ def _setting(cfg: dict, dotted: str) -> Any:
     return node
 
 
+def _filled_from_study(cfg: dict, block: dict, from_study: dict[str, str], section: str, where: str,
+                       why: str) -> dict[str, Any]:
+    """``block`` (the config's ``where``) with each key of ``from_study`` set to the study setting it
+    names; a block that sets one itself is refused (a ``section`` ``KeyProblem``, saying ``why``)."""
+    for key, source in from_study.items():
+        if key in block:
+            raise KeyProblem(section, (key,), f"set by {source} ({why}); remove {where}.{key}")
+    return {**block, **{key: _setting(cfg, source) for key, source in from_study.items()}}
+
+
 def study_sft(cfg: dict, preset: str) -> dict[str, Any]:
     """The SFT section a job of the SFT stage ``preset`` (``SFT_BLOCKS``) receives, as the SFT
     engine's loader reads it (``load_sft_config``; its ``data()`` / ``train()`` are the two jobs'
@@ -175,20 +182,17 @@ def study_sft(cfg: dict, preset: str) -> dict[str, Any]:
     key of ``SFT_FROM_STUDY`` is refused (``KeyProblem``), naming the key that holds it."""
     if preset not in SFT_BLOCKS:
         raise ConfigError(f"unknown SFT preset {preset!r}; valid: {', '.join(SFT_BLOCKS)}")
-    block = dict(_setting(cfg, SFT_BLOCKS[preset]) or {})
-    for key, source in SFT_FROM_STUDY.items():
-        if key in block:
-            raise KeyProblem("SFT config", (key,), f"set by {source} (the SFT jobs take it from there, as the RL "
-                                                   f"and evaluation jobs do); remove {SFT_BLOCKS[preset]}.{key}")
-    if "mix" in block and isinstance(block["mix"], dict):  # a weight that is no number stays, for the loader to name it
-        block["mix"] = {d: w for d, w in block["mix"].items() if not (is_integer(w) and w <= 0)}
-        if isinstance(block.get("sources"), dict):  # likewise merged key by key: only the mix's domains have one
-            block["sources"] = {d: s for d, s in block["sources"].items() if d in block["mix"]}
+    section = dict(_setting(cfg, SFT_BLOCKS[preset]) or {})
+    if "mix" in section and isinstance(section["mix"], dict):  # a weight that is no number stays, for the loader to name it
+        section["mix"] = {d: w for d, w in section["mix"].items() if not (is_integer(w) and w <= 0)}
+        if isinstance(section.get("sources"), dict):  # likewise merged key by key: only the mix's domains have one
+            section["sources"] = {d: s for d, s in section["sources"].items() if d in section["mix"]}
     if preset == "embedded-base":
         warm_start = [d for d, s in specs().items() if s.warm_start]
-        block.setdefault("mix", {d: 1 for d in warm_start})
-        block.setdefault("sources", {d: "expert" for d in warm_start})
-    section = {**block, **{key: _setting(cfg, source) for key, source in SFT_FROM_STUDY.items()}}
+        section.setdefault("mix", {d: 1 for d in warm_start})
+        section.setdefault("sources", {d: "expert" for d in warm_start})
+    section = _filled_from_study(cfg, section, SFT_FROM_STUDY, "SFT config", SFT_BLOCKS[preset],
+                                 "the SFT jobs take it from there, as the RL and evaluation jobs do")
     dtype = cfg["engines"].get("dtype", "auto")
     if dtype != "auto":
         section["precision"] = sft_precision(dtype)
