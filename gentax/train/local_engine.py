@@ -588,6 +588,8 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
             stats = update_policy(policy, optimizer, samples, cfg, np.random.default_rng(derive_seed(seed, "minibatch", step)),
                                   at_reference=step == 1)
             update_s = time.perf_counter() - update_started
+            if policy.device.type == "cuda":  # jobs share one GPU (profiles/gpu1): the update's peak blocks go
+                torch.cuda.empty_cache()      # back to the others, not kept reserved through the next rollout
             row = {"step": step, **_step_metrics(parts, weights), **stats, **_digests(samples, policy)}
             train_tokens = sum(len(p) + len(r) for p, r in zip(samples.prompts, samples.responses))
             row.update(
