@@ -161,14 +161,15 @@ def strict_determinism(device):
 def deterministic_attention(device):
     """Within, on a CUDA ``device``: sdpa may not pick cuDNN attention; flash, memory-efficient and
     math attention stay (their backward is deterministic in ``strict_determinism``); else nothing.
-    sdpa chooses its kernel in the forward, where the jobs' mode is warn-only. Measured on the H200 (benchmarks/gpu1/runs/2026-12-04b/update_twice.json: the
-    engine's update pass on a step's padded shape, 2 processes x 3 repeats beside 2 busy processes):
-    gradients bit-equal within and across processes with sdpa limited to flash+math, to
+    sdpa chooses its kernel in the forward, where the jobs' mode is warn-only. Measured on the H200
+    (benchmarks/gpu1/runs/2026-12-04b/update_twice.json: the engine's update pass on a step's padded
+    shape, 2 processes x 3 repeats beside 2 busy processes): gradients bit-equal within and across processes with sdpa limited to flash+math, to
     memory-efficient or to math attention, or with eager attention; different with cuDNN attention
     alone and with sdpa as the model loads (presumably what the jobs' forward picked). Memory-efficient
     attention stays because math attention keeps each layer's (rows x heads x tokens x tokens) weights
     for the backward: with flash+math only, 12 jobs sharing the H200 peaked at 139.8 GiB (104.3 GiB the
-    run before) and two RL runs failed twice out of memory (runs/2026-12-04b).
+    run before) and two RL runs failed twice out of memory (runs/2026-12-04b). With this set, 12 jobs
+    peaked at 95.7 GiB and two runs of the initial chain agreed bit for bit (runs/2026-12-04c).
     Strict mode around the whole forward would choose the same way but raises at any op without a
     deterministic CUDA kernel (float ``cumsum`` has none). For a training forward whose backward runs
     in ``strict_determinism``."""
