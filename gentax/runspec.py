@@ -6,8 +6,8 @@ Contract (docs/contracts.md "Runs")::
     variant(name) -> VariantSpec           # an unknown name is one GentaxError listing the valid ones
     variant_names() -> tuple[str, ...]
     build(cfg, init, train_domain, variant, seed, steps) -> RunSpec     # from a workflow config
-    from_defaults(init=..., domain=..., variant=..., seed=..., steps=..., augmentation=..., domains=...)
-        -> RunSpec                         # a run named on the command line (the domain registry's defaults)
+    from_defaults(init=..., domain=..., variant=..., seed=..., steps=..., domains=..., augmentation=...)
+        -> RunSpec                         # a run named on the command line (the study's settings, handed in)
     RunSpec.to_dict() / RunSpec.from_dict(d)   # JSON; from_dict rejects bad/unknown/missing keys
     collect_fields(run, domain, split) -> {CollectConfig field: value}
 
@@ -288,26 +288,39 @@ def build(cfg: Mapping[str, Any], init: str, train_domain: str, variant_name: st
 
 
 def from_defaults(*, init: str, domain: str, variant: str, seed: int, steps: int,
-                  augmentation: Mapping[str, Any] | None = None,
-                  domains: Mapping[str, Mapping[str, Any]] | None = None) -> RunSpec:
+                  domains: Mapping[str, Mapping[str, Any]],
+                  augmentation: Mapping[str, Any] | None = None) -> RunSpec:
     """The run spec of a run named without a workflow config (``gentax train rl --domain
-    --variant``, no ``--run-spec``): each training domain's settings are ``domains[d]`` ({max_steps,
-    options?}) where given, else its domain spec's step limit with no difficulty knobs; an
-    augmented variant takes ``augmentation`` {kind, p, eps?}, each domain's budget ``eps[d]`` where
-    given, else its domain spec's ``aug_eps`` (``gentax.domains.spec``). The command line passes
-    the study's augmentation kind and V1's p (``gentax.study.config.command_line_defaults``)."""
-    from gentax.domains.spec import mixture_weights, spec
+    --variant``, no ``--run-spec``), from the study values its caller hands in (the command line:
+    ``gentax.study.config.command_line_defaults``' ``train rl`` ``run``). Each training domain's
+    settings are ``domains[d]`` ({max_steps, options?}); a domain ``domains`` has no entry for (one a
+    ``GENTAX_DOMAINS`` module adds, which the study has no section for) runs at its env's own step
+    limit (``DomainEnv.default_max_steps``) and knobs, as ``gentax eval`` plays it. An augmented
+    variant takes ``augmentation`` {kind, p, eps}: each training domain's budget is ``eps[d]``
+    (unless the variant sets it); a missing one is a GentaxError, there is no other source."""
+    from gentax.domains import domain_class
+    from gentax.domains.spec import mixture_weights
 
-    domains, aug = domains or {}, augmentation or {}
+    aug = augmentation or {}
     if augments(variant):
         missing = [key for key in ("kind", "p") if key not in aug]
         if missing:
             raise GentaxError(f"variant {variant!r} augments its training episodes: give its augmentation's "
                               f"{' and '.join(missing)}")
-    return _resolve(init, mixture_weights(domain), variant, seed, steps,
-                    domain_settings=lambda d: domains.get(d) or {"max_steps": spec(d).max_steps, "options": {}},
-                    aug_kind=aug.get("kind"), aug_p=aug.get("p"),
-                    aug_eps=lambda d: (aug.get("eps") or {}).get(d, spec(d).aug_eps))
+
+    def settings(d: str) -> Mapping[str, Any]:
+        return domains[d] if d in domains else {"max_steps": domain_class(d).default_max_steps, "options": {}}
+
+    def budget(d: str) -> int:
+        eps = aug.get("eps") or {}
+        if d not in eps:
+            raise GentaxError(f"variant {variant!r} augments its training episodes: no augmentation budget (eps) for "
+                              f"{d}; a command line takes the study's augmentation.v1.eps.{d} (set it in a "
+                              f"--study-config file) or the run from a --run-spec file")
+        return eps[d]
+
+    return _resolve(init, mixture_weights(domain), variant, seed, steps, domain_settings=settings,
+                    aug_kind=aug.get("kind"), aug_p=aug.get("p"), aug_eps=budget)
 
 
 def collect_fields(run: RunSpec, domain: str, split: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 from gentax.io import read_yaml
+from gentax.study.config import command_line_defaults
 from gentax.study.plan import study_rl
 
 
@@ -45,7 +46,8 @@ def copy_model(src: Path, dst: Path) -> Path:
 #: the paper study's RL block (config/config.yaml's ``rl:``, the paper preset as it is, with the RL keys the
 #: study sets elsewhere: gentax.study.plan.study_rl): the study values an RL section holds, which the
 #: engines' loader has no default for (gentax.train.config)
-PAPER_RL = study_rl(read_yaml(Path(__file__).resolve().parents[1] / "config" / "config.yaml"))
+PAPER_STUDY = read_yaml(Path(__file__).resolve().parents[1] / "config" / "config.yaml")  # the paper preset as it is
+PAPER_RL = study_rl(PAPER_STUDY)
 TINY_RL = {
     **PAPER_RL,
     "group_size": 2,
@@ -57,8 +59,8 @@ TINY_RL = {
     "mini_batch_size": 4,  # two updates per step: exercises the recomputed old log-probs
     "micro_batch_size": 2,
 }
-_STUDY_AUG = read_yaml(Path(__file__).resolve().parents[1] / "config" / "config.yaml")["augmentation"]
-PAPER_AUGMENTATION = {"kind": _STUDY_AUG["kind"], "p": _STUDY_AUG["v1"]["p"]}  # a command-line run's (--variant aug)
+#: a command-line run's augmentation in the paper study (``--variant aug``: the study's kind with V1's p and budgets)
+PAPER_AUGMENTATION = command_line_defaults(PAPER_STUDY)["train rl"]["run"]["augmentation"]
 TINY_MAX_STEPS = 2  # the episode step limit of a tiny run (``make_run``'s default)
 
 
@@ -78,7 +80,7 @@ def make_run(domain: str = "sokoban", variant: str = "default", seed: int = 0, s
     """A run spec as ``gentax train rl --domain D --variant V --seed S`` names one
     (``runspec.from_defaults``), with each training domain's step limit ``max_steps`` (one for
     all, or ``{domain: limit}``) and no knobs; an augmented variant's augmentation is the paper
-    study's command-line default (``augmentation.kind``, V1's p) under ``augmentation``."""
+    study's command-line default (``augmentation.kind``, V1's p and eps) under ``augmentation``."""
     from gentax.domains.spec import mixture_weights
     from gentax.runspec import from_defaults
 

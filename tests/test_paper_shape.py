@@ -14,7 +14,7 @@ import pytest
 
 import by_path
 
-from rl_helpers import PAPER_RL
+from rl_helpers import PAPER_RL, make_run
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = json.loads((REPO / "config" / "models" / "Llama-3.1-8B-Instruct.json").read_text())
@@ -159,12 +159,11 @@ def test_the_phase_trace_records_each_phase_and_resets_the_peak_inside_step(tmp_
 
 def test_the_phase_trace_variable_reaches_verls_processes_only_when_set(monkeypatch, tmp_path):
     pytest.importorskip("verl")
-    from gentax.runspec import from_defaults
     from gentax.train import verl_engine
     from gentax.train.config import load_rl_config
 
     cfg = load_rl_config(PAPER_RL)
-    run = from_defaults(init="/m", domain="sokoban", variant="default", seed=0, steps=1)
+    run = make_run("sokoban", "default", 0, 1)
 
     def overrides():
         return verl_engine.verl_overrides(cfg, model_path="/m", run=run, run_dir=tmp_path, end_step=1,

@@ -136,3 +136,64 @@ def test_gentax_eval_takes_a_thinking_mode(capsys):
     assert "invalid choice: 'sideways'" in capsys.readouterr().err
     assert main([*args, "--think", "on", "--no-think"]) != 0
     assert "--no-think contradicts --think on" in capsys.readouterr().err
+
+
+def _command_line_run(capsys, tmp_path, domain: str, *options: str) -> dict:
+    """The run spec `gentax train rl --domain DOMAIN --variant aug OPTIONS` resolves (the local
+    engine's --print-config prints it)."""
+    import yaml
+
+    from gentax.cli import main
+
+    assert main(["train", "rl", "--engine", "local", "--print-config", "--init", "/m", "--domain", domain,
+                 "--variant", "aug", "--out", str(tmp_path / "run"), *options]) == 0
+    return yaml.safe_load(capsys.readouterr().out)["run_spec"]
+
+
+def test_a_command_line_run_takes_its_step_limits_knobs_and_budgets_from_the_study(paper, tmp_path, capsys):
+    """`gentax train rl --domain --variant aug` without --run-spec: each training domain's step limit
+    and knobs are the study's domains.<d>, its budget the study's augmentation.v1.eps.<d> and its p
+    V1's; a --study-config that changes them changes the run (there is no other source)."""
+    run = _command_line_run(capsys, tmp_path, "webshop+sokoban")
+    assert run["domains"] == {d: {"max_steps": paper["domains"][d]["max_steps"], "options": {}} for d in ("webshop", "sokoban")}
+    assert run["augmentation"] == {"kind": paper["augmentation"]["kind"], "p": paper["augmentation"]["v1"]["p"],
+                                   "eps": {d: paper["augmentation"]["v1"]["eps"][d] for d in ("webshop", "sokoban")}}
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("domains: {webshop: {max_steps: 9, options: {results_per_page: 2}}}\n"
+                    "augmentation: {v1: {p: 0.5, eps: {webshop: 55}}}\n")
+    changed = _command_line_run(capsys, tmp_path, "webshop+sokoban", "--study-config", str(mine))
+    assert changed["domains"] == {"webshop": {"max_steps": 9, "options": {"results_per_page": 2}},
+                                  "sokoban": run["domains"]["sokoban"]}
+    assert changed["augmentation"] == {**run["augmentation"], "p": 0.5, "eps": {"webshop": 55, "sokoban": 80}}
+
+
+def test_a_command_line_run_on_a_domain_the_study_has_no_budget_for_is_refused(paper, tmp_path, capsys):
+    """The paper study sets V1 no SciWorld budget (V1 leaves SciWorld out): `--domain sciworld
+    --variant aug` names the key to set; a --study-config that sets it is the run's budget."""
+    from gentax.cli import main
+
+    args = ["train", "rl", "--engine", "local", "--print-config", "--init", "/m", "--domain", "sciworld",
+            "--variant", "aug", "--out", str(tmp_path / "run")]
+    assert main(args) == 2
+    assert "no augmentation budget (eps) for sciworld; a command line takes the study's augmentation.v1.eps.sciworld" \
+        in capsys.readouterr().err
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("augmentation: {v1: {eps: {sciworld: 120}}}\n")
+    run = _command_line_run(capsys, tmp_path, "sciworld", "--study-config", str(mine))
+    assert run["augmentation"]["eps"] == {"sciworld": 120}
+    assert run["domains"]["sciworld"]["max_steps"] == paper["domains"]["sciworld"]["max_steps"]
+
+
+def test_from_defaults_plays_a_domain_it_is_given_no_settings_for_at_its_envs_own():
+    """runspec.from_defaults: a training domain the caller hands no settings for (one a
+    GENTAX_DOMAINS module adds, which the study has no section for) runs at its env's own step
+    limit and knobs, as `gentax eval` plays it; a training domain without a budget is refused."""
+    from gentax.domains import domain_class
+
+    run = runspec.from_defaults(init="/m", domain="webshop+sokoban", variant="default", seed=0, steps=1,
+                                domains={"webshop": {"max_steps": 9, "options": {"results_per_page": 2}}})
+    assert run.domains == {"webshop": {"max_steps": 9, "options": {"results_per_page": 2}},
+                           "sokoban": {"max_steps": domain_class("sokoban").default_max_steps, "options": {}}}
+    with pytest.raises(GentaxError, match=r"no augmentation budget \(eps\) for sokoban"):
+        runspec.from_defaults(init="/m", domain="webshop+sokoban", variant="aug", seed=0, steps=1, domains={},
+                              augmentation={"kind": "distractor", "p": 1.0, "eps": {"webshop": 30}})

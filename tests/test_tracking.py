@@ -66,12 +66,11 @@ def test_no_backend_means_metrics_csv_only(tmp_path):
 
 
 def test_verl_engine_logs_through_verls_own_logger_into_the_run_folder(tmp_path):
-    from gentax.runspec import from_defaults
     from gentax.train.config import load_rl_config
     from gentax.train.verl_engine import build_config
 
     cfg = load_rl_config(PAPER_RL)
-    run = from_defaults(init="/models/x", domain="webshop", variant="default", seed=1, steps=15)
+    run = make_run("webshop", "default", 1, 15, init="/models/x")
     config = build_config(cfg, model_path="/models/x", run=run, run_dir=tmp_path / "run", end_step=15, write_data=False)
     assert list(config.trainer.logger) == ["console", "tensorboard"]
     env = config.ray_kwargs.ray_init.runtime_env.env_vars

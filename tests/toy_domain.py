@@ -61,6 +61,5 @@ SPEC = DomainSpec(
     action_syntax=exact_action,
     augmentation=Augmentation(nominal_tokens=8, donor_chars_per_token=4.0, separator="\n",
                               monitor_shows="a room of buttons", distractors=_distractors),
-    aug_eps=16,
     warm_start=False,
 )

@@ -833,7 +833,6 @@ SPEC = DomainSpec(
         nominal_tokens=12, donor_chars_per_token=4.0, separator="\n", monitor_shows="a science lab simulation",
         distractors=sciworld_distractors,
     ),
-    aug_eps=200,
 )
 
 if __name__ == "__main__":

@@ -352,5 +352,4 @@ SPEC = DomainSpec(
         nominal_tokens=10, donor_chars_per_token=1.5, separator="\n", monitor_shows="a puzzle game",
         distractors=sokoban_distractors,
     ),
-    aug_eps=80,
 )

@@ -19,8 +19,9 @@ this registry.
 The spec holds:
 
 - ``env``: the environment class ("module:Class", imported on first use), which owns the
-  difficulty knobs (``default_options`` + ``check_options``), the step limit
-  (``default_max_steps``, the paper's training limit) and the expert (``expert_action``);
+  difficulty knobs (``default_options`` + ``check_options``), its own step limit when made without
+  one (``default_max_steps``; the study's are config ``domains.<d>.max_steps``) and the expert
+  (``expert_action``);
 - ``intro`` and ``rule`` of the step prompt (``rule_when`` decides per observation whether the
   rule line is shown; ``None`` = whenever it is non-empty) and ``max_admissible_shown``;
 - ``action_syntax``: ``(command, admissible) -> (action | None, reason | None)``, the parser's
@@ -30,8 +31,6 @@ The spec holds:
 - ``augmentation``: the State Information Augmentation sources (``Augmentation``: distractors,
   goal reader, insertion layout, all in the domain's module), or None when the domain has none
   (then only ``eps = 0`` or augmentation off is allowed for it);
-- ``aug_eps``: the augmentation budget of a run named on the command line
-  (``gentax.runspec.from_defaults``; the workflow's come from config ``augmentation``);
 - ``warm_start``: whether the embedded base model's SFT warm start has expert demos of it;
 - ``properties``: optional ``(steps) -> {measure: value}`` extra property measures.
 """
@@ -99,7 +98,6 @@ class DomainSpec:
     rule_when: Callable[[Any], bool] | None = None
     max_admissible_shown: int | None = None
     augmentation: Augmentation | None = None
-    aug_eps: int = 0
     warm_start: bool = True
     properties: Callable[..., dict] | None = None
 
@@ -109,11 +107,6 @@ class DomainSpec:
         if env_class.name != self.name:
             raise GentaxError(f"domain {self.name!r}: env class {self.env} is named {env_class.name!r}")
         return env_class
-
-    @property
-    def max_steps(self) -> int:
-        """The paper's training step limit: the env's ``default_max_steps``."""
-        return int(self.env_class().default_max_steps)
 
     def augmentation_or_error(self) -> Augmentation:
         if self.augmentation is None:

@@ -127,21 +127,24 @@ def command_line_defaults(cfg: dict) -> dict[str, dict[str, Any]]:
     agree. ``domains`` is the study's episode settings of every domain (step limit and knobs; a
     command line's own are laid over them). ``eval`` / ``properties``: also the filler arm's
     (``--think filler``). ``train rl``: ``engine`` (``engines.rl``), ``rl`` the study's RL block
-    (what ``--config`` is laid over), ``run`` a run named on the command line: ``grid.steps``, the
-    grid's first seed, and the augmentation kind with V1's p (``--variant aug``). ``sft`` (``gentax
-    sft build-data`` and ``train``): ``stages``, each SFT stage's section (what ``--config`` is laid
-    over). ``augment preview``: the augmentation ``kind``."""
+    (what ``--config`` is laid over), ``run`` a run named on the command line
+    (``gentax.runspec.from_defaults``' arguments): ``grid.steps``, the grid's first seed, every
+    domain's episode settings (``domains``) and the augmentation kind with V1's p and per-domain
+    budgets ``eps`` (``--variant aug``). ``sft`` (``gentax sft build-data`` and ``train``):
+    ``stages``, each SFT stage's section (what ``--config`` is laid over). ``augment preview``: the
+    augmentation ``kind``."""
     from gentax.study.jobs import domain_settings  # function-local: defers numpy (gentax.train.grpo)
 
     augmentation = {"kind": cfg["augmentation"]["kind"], "p": cfg["augmentation"]["v1"]["p"]}
     domains = {domain: domain_settings(cfg, domain) for domain in cfg["domains"]}
     rollout = {"domains": domains, "filler": eval_filler(cfg)}
+    run_augmentation = {**augmentation, "eps": {d: int(eps) for d, eps in cfg["augmentation"]["v1"]["eps"].items()}}
     return {"eval": {**rollout_settings(cfg, "eval"), **rollout},
             "properties": {**rollout_settings(cfg, "properties"), "augmentation": augmentation, **rollout},
             "tables": table_settings(cfg),
             "train rl": {"engine": cfg["engines"]["rl"], "rl": study_rl(cfg),
-                         "run": {"steps": cfg["grid"]["steps"], "seed": cfg["grid"]["seeds"][0],
-                                 "augmentation": augmentation}},
+                         "run": {"steps": cfg["grid"]["steps"], "seed": cfg["grid"]["seeds"][0], "domains": domains,
+                                 "augmentation": run_augmentation}},
             "sft": {"stages": {stage: study_sft(cfg, stage) for stage in SFT_BLOCKS}, "domains": domains},
             "augment preview": {"kind": cfg["augmentation"]["kind"]}}
 

@@ -7,10 +7,11 @@
 
 The run is a run spec (gentax.runspec: training domains with weights, variant, seed, steps,
 thinking, augmentation, the domains' settings): ``--run-spec`` reads one (the workflow writes
-it into the run folder), or ``--domain/--variant/--seed`` name one whose domains' step limits
-and augmentation budgets are the domain registry's and whose augmentation kind and p are the
-study's (``augmentation.kind``, V1's ``p``; gentax.runspec.from_defaults), its seed the study's first
-(``grid.seeds``); a run with other domain settings is a ``--run-spec`` file. ``--engine`` defaults to
+it into the run folder), or ``--domain/--variant/--seed`` name one whose domains' step limits and
+knobs are the study's (``domains.<d>``; a domain the study has no section for: its env's own) and
+whose augmentation is the study's kind with V1's p and budgets (``augmentation.kind``,
+``augmentation.v1``; gentax.runspec.from_defaults), its seed the study's first (``grid.seeds``);
+a run with other domain settings is a ``--run-spec`` file. ``--engine`` defaults to
 the study's ``engines.rl``. ``--domain`` may be a mixture ``a+b`` or ``a*3+b``;
 ``--variant`` is a name of gentax.runspec.VARIANTS.
 ``--config`` holds the RL section, at the top level or under ``rl:``; keys it leaves out come from
@@ -225,10 +226,10 @@ def _run_rl(args) -> int:
     elif args.domain is None:
         raise ConfigError("name the run: --run-spec FILE, or --domain D [--variant V] [--seed S]")
     start, end = parse_steps(args.steps or f"0:{run.steps if run else study['run']['steps']}")
-    if run is None:  # the command line names it: the registry's domain settings (runspec.from_defaults)
+    if run is None:  # the command line names it: the study's domain settings and budgets (runspec.from_defaults)
         run = from_defaults(init=str(args.init), domain=args.domain, variant=args.variant or "default",
                             seed=study["run"]["seed"] if args.seed is None else args.seed, steps=end,
-                            augmentation=study["run"]["augmentation"])
+                            domains=study["run"]["domains"], augmentation=study["run"]["augmentation"])
     engine = study["engine"] if args.engine is None else args.engine
     return train_rl(engine, resolved, init=args.init, run=run, start=start, end=end, run_dir=args.out,
                     print_config=args.print_config, progress=not args.no_progress,

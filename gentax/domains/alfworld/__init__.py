@@ -75,5 +75,4 @@ SPEC = DomainSpec(
         nominal_tokens=12, donor_chars_per_token=2.7, separator=" ", monitor_shows="a household simulation",
         distractors=alfworld_distractors, goal_in=alfworld_goal, layout=alfworld_layout,
     ),
-    aug_eps=300,
 )

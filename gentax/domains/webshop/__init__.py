@@ -166,5 +166,4 @@ SPEC = DomainSpec(
         nominal_tokens=10, donor_chars_per_token=2.2, separator=SEPARATOR, monitor_shows="a shopping webpage",
         distractors=webshop_distractors, goal_in=webshop_goal, layout=webshop_layout,
     ),
-    aug_eps=30,
 )
