@@ -19,8 +19,9 @@ Measured on the machine it runs on, in one run (so the ratios hold whatever the 
   (gentax.rollout.cpu_inference: grouped attention, prepacked linears) on and off, all in one run;
   and what a step's parts take on their own: every weight product of the fast step once on a
   [batch, in] input (the weight streaming a step cannot avoid) and the sampler on the batch's
-  logits (``generators.sample_rows``: softmax, CDF and one search per row, batched); the rest of
-  a step is its attention over the KV cache and ~1,200 small calls;
+  logits (``generators.sample_rows``: softmax, CDF and one search per row, batched), and the fast
+  step's attention products (two ``bmm`` a layer over KV buffers of the prompt and the new tokens);
+  the rest of a step is ~1,000 small calls (norms, rotary, softmax, residual adds, cache writes);
 - the shared-prefix lever: prefill of a GRPO group (``--prompts`` copies of one prompt) with
   the common prefix prefilled once (the generator's default) and without, in one run;
 - the local engine's update: its own ``Policy.logprobs`` over the same prompts + sampled
@@ -131,10 +132,11 @@ def decode_seconds(generator, prompts, params, variants, repeats: int) -> dict:
     return {variant: min(seconds[1:]) for variant, seconds in times.items()}
 
 
-def decode_parts(generator, rows: int, params, repeats: int) -> tuple[float, float]:
+def decode_parts(generator, rows: int, params, repeats: int, width: int) -> tuple[float, float, float | None]:
     """(ms of every weight product of a decode step once on a [rows, in] input, ms of sampling
-    ``rows`` rows): the two parts of a decode step that can be timed alone, as jobs run it (the
-    fast step's fused, packed products where it applies; else the model's linear layers)."""
+    ``rows`` rows, ms of the fast step's attention products over KV buffers ``width`` columns wide
+    (None without the fast step)): the parts of a decode step that can be timed alone, as jobs run
+    it (the fast step's fused, packed products where it applies; else the model's linear layers)."""
     import torch
 
     from gentax.rollout.generators import sample_rows
@@ -159,8 +161,23 @@ def decode_parts(generator, rows: int, params, repeats: int) -> tuple[float, flo
     def sample():  # the batched sampler a decode step calls (token index 0 for every row)
         sample_rows(logits, params[:rows], [0] * rows).tolist()
 
+    attention = None
+    if decoder is not None:  # its two products a layer, each layer's buffers its own (read from memory)
+        batch, groups = rows * decoder.kv_heads, decoder.heads // decoder.kv_heads
+        layers = len(decoder._layers)
+        keys = torch.randn(layers, batch, width, decoder.head_dim, dtype=dtype)
+        values = torch.randn(layers, batch, width, decoder.head_dim, dtype=dtype)
+        query = torch.randn(batch, groups, decoder.head_dim, dtype=dtype)
+        probs = torch.softmax(torch.randn(batch, groups, width), dim=-1).to(dtype)
+
+        def attention():
+            for layer in range(layers):
+                torch.bmm(query, keys[layer].transpose(1, 2))
+                torch.bmm(probs, values[layer])
+
     with torch.inference_mode():
-        return best_of(all_linears, repeats) * 1000, best_of(sample, repeats) * 1000
+        return (best_of(all_linears, repeats) * 1000, best_of(sample, repeats) * 1000,
+                None if attention is None else best_of(attention, repeats) * 1000)
 
 
 def model_flops(model) -> tuple[int, int]:
@@ -283,9 +300,13 @@ def measure(args, path) -> list[tuple]:
                          f"{decode_ms / floor_ms:.2f}x the floor", (decode_ms / floor_ms, "x")))
         generator.fast_decode = True
         cpu_inference.accelerate(model, enabled=bool(levers))
-        linear_ms, sample_ms = decode_parts(generator, args.prompts, params, args.repeats)
+        # the fast step's KV buffers: the prompt and room for every token fed back (HFGenerator)
+        linear_ms, sample_ms, attention_ms = decode_parts(generator, args.prompts, params, args.repeats,
+                                                          args.prompt_tokens + args.new_tokens - 1)
+        parts = f"sampling {sample_ms:.1f} ms; " + ("" if attention_ms is None else
+                                                    f"attention products {attention_ms:.1f} ms; ")
         rows.append((f"decode {name}: parts of a step", f"linears {linear_ms:.1f} ms",
-                     f"sampling {sample_ms:.1f} ms; the rest {used_ms - linear_ms - sample_ms:.1f} ms",
+                     parts + f"the rest {used_ms - linear_ms - sample_ms - (attention_ms or 0.0):.1f} ms",
                      f"linears {linear_ms / floor_ms:.2f}x the floor", (linear_ms / floor_ms, "x")))
 
         # a GRPO group: --prompts copies of one prompt; its prefill with the shared prefix

@@ -1,12 +1,16 @@
-"""Per-job-kind time of a finished workflow run, from Snakemake's benchmark files.
+"""Per-job-kind time of a finished workflow run, from Snakemake's benchmark files and the jobs' logs.
 
     python benchmarks/study_time.py [RESULTS]        # default: results
 
 Every rule writes ``RESULTS/benchmarks/<job>.tsv`` (rules/common.smk ``bench_path``): Snakemake's
-``s`` (wall seconds) and ``cpu_time`` (CPU seconds of the job and its children) columns, one row
-per repeat (their mean is used). Prints a markdown table: per job kind, the number of jobs, their
-wall seconds and CPU seconds, then the sums. The sum of wall seconds is not the study's wall time
-when jobs ran in parallel (time the ``snakemake`` command for that); CPU seconds add up.
+``s`` (wall seconds) and ``cpu_time`` columns, one row per repeat (their mean is used). Snakemake
+samples ``cpu_time`` (every second for 30 s, then every 30 s), so it misses up to a job's last 30 s;
+the CPU seconds come from the job's log instead (``RESULTS/logs/<job>.log``, its last
+``gentax.joblog.USED`` line: getrusage of the process and its ended children) wherever it has one,
+and the table says how many jobs' CPU came from the benchmark files. Prints a markdown table: per
+job kind, the number of jobs, their wall seconds and CPU seconds, then the sums. The sum of wall
+seconds is not the study's wall time when jobs ran in parallel (time the ``snakemake`` command for
+that); CPU seconds add up.
 """
 
 from __future__ import annotations
@@ -58,30 +62,44 @@ def read_benchmark(path: Path) -> tuple[float, float]:
     return mean("s"), mean("cpu_time")
 
 
+def logged_cpu(results: Path, name: str) -> float | None:
+    """The CPU seconds the job ``name``'s log says its last ended attempt used (None: no such line)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this clone's gentax
+    from gentax.joblog import usage
+
+    log = results / "logs" / f"{name}.log"
+    used = usage(log) if log.is_file() else None
+    return None if used is None else used["cpu_s"]
+
+
 def kind_table(results: str | Path) -> dict[str, list[float]]:
-    """{kind: [jobs, wall s, CPU s]} over ``results/benchmarks/**/*.tsv``, in KINDS order."""
-    folder = Path(results) / "benchmarks"
+    """{kind: [jobs, wall s, CPU s, jobs whose CPU s is the benchmark file's]} over
+    ``results/benchmarks/**/*.tsv``, in KINDS order."""
+    results = Path(results)
+    folder = results / "benchmarks"
     files = sorted(folder.rglob("*.tsv"))
     if not files:
         raise SystemExit(f"no benchmark files under {folder} (run the workflow first)")
     order = [kind for _, kind in KINDS]
     table: dict[str, list[float]] = {}
     for path in files:
-        kind = job_kind(path.relative_to(folder).with_suffix("").as_posix())
-        wall, cpu = read_benchmark(path)
-        row = table.setdefault(kind, [0, 0.0, 0.0])
+        name = path.relative_to(folder).with_suffix("").as_posix()
+        wall, sampled_cpu = read_benchmark(path)
+        cpu = logged_cpu(results, name)
+        row = table.setdefault(job_kind(name), [0, 0.0, 0.0, 0])
         row[0] += 1
         row[1] += wall
-        row[2] += cpu
+        row[2] += sampled_cpu if cpu is None else cpu
+        row[3] += cpu is None
     return dict(sorted(table.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)))
 
 
 def markdown(table: dict[str, list[float]]) -> str:
-    lines = ["| job kind | jobs | wall s | CPU s |", "|---|---:|---:|---:|"]
-    for kind, (jobs, wall, cpu) in table.items():
-        lines.append(f"| {kind} | {jobs:.0f} | {wall:,.0f} | {cpu:,.0f} |")
-    jobs, wall, cpu = (sum(row[i] for row in table.values()) for i in range(3))
-    lines.append(f"| **sum** | {jobs:.0f} | {wall:,.0f} | {cpu:,.0f} |")
+    lines = ["| job kind | jobs | wall s | CPU s | CPU s sampled by Snakemake (jobs) |", "|---|---:|---:|---:|---:|"]
+    for kind, (jobs, wall, cpu, sampled) in table.items():
+        lines.append(f"| {kind} | {jobs:.0f} | {wall:,.0f} | {cpu:,.0f} | {sampled:.0f} |")
+    jobs, wall, cpu, sampled = (sum(row[i] for row in table.values()) for i in range(4))
+    lines.append(f"| **sum** | {jobs:.0f} | {wall:,.0f} | {cpu:,.0f} | {sampled:.0f} |")
     return "\n".join(lines)
 
 

@@ -14,20 +14,36 @@ header line per attempt, ``==== gentax attempt N: host H, pid P, T UTC: gentax V
 this process's stdout and stderr at the history: the job's own output, and its children's (Ray,
 LlamaFactory, vLLM), follow the header. The shell redirect the rules had (``>> {log} 2>&1``) was
 the one that re-created the log after Snakemake removed it.
+
+An attempt that exits (normally, by an exception or by a handled signal; not a SIGKILL) ends with
+what it used, ``==== gentax used by attempt N: wall W s, CPU C s (process P s, children K s), peak
+memory M GB (process), L GB (largest child)``: wall from ``attach``; CPU and memory from
+``getrusage``, the children's counting those that ended and were waited for (LlamaFactory,
+ScienceWorld's JVMs; not Ray's workers, which are not this process's children). ``usage(log)``
+reads the last such line back. Snakemake's benchmark files sample a job's CPU time (every second
+for 30 s, then every 30 s), so they miss up to its last 30 s; this line does not.
 """
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import fcntl
 import os
+import re
+import resource
 import socket
 import sys
+import time
 from pathlib import Path
 
 #: the start of every attempt's header line
 HEADER = "==== gentax attempt "
+#: the start of the line an attempt ends with (no HEADER inside: attempts are counted by HEADER)
+USED = "==== gentax used by attempt "
 HISTORY_SUFFIX = ".attempts"
+_USED_LINE = re.compile(re.escape(USED) + r"(\d+): wall ([\d.]+) s, CPU ([\d.]+) s \(process ([\d.]+) s, "
+                        r"children ([\d.]+) s\), peak memory ([\d.]+) GB \(process\), ([\d.]+) GB")
 
 
 def history(log: str | os.PathLike) -> Path:
@@ -56,7 +72,43 @@ def attach(log: str | os.PathLike, command: str) -> int:
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
+    atexit.register(_write_usage, attempt, time.perf_counter())
     return attempt
+
+
+def usage_line(attempt: int, started: float) -> str:
+    """The line an attempt that began at ``started`` (``time.perf_counter()``) ends with."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    own_cpu, children_cpu = own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+    return (f"{USED}{attempt}: wall {time.perf_counter() - started:.1f} s, CPU {own_cpu + children_cpu:.1f} s "
+            f"(process {own_cpu:.1f} s, children {children_cpu:.1f} s), peak memory {own.ru_maxrss * 1024 / 1e9:.2f} GB "
+            f"(process), {children.ru_maxrss * 1024 / 1e9:.2f} GB (largest child)")  # ru_maxrss: KiB on Linux
+
+
+def _write_usage(attempt: int, started: float) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed stream: the line goes to the descriptor regardless
+            pass
+    try:
+        os.write(2, (usage_line(attempt, started) + "\n").encode())
+    except OSError:
+        pass  # the log's disk is full or gone: nothing else to tell it with
+
+
+def usage(log: str | os.PathLike) -> dict | None:
+    """What the last attempt of ``log`` that ended used: {"attempt", "wall_s", "cpu_s", "process_cpu_s",
+    "children_cpu_s", "peak_gb", "child_peak_gb"}; None when no attempt wrote its line."""
+    found = None
+    with open(log, errors="replace") as fh:
+        for line in fh:
+            if line.startswith(USED):
+                found = _USED_LINE.match(line) or found
+    if found is None:
+        return None
+    keys = ("wall_s", "cpu_s", "process_cpu_s", "children_cpu_s", "peak_gb", "child_peak_gb")
+    return {"attempt": int(found.group(1)), **dict(zip(keys, map(float, found.groups()[1:])))}
 
 
 def _adopt(log: Path, fd: int) -> tuple[int, Path]:

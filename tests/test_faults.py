@@ -977,7 +977,12 @@ def test_an_orphans_log_and_a_refused_retrys_line_both_survive(writer_specs, tmp
     finally:
         if orphan.poll() is None:
             orphan.kill()
-    lines = log.read_text().splitlines()
+    everything = log.read_text().splitlines()
+    # each attempt ends with what it used (gentax.joblog.USED), the refused retry's first
+    used = [line for line in everything if line.startswith(joblog.USED)]
+    assert [line.split(":")[0] for line in used] == [f"{joblog.USED}2", f"{joblog.USED}1"], used
+    assert joblog.usage(log)["attempt"] == 1 and joblog.usage(log)["wall_s"] > 0  # the orphan waited
+    lines = [line for line in everything if not line.startswith(joblog.USED)]
     assert lines[0].startswith(f"{joblog.HEADER}1: host {socket.gethostname()}, pid {orphan.pid}, ")
     assert lines[0].endswith(" UTC: gentax sft train (the orphan of a killed Snakemake)")
     assert lines[1] == "training step 1"
