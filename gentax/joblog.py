@@ -18,8 +18,9 @@ the one that re-created the log after Snakemake removed it.
 An attempt that exits (normally, by an exception or by a handled signal; not a SIGKILL) ends with
 what it used, ``==== gentax used by attempt N: wall W s, CPU C s (process P s, children K s), peak
 memory M GB (process), L GB (largest child)``: wall from ``attach``; CPU and memory from
-``getrusage``, the children's counting those that ended and were waited for (LlamaFactory,
-ScienceWorld's JVMs; not Ray's workers, which are not this process's children). ``usage(log)``
+``getrusage``, the children's counting those that ended by then (LlamaFactory, ScienceWorld's JVMs;
+not Ray's workers, which are not this process's children; not a child still running); a forked
+child's peak counts the pages it shared with this process. ``usage(log)``
 reads the last such line back. Snakemake's benchmark files sample a job's CPU time (every second
 for 30 s, then every 30 s), so they miss up to its last 30 s; this line does not.
 """
@@ -85,7 +86,20 @@ def usage_line(attempt: int, started: float) -> str:
             f"(process), {children.ru_maxrss * 1024 / 1e9:.2f} GB (largest child)")  # ru_maxrss: KiB on Linux
 
 
+def _reap_ended_children() -> None:
+    """Wait for the children that ended and were not waited for (a JVM its gateway stopped but never
+    reaped), so their CPU counts in RUSAGE_CHILDREN; one still running is left alone."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:  # no children left
+            return
+        if pid == 0:  # only running ones
+            return
+
+
 def _write_usage(attempt: int, started: float) -> None:
+    _reap_ended_children()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

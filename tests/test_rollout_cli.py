@@ -31,6 +31,22 @@ def test_eval_writes_tables_then_summary(tmp_path, capsys):
         ".sokoban.json.lock", "sokoban.episodes.parquet", "sokoban.json", "sokoban.steps.parquet"]  # the writers' lock
 
 
+def test_the_log_says_where_a_domains_generation_time_went(capsys):
+    """The hf generator's stats since the domain began (a merged job's generator plays several
+    domains), one line; a generator without the split (expert, vllm) prints none."""
+    from types import SimpleNamespace
+
+    from gentax.rollout.cli import _print_generation
+
+    before = {"prefill_s": 10.0, "prefill_positions": 1000, "reused_tokens": 50, "decode_s": 4.0, "response_tokens": 90}
+    after = {"prefill_s": 31.5, "prefill_positions": 16000, "reused_tokens": 2050, "decode_s": 12.25,
+             "response_tokens": 754, "calls": 9}
+    _print_generation(before, SimpleNamespace(stats=after))
+    _print_generation({}, SimpleNamespace(stats={"calls": 3, "seconds": 1.0}))
+    assert capsys.readouterr().out == ("generation: prefill 21.5 s (15,000 positions computed, 2,000 reused), "
+                                       "decode 8.2 s (664 tokens)\n")
+
+
 def test_no_think_and_options_reach_the_collector(tmp_path):
     out = tmp_path / "x.parquet"
     assert main(["eval", "--generator", "expert", "--domain", "sokoban", "--episodes", "1", "--no-think", "--quiet",

@@ -78,6 +78,26 @@ def test_jvm_options_must_be_a_list_of_flags(bad):
         make("sciworld", split="eval", jvm_options=bad)
 
 
+def test_a_closed_envs_jvm_is_waited_for_so_the_jobs_cpu_time_counts_it():
+    """The worker waits for its JVM before it exits, so the JVM's CPU time reaches the job's
+    RUSAGE_CHILDREN (the line a job's log ends with: gentax.joblog); a JVM left to die after its
+    worker (as before) was counted nowhere."""
+    import resource
+
+    environment = make("sciworld", split="eval", seed=0, tasks=SHORT)
+    environment.reset(environment.task(0))
+    jvm = environment.worker_info["jvm_pid"]
+    with open(f"/proc/{jvm}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    jvm_cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime so far
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    environment.close()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    gained = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    assert jvm_cpu > 0.5 and gained >= jvm_cpu, (jvm_cpu, gained)  # a JVM's start-up alone is ~1-2 CPU-s
+    assert not os.path.exists(f"/proc/{jvm}")
+
+
 def test_unknown_command_is_invalid_and_changes_nothing(env):
     task = env.task(1)
     plain, _ = play_expert(env, task)

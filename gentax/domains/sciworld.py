@@ -659,10 +659,14 @@ class _Engine:
         return playable
 
     def close(self) -> None:
+        jvm = getattr(self.env._gateway, "java_process", None)  # private attribute: the only handle on it
         try:
             self.env.close()
         except Exception:  # noqa: BLE001 - a dead JVM cannot be closed politely
             pass
+        if jvm is not None:  # ended and waited for by this worker, so the job's CPU time counts it (gentax.joblog)
+            jvm.kill()
+            jvm.wait()
 
 
 # ---- the survey behind sciworld_tasks.json ------------------------------------------------------

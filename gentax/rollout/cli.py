@@ -360,8 +360,10 @@ def _eval(args: argparse.Namespace) -> int:
             else:
                 cfg = _collect_config(s)  # bad input fails before a model is loaded
                 generator = generator or _generator(s)
+                before = dict(getattr(generator, "stats", {}))
                 summary = evaluate(generator, list(s["seeds"]), cfg, prefix, meta=_meta(s, generator),
                                    progress=s["progress"], errors_as_losses=s["errors_as_losses"])
+                _print_generation(before, generator)
                 _embed_job_provenance(s, job, prefix)
                 if key is not None:
                     kept.keep(prefix, key)
@@ -377,13 +379,27 @@ def _properties(args: argparse.Namespace) -> int:
         return jobspec.checked("properties")
     with _output_lock(s):
         generator, seeds, cfg, prefix, meta = _setup(s)
+        before = dict(getattr(generator, "stats", {}))
         report = measure_properties(generator, seeds, cfg, prefix, t_max=s["t_max"], meta=meta,
                                     tokenizer=getattr(generator, "tokenizer", None), progress=s["progress"],
                                     errors_as_losses=s["errors_as_losses"], augmentation=s["augmentation"])
         _embed_job_provenance(s, job, prefix)
+    _print_generation(before, generator)
     _print_summary(report["summary"] | {"domain": report["domain"]}, prefix)
     print("properties: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in report["measures"].items()))
     return 0
+
+
+def _print_generation(before: dict, generator) -> None:
+    """The log's line on where a domain's generation time went (the hf generator's ``stats`` since
+    ``before``): prompt positions computed and taken from the previous call's KV, and the decode."""
+    after = getattr(generator, "stats", {})
+    if "prefill_s" not in after:  # a generator that does not split its time (vllm, expert)
+        return
+    d = {key: after[key] - before.get(key, 0) for key in
+         ("prefill_s", "prefill_positions", "reused_tokens", "decode_s", "response_tokens")}
+    print(f"generation: prefill {d['prefill_s']:.1f} s ({d['prefill_positions']:,} positions computed, "
+          f"{d['reused_tokens']:,} reused), decode {d['decode_s']:.1f} s ({d['response_tokens']:,} tokens)")
 
 
 def _print_summary(summary: dict, prefix: str) -> None:
