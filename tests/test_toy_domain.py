@@ -141,3 +141,17 @@ def test_a_registered_module_that_is_missing_or_declares_nothing_is_one_clear_er
                            "--episodes", "1", "--out", str(tmp_path / "b.parquet")], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "domain module 'snakemake_plans' has no SPEC = DomainSpec(...)" in proc.stderr
+
+
+def test_a_domain_module_setting_a_removed_spec_field_is_told_where_its_value_went(tmp_path):
+    """A domain written for an older gentax (SPEC = DomainSpec(..., aug_eps=...)) is one line naming the
+    study-config key that holds the value now, not a TypeError's traceback."""
+    (tmp_path / "old_toy.py").write_text((REPO / "tests" / "toy_domain.py").read_text().replace(
+        "SPEC = DomainSpec(", "SPEC = DomainSpec(aug_eps=4, ", 1))
+    env = {**_env(), "GENTAX_DOMAINS": "old_toy", "PYTHONPATH": f"{tmp_path}{os.pathsep}{_env()['PYTHONPATH']}"}
+    proc = subprocess.run([sys.executable, "-m", "gentax", "eval", "--generator", "expert", "--domain", "sokoban",
+                           "--episodes", "1", "--out", str(tmp_path / "a.parquet")], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip() == ("gentax: error: domain module 'old_toy': DomainSpec has no field 'aug_eps' any more; "
+                                   "its value belongs in the study config's augmentation.v1.eps.<domain>")
