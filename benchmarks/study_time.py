@@ -21,6 +21,9 @@ import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this clone's gentax
+from gentax.joblog import usage  # noqa: E402
+
 #: (pattern on the benchmark path below benchmarks/, without .tsv; job kind), first match wins
 KINDS = (
     (r"model/embedded$", "embedded model (convert)"),
@@ -64,9 +67,6 @@ def read_benchmark(path: Path) -> tuple[float, float]:
 
 def logged_cpu(results: Path, name: str) -> float | None:
     """The CPU seconds the job ``name``'s log says its last ended attempt used (None: no such line)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this clone's gentax
-    from gentax.joblog import usage
-
     log = results / "logs" / f"{name}.log"
     used = usage(log) if log.is_file() else None
     return None if used is None else used["cpu_s"]
