@@ -208,7 +208,7 @@ def jobs(work: Path) -> list[Job]:
 
     def eval_left(job: Path) -> str | None:
         from gentax.errors import GentaxError
-        from gentax.rollout.evaluation import read_eval
+        from gentax.evalfile import read_eval
 
         if not (job / "eval" / "sokoban.json").is_file():
             return None

@@ -95,7 +95,7 @@ def _observe(folder: Path, steps: int) -> dict:
     episodes = pd.read_parquet(folder / "eval.episodes.parquet")
     steps_table = pd.read_parquet(folder / "eval.steps.parquet")
     responses = hashlib.sha256("\n".join(map(str, steps_table["response"])).encode()).hexdigest()[:16]
-    from gentax.rollout.evaluation import task_outcomes
+    from gentax.evalfile import task_outcomes
 
     return {"metrics": metrics, "weights": _weights_hash(folder / "run" / "checkpoints" / f"step_{steps}"),
             "success_rate": result["success_rate"], "task_outcomes": task_outcomes(episodes),
