@@ -12,7 +12,8 @@ Contract:
   ``train rl``, ``sft``, ``augment preview``), the study values its options default to.
 - ``with_preset(base, overrides)`` builds the study from config/config.yaml (``base``), the preset's
   overlay (``PRESET_OVERLAYS``: ``paper`` none, ``embedded`` config/embedded.yaml, ``gpu1``
-  config/gpu1.yaml) and the user's layers; ``cli_overrides`` types nested ``--config`` values as
+  config/gpu1.yaml) and the user's layers, each domain section that sets no step limit given its
+  domain's own (``with_step_limits``: the env's ``default_max_steps``); ``cli_overrides`` types nested ``--config`` values as
   in a file; ``check_configfiles`` reads files the way ``snakemake --configfile`` will.
 - ``load_config(paths_or_dict)`` merges YAML files (later ones override, dicts deep-merged, lists
   replaced, as Snakemake merges ``--configfile``) and validates.
@@ -161,6 +162,17 @@ def with_preset(base: dict, overrides: dict, default: str = "embedded") -> dict:
     overlay = PRESET_OVERLAYS[preset]
     cfg = deep_merge(deep_merge(base, read_yaml(overlay) if overlay else {}), overrides)
     cfg["preset"] = preset
+    return with_step_limits(cfg)
+
+
+def with_step_limits(cfg: dict) -> dict:
+    """``cfg`` with each registered domain's section that sets no ``max_steps`` given the domain's own
+    step limit (its env's ``default_max_steps``, the limit's one home); ``max_steps`` comes first in
+    every section; every other key and section is left as it is, for the schema to judge."""
+    sections = cfg.get("domains")
+    if isinstance(sections, dict):
+        cfg["domains"] = {d: {"max_steps": domain_class(d).default_max_steps, **s}
+                          if d in names() and isinstance(s, dict) else s for d, s in sections.items()}
     return cfg
 
 
@@ -255,6 +267,7 @@ def load_config(sources: str | Path | dict | Iterable[str | Path | dict]) -> dic
         data = src if isinstance(src, dict) else read_yaml(src)
         named.append((f"layer {i}" if isinstance(src, dict) else str(src), data))
         cfg = deep_merge(cfg, data)
+    cfg = with_step_limits(cfg)
     validate(cfg, sources=named)
     return cfg
 
