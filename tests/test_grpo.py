@@ -10,6 +10,13 @@ from gentax.train import grpo
 from rl_helpers import PAPER_RL
 
 core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
+#: the paper study's advantage settings (config/config.yaml's rl block as the study resolves it)
+PAPER_ADVANTAGES = {"invalid_penalty": PAPER_RL["invalid_penalty"]}
+
+
+def step_advantages(*args, **changes):
+    """``grpo.step_advantages`` with the paper's settings but ``changes``."""
+    return grpo.step_advantages(*args, **{**PAPER_ADVANTAGES, **changes})
 
 
 def verl_grpo(scores, group_ids, eps=1e-6, norm_by_std=True):
@@ -65,7 +72,7 @@ def test_step_advantages_trajectory_mode():
     traj_groups = ["A", "A", "A", "B", "B"]
     step_traj = [0, 0, 0, 1, 2, 2, 3, 4]
     invalid = [False, True, False, False, False, False, True, False]
-    adv = grpo.step_advantages(outcomes, traj_groups, step_traj, invalid)
+    adv = step_advantages(outcomes, traj_groups, step_traj, invalid)
     traj_adv = grpo.group_advantages(outcomes, traj_groups)
     expected = traj_adv[step_traj] - 0.1 * np.array(invalid)
     np.testing.assert_allclose(adv, expected)
@@ -79,14 +86,14 @@ def test_step_advantages_step_mode_equals_verl_on_samples():
     traj_groups = np.array([0, 0, 1, 1])
     step_traj = np.array([0, 0, 1, 1, 1, 2, 3, 3])
     invalid = np.array([0, 1, 0, 0, 1, 0, 0, 0], dtype=bool)
-    adv = grpo.step_advantages(outcomes, traj_groups, step_traj, invalid, mode="cross_step", penalty_placement="in_return")
+    adv = step_advantages(outcomes, traj_groups, step_traj, invalid, mode="cross_step", penalty_placement="in_return")
     np.testing.assert_allclose(
         adv, verl_grpo(outcomes[step_traj] - 0.1 * invalid, traj_groups[step_traj]), rtol=1e-5, atol=1e-4
     )
     with pytest.raises(ValueError, match="unknown advantage mode"):
-        grpo.step_advantages(outcomes, traj_groups, step_traj, invalid, mode="nope")
+        step_advantages(outcomes, traj_groups, step_traj, invalid, mode="nope")
     with pytest.raises(ValueError, match="unknown penalty placement"):
-        grpo.step_advantages(outcomes, traj_groups, step_traj, invalid, penalty_placement="before")
+        step_advantages(outcomes, traj_groups, step_traj, invalid, penalty_placement="before")
 
 
 # three tasks x 2 trajectories; task C's outcomes are equal (std 0), with an invalid second step
@@ -101,9 +108,9 @@ PLACEMENT_CASE = dict(
 def test_penalty_after_normalisation_in_both_modes():
     c = PLACEMENT_CASE
     penalty = -0.1 * c["invalid"]
-    traj = grpo.step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], c["invalid"])
+    traj = step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], c["invalid"])
     np.testing.assert_allclose(traj, verl_grpo(c["outcomes"], c["traj_groups"])[c["step_traj"]] + penalty, rtol=1e-5, atol=1e-4)
-    cross = grpo.step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], c["invalid"], mode="cross_step")
+    cross = step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], c["invalid"], mode="cross_step")
     step_groups = c["traj_groups"][c["step_traj"]]
     np.testing.assert_allclose(cross, verl_grpo(c["outcomes"][c["step_traj"]], step_groups) + penalty, rtol=1e-5, atol=1e-4)
     assert traj[8] == pytest.approx(-0.1) and cross[8] == pytest.approx(-0.1)  # std-0 group: just the penalty
@@ -114,7 +121,7 @@ def test_penalty_in_return_with_trajectory_statistics_is_verl_agents_episode_nor
     normalised by the mean/std of ONE score per trajectory: that of its first sample."""
     c = PLACEMENT_CASE
     scores = c["outcomes"][c["step_traj"]] - 0.1 * c["invalid"]
-    adv = grpo.step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], c["invalid"], penalty_placement="in_return")
+    adv = step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], c["invalid"], penalty_placement="in_return")
     first = {0: 0, 1: 3, 2: 4, 3: 5, 4: 7, 5: 9}  # trajectory -> index of its first sample
     groups = c["traj_groups"][c["step_traj"]]
     expected = []
@@ -127,8 +134,8 @@ def test_penalty_in_return_with_trajectory_statistics_is_verl_agents_episode_nor
     assert adv[7] == adv[9] == 0.0
     # no invalid step: every placement and mode gives the paper's trajectory advantages
     none = np.zeros_like(c["invalid"])
-    base = grpo.step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], none)
-    np.testing.assert_allclose(grpo.step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], none,
+    base = step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], none)
+    np.testing.assert_allclose(step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], none,
                                                     penalty_placement="in_return"), base)
 
 

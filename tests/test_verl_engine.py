@@ -307,7 +307,7 @@ def test_entropy_coeff_and_penalty_placement_reach_verl(tmp_path):
                                     invalid_penalty=0.1, penalty_placement="in_return")
     np.testing.assert_allclose(shuffled, expected[order])
     assert not np.allclose(expected, grpo.step_advantages([10.0, 0.0], ["g", "g"], [0, 0, 0, 1, 1],
-                                                          [False, True, False, True, False]))
+                                                          [False, True, False, True, False], invalid_penalty=0.1))
 
 
 def test_registered_trainer_agent_loop_and_task_runner():
