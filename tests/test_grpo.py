@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
 from gentax.train import grpo
+from gentax.train.config import load_rl_config
 from rl_helpers import PAPER_RL
 
 core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
-#: the paper study's advantage settings (config/config.yaml's rl block as the study resolves it)
-PAPER_ADVANTAGES = {"invalid_penalty": PAPER_RL["invalid_penalty"]}
+#: the paper study's advantage and loss settings (config/config.yaml's rl block as the study resolves it)
+PAPER_ADVANTAGES = {"mode": PAPER_RL["advantage_normalisation"], "invalid_penalty": PAPER_RL["invalid_penalty"],
+                    "penalty_placement": PAPER_RL["invalid_penalty_placement"]}
+PAPER_LOSS = grpo.LossConfig.from_rl(load_rl_config(PAPER_RL))
 
 
 def step_advantages(*args, **changes):
@@ -154,7 +159,7 @@ def test_policy_loss_equals_verl_vanilla():
     from omegaconf import OmegaConf
 
     logp, old, ref, adv, mask = _loss_inputs()
-    cfg = grpo.LossConfig(clip_low=0.2, clip_high=0.28, clip_ratio_c=3.0, kl_coef=0.0)
+    cfg = dataclasses.replace(PAPER_LOSS, clip_low=0.2, clip_high=0.28, clip_ratio_c=3.0, kl_coef=0.0)
     loss, sums = grpo.grpo_loss(logp, old, ref, adv, mask, num_tokens=mask.sum().item(), cfg=cfg)
     actor_cfg = OmegaConf.create(
         {"clip_ratio": 0.2, "clip_ratio_low": 0.2, "clip_ratio_high": 0.28, "clip_ratio_c": 3.0, "global_batch_info": {}}
@@ -176,7 +181,7 @@ def test_kl_equals_verl_low_var_kl_and_total_loss():
     torch.testing.assert_close(ours, theirs)
     assert torch.all(ours >= 0)
     # total loss = verl policy loss + 0.01 * token-mean(k3), as verl's actor adds kl_loss_coef * kl_loss
-    cfg = grpo.LossConfig(kl_coef=0.01)
+    cfg = dataclasses.replace(PAPER_LOSS, kl_coef=0.01)
     loss, sums = grpo.grpo_loss(logp, old, ref, adv, mask, num_tokens=mask.sum().item(), cfg=cfg)
     actor_cfg = OmegaConf.create({"clip_ratio": 0.2, "clip_ratio_low": None, "clip_ratio_high": None, "global_batch_info": {}})
     pg = core_algos.compute_policy_loss_vanilla(old, logp, adv[:, None].expand_as(logp), mask, config=actor_cfg)[0]
@@ -191,14 +196,15 @@ def test_entropy_term_equals_verls_actor_loss():
 
     logp, old, ref, adv, mask = _loss_inputs(seed=3)
     entropy = torch.rand_like(logp) * 2
-    cfg = grpo.LossConfig(kl_coef=0.01, entropy_coeff=0.001)
+    cfg = dataclasses.replace(PAPER_LOSS, kl_coef=0.01, entropy_coeff=0.001)
     loss, _ = grpo.grpo_loss(logp, old, ref, adv, mask, num_tokens=mask.sum().item(), cfg=cfg, entropy=entropy)
     actor_cfg = OmegaConf.create({"clip_ratio": 0.2, "clip_ratio_low": None, "clip_ratio_high": None, "global_batch_info": {}})
     pg = core_algos.compute_policy_loss_vanilla(old, logp, adv[:, None].expand_as(logp), mask, config=actor_cfg)[0]
     kl = core_algos.agg_loss(core_algos.kl_penalty(logp, ref, "low_var_kl"), mask, "token-mean")
     ent = core_algos.agg_loss(entropy, mask, "token-mean")
     assert loss.item() == pytest.approx((pg - 0.001 * ent + 0.01 * kl).item(), rel=1e-5, abs=1e-6)
-    without, _ = grpo.grpo_loss(logp, old, ref, adv, mask, num_tokens=mask.sum().item(), cfg=grpo.LossConfig(kl_coef=0.01))
+    without, _ = grpo.grpo_loss(logp, old, ref, adv, mask, num_tokens=mask.sum().item(),
+                                cfg=dataclasses.replace(cfg, entropy_coeff=0.0))
     assert without.item() == pytest.approx((pg + 0.01 * kl).item(), rel=1e-5, abs=1e-6)
     with pytest.raises(ValueError, match="needs the per-token entropy"):
         grpo.grpo_loss(logp, old, ref, adv, mask, num_tokens=1.0, cfg=cfg)
@@ -208,15 +214,16 @@ def test_micro_batches_add_up_to_token_mean_and_gradients_flow():
     logp, old, ref, adv, mask = _loss_inputs(seed=2)
     logp = logp.clone().requires_grad_(True)
     n = mask.sum().item()
-    whole, _ = grpo.grpo_loss(logp, old, ref, adv, mask, num_tokens=n)
-    parts = sum(grpo.grpo_loss(logp[i : i + 2], old[i : i + 2], ref[i : i + 2], adv[i : i + 2], mask[i : i + 2], n)[0]
+    whole, _ = grpo.grpo_loss(logp, old, ref, adv, mask, num_tokens=n, cfg=PAPER_LOSS)
+    parts = sum(grpo.grpo_loss(logp[i : i + 2], old[i : i + 2], ref[i : i + 2], adv[i : i + 2], mask[i : i + 2], n,
+                                PAPER_LOSS)[0]
                 for i in range(0, 6, 2))
     assert whole.item() == pytest.approx(parts.item(), rel=1e-6)
     whole.backward()
     assert torch.isfinite(logp.grad).all() and logp.grad[mask == 0].abs().max() == 0
     # on-policy (old == current), the gradient pushes up tokens with positive advantage
     lp = old.clone().requires_grad_(True)
-    grpo.grpo_loss(lp, old, old, adv, mask, n, grpo.LossConfig(kl_coef=0.0))[0].backward()
+    grpo.grpo_loss(lp, old, old, adv, mask, n, dataclasses.replace(PAPER_LOSS, kl_coef=0.0))[0].backward()
     row = int(torch.argmax(adv))
     assert (lp.grad[row][mask[row] > 0] < 0).all()
 

@@ -359,8 +359,7 @@ def update_policy(policy: Policy, optimizer, samples: Samples, cfg: RLConfig, rn
     import torch
 
     model, micro = policy.model, cfg.micro_batch_size
-    loss_cfg = grpo.LossConfig(clip_low=cfg.clip_ratio, clip_high=cfg.clip_ratio, clip_ratio_c=cfg.clip_ratio_c,
-                               kl_coef=cfg.kl_coef, entropy_coeff=cfg.entropy_coeff)
+    loss_cfg = grpo.LossConfig.from_rl(cfg)
     n = len(samples)
     updates = cfg.epochs_per_step * -(-n // cfg.mini_batch_size)
     zeros = [torch.zeros(len(r)) for r in samples.responses]

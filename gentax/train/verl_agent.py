@@ -231,7 +231,7 @@ def step_sample_advantages(
     *,
     mode: str,
     invalid_penalty: float,
-    penalty_placement: str = "after_normalisation",
+    penalty_placement: str,
 ) -> np.ndarray:
     """One advantage per TransferQueue row (0 for verl's padding rows).
 
