@@ -33,11 +33,10 @@ import subprocess
 import time
 from pathlib import Path
 
-import yaml
-
 from gentax.domains import domain_class
 from gentax.rollout.collector import CollectConfig, EnvPools, collect
 from gentax.rollout.generators import Generation
+from gentax.study.config import study_config
 
 #: one valid, harmless action per domain: the stand-in generator's every answer
 STAND_IN = {"sciworld": "look around", "alfworld": "look", "webshop": "search[shoes]", "sokoban": "up"}
@@ -100,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--arms", default=",".join(ARMS))
     args = parser.parse_args(argv)
-    settings = yaml.safe_load(Path(args.config).read_text())["domains"][args.domain]
+    settings = study_config(configfiles=[args.config], check=False)["domains"][args.domain]  # as its preset lays it
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(f"# {args.domain} ({args.config}: max_steps {settings['max_steps']}), {args.batch} episodes x {args.steps} steps a "
           f"run, stand-in generator; commit {commit}, {platform.node()} ({os.cpu_count()} cores), "
