@@ -79,6 +79,14 @@ def test_study_sections_and_errors(tmp_path):
     base = load_sft_config(study_section("embedded-base", steps=5))
     assert base.steps == 5 and set(base.mix) == {"alfworld", "webshop", "sokoban", "sciworld"}
     assert set(base.sources.values()) == {"expert"}
+    # a source the mix takes no domain from needs no episodes budget; one it takes a domain from does
+    assert base.v1_episodes_per_domain is None and "v1_episodes_per_domain" not in study_section("embedded-base")
+    v1_source = study_section("embedded-base", sources={**base.sources, "webshop": "v1"})
+    with pytest.raises(ConfigError, match="SFT config key v1_episodes_per_domain: missing: a study value"):
+        load_sft_config(v1_source)
+    assert load_sft_config({**v1_source, "v1_episodes_per_domain": 3}).v1_episodes_per_domain == 3
+    with pytest.raises(ConfigError, match="v1_episodes_per_domain: must be an integer >= 1"):
+        load_sft_config({**v1_source, "v1_episodes_per_domain": 0})
     assert load_sft_config(study_section(mix={"webshop": 1})).mix == {"webshop": 1}  # replaced whole, not merged
     with pytest.raises(ConfigError, match="SFT config key .*: unknown key"):
         load_sft_config(study_section(stepz=3))
