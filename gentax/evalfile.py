@@ -1,26 +1,14 @@
-"""The files of an evaluation (and of a property log): their names, their replacement as one unit,
-and their checked read. Its writer (``gentax.rollout.evaluation``) and its readers (the run
-summary in ``gentax.analysis.summary``, the kept results of ``gentax.rollout.kept``) all use this
-module and not each other.
-
-Contract::
-
-    output_prefix("results/x.parquet") -> "results/x"
-    output_files("results/x") -> [x.json, x.steps.parquet, x.episodes.parquet]   # the JSON first
-    replace("results/x", write_tables, document) -> the JSON written
-    read_eval("results/x.json") -> (summary dict, episodes DataFrame)   # checked, see below
-    task_outcomes(episodes, errors_as_losses) -> {task_seed: share won}
+"""The files of an evaluation (and of a property log), below both their writer
+(``gentax.rollout.evaluation``) and their readers (``gentax.analysis.summary``,
+``gentax.rollout.kept``), which use this module and not each other (docs/contracts.md).
 
 A result is ``<prefix>.steps.parquet`` and ``<prefix>.episodes.parquet`` and then, LAST,
-``<prefix>.json`` with the tables' sizes and sha256 (``DIGESTS``) — so a present JSON means a
-complete result, and ``read_eval`` (what a consumer of results calls) tells an intact one from a
-damaged one, naming the file and the command that rebuilds it. One writer per result: it holds
-``output_lock(prefix)`` while it works. The three are replaced as one unit: an earlier result's
-files are deleted, its JSON first, before the new ones are written, so a kill never leaves an old
-JSON beside new tables. Temporaries of killed writes of these three names are removed at the
-start (``remove_temporaries``) and at the end. A property log nests its summary under
-``summary``. An episode that an env failure ended (``error`` set) is left out of the scored
-episodes unless ``errors_as_losses`` counts it as a failure.
+``<prefix>.json`` with the tables' sizes and sha256 (``DIGESTS``): a present JSON means a complete
+result, and ``read_eval`` tells an intact one from a damaged one, naming the file and the command
+that rebuilds it. One writer per result holds ``output_lock(prefix)``. ``replace`` deletes an
+earlier result's files, its JSON first, before writing the new ones, so a kill never leaves an old
+JSON beside new tables; temporaries of killed writes of the three names are removed at the start
+(``remove_temporaries``) and at the end. A property log nests its summary under ``summary``.
 """
 
 from __future__ import annotations
