@@ -1,0 +1,36 @@
+"""What the benchmark scripts share: this clone's gentax first on ``sys.path``, and their records.
+
+A benchmark's record is one file, ``benchmarks/records/<name>``, overwritten by its next run (its
+history is git's), headed by the date, the commit and the machine it was measured on; its latest
+figures are in docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RECORDS = REPO / "benchmarks" / "records"
+if str(REPO) not in sys.path[:1]:
+    sys.path.insert(0, str(REPO))  # this clone's gentax, not an installed one
+
+
+def record_header(command: str) -> str:
+    """``# DATE UTC, commit C[ (dirty)], CPU, N cores; COMMAND``: a record's first line."""
+    from gentax import provenance
+
+    code, machine = provenance.code_version(), provenance.machine()
+    return (f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {str(code['commit'])[:12]}"
+            f"{' (dirty)' if code['dirty'] else ''}, {machine['cpu']}, {machine['cores']} cores; {command}")
+
+
+def write_record(name: str, text: str) -> Path:
+    """Replace ``benchmarks/records/<name>`` with ``text`` (atomically) and say so."""
+    from gentax.io import write_text
+
+    path = RECORDS / name
+    write_text(path, text)
+    print(f"wrote {path.relative_to(REPO)}")
+    return path
