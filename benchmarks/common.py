@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: this clone's gentax first on ``sys.path``, and their records.
+"""What the benchmark scripts share: this clone's gentax first on ``sys.path``, their records, and
+what differs between two correct runs of one computation (their timings).
 
 A benchmark's record is one file, ``benchmarks/records/<name>``, overwritten by its next run (its
 history is git's), headed by the date, the commit and the machine it was measured on; its latest
@@ -34,3 +35,26 @@ def write_record(name: str, text: str) -> Path:
     write_text(path, text)
     print(f"wrote {path.relative_to(REPO)}")
     return path
+
+
+#: keys (JSON) and columns (tables) whose values are wall-clock times
+TIMING_KEYS = {"seconds", "time", "timing", "created", "elapsed", "since"}
+
+
+def timing(key: str) -> bool:
+    return key in TIMING_KEYS or key.endswith(("_s", "_seconds", "/seconds"))
+
+
+def untimed(value, also: frozenset[str] = frozenset()):
+    """``value`` (parsed JSON) without its timing keys, nor the keys in ``also``, at any depth."""
+    if isinstance(value, dict):
+        return {k: untimed(v, also) for k, v in value.items() if not (timing(k) or k in also)}
+    return [untimed(v, also) for v in value] if isinstance(value, list) else value
+
+
+def untimed_frame(path: Path):
+    """A CSV or Parquet file as a DataFrame without its timing columns."""
+    import pandas as pd
+
+    data = pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
+    return data.drop(columns=[c for c in data.columns if timing(c)])
