@@ -470,31 +470,6 @@ def test_a_stopped_trainer_ends_its_processes(tmp_path):
                 os.kill(pid, signal.SIGKILL)
 
 
-def test_the_gpu_smokes_kill_ends_the_vllm_engines_outside_the_trainers_group(tmp_path, monkeypatch):
-    import uuid
-
-    from by_path import load
-
-    smoke = load("benchmarks/verl_gpu_smoke/smoke.py", "verl_gpu_smoke")
-    monkeypatch.setattr(smoke, "LEFT_BEHIND", ())  # by the marker alone: other users' Ray on this machine is not ours
-    marker = uuid.uuid4().hex
-    script = ("import subprocess, sys, time\n"
-              "engines = [subprocess.Popen(['setsid', 'bash', '-c', f'exec -a {t} sleep 600']) for t in sys.argv[1:]]\n"
-              "print(' '.join(str(e.pid) for e in engines), flush=True)\ntime.sleep(600)\n")
-    trainer = subprocess.Popen([sys.executable, "-c", script, *VLLM_TITLES], stdout=subprocess.PIPE, text=True,
-                               env={"PATH": "/usr/bin:/bin", smoke.ATTEMPT_ENV: marker}, start_new_session=True)
-    trainer.gentax_attempt = marker
-    engines = [int(pid) for pid in trainer.stdout.readline().split()]
-    try:
-        wait_until_titled(engines, VLLM_TITLES)  # started as the trainer's engines are: running, not in exec
-        assert smoke.kill_everything(trainer) == []
-        assert not any(alive(pid) for pid in engines)
-    finally:
-        for pid in engines:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-
-
 # ---- 10. damaged files are found, named, and recovered from ---------------------------------------
 def test_a_truncated_checkpoint_is_named_and_the_run_resumes_from_the_one_before(tiny, straight_run, tmp_path, capsys):
     import shutil

@@ -331,7 +331,7 @@ def micro_batch_backward(policy: Policy, prompts, responses, advantages, tokens:
                          old=None, ref=None, entropy_grad: bool = False, attention=deterministic_attention):
     """One micro-batch's forward and backward of the update, its gradients added to the model's: the
     responses' log-probs with sdpa's kernel chosen by ``attention(device)`` (the engine's:
-    ``gentax.dtype.deterministic_attention``; benchmarks/gpu1/update_twice.py tries others), the
+    ``gentax.dtype.deterministic_attention``; a diagnostic may pass another), the
     GRPO loss (``tokens``: the mini-batch's response tokens), the backward in strict deterministic
     mode. ``old`` / ``ref``: per-sample log-prob rows; None: this pass's own, detached (the policy
     still is the old one; the reference is the old one). Returns (logp, mask, entropy, loss, sums)."""
