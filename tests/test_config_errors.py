@@ -102,9 +102,13 @@ def test_a_quoted_integer_gets_the_integer_hint(write):
 def test_a_nested_config_override_sets_a_number():
     from snakemake_plans import planned_jobs
 
-    episodes = {domain["episodes"] for verb, spec in planned_jobs("--forceall", "--config", "eval={episodes: 4}")
-                if verb == "eval" for domain in spec["domains"]}
-    assert episodes == {4}  # every evaluation plays 4 episodes a domain: the number, not the text "4"
+    def episodes(*config: str) -> set:
+        return {domain["episodes"] for verb, spec in planned_jobs("--forceall", *config) if verb == "eval"
+                for domain in spec["domains"]}
+
+    nested, default = episodes("--config", "eval={episodes: 4}"), episodes()
+    # the evaluations play the number 4 (not the text "4"); a domain with its own episodes keeps them
+    assert 4 in nested and 4 not in default and nested - {4} <= default
 
 
 @pytest.mark.parametrize("text, message", [
