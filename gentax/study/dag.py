@@ -101,7 +101,7 @@ def build(args: Sequence[str]) -> list[PlannedJob]:
     """Every job of ``snakemake -n ARGS``, forced (module docstring)."""
     with tempfile.TemporaryDirectory(prefix="gentax-dag-") as folder:
         out = Path(folder) / "jobs.jsonl"
-        done = _snakemake("-n", "--forceall", "--nolock", "--quiet", "rules", "--logger", LOGGER,
+        done = _snakemake("-n", "--forceall", "--nolock", "--ignore-incomplete", "--quiet", "rules", "--logger", LOGGER,
                           f"--logger-{LOGGER}-path", str(out), *args, main="gentax.study.dag")
         if done.returncode != 0:
             _refused(done, args)
