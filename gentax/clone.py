@@ -1,5 +1,5 @@
 """Each clone runs its own code: the shared venvs hold third-party packages only (scripts/setup.sh),
-so whatever starts gentax puts its clone first. ``use_this_clone(root)`` does it for the processes
+so whatever starts gentax puts its clone first. ``use_this_clone()`` does it for the processes
 this one starts (the Snakefile calls it: every job, local or SLURM, whose sbatch exports this
 environment, runs the clone's ``bin/gentax`` and imports the clone's package)."""
 
@@ -9,8 +9,9 @@ import os
 from pathlib import Path
 
 
-def use_this_clone(root: str | os.PathLike) -> None:
-    """Put ``root/bin`` first on PATH and ``root`` first on PYTHONPATH of this process's environment."""
+def use_this_clone(root: str | os.PathLike = Path(__file__).resolve().parents[1]) -> None:
+    """Put ``root/bin`` first on PATH and ``root`` first on PYTHONPATH of this process's environment
+    (default: the clone of this package)."""
     root = str(Path(root).resolve())
     for var, entry in (("PATH", os.path.join(root, "bin")), ("PYTHONPATH", root)):
         rest = [p for p in os.environ.get(var, "").split(os.pathsep) if p and p != entry]

@@ -1,5 +1,18 @@
 # Input functions and path helpers shared by the rules. Every path the workflow declares is built
 # here, from the grid that gentax.study.plan expands.
+import re
+import sys
+
+from snakemake.exceptions import WorkflowError
+
+import gentax.domains as gdomains
+import gentax.provenance as gprov
+import gentax.runspec as grunspec
+import gentax.study.checks as gchecks
+import gentax.study.controls as gcontrols
+import gentax.study.jobs as gjobs
+import gentax.study.paths as gpaths
+import gentax.study.plan as gplan
 
 DOMAIN_RE = "|".join(gdomains.names())  # the registered domains (gentax.domains.spec)
 # a run's training domain: one domain or a mixture "a+b" / "a*2+b" (gentax.domains.spec.mixture_weights)
@@ -74,14 +87,6 @@ class JobSpec:
 
 
 # ---- models -------------------------------------------------------------------------------------
-def base_model_input():
-    return gpaths.base_model_input(config)
-
-
-def v1_run_dir():
-    return gpaths.v1_run_dir(config)
-
-
 def init_model_input(init):
     return gpaths.init_model_input(config, init)
 
@@ -162,10 +167,6 @@ def run_summary_inputs(wc):
 
 def base_summary_inputs(wc):
     return [eval_file(wc.init, "base", wc.variant, 0, 0, d) for d in gplan.eval_domains(config, wc.init)]
-
-
-def base_variants(init):
-    return gplan.base_variants(config, init)
 
 
 def table_inputs(wc):

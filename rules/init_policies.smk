@@ -4,14 +4,14 @@
 
 RL_V1_JOB = JobSpec("train rl", lambda wc: gjobs.rl_segment(
     config, gplan.v1_run(config), start=0, end=gpaths.v1_steps(config), save_every=gpaths.v1_steps(config),
-    init_model=gpaths.base_model(config), run_folder=v1_run_dir(), manifest=init_model_input("v1"),
+    init_model=gpaths.base_model(config), run_folder=gpaths.v1_run_dir(config), manifest=init_model_input("v1"),
     tasks_file=gpaths.tasks(config, config["inits"]["v1"]["rl"]["train_domain"]), keep=gplan.v1_checkpoint_keep(config)))
 
 
 rule rl_v1:
     input:
         unpack(RL_V1_JOB.checked),
-        model=base_model_input(),
+        model=gpaths.base_model_input(config),
         tasks=gpaths.tasks(config, config["inits"]["v1"]["rl"]["train_domain"]),
     output:
         init_model_input("v1"),

@@ -9,17 +9,14 @@
 whose record differs (exit 1), or "identical" (exit 0): tests/test_job_settings.py runs it on the
 committed dumps, so a change to what any job receives is a deliberate, reviewed change of them.
 
-Snakemake's own command line builds the DAG exactly as ``snakemake -n ARGS`` does (profiles,
-``--config``, the workflow profile), with every job forced (so the dump does not depend on what
-``results/`` holds): ``gentax.study.dag.build``, the DAG the budget preview prices too. For each job
-the dump holds its rule, wildcards, input and output files, log, threads and resources, and its
-**settings**: what the job's program receives, resolved by the
-program's own loaders, so that two ways of handing settings to a job compare equal when the
-program sees the same thing: each job's spec (its ``job`` param, ``gentax.study.jobs``) in the
-shape of the verb's command-line arguments (``args``) beside its resolved RL / SFT sections. (The
-first dump, taken before the jobs had specs, ran each job's step up to its command and parsed
-that with gentax's parser: the shape is the same, so the two compare.) Nothing is run and nothing
-is written under ``results/``.
+The DAG is Snakemake's own, ``snakemake -n ARGS`` (profiles, ``--config``, the workflow profile)
+with every job forced, so the dump does not depend on what ``results/`` holds:
+``gentax.study.dag.build``, the DAG the budget preview prices too. For each job the dump holds its
+rule, wildcards, input and output files, log, threads and resources, and its **settings**: what
+the job's program receives, resolved by the program's own loaders, so that two ways of handing
+settings to a job compare equal when the program sees the same thing: each job's spec (its
+``--job``, ``gentax.study.jobs``) in the shape of the verb's command-line arguments (``args``)
+beside its resolved RL / SFT sections. Nothing is run and nothing is written under ``results/``.
 
 The JSON is sorted and machine-independent (paths relative to the repository), so a change to any
 job's settings shows as a diff of the committed dumps.
@@ -34,16 +31,6 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
 
 
 def _table_params(spec: dict) -> dict[str, Any]:
@@ -133,7 +120,7 @@ def dump(snakemake_args: list[str]) -> list[dict[str, Any]]:
 
     return [{"rule": job.rule, "wildcards": job.wildcards, "input": sorted(job.input), "output": sorted(job.output),
              "log": sorted(job.log), "threads": job.threads,
-             "resources": {k: _plain(v) for k, v in job.resources.items() if k not in SNAKEMAKE_RESOURCES},
+             "resources": {k: v for k, v in job.resources.items() if k not in SNAKEMAKE_RESOURCES},
              "settings": _settings(job.verb, job.spec)}
             for job in sorted(dag.build(snakemake_args), key=lambda j: (j.rule, sorted(j.output)))]
 

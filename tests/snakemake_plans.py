@@ -76,11 +76,12 @@ def dry_run_counts(*args: str) -> dict[str, int]:
 
 @functools.lru_cache(maxsize=None)
 def planned_work(*args: str) -> tuple:
-    """Each job's work (``gentax.study.cost.work``) of the DAG of ``snakemake -n ARGS``, every job
-    forced, built in this process (``gentax.study.dag.build``), as ``gentax plan --cost`` prices it.
+    """Each job's work (``gentax.study.preview.cost.work``) of the DAG of ``snakemake -n ARGS``, every
+    job forced (``gentax.study.dag.build``), as ``gentax plan --cost`` prices it.
     Cached for the test run: the repository does not change while the tests run (a test that changes
     a registry in this process builds its own)."""
-    from gentax.study import cost, dag
+    from gentax.study import dag
+    from gentax.study.preview import cost
 
     return tuple(cost.work(dag.build(list(args))))
 

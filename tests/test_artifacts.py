@@ -2,6 +2,7 @@
 builds it, the cost preview prices it and build_one writes it, with no other list to touch."""
 
 import dataclasses
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -9,7 +10,8 @@ import pytest
 from analysis_cases import study
 from test_analysis_figures_cli import figure_case
 
-from gentax.study import cost, dag, power
+from gentax.study import dag, power
+from gentax.study.preview import cost
 from gentax.study import plan as gplan
 from gentax.study import config as gconfig
 from gentax.analysis import artifacts, figures, tables
@@ -29,9 +31,14 @@ def toy_best_run(analysis, name):
     return Table(name, "Toy: best ID success per training domain", best)
 
 
+ARTIFACTS = (TOY,)  # this module as a study extension's: GENTAX_ARTIFACTS=test_artifacts
+
+
 @pytest.fixture
 def with_toy(monkeypatch):
-    monkeypatch.setattr(artifacts, "ARTIFACTS", (*artifacts.ARTIFACTS, TOY))
+    """The entry registered the documented way, for this process and the dry-runs it starts."""
+    monkeypatch.setenv(artifacts.ENV_VAR, __name__)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +52,8 @@ def test_one_entry_plans_prices_and_builds_a_new_table(with_toy, paper, tmp_path
     assert {r.variant_label for r in gplan.artifact_runs(paper, "toy_best_run")} == {"default", "aug"}
     inputs = gplan.artifact_inputs({**paper, "results": "R"}, "toy_best_run")
     assert set(inputs) == {"summaries"} and "R/summary/base/v1/default.csv" in inputs["summaries"]
-    # Snakemake's DAG of it (built in this process, which has the entry): its job and its runs' whole chain,
-    # each run of its two variants trained and evaluated
+    # Snakemake's DAG of it (a dry-run, whose Snakefile reads the entry too): its job and its runs' whole
+    # chain, each run of its two variants trained and evaluated
     jobs = dag.build(dag.study_args("paper", targets=[gplan.artifact_path(paper, "toy_best_run")]))
     assert [job.spec["name"] for job in jobs if job.rule == "table"] == ["toy_best_run"]
     runs = {(r.init, r.train_domain, r.variant_label, r.seed) for r in gplan.artifact_runs(paper, "toy_best_run")}

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GENTAX = ROOT / "gentax"
 LOADER = "gentax/study/config.py"
 #: a Snakemake profile folder's config.yaml (its resources and `config:` entries), not the workflow's
-PROFILE_READERS = {"gentax/study/cost.py", "gentax/clone.py"}
+PROFILE_READERS = {"gentax/study/preview/cost.py", "gentax/clone.py"}
 
 
 def _names_config_file(path: Path) -> list[int]:

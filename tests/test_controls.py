@@ -163,7 +163,7 @@ def test_the_paper_grid_with_the_controls_enabled_plans_exactly_the_extra_runs_a
     # a level's property log is a GPU rollout job on the cluster, like Table 3's, and priced as one
     import yaml
 
-    from gentax.study import cost
+    from gentax.study.preview import cost
 
     profile = yaml.safe_load((REPO_ROOT / "profiles" / "slurm" / "config.yaml").read_text())["set-resources"]
     assert profile["control_properties"] == profile["properties"]

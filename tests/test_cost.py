@@ -1,11 +1,10 @@
-"""Budget preview (gentax.study.cost, ``gentax plan --cost``, the budget line of a dry-run or a run).
+"""Budget preview (gentax.study.preview.cost, ``gentax plan --cost``) and the disk check of a run.
 
 It prices the jobs of Snakemake's own DAG (gentax.study.dag), each job's work read from its spec:
 the jobs ``gentax plan --cost`` builds from a preset and config files are those a user's
 ``snakemake -n`` plans (the paper grid, a table, a figure, the filler arm, the embedded study, a
-controls table), the dry-run's budget line prices the jobs it plans, and the units are what the
-jobs' commands run (the golden job-settings dump); the arithmetic against the config's time figures
-and the profiles' GPUs.
+controls table), and the units are what the jobs' commands run (the golden job-settings dump); the
+arithmetic against the config's time figures and the profiles' GPUs; the disk a plan writes.
 """
 
 import gzip
@@ -20,7 +19,8 @@ import yaml
 from snakemake_plans import dry_run_text as dry_run
 from snakemake_plans import job_counts, planned_work
 
-from gentax.study import cost, dag
+from gentax.study import dag
+from gentax.study.preview import cost
 from gentax.study import plan as gplan
 from gentax.study import config as gconfig
 from gentax.errors import ConfigError
@@ -63,16 +63,12 @@ def paper_work():
 ], ids=["paper", "paper-table5", "paper-training-curves", "paper-filler", "embedded", "embedded-controls-table"])
 def test_priced_jobs_are_the_jobs_snakemake_plans(args, preset, files, target):
     """The DAG gentax plan builds (a preset and config files, every job forced) has the jobs of the
-    user's dry-run under the profile, and the dry-run's budget line prices exactly them."""
+    user's dry-run under the profile (the dry-run prints no budget of its own: gentax plan --cost does)."""
     text = dry_run(*args)
     planned = job_counts(text)
     planned.pop("all", None)
-    work = study_work(preset, *files, target=target)
-    assert counts(work) == planned
-    profile = "slurm" if preset == "paper" else "embedded"
-    line = cost.summary_line(gconfig.study_config(preset, [REPO / f for f in files]),
-                             cost.profile_resources(REPO / "profiles" / profile), work)
-    assert line in text and line.startswith(f"gentax budget estimate (the jobs to run, preset {preset}): ")
+    assert counts(study_work(preset, *files, target=target)) == planned
+    assert "gentax budget" not in text
 
 
 def test_each_job_is_priced_by_what_its_command_runs(paper_work):
@@ -172,8 +168,14 @@ def test_a_gpu_request_it_cannot_read_is_refused(way, message):
     assert str(err.value) == message
 
 
+def total_line(cfg: dict, resources: dict, work) -> str:
+    """The total line of ``gentax plan --cost``'s table."""
+    table = cost.report(cfg, cost.estimate(cfg, resources, work), where="a profile").splitlines()
+    return next(line for line in table if line.startswith("total: "))
+
+
 def test_a_cpu_study_is_priced_in_cpu_job_hours():
-    line = cost.summary_line(embedded(), cost.profile_resources(REPO / "profiles" / "embedded"), study_work("embedded"))
+    line = total_line(embedded(), cost.profile_resources(REPO / "profiles" / "embedded"), study_work("embedded"))
     assert "CPU job-hours (no job gets a GPU)" in line and "GPU-hours" not in line
 
 
@@ -197,7 +199,7 @@ def test_the_one_gpu_profile_prices_its_shared_gpu():
     total = cost.totals(costs)
     assert total["gpu_hours"] == pytest.approx(sum(c.hours for c in costs if c.gpus) / 12)
     assert total["gpu_hours"] > 0
-    assert "GPU-hours" in cost.summary_line(gpu1, resources, work)
+    assert "GPU-hours" in total_line(gpu1, resources, work)
     with pytest.raises(ConfigError, match="gpu_jobs=1 but the profile has no pool"):
         cost.resources_from(None, {"rl_segment": {"gpu_jobs": 1}})
 
@@ -245,11 +247,24 @@ def test_a_plan_that_does_not_fit_its_disk_is_refused_in_one_line(monkeypatch, t
     assert cost.disk_problem(cfg, evaluations, at_once=12) is None
     half = [cost.Work("rl_segment", "train rl", 20)] * 30  # of the 61 RL jobs
     assert "writes 45.1 GiB" in cost.disk_problem(cfg, half, at_once=12)
+    monkeypatch.setattr(cost, "written", lambda folder: 60 * 2**30)  # a rerun: most of it there already
+    assert cost.disk_problem(cfg, study, at_once=12) is None
+    monkeypatch.setattr(cost, "written", lambda folder: 0)
     monkeypatch.setattr(cost, "disk_free", lambda folder: (100 * 2**30, tmp_path))
     assert cost.disk_problem(cfg, study, at_once=12) is None
     lines = cost.disk_report(cfg, cost.disk_need(cfg, study, 12))
     assert lines[0] == f"disk (disk.keep_checkpoints: evaluated): the plan writes 62.4 GiB under {tmp_path}/results/"
     assert lines[-1].startswith("  free: 100.0 GiB on the disk of ")
+
+
+def test_a_run_is_checked_against_the_whole_studys_plan(monkeypatch, tmp_path):
+    """The Snakefile's onstart prices the whole study of the config the run resolved (a dry-run of it),
+    its RL jobs at once as its preset's profile runs them (profiles/gpu1: 12), as gentax plan --cost does."""
+    cfg = gpu1({"results": str(tmp_path / "results")})
+    monkeypatch.setattr(cost, "disk_free", lambda folder: (5 * 2**30, tmp_path))
+    problem = cost.study_disk_problem(cfg)
+    assert problem == cost.disk_problem(cfg, study_work("gpu1"), at_once=12) and "writes 62.4 GiB" in problem
+    assert cost.study_disk_problem({**cfg, "disk": {**cfg["disk"], "check_free_space": False}}) is None
 
 
 def test_each_rl_job_spec_names_what_it_keeps_only_when_the_config_prunes():

@@ -81,16 +81,17 @@ def test_a_config_on_the_command_line_keeps_the_profiles_preset():
                            "profiles/slurm", "--config", "seed=1"], cwd=REPO, env=PLAIN_ENV, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "gentax budget estimate (the jobs to run, preset paper)" in proc.stderr
+    assert '"engine":"verl"' in proc.stdout and '"engine":"local"' not in proc.stdout  # the paper's RL jobs
 
 
 def test_a_profile_naming_a_rule_the_workflow_has_not_is_one_error(tmp_path):
     """A site profile copied before `eval_checkpoint` became one rule per initial policy would lose
-    its evaluation jobs' GPU requests without a word: the plan stops, naming the rule and its heirs."""
+    its evaluation jobs' GPU requests without a word: the plan check stops, naming the rule and its
+    heirs (Snakemake ignores a set-resources entry of a rule it has not); the shipped profile passes."""
     text = (REPO / "profiles" / "slurm" / "config.yaml").read_text().replace("eval_checkpoint_v1:", "eval_checkpoint:")
     (tmp_path / "config.yaml").write_text(text)
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile", str(tmp_path)], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "gentax", "plan", "--check", "--profile", str(tmp_path)], cwd=REPO,
                           capture_output=True, text=True, timeout=600)
-    assert proc.returncode != 0
+    assert proc.returncode == 2
     assert ("gentax: error: the profile's set-resources names rules this workflow does not have: eval_checkpoint "
             "(now eval_checkpoint_v1 and eval_checkpoint_v2") in proc.stderr, proc.stderr[-2000:]

@@ -49,7 +49,7 @@ def test_the_run_command_works_on_a_fresh_clone_from_a_plain_shell(fresh_clone, 
                           timeout=600)
     text = plan.stdout + plan.stderr
     assert plan.returncode == 0, text[-3000:]
-    assert "gentax budget estimate (the jobs to run, preset embedded)" in text and "Job stats" in text
+    assert "Job stats" in text and "total" in text
     assert "gentax setup: " in text  # it set itself up (or said it is set up)
     # a real job through the same command (a task split into a scratch results folder)
     target = tmp_path / "results" / "tasks" / "sokoban.json"

@@ -10,10 +10,9 @@ from pathlib import Path
 
 from gentax import jobspec
 from gentax.io import REPO_ROOT
+from gentax.study.dag import PROFILES
 
 REPO = REPO_ROOT  # the repository: the Snakefile and profiles/
-PROFILES = {"paper": REPO / "profiles" / "slurm", "embedded": REPO / "profiles" / "embedded",
-            "gpu1": REPO / "profiles" / "gpu1"}
 
 
 def register(sub) -> None:
@@ -37,12 +36,14 @@ def register(sub) -> None:
                         "(the task-paired exact test and the seed-level test, Holm over the table's cells; "
                         "docs/tables.md), from assumed or measured base success")
     p.add_argument("--profile", default=None,
-                   help="Snakemake profile whose resources (GPUs, runtime) price the jobs "
-                        "(default: profiles/slurm for the paper preset, profiles/embedded for embedded)")
+                   help="Snakemake profile whose resources (GPUs, runtime) price the jobs and whose set-resources "
+                        "--check checks (default: the preset's, profiles/slurm for paper, profiles/embedded for "
+                        "embedded, profiles/gpu1 for gpu1)")
     p.add_argument("--check", action="store_true",
                    help="only check the plan: build its DAG as `snakemake -n` does, which checks every job's spec "
                         "against the inputs the plan writes (gentax.study.checks); exit 2 naming the first job that "
-                        "would refuse (`snakemake -n` makes the same check)")
+                        "would refuse (`snakemake -n` makes the same check) or a rule the profile's set-resources "
+                        "names that the workflow has not")
     p.add_argument("--target", default=None,
                    help="with --cost: price only what one table/figure needs, e.g. results/tables/table5_augmentation.csv")
     p.set_defaults(func=_plan)
@@ -131,7 +132,7 @@ def _plan(args) -> int:
     # preset's overlay; the preset is --preset, else what the files set, else paper
     cfg = gconfig.study_config(args.preset, args.config, memory=True)
     if args.check:  # its dry-run says what a plan made away from the cluster or its disk lacks, as notes
-        return _check_plan(cfg, args.config)
+        return _check_plan(cfg, args)
     for problem in gconfig.unmet_inputs(cfg):  # a plan may be made away from the cluster: said, not refused
         print(f"gentax: note: {problem} (a run stops before its first job)", file=sys.stderr)
     if args.settings and args.verl:
@@ -174,24 +175,31 @@ def _plan(args) -> int:
     return 0
 
 
-def _check_plan(cfg: dict, configfiles: list[str]) -> int:
+def _check_plan(cfg: dict, args) -> int:
     """``--check``: Snakemake builds the DAG of this config (``snakemake -n``, nothing run or
     written under results/), and each job's check runs as the job is built (rules/common.smk
-    JobSpec.checked): 0 when every job would start, else 2 with the first one that would not. The
-    dry-run's notes (inputs away from the cluster, the results folder's disk) are passed on."""
-    import subprocess
+    JobSpec.checked): 0 when every job would start, else 2 with the first one that would not; 2
+    also when the profile's set-resources names a rule the workflow has not (its jobs would lose
+    the resources silently). What a run would lack (inputs away from the cluster, the results
+    folder's disk) is said as notes."""
+    from concurrent.futures import ThreadPoolExecutor
 
+    from gentax.study import config as gconfig
     from gentax.study import dag
+    from gentax.study.preview import cost
 
-    command = [sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", "--cores", "1", "--snakefile",
-               str(REPO / "Snakefile"), "--directory", str(REPO), *dag.study_args(cfg["preset"], configfiles)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    notes = [line for line in done.stderr.splitlines() if line.startswith("gentax: note:")]
-    if notes:
-        print("\n".join(notes), file=sys.stderr)
-    errors = [line for line in done.stderr.splitlines() if line.startswith("gentax: error:")]
-    if done.returncode != 0:
-        print("\n".join(errors) or done.stderr.strip(), file=sys.stderr)
+    profile, _, at_once = _profile(cfg, args)
+    per_rule = cost.read_profile(profile).get("set-resources")
+    study = dag.study_args(cfg["preset"], args.config)
+    with ThreadPoolExecutor(1) as other:  # the rules' names (a second snakemake) while the DAG is built
+        rules = other.submit(dag.rule_names, study) if per_rule else None
+        jobs = dag.build(study)
+    disk = cost.disk_problem(cfg, cost.work(jobs), at_once)
+    for problem in gconfig.unmet_inputs(cfg) + ([disk] if disk else []):
+        print(f"gentax: note: {problem} (a run stops before its first job)", file=sys.stderr)
+    unknown = per_rule and cost.unknown_rules(per_rule, rules.result())
+    if unknown:
+        print(f"gentax: error: {unknown} ({profile})", file=sys.stderr)
         return 2
     print(f"plan check (preset {cfg['preset']}): every job's spec agrees with the inputs the plan writes")
     return 0
@@ -199,16 +207,16 @@ def _check_plan(cfg: dict, configfiles: list[str]) -> int:
 
 def _profile(cfg: dict, args) -> tuple[Path, dict, int | None]:
     """(the Snakemake profile, the resources it gives each rule, the RL jobs it runs at once)."""
-    from gentax.study import cost
+    from gentax.study.preview import cost
 
     profile = Path(args.profile) if args.profile else PROFILES[cfg["preset"]]
-    resources, data = cost.profile_resources(profile), cost.read_profile(profile)
-    return profile, resources, cost.rl_at_once(resources, jobs=data.get("jobs"), cores=data.get("cores"))
+    return profile, cost.profile_resources(profile), cost.profile_at_once(profile)
 
 
 def _cost(cfg: dict, args) -> int:
     """``--cost``: the jobs of Snakemake's DAG of the study (or of ``--target``) from nothing, priced."""
-    from gentax.study import cost, dag
+    from gentax.study import dag
+    from gentax.study.preview import cost
     from gentax.study import plan as gplan
 
     profile, resources, at_once = _profile(cfg, args)

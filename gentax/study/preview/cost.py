@@ -1,9 +1,8 @@
 """Budget preview: what the study (or one table) will spend, before it is launched.
 
-``estimate(cfg, resources, work)`` prices jobs of Snakemake's own DAG (``gentax.study.dag``: the
-study's or a target's from nothing for ``gentax plan --cost``; the ones a ``snakemake`` invocation
-will run for the line it prints), each with its work read from its own spec (``work``: training
-steps, episodes; ``TIMED``), with
+``estimate(cfg, resources, work)`` prices the jobs of Snakemake's own DAG (``gentax.study.dag``:
+the study's or a target's, from nothing), each with its work read from its own spec (``work``:
+training steps, episodes; ``TIMED``), with
 
 - the time figures of config ``cost`` (stated with their source there): minutes per RL step,
   seconds per SFT step, seconds per rollout episode (evaluation, property and SFT-data jobs) and
@@ -19,33 +18,33 @@ steps, episodes; ``TIMED``), with
 Hours of a job = start-up + units x figure; GPU-hours = hours x the job's GPUs. Bookkeeping jobs
 (task splits, summaries, tables, figures) take no GPU and are counted, not timed. A job whose
 estimate exceeds the ``runtime`` the profile gives its rule is flagged: SLURM would kill it.
-``gentax plan --cost`` prints ``report(...)``; a dry-run and a run print ``summary_line(...)`` for
-the jobs they will run (the Snakefile). A study whose jobs get no GPU (the embedded one) is priced
-in CPU job-hours.
+``gentax plan --cost`` prints ``report(...)`` (a dry-run prints no budget: ``gentax plan --cost
+--target`` prices one table). A study whose jobs get no GPU (the embedded one) is priced in CPU
+job-hours.
 
 Disk (``disk_need``, ``disk_report``, ``disk_problem``): the bytes planned jobs leave under the
 results folder (the checkpoints their runs keep: parameters x bytes a parameter x checkpoints, plus
 the resume states they keep, config ``disk.keep_checkpoints``, as the RL jobs' share of the
 study's), what RL jobs training at once hold beyond that, and roughly the initial policies,
-evaluations and property logs they write, beside the free space of the results folder's disk.
-``gentax plan --cost`` prints it for the study or target from nothing (what is there already
-counts as written); a run whose jobs do not fit stops before its first job, in one line (the
-Snakefile's ``onstart``; ``disk.check_free_space: false`` skips that); a dry-run and ``gentax plan
---check`` say it as a note.
+evaluations and property logs they write, beside the free space of the results folder's disk;
+what is there already counts as written. ``gentax plan --cost`` prints it; ``gentax plan --check``
+says it as a note; a run whose study does not fit stops before its first job, in one line
+(``study_disk_problem``, the Snakefile's ``onstart``; ``disk.check_free_space: false`` skips that).
 """
 
 from __future__ import annotations
 
-import sys
+import json
+import tempfile
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from gentax import io as gio
+from gentax.study import dag
 from gentax.study import paths as gpaths
 from gentax.study import plan as gplan
-from gentax.study.dag import PlannedJob
 from gentax.errors import ConfigError
 
 
@@ -86,7 +85,7 @@ class Work:
     units: int | None
 
 
-def work(jobs: Iterable[PlannedJob]) -> list[Work]:
+def work(jobs: Iterable[dag.PlannedJob]) -> list[Work]:
     """The work of each of ``jobs`` (``gentax.study.dag``), but rule ``all``'s (no command of its own)."""
     out = []
     for job in jobs:
@@ -123,26 +122,10 @@ class RuleCost:
 
 
 def _resource_map(value: Any) -> dict[str, Any]:
-    """Resources as a plain mapping: a profile's mapping or list of 'k=v', or Snakemake's parsed
-    ``Resources`` (whose values are ``Resource`` objects; ones computed per job are left out)."""
-    if value is None:
-        return {}
-    if isinstance(value, Mapping):
-        return {key: plain for key, val in value.items() if (plain := _fixed(val)) is not None}
-    out = {}
-    for item in value:
-        key, _, val = str(item).partition("=")
-        out[key.strip()] = val.strip()
-    return out
-
-
-def _fixed(value: Any) -> Any:
-    """A resource's fixed value; None for one computed per job (a function of the job)."""
-    try:
-        value = getattr(value, "value", value)  # Snakemake's Resource raises for a computed one
-    except ValueError:
-        return None
-    return None if callable(value) else value
+    """A profile's resources as a mapping (given as one, or as a list of 'k=v'), unset ones left out."""
+    if isinstance(value, Mapping) or not value:
+        return {key: val for key, val in (value or {}).items() if val is not None}
+    return {key.strip(): val.strip() for key, _, val in (str(item).partition("=") for item in value)}
 
 
 def _number(value: Any, what: str) -> float:
@@ -250,6 +233,12 @@ def profile_resources(profile: str | Path) -> dict[str, dict[str, float]]:
     return resources_from(data.get("default-resources"), data.get("set-resources"), data.get("resources"))
 
 
+def profile_at_once(profile: str | Path) -> int | None:
+    """The RL jobs a Snakemake profile folder runs at once (``rl_at_once``)."""
+    data = read_profile(profile)
+    return rl_at_once(profile_resources(profile), jobs=data.get("jobs"), cores=data.get("cores"))
+
+
 def estimate(cfg: dict, resources: dict[str, dict[str, float]], planned: Iterable[Work]) -> list[RuleCost]:
     """One ``RuleCost`` per rule with jobs in ``planned`` (``work``): timed rules first, then
     bookkeeping ones, each in the order of their first job (``gentax.study.dag.build``: pipeline order)."""
@@ -318,26 +307,6 @@ def report(cfg: dict, costs: list[RuleCost], *, where: str, target: str | None =
                                subsequent_indent="    ")
     lines += textwrap.wrap("source: " + " ".join(str(fig["source"]).split()), width=100, subsequent_indent="  ")
     return "\n".join(lines)
-
-
-def summary_line(cfg: dict, resources: dict[str, dict[str, float]], planned: Iterable[Work]) -> str:
-    """One line for a dry-run's or a run's output: the estimate of the jobs it will run (``planned``)."""
-    total = totals(estimate(cfg, resources, planned))
-    return (f"gentax budget estimate (the jobs to run, preset {cfg.get('preset', 'paper')}): {total['jobs']:,} jobs, "
-            f"{_hours(total)}; the whole study's per job kind, or a target's: gentax plan --cost")
-
-
-def preview(cfg: dict, resources: dict[str, dict[str, float]], jobs: Iterable[PlannedJob], at_once: int | None, *,
-            base: str | Path) -> None:
-    """What a dry-run or a run prints (stderr) once Snakemake has the DAG of the jobs it will run
-    (the Snakefile, ``gentax.study.dag.when_built``): their ``summary_line`` and, where what they write
-    does not fit the results folder's disk (``disk_problem``), a note (a run stops at ``onstart``)."""
-    planned = work(jobs)
-    if planned:
-        print(summary_line(cfg, resources, planned), file=sys.stderr)
-    disk = disk_problem(cfg, planned, at_once, base=base)
-    if disk:
-        print(f"gentax: note: {disk} (a run stops before its first job)", file=sys.stderr)
 
 
 # ---- disk: what the plan writes beside the free space of the results folder's disk --------------
@@ -520,11 +489,25 @@ def _disk_problem(need: DiskNeed, free: int, there: int, folder: Path) -> str | 
 
 def disk_problem(cfg: dict, planned: Iterable[Work], at_once: int | None = None, *,
                  base: str | Path | None = None) -> str | None:
-    """The disk check of the jobs a run will start (``planned``, from Snakemake's DAG): one line
-    naming what they write (``disk_need``) and the free space of the results folder's disk when it
-    does not fit; None when it fits, or when ``disk.check_free_space`` is false."""
+    """The disk check of ``planned`` (``work`` of jobs of Snakemake's DAG): one line naming what they
+    write (``disk_need``) and the free space of the results folder's disk when what they write beyond
+    what is there already does not fit; None when it fits, or when ``disk.check_free_space`` is false."""
     if not (cfg.get("disk") or {}).get("check_free_space", True):
         return None
     folder = results_folder(cfg, base)
-    free, _ = disk_free(folder)
-    return _disk_problem(disk_need(cfg, planned, at_once), free, 0, folder)
+    return _disk_problem(disk_need(cfg, planned, at_once), disk_free(folder)[0], written(folder), folder)
+
+
+def study_disk_problem(cfg: dict, *, base: str | Path | None = None) -> str | None:
+    """The disk check before a run's first job (the Snakefile's ``onstart``). No public interface of
+    Snakemake tells which jobs a run will start, so this prices the whole study's plan as ``gentax
+    plan --cost`` does (every job from nothing, RL jobs at once as its preset's profile runs them:
+    ``gentax.study.dag.PROFILES``) minus what is already written under the results folder: a run of
+    one table is checked as the whole study. None when it fits or ``disk.check_free_space`` is false."""
+    if not (cfg.get("disk") or {}).get("check_free_space", True):
+        return None  # no dry-run spent on it
+    with tempfile.TemporaryDirectory(prefix="gentax-disk-") as folder:
+        resolved = Path(folder) / "config.json"  # the study config as the run resolved it
+        resolved.write_text(json.dumps(cfg))
+        jobs = dag.build(dag.study_args(cfg["preset"], [resolved]))
+    return disk_problem(cfg, work(jobs), profile_at_once(dag.PROFILES[cfg["preset"]]), base=base)

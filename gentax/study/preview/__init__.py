@@ -1,0 +1,1 @@
+"""What the study will take before it is launched: cost, power, memory, settings (above the plan)."""

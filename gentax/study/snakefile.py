@@ -1,0 +1,64 @@
+"""What the Snakefile calls: the study config it loads, and the checks before a run's first job
+(Snakemake's job graph is read through its command line only: ``gentax.study.dag``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from gentax import progress
+from gentax.errors import ConfigError
+from gentax.io import read_yaml
+from gentax.study import config as gconfig
+from gentax.study import paths as gpaths
+from gentax.study.preview import cost
+
+
+def _stop(problems: list[str]) -> None:
+    """One line each, exit 2, no traceback (a WorkflowError would print the Snakefile's frame)."""
+    for problem in problems:
+        print(f"gentax: error: {problem}", file=sys.stderr)
+    sys.exit(2)
+
+
+def load(config: dict, settings: Any, *, main: bool) -> None:
+    """Make Snakemake's ``config`` the study config, in place: config/config.yaml, the preset's
+    overlay (``gentax.study.config.with_preset``: ``preset: paper`` keeps config.yaml as it is;
+    ``embedded``, the default, lays config/embedded.yaml over it), then the config files and
+    ``--config`` pairs Snakemake was given (``settings``: its ``ConfigSettings``), which always win;
+    nested ``--config`` values (``eval={episodes: 4}``) read as in a config file (Snakemake leaves
+    them text). Validated, the GPU memory check in the ``main`` process only (a cluster job re-reads
+    the Snakefile); a bad value ends the process in one line. The ``main`` process also notes what a
+    run would lack here (a plan may be made away from the cluster: ``on_start`` stops a run)."""
+    try:
+        overrides = gconfig.cli_overrides(settings.overwrite_config or {}, settings.config or {})
+        study = gconfig.with_preset(read_yaml(gconfig.STUDY_FILE), overrides)
+        gconfig.validate(study, memory=main, sources=gconfig.config_sources(study["preset"], settings.configfiles,
+                                                                             settings.config))
+    except ConfigError as exc:
+        _stop([str(exc)])
+    config.clear()
+    config.update(study)
+    for problem in gconfig.unmet_inputs(study) if main else []:
+        print(f"gentax: note: {problem} (a run stops before its first job)", file=sys.stderr)
+
+
+def on_start(cfg: dict) -> None:
+    """The Snakefile's ``onstart`` (a run, never a dry-run, before any job starts): stop when what
+    every job needs is not there (``unmet_inputs``: the base model, a writable results folder) or
+    what the study writes does not fit the results folder's disk (``cost.study_disk_problem``: the
+    whole study's plan, as no public interface of Snakemake tells which jobs the run starts); else
+    say where each job's progress goes and follow it on the console (``gentax.progress.follow``)."""
+    problems = gconfig.unmet_inputs(cfg)
+    if not problems:
+        try:
+            problems = [problem for problem in [cost.study_disk_problem(cfg, base=os.getcwd())] if problem]
+        except ConfigError as exc:
+            problems = [str(exc)]
+    if problems:
+        _stop(problems)
+    print(f"gentax: each job's progress goes to its log (the `log:` line of its block): tail -f "
+          f"{gpaths.logs(cfg)}/<its log>; the running jobs' latest lines follow here every "
+          f"{progress.EVERY_S:g} s (gentax/progress.py)", file=sys.stderr)
+    progress.follow(gpaths.logs(cfg))
