@@ -42,9 +42,8 @@ try:
     OVERRIDES = gconfig.cli_overrides(workflow.config_settings.overwrite_config or {},
                                     workflow.config_settings.config or {})
     STUDY = gconfig.with_preset(gio.read_yaml(os.path.join(workflow.basedir, "config", "config.yaml")), OVERRIDES)
-    gconfig.validate(STUDY, memory=workflow.is_main_process,  # a cluster job re-reads this file: checked once
-                   sources=gconfig.config_sources(STUDY["preset"], workflow.config_settings.configfiles,
-                                                workflow.config_settings.config))
+    gconfig.validate(STUDY, sources=gconfig.config_sources(STUDY["preset"], workflow.config_settings.configfiles,
+                                                         workflow.config_settings.config))
 except ConfigError as exc:  # one line, no traceback (a WorkflowError would print the Snakefile's frame)
     print(f"gentax: error: {exc}", file=sys.stderr)
     sys.exit(2)

@@ -292,7 +292,7 @@ def from_defaults(*, init: str, domain: str, variant: str, seed: int, steps: int
                   augmentation: Mapping[str, Any] | None = None) -> RunSpec:
     """The run spec of a run named without a workflow config (``gentax train rl --domain
     --variant``, no ``--run-spec``), from the study values its caller hands in (the command line:
-    ``gentax.study.config.command_line_defaults``' ``train rl`` ``run``). Each training domain's
+    ``gentax.study.jobs.command_line_defaults``' ``train rl`` ``run``). Each training domain's
     settings are ``domains[d]`` ({max_steps, options?}); a domain ``domains`` has no entry for (one a
     ``GENTAX_DOMAINS`` module adds, which the study has no section for) runs at its env's own step
     limit (``DomainEnv.default_max_steps``) and knobs, as ``gentax eval`` plays it. An augmented

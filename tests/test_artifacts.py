@@ -9,7 +9,8 @@ import pytest
 from analysis_cases import study
 from test_analysis_figures_cli import figure_case
 
-from gentax.study import cost, dag, power
+from gentax.study import cost, dag
+from gentax.study.preview import power
 from gentax.study import plan as gplan
 from gentax.study import config as gconfig
 from gentax.analysis import artifacts, figures, tables

@@ -203,7 +203,7 @@ def test_the_check_refuses_the_measured_run_on_the_papers_80_gib_gpu():
     """The 8-layer run as measured (its log-prob pass peaked at 89.5 GiB of torch allocations) does not
     fit an A100-80G: the plan-time check must say so, naming the phase."""
     from gentax.errors import ConfigError
-    from gentax.study import memory
+    from gentax.study.preview import memory
 
     compare = _load("compare")
     machine, records = compare.read_run(RECORD)

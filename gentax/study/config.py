@@ -1,31 +1,19 @@
-"""The study's config: loading, the presets, validation (one line per error, naming the key).
+"""The study's config: loading, the presets, validation (one line per error, naming the key and
+the file that set it), and the RL and SFT sections the study's jobs receive. The bottom of the study
+layer: it imports nothing of the plan, the job specs or the previews.
 
-Contract:
-
-- ``study_config(preset, configfiles)`` is the study config of a preset, resolved and validated:
-  config/config.yaml (``STUDY_FILE``), the preset's overlay, the user's files. It is the package's one
-  reader of the workflow's config file (tests/test_config_reader.py): a command whose options
-  default to study values gets them at the command-line boundary (``gentax.cli``, through
-  ``command_line_defaults``), never by reading the file itself; the Snakefile reads the file it
-  was started with and hands it to ``with_preset``.
-- ``command_line_defaults(cfg)``: per command (``gentax eval``, ``properties``, ``tables``,
-  ``train rl``, ``sft``, ``augment preview``), the study values its options default to.
-- ``with_preset(base, overrides)`` builds the study from config/config.yaml (``base``), the preset's
-  overlay (``PRESET_OVERLAYS``: ``paper`` none, ``embedded`` config/embedded.yaml, ``gpu1``
-  config/gpu1.yaml) and the user's layers; ``cli_overrides`` types nested ``--config`` values as
-  in a file; ``check_configfiles`` reads files the way ``snakemake --configfile`` will.
-- ``load_config(paths_or_dict)`` merges YAML files (later ones override, dicts deep-merged, lists
-  replaced, as Snakemake merges ``--configfile``) and validates.
-- ``validate(cfg)``: ``config_schema.yaml`` (filled in from the domain and variant registries,
-  ``schema()``; ``schema_file()`` writes it for ``snakemake.utils.validate``), cross-field rules,
-  every domain's knobs (its own ``check_options``) and the engines' own loaders of the RL and SFT
-  sections; with ``cluster.memory_check`` it also sizes every GPU training job (``gentax.study.memory``). A ``ConfigError`` names the key, the file that
-  set it (``config_sources``) and the closest valid key.
-- ``unmet_inputs(cfg)`` lists what the jobs need from this machine (the base model folder, a
-  writable results folder).
-
-The expansion of a valid config into runs, jobs and artifacts is ``gentax.study.plan``, which
-imports nothing of this module (so the memory check may read the plan).
+- ``study_config(preset, configfiles)``: the study config of a preset, resolved and validated:
+  config/config.yaml (``STUDY_FILE``), the preset's overlay (``PRESET_OVERLAYS``), the user's files.
+  The package's one reader of the workflow's config file (tests/test_config_reader.py); the
+  Snakefile reads the file it was started with and hands it to ``with_preset``.
+- ``validate(cfg, sources=...)``: ``config_schema.yaml`` (its lists filled in from the domain and
+  variant registries: ``schema()``; ``schema_file()`` for ``snakemake.utils.validate``), the rules
+  that span keys, every domain's knobs (its own ``check_options``) and the RL and SFT sections,
+  built by the engines' own loaders. A ``ConfigError`` names the key, the file that set it
+  (``config_sources``) and the closest valid key.
+- ``study_rl(cfg)`` / ``study_sft(cfg, stage)``: the RL and SFT sections as the engines' loaders
+  read them (``gentax.study.jobs`` resolves each job's from them).
+- ``unmet_inputs(cfg)``: what the jobs need from this machine (the base model, a writable results folder).
 """
 
 from __future__ import annotations
@@ -37,12 +25,13 @@ from typing import Any, Iterable, Iterator
 
 from gentax import runspec
 from gentax.domains import domain_class
-from gentax.domains.spec import mixture_weights, names
+from gentax.domains import spec as domain_spec
+from gentax.domains.spec import mixture_weights, names, specs
+from gentax.dtype import sft_precision
 from gentax.errors import ConfigError, GentaxError, KeyProblem, did_you_mean, is_integer, number_hint, unknown_key
 from gentax.io import REPO_ROOT, deep_merge, read_yaml, repo_path
-from gentax.study.controls import check_controls, not_evaluated
-from gentax.study.plan import (SFT_BLOCKS, eval_filler, filler_experiments, rollout_settings, study_rl, study_sft,
-                               table_settings)
+from gentax.train.config import load_rl_config
+from gentax.train.sft_config import PRESETS as SFT_PRESETS
 from gentax.train.sft_config import load_sft_config
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
@@ -101,12 +90,11 @@ PRESET_OVERLAYS = {"paper": None, "embedded": REPO_ROOT / "config" / "embedded.y
 STUDY_FILE = REPO_ROOT / "config" / "config.yaml"
 
 
-def study_config(preset: str | None = None, configfiles: Iterable[str | Path] = (), *, memory: bool = False,
-                 check: bool = True) -> dict:
+def study_config(preset: str | None = None, configfiles: Iterable[str | Path] = (), *, check: bool = True) -> dict:
     """The study config of ``preset``, resolved and validated as ``gentax plan`` and the Snakefile
     resolve it: config/config.yaml, the preset's overlay, then ``configfiles`` in order (as ``snakemake
     --configfile`` lays them). The preset is ``preset`` when given, else what the files set, else
-    paper. ``memory``: also run the GPU memory check (``validate``). A bad key is a ConfigError
+    paper. A bad key is a ConfigError
     naming it and the file that set it. ``check=False`` skips ``validate``: for the shipped presets
     alone (CI checks them: config/resolved), read by a command line whose domain may be one a
     ``GENTAX_DOMAINS`` module adds, which the study config has no section for."""
@@ -115,38 +103,8 @@ def study_config(preset: str | None = None, configfiles: Iterable[str | Path] = 
         overrides = deep_merge(overrides, layer)
     cfg = with_preset(read_yaml(STUDY_FILE), overrides, default="paper")
     if check:
-        validate(cfg, memory=memory, sources=config_sources(cfg["preset"], configfiles))
+        validate(cfg, sources=config_sources(cfg["preset"], configfiles))
     return cfg
-
-
-def command_line_defaults(cfg: dict) -> dict[str, dict[str, Any]]:
-    """What each command's options default to when its command line leaves them out, from the
-    study config ``cfg``: the values its workflow job would receive, taken from the job specs'
-    own builders (``gentax.study.plan.rollout_settings``, ``eval_filler``, ``table_settings``,
-    ``study_rl``, ``study_sft``; ``gentax.study.jobs.domain_settings``), so a command line and a job
-    agree. ``domains`` is the study's episode settings of every domain (step limit and knobs; a
-    command line's own are laid over them). ``eval`` / ``properties``: also the filler arm's
-    (``--think filler``). ``train rl``: ``engine`` (``engines.rl``), ``rl`` the study's RL block
-    (what ``--config`` is laid over), ``run`` a run named on the command line
-    (``gentax.runspec.from_defaults``' arguments): ``grid.steps``, the grid's first seed, every
-    domain's episode settings (``domains``) and the augmentation kind with V1's p and per-domain
-    budgets ``eps`` (``--variant aug``). ``sft`` (``gentax sft build-data`` and ``train``):
-    ``stages``, each SFT stage's section (what ``--config`` is laid over). ``augment preview``: the
-    augmentation ``kind``."""
-    from gentax.study.jobs import domain_settings  # function-local: defers numpy (gentax.train.grpo)
-
-    augmentation = {"kind": cfg["augmentation"]["kind"], "p": cfg["augmentation"]["v1"]["p"]}
-    domains = {domain: domain_settings(cfg, domain) for domain in cfg["domains"]}
-    rollout = {"domains": domains, "filler": eval_filler(cfg)}
-    run_augmentation = {**augmentation, "eps": {d: int(eps) for d, eps in cfg["augmentation"]["v1"]["eps"].items()}}
-    return {"eval": {**rollout_settings(cfg, "eval"), **rollout},
-            "properties": {**rollout_settings(cfg, "properties"), "augmentation": augmentation, **rollout},
-            "tables": table_settings(cfg),
-            "train rl": {"engine": cfg["engines"]["rl"], "rl": study_rl(cfg),
-                         "run": {"steps": cfg["grid"]["steps"], "seed": cfg["grid"]["seeds"][0], "domains": domains,
-                                 "augmentation": run_augmentation}},
-            "sft": {"stages": {stage: study_sft(cfg, stage) for stage in SFT_BLOCKS}, "domains": domains},
-            "augment preview": {"kind": cfg["augmentation"]["kind"]}}
 
 
 def with_preset(base: dict, overrides: dict, default: str = "embedded") -> dict:
@@ -259,10 +217,10 @@ def load_config(sources: str | Path | dict | Iterable[str | Path | dict]) -> dic
     return cfg
 
 
-def validate(cfg: dict, *, memory: bool = True, sources: list[tuple[str, dict]] | None = None) -> None:
-    """Schema + cross-field rules; ``memory=False`` skips the GPU memory check (a cluster job
-    re-reading the Snakefile: the main process has checked). ``sources`` (``config_sources``):
-    the layers ``cfg`` was merged from, so a bad key's error names the file that set it."""
+def validate(cfg: dict, *, sources: list[tuple[str, dict]] | None = None) -> None:
+    """Schema + the rules that span keys + the domains' knobs + the RL and SFT sections. ``sources``
+    (``config_sources``): the layers ``cfg`` was merged from, so a bad key's error names the file
+    that set it. (The GPU memory check is a preview's: ``gentax.study.preview.memory.check``.)"""
     sources = sources or []
     errors = sorted(_validator().iter_errors(cfg), key=lambda e: (len(e.path), list(map(str, e.path))))
     if errors:
@@ -270,12 +228,6 @@ def validate(cfg: dict, *, memory: bool = True, sources: list[tuple[str, dict]] 
     try:
         _check_domain_options(cfg, sources)  # before the controls, whose levels lay their knobs over these
         _check_cross_fields(cfg, sources)
-        if memory and cfg.get("cluster", {}).get("memory_check"):
-            # function-local: gentax.study.memory reads gentax.study.settings, which reads this module (the one
-            # import cycle left; docs/contracts.md "Layers" says how the study package's split ends it)
-            from gentax.study.memory import check_memory
-
-            check_memory(cfg)  # every GPU training job fits its GPUs (DeepSpeed's estimators + activations)
     except ConfigError as exc:
         raise _named_source(exc, sources) from None
 
@@ -399,6 +351,41 @@ def _check_filler(cfg: dict) -> None:
                               f"{cfg['engines']['rl']!r}; set engines.rl: local or plan no filler runs)")
 
 
+def not_evaluated(cfg: dict, key: str, init: str, domain: str) -> ConfigError:
+    """The error for a training domain the init is not evaluated on (``inits.<init>.domains``)."""
+    return ConfigError(f"{key}: {domain} is not an evaluated domain of {init} "
+                       f"(inits.{init}.domains: {', '.join(cfg['inits'][init]['domains'])})")
+
+
+def check_controls(cfg: dict) -> None:
+    """The enabled sweeps of ``controls`` (``gentax.study.controls``): level names once, the training
+    domain an evaluated domain of the init, a domain with augmentation sources for a richness
+    sweep, and every difficulty level's knobs (laid over the domain's) passing ``check_options``."""
+    for kind in ("difficulty", "richness"):
+        block = (cfg.get("controls") or {}).get(kind) or {}
+        if not block.get("enabled"):
+            continue
+        key = f"config key controls.{kind}"
+        levels = block.get("levels", [])
+        level_names = [level["name"] for level in levels]
+        if len(set(level_names)) < len(level_names):
+            raise ConfigError(f"{key}.levels: a level name is given twice ({', '.join(level_names)})")
+        domain = block["train_domain"]
+        if domain not in cfg["inits"][block["init"]]["domains"]:
+            raise not_evaluated(cfg, f"{key}.train_domain", block["init"], domain)
+        if kind == "richness" and any(block["eps"]):
+            try:
+                domain_spec.spec(domain).augmentation_or_error()
+            except GentaxError as exc:
+                raise ConfigError(f"{key}.train_domain: {exc}") from None
+        for order, level in enumerate(levels if kind == "difficulty" else []):
+            options = {**dict(cfg["domains"][domain].get("options") or {}), **dict(level.get("options") or {})}
+            try:
+                domain_class(domain).check_options(options)
+            except GentaxError as exc:
+                raise ConfigError(f"{key}.levels.{order}.options ({level['name']}): {exc}") from None
+
+
 def _needs_eps(variant: str, domain: str) -> bool:
     """A run of ``variant`` on ``domain`` reads the config's augmentation budget of ``domain``."""
     v = runspec.variant(variant)
@@ -425,8 +412,6 @@ def _check_engine_sections(cfg: dict, sources: list[tuple[str, dict]]) -> None:
     """The RL and SFT sections are validated by the engines' own loaders (one place for their keys),
     whose errors (``KeyProblem``) are worded as the schema's: the key under the section the user
     wrote, did-you-mean for an unknown one, the number hint, the file that set it."""
-    from gentax.train.config import load_rl_config  # function-local: defers numpy (gentax.train.grpo)
-
     checks = [("rl", lambda: load_rl_config(study_rl(cfg)))]
     checks += [(block, functools.partial(lambda stage: load_sft_config(study_sft(cfg, stage)), stage))
                for stage, block in SFT_BLOCKS.items()
@@ -441,3 +426,84 @@ def _check_engine_sections(cfg: dict, sources: list[tuple[str, dict]]) -> None:
                               + (f" (set in {where})" if where else "")) from None
         except ConfigError as exc:
             raise ConfigError(f"config key {key}: {exc}") from None
+
+
+# ---- the RL and SFT sections the jobs receive ------------------------------------------------------
+#: RL keys whose value is another study setting's: never set under ``rl:`` (``study_rl`` fills them)
+RL_FROM_STUDY = {"val_temperature": "eval.temperature"}
+
+
+def study_rl(cfg: dict) -> dict[str, Any]:
+    """The study's RL block as the RL engines' loader reads it: config ``rl:`` with the RL keys whose
+    value is another setting's (``RL_FROM_STUDY``): the validation inside an RL run plays at the
+    evaluations' temperature. A config that sets one of them under ``rl:`` is refused, naming the key
+    that holds it. A run's GPUs (``verl.n_gpus_per_node``) are the cluster's (``cluster.gpus_per_node``,
+    the SFT job's too) unless ``rl.verl.n_gpus_per_node`` gives RL its own count."""
+    rl = _filled_from_study(cfg, cfg["rl"], RL_FROM_STUDY, "RL config", "rl",
+                            "the RL run's validation plays as the evaluations do")
+    verl = dict(rl.get("verl") or {})
+    if verl.get("n_gpus_per_node") is None and "cluster" in cfg:
+        rl["verl"] = {**verl, "n_gpus_per_node": cfg["cluster"]["gpus_per_node"]}
+    return rl
+
+
+#: the SFT stages (``gentax.train.sft_config.PRESETS``) and the study config block holding each one's values
+SFT_BLOCKS = dict(zip(SFT_PRESETS, ("inits.v2.sft", "embedded_base")))
+#: SFT keys whose value is another study setting's: never set in an SFT block (``study_sft`` fills them)
+SFT_FROM_STUDY = {"history_length": "rl.history_length", "max_new_tokens": "rl.max_new_tokens",
+                  "temperature": "rl.temperature", "top_p": "rl.top_p", "generator": "engines.generator",
+                  "seed": "seed"}
+
+
+def _setting(cfg: dict, dotted: str) -> Any:
+    node = cfg
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
+def _filled_from_study(cfg: dict, block: dict, from_study: dict[str, str], section: str, where: str,
+                       why: str) -> dict[str, Any]:
+    """``block`` (the config's ``where``) with each key of ``from_study`` set to the study setting it
+    names; a block that sets one itself is refused (a ``section`` ``KeyProblem``, saying ``why``)."""
+    for key, source in from_study.items():
+        if key in block:
+            raise KeyProblem(section, (key,), f"set by {source} ({why}); remove {where}.{key}")
+    return {**block, **{key: _setting(cfg, source) for key, source in from_study.items()}}
+
+
+def study_sft(cfg: dict, preset: str) -> dict[str, Any]:
+    """The SFT section a job of the SFT stage ``preset`` (``SFT_BLOCKS``) receives, as the SFT
+    engine's loader reads it (``load_sft_config``; its ``data()`` / ``train()`` are the two jobs'
+    parts): the stage's block of the study config, where a mix weight of 0 drops that domain and its
+    source (config files merge key by key, so an override cannot delete a key of config/config.yaml's); for the
+    embedded warm start without a mix of its own, weight 1 and the expert for every domain whose spec
+    has ``warm_start`` (``gentax.domains.spec``); the keys whose value is another setting's
+    (``SFT_FROM_STUDY``: the V1 model is sampled as in its RL rollouts and sees what the RL runs'
+    agent sees); ``engines.dtype``, when not ``auto``, as its ``precision``. The one builder of an
+    SFT section in the study layer: the jobs, the plan's pricing, the config check, the memory
+    check, ``gentax plan --settings`` and ``gentax sft``'s defaults all read it. A block that sets a
+    key of ``SFT_FROM_STUDY`` is refused (``KeyProblem``), naming the key that holds it."""
+    if preset not in SFT_BLOCKS:
+        raise ConfigError(f"unknown SFT preset {preset!r}; valid: {', '.join(SFT_BLOCKS)}")
+    section = dict(_setting(cfg, SFT_BLOCKS[preset]) or {})
+    if "mix" in section and isinstance(section["mix"], dict):  # a weight that is no number stays, for the loader to name it
+        section["mix"] = {d: w for d, w in section["mix"].items() if not (is_integer(w) and w <= 0)}
+        if isinstance(section.get("sources"), dict):  # likewise merged key by key: only the mix's domains have one
+            section["sources"] = {d: s for d, s in section["sources"].items() if d in section["mix"]}
+    if preset == "embedded-base":
+        warm_start = [d for d, s in specs().items() if s.warm_start]
+        section.setdefault("mix", {d: 1 for d in warm_start})
+        section.setdefault("sources", {d: "expert" for d in warm_start})
+    section = _filled_from_study(cfg, section, SFT_FROM_STUDY, "SFT config", SFT_BLOCKS[preset],
+                                 "the SFT jobs take it from there, as the RL and evaluation jobs do")
+    dtype = cfg["engines"].get("dtype", "auto")
+    if dtype != "auto":
+        section["precision"] = sft_precision(dtype)
+    return section
+
+
+def filler_experiments(cfg: dict) -> list[dict]:
+    """``controls.filler.experiments`` when ``controls.filler.enabled``, else none."""
+    block = (cfg.get("controls") or {}).get("filler") or {}
+    return list(block.get("experiments", [])) if block.get("enabled") else []

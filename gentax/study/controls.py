@@ -10,10 +10,8 @@ Two sweeps separate the paper's two confounded explanations of the generalizatio
 
 ``controls.filler`` belongs to the filler-thinking arm (``gentax.study.plan.filler_settings``) and is not read here.
 
-Contract::
-
-    control_levels(cfg) -> list[ControlLevel]     # [] when no sweep is enabled
-    check_controls(cfg)                           # ConfigError naming the key; plan time
+Contract: ``control_levels(cfg) -> list[ControlLevel]`` ([] when no sweep is enabled); the
+config's check of the block is ``gentax.study.config``'s.
 
 A ``ControlLevel`` is one setting of the training domain: its runs are
 ``(init, train_domain, label, seed)`` for every ``grid.seeds`` seed, ``grid.steps`` steps, where
@@ -35,11 +33,13 @@ property log.
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple
+import typing
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple
 
-from gentax.domains import domain_class
-from gentax.domains import spec as domain_spec
-from gentax.errors import ConfigError, GentaxError
+from gentax import io as gio
+from gentax import jobspec
+from gentax.jobspec import JobKind
 from gentax.study import paths
 
 DIFFICULTY = "difficulty"
@@ -102,40 +102,6 @@ def control_levels(cfg: dict) -> list[ControlLevel]:
     return out
 
 
-def not_evaluated(cfg: dict, key: str, init: str, domain: str) -> ConfigError:
-    """The error for a training domain the init is not evaluated on (``inits.<init>.domains``)."""
-    return ConfigError(f"{key}: {domain} is not an evaluated domain of {init} "
-                       f"(inits.{init}.domains: {', '.join(cfg['inits'][init]['domains'])})")
-
-
-def check_controls(cfg: dict) -> None:
-    """Cross-field rules of the enabled sweeps: the training domain is an evaluated domain of
-    the init, and every difficulty level's knobs pass the domain's own ``check_options``."""
-    for kind in KINDS:
-        block = enabled(cfg, kind)
-        if not block:
-            continue
-        key = f"config key controls.{kind}"
-        names = [level["name"] for level in block.get("levels", [])]
-        if len(set(names)) < len(names):
-            raise ConfigError(f"{key}.levels: a level name is given twice ({', '.join(names)})")
-        if block["train_domain"] not in cfg["inits"][block["init"]]["domains"]:
-            raise not_evaluated(cfg, f"{key}.train_domain", block["init"], block["train_domain"])
-    block = enabled(cfg, RICHNESS)
-    if block and any(block["eps"]):
-        try:
-            domain_spec.spec(block["train_domain"]).augmentation_or_error()
-        except GentaxError as exc:
-            raise ConfigError(f"config key controls.richness.train_domain: {exc}") from None
-    for level in control_levels(cfg):
-        if level.control != DIFFICULTY:
-            continue
-        try:
-            domain_class(level.train_domain).check_options(dict(level.domain["options"]))
-        except GentaxError as exc:
-            raise ConfigError(f"config key controls.difficulty.levels.{level.order}.options ({level.level}): {exc}") from None
-
-
 def measures_plain_states(cfg: dict, level: ControlLevel) -> bool:
     """The level's training states are the domain's as configured, without inserted text: its
     property log is Table 3's log of the domain (``properties/<domain>.json``), not a second one."""
@@ -160,3 +126,52 @@ def property_row(level: ControlLevel, run_label: str, measures: dict[str, Any]) 
 
 #: The measures of a level's property log carried into the controls' tables.
 PROPERTY_MEASURES = ("richness", "tokens_per_obs", "complexity", "success", "n_episodes")
+
+
+class ControlDomain(typing.TypedDict):
+    """A control level's training-domain setting."""
+    max_steps: int
+    options: dict[str, Any]
+
+
+class ControlLevelSpec(typing.TypedDict):
+    """One level of the controls' table (a ``ControlLevel`` and the variant label of the runs it reads)."""
+    control: str
+    level: str
+    order: int
+    init: str
+    train_domain: str
+    variant: str
+    domain: ControlDomain
+    augmentation: dict[str, Any]
+    run_label: str
+
+
+@dataclass(frozen=True)
+class ControlsTableJob(JobKind):
+    """``gentax controls-properties-table``: one row per level of the controls from its property log."""
+    verb: ClassVar[str] = "controls-properties-table"
+    levels: list[ControlLevelSpec]
+    inputs: list[str]
+    out: str
+
+    @classmethod
+    def problems(cls, spec, inputs) -> list[str]:
+        """One property log per level, each there."""
+        out = jobspec.file_problems(spec, inputs, "inputs")
+        if len(spec["levels"]) != len(spec["inputs"]):
+            out.append(f"levels: {len(spec['levels'])} levels but {len(spec['inputs'])} property logs (inputs): one per level")
+        return out
+
+    def run(self) -> None:
+        import pandas as pd  # function-local: `gentax --help` stays fast
+
+        rows = []
+        for level, path in zip(self.levels, self.inputs):
+            level = dict(level)
+            run_label = level.pop("run_label")
+            data = gio.read_result_json(path, keys=("measures",))  # a level's property log (gentax properties)
+            rows.append(property_row(ControlLevel(**level), run_label, data["measures"]))
+        with gio.atomic_path(self.out) as tmp:
+            pd.DataFrame(rows).to_csv(tmp, index=False)
+        print(f"wrote {self.out}: {len(rows)} levels")

@@ -31,14 +31,13 @@ from typing import Any
 
 from gentax import runspec
 from gentax.analysis import artifacts
-from gentax.domains.spec import is_mixture, mixture_weights, names, specs
-from gentax.dtype import sft_precision
-from gentax.errors import ConfigError, KeyProblem, is_integer
+from gentax.domains.spec import is_mixture, mixture_weights, names
+from gentax.errors import ConfigError
 from gentax.runspec import RunSpec
 from gentax.study import paths
-from gentax.study.controls import ControlLevel, control_levels, enabled, property_path
+from gentax.study.config import filler_experiments, study_sft
+from gentax.study.controls import ControlLevel, control_levels, property_path
 from gentax.train.runs import saved_steps
-from gentax.train.sft_config import PRESETS as SFT_PRESETS
 from gentax.train.sft_config import load_sft_config
 
 VARIANTS = runspec.variant_names()  # what each means: gentax/runspec.py
@@ -74,28 +73,6 @@ def sft_domains(cfg: dict, preset: str) -> list[str]:
     return load_sft_config(study_sft(cfg, preset)).active_domains()
 
 
-def eval_episodes(cfg: dict, domain: str) -> int:
-    """Held-out tasks evaluated on ``domain`` (its task manifest, every checkpoint's evaluation):
-    ``eval.episodes_per_domain[domain]`` where given, else ``eval.episodes``."""
-    ev = cfg["eval"]
-    return int((ev.get("episodes_per_domain") or {}).get(domain, ev["episodes"]))
-
-
-def property_log_domains(cfg: dict) -> set[str]:
-    """The domains with a property log in the plan: Table 3's (every domain of ``properties.init``)
-    and each level of the controls' (its training domain)."""
-    return set(eval_domains(cfg, cfg["properties"]["init"])) | {level.train_domain for level in control_levels(cfg)}
-
-
-def manifest_size(cfg: dict, domain: str) -> int:
-    """Tasks in ``domain``'s task manifest: the most any job of the plan plays from it (its
-    evaluations' ``eval_episodes``, its property logs' ``properties.episodes``). Every job plays the
-    first ``episodes`` tasks of the manifest, a prefix, so a domain's evaluations and property logs
-    share their first tasks (docs/workflow.md, "Task manifests")."""
-    logs = int(cfg["properties"]["episodes"]) if domain in property_log_domains(cfg) else 0
-    return max(eval_episodes(cfg, domain), logs)
-
-
 def rollout_batch_size(cfg: dict, domain: str) -> int | None:
     """Episodes in flight at once in ``domain``'s evaluations and property logs
     (``eval.batch_size_per_domain``; None: all of a job's episodes in one batch)."""
@@ -123,80 +100,6 @@ def rollout_settings(cfg: dict, kind: str) -> dict[str, Any]:
     else:
         out["errors_as_losses"] = ev.get("errors_as_losses", False)
     return out
-
-
-#: RL keys whose value is another study setting's: never set under ``rl:`` (``study_rl`` fills them)
-RL_FROM_STUDY = {"val_temperature": "eval.temperature"}
-
-
-def study_rl(cfg: dict) -> dict[str, Any]:
-    """The study's RL block as the RL engines' loader reads it: config ``rl:`` with the RL keys whose
-    value is another setting's (``RL_FROM_STUDY``): the validation inside an RL run plays at the
-    evaluations' temperature. A config that sets one of them under ``rl:`` is refused, naming the key
-    that holds it. A run's GPUs (``verl.n_gpus_per_node``) are the cluster's (``cluster.gpus_per_node``,
-    the SFT job's too) unless ``rl.verl.n_gpus_per_node`` gives RL its own count."""
-    rl = _filled_from_study(cfg, cfg["rl"], RL_FROM_STUDY, "RL config", "rl",
-                            "the RL run's validation plays as the evaluations do")
-    verl = dict(rl.get("verl") or {})
-    if verl.get("n_gpus_per_node") is None and "cluster" in cfg:
-        rl["verl"] = {**verl, "n_gpus_per_node": cfg["cluster"]["gpus_per_node"]}
-    return rl
-
-
-#: the SFT stages (``gentax.train.sft_config.PRESETS``) and the study config block holding each one's values
-SFT_BLOCKS = dict(zip(SFT_PRESETS, ("inits.v2.sft", "embedded_base")))
-#: SFT keys whose value is another study setting's: never set in an SFT block (``study_sft`` fills them)
-SFT_FROM_STUDY = {"history_length": "rl.history_length", "max_new_tokens": "rl.max_new_tokens",
-                  "temperature": "rl.temperature", "top_p": "rl.top_p", "generator": "engines.generator",
-                  "seed": "seed"}
-
-
-def _setting(cfg: dict, dotted: str) -> Any:
-    node = cfg
-    for part in dotted.split("."):
-        node = node[part]
-    return node
-
-
-def _filled_from_study(cfg: dict, block: dict, from_study: dict[str, str], section: str, where: str,
-                       why: str) -> dict[str, Any]:
-    """``block`` (the config's ``where``) with each key of ``from_study`` set to the study setting it
-    names; a block that sets one itself is refused (a ``section`` ``KeyProblem``, saying ``why``)."""
-    for key, source in from_study.items():
-        if key in block:
-            raise KeyProblem(section, (key,), f"set by {source} ({why}); remove {where}.{key}")
-    return {**block, **{key: _setting(cfg, source) for key, source in from_study.items()}}
-
-
-def study_sft(cfg: dict, preset: str) -> dict[str, Any]:
-    """The SFT section a job of the SFT stage ``preset`` (``SFT_BLOCKS``) receives, as the SFT
-    engine's loader reads it (``load_sft_config``; its ``data()`` / ``train()`` are the two jobs'
-    parts): the stage's block of the study config, where a mix weight of 0 drops that domain and its
-    source (config files merge key by key, so an override cannot delete a key of config/config.yaml's); for the
-    embedded warm start without a mix of its own, weight 1 and the expert for every domain whose spec
-    has ``warm_start`` (``gentax.domains.spec``); the keys whose value is another setting's
-    (``SFT_FROM_STUDY``: the V1 model is sampled as in its RL rollouts and sees what the RL runs'
-    agent sees); ``engines.dtype``, when not ``auto``, as its ``precision``. The one builder of an
-    SFT section in the study layer: the jobs, the plan's pricing, the config check, the memory
-    check, ``gentax plan --settings`` and ``gentax sft``'s defaults all read it. A block that sets a
-    key of ``SFT_FROM_STUDY`` is refused (``KeyProblem``), naming the key that holds it."""
-    if preset not in SFT_BLOCKS:
-        raise ConfigError(f"unknown SFT preset {preset!r}; valid: {', '.join(SFT_BLOCKS)}")
-    section = dict(_setting(cfg, SFT_BLOCKS[preset]) or {})
-    if "mix" in section and isinstance(section["mix"], dict):  # a weight that is no number stays, for the loader to name it
-        section["mix"] = {d: w for d, w in section["mix"].items() if not (is_integer(w) and w <= 0)}
-        if isinstance(section.get("sources"), dict):  # likewise merged key by key: only the mix's domains have one
-            section["sources"] = {d: s for d, s in section["sources"].items() if d in section["mix"]}
-    if preset == "embedded-base":
-        warm_start = [d for d, s in specs().items() if s.warm_start]
-        section.setdefault("mix", {d: 1 for d in warm_start})
-        section.setdefault("sources", {d: "expert" for d in warm_start})
-    section = _filled_from_study(cfg, section, SFT_FROM_STUDY, "SFT config", SFT_BLOCKS[preset],
-                                 "the SFT jobs take it from there, as the RL and evaluation jobs do")
-    dtype = cfg["engines"].get("dtype", "auto")
-    if dtype != "auto":
-        section["precision"] = sft_precision(dtype)
-    return section
 
 
 # ---- the grid --------------------------------------------------------------------------------
@@ -244,12 +147,6 @@ def _grid_runs(cfg: dict) -> list[RunSpec]:
                 out.append(runspec.build(cfg, exp["init"], domain, runspec.FILLER_VARIANT, int(seed),
                                          int(cfg["grid"]["steps"])))
     return out
-
-
-def filler_experiments(cfg: dict) -> list[dict]:
-    """``controls.filler.experiments`` when ``controls.filler.enabled``, else none."""
-    block = enabled(cfg, "filler")
-    return list(block.get("experiments", [])) if block else []
 
 
 def filler_settings(cfg: dict) -> dict[str, Any]:
@@ -353,7 +250,7 @@ def kept_steps(cfg: dict, run: Run) -> list[int]:
 
 def checkpoint_keep(cfg: dict, run: Run, end: int) -> dict[str, Any] | None:
     """What the training segment of ``run`` that ends at ``end`` keeps when it ends (its job
-    spec's ``keep``, ``gentax.jobspec.CheckpointKeep``); None: everything (``disk.keep_checkpoints:
+    spec's ``keep``, ``gentax.train.jobs.CheckpointKeep``); None: everything (``disk.keep_checkpoints:
     all``). The newest checkpoint keeps its resume state only while a later segment of the run is
     planned (extended training resumes from it); the run's last segment drops it."""
     if not keep_evaluated(cfg):

@@ -1,6 +1,6 @@
 """Power preview (``gentax plan --power``): the smallest ΔID and ΔOOD each table can resolve.
 
-Before GPU-hours are spent: for the configured held-out tasks per domain (``plan.eval_episodes``),
+Before GPU-hours are spent: for the configured held-out tasks per domain (``jobs.eval_episodes``),
 checkpoints per run's number (``eval.window``), seeds (``grid.seeds``), the level
 (``eval.test_level``) and the seed spread (``eval.power_seed_sd``), the smallest effect that the
 tables' decision rule resolves with probability ``POWER`` (80 %). The rule is the tables' own
@@ -54,9 +54,10 @@ from scipy.stats import binom
 from gentax.analysis import artifacts, stats
 from gentax.domains.spec import is_mixture
 from gentax.errors import ConfigError
-from gentax.io import repo_path
+from gentax.io import read_result_csv, repo_path
 from gentax.study import paths
 from gentax.study import plan as gplan
+from gentax.study.jobs import eval_episodes
 
 POWER = 0.8
 #: replicates per power estimate (Monte Carlo standard error <= 0.63 points near 80 % power)
@@ -304,8 +305,6 @@ def _cached_ood_draws(tasks: tuple[int, ...], seeds: int, draws: int, seed: int)
 
 def base_rates(cfg: dict, init: str) -> tuple[dict[str, float], str]:
     """Each domain's assumed base success and where it came from (module doc)."""
-    from gentax.io import read_result_csv
-
     assumed = {d: float(v) for d, v in cfg["eval"].get("power_base_success", {}).items()}
     path = repo_path(paths.base_summary(cfg, init, "default"))
     source = "config eval.power_base_success"
@@ -374,14 +373,14 @@ def preview(cfg: dict) -> dict:
         rows = []
         for init, train in dict.fromkeys(t.cells):
             if t.kind == "ΔID":
-                tasks = gplan.eval_episodes(cfg, train)
+                tasks = eval_episodes(cfg, train)
                 p0 = rates[init][train]
                 rows.append({"init": init, "train_domain": train, "tasks": tasks, "base_pct": 100 * p0,
                              "smallest": smallest_id(p0, tasks, design, tau["id"])})
             else:
                 ood = [e for e in gplan.eval_domains(cfg, init) if e != train]
                 ood_rates = tuple(rates[init][e] for e in ood)
-                ood_tasks = tuple(gplan.eval_episodes(cfg, e) for e in ood)
+                ood_tasks = tuple(eval_episodes(cfg, e) for e in ood)
                 rows.append({"init": init, "train_domain": train, "tasks": sum(ood_tasks),
                              "base_pct": 100 * float(np.mean(ood_rates)),
                              "smallest_up": smallest_ood(ood_rates, ood_tasks, design, tau["ood"], +1),
@@ -419,5 +418,5 @@ def render(result: dict) -> str:
         lines.append("one seed: the variance between training seeds cannot be estimated, so no cell can be resolved")
     lines.append(f"none: not even success 0 % / 100 % would be resolved that often. Model: tasks alike, evaluations "
                  f"independent, a seed's rate Beta with sd τ; Holm's first step (level / cells); {DRAWS} simulated "
-                 "tables per effect; gentax/study/power.py")
+                 "tables per effect; gentax/study/preview/power.py")
     return "\n".join(lines) + "\n"

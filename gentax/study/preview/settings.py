@@ -6,7 +6,7 @@ One place to audit a preset against the paper. Contract:
 
 - ``rl``: the first grid run (else V1's) as its engine receives it: for verl the Hydra overrides of
   ``verl_engine.verl_overrides`` (parsed back with Hydra's own override parser) on the RL section
-  ``gentax.study.jobs.rl_section`` builds and that run's spec (``gentax.runspec``, under ``gentax.run.*``);
+  ``gentax.study.jobs.rl_config`` builds and that run's spec (``gentax.runspec``, under ``gentax.run.*``);
   for the local engine its ``RLConfig`` and ``run_spec``;
 - ``sft``: the ``llamafactory-cli train`` arguments of the V2 SFT (``sft.llamafactory_args``) on
   ``cluster.gpus_per_node`` devices, plus ``global_batch_size``;
@@ -38,7 +38,8 @@ import yaml
 
 from gentax.io import read_yaml
 from gentax.study import plan as gplan
-from gentax.study.jobs import rl_section
+from gentax.study.config import study_sft
+from gentax.study.jobs import rl_config
 from gentax.train.sft import llamafactory_args
 from gentax.train.sft_config import load_sft_config
 
@@ -68,26 +69,19 @@ def shown_run(cfg: dict) -> gplan.Run:
     return runs[0] if runs else gplan.v1_run(cfg)
 
 
-def _rl_config(cfg: dict):
-    from gentax.train.config import load_rl_config  # function-local: defers numpy (gentax.train.grpo)
-
-    section = rl_section(gplan.study_rl(cfg), save_every=cfg["rl"]["save_every"], dtype=cfg["engines"].get("dtype", "auto"))
-    return load_rl_config(section)
-
-
 def _verl_overrides(cfg: dict) -> list[str]:
     """The Hydra overrides the verl engine hands verl for the shown run."""
-    from gentax.train.verl_engine import verl_overrides  # function-local: defers numpy, like load_rl_config
+    from gentax.train.verl_engine import verl_overrides  # function-local: defers verl's imports
 
     run = shown_run(cfg)
-    return verl_overrides(_rl_config(cfg), model_path=f"<Ckpt {run.init}>", run=run, run_dir="RUN_DIR",
+    return verl_overrides(rl_config(cfg, save_every=cfg["rl"]["save_every"]), model_path=f"<Ckpt {run.init}>", run=run, run_dir="RUN_DIR",
                           end_step=run.steps, train_file="train.parquet", val_file="val.parquet")
 
 
 def rl_settings(cfg: dict) -> dict[str, Any]:
     """The first grid run's RL settings as its engine receives them."""
     if cfg["engines"]["rl"] != "verl":
-        return {**_rl_config(cfg).to_dict(), "run_spec": shown_run(cfg).to_dict()}
+        return {**rl_config(cfg, save_every=cfg["rl"]["save_every"]).to_dict(), "run_spec": shown_run(cfg).to_dict()}
     from hydra.core.override_parser.overrides_parser import OverridesParser  # function-local: hydra is verl's
 
     return {o.key_or_group: o.value() for o in OverridesParser.create().parse_overrides(_verl_overrides(cfg))}
@@ -133,7 +127,7 @@ def augmentation_units() -> dict[str, Any]:
 
 def sft_settings(cfg: dict) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the LlamaFactory arguments, the data settings) of the V2 SFT."""
-    sft = load_sft_config(gplan.study_sft(cfg, "v2"))
+    sft = load_sft_config(study_sft(cfg, "v2"))
     gpus = int(cfg.get("cluster", {}).get("gpus_per_node", 1))
     args = llamafactory_args(sft.train(), Path("SFT_DATA"), Path("<Ckpt v1>"), Path("OUT"), 0, gpus)
     args["cutoff_len"] = sft.cutoff_len if sft.cutoff_len is not None else "the longest example (measured at run time)"
@@ -184,7 +178,7 @@ def effective_settings(cfg: dict) -> dict[str, dict[str, Any]]:
 
 def render(cfg: dict, paper_cfg: dict, memory_lines: list[str] = ()) -> str:
     """The settings as text, sources beside them, then ``memory_lines`` (the memory check's
-    figures, ``gentax.study.memory``: the caller's, since that module reads these settings).
+    figures, ``gentax.study.preview.memory``: the caller's, since that module reads these settings).
 
     A value that differs from the paper preset's (``paper_cfg``: the caller's, resolved by
     ``gentax.study.config.study_config``, which this module is below) shows that value instead of
