@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gentax import runspec as grunspec
 from gentax.study import plan as gplan
 from gentax.study import config as gconfig
 from gentax.errors import ConfigError
@@ -29,7 +30,7 @@ def embedded():
 def test_paper_grid_is_60_runs(paper):
     runs = gplan.runs(paper)
     assert len(runs) == 60
-    by_variant = {v: sum(r.variant == v for r in runs) for v in gplan.VARIANTS}
+    by_variant = {v: sum(r.variant == v for r in runs) for v in grunspec.variant_names()}
     assert by_variant == {"default": 21, "aug": 18, "nothink": 21, "filler": 0}  # filler: controls.filler is off
     assert not any(r.train_domain == "sciworld" and r.init == "v1" for r in runs)
     extended = {(r.init, r.train_domain): r.steps for r in runs if r.steps != 150}
@@ -50,7 +51,7 @@ def test_extended_run_continues_the_default_run(paper):
 def test_embedded_preset_is_valid_and_small(embedded):
     runs = gplan.runs(embedded)
     assert 0 < len(runs) <= 12
-    assert {r.variant for r in runs} == set(gplan.VARIANTS)
+    assert {r.variant for r in runs} == set(grunspec.variant_names())
     assert embedded["engines"] == {"rl": "local", "rollout": "vllm", "generator": "hf", "dtype": "auto"}
 
 

@@ -39,9 +39,7 @@ SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 
 @functools.lru_cache(maxsize=1)
 def _validator():
-    """The schema's validator, whose ``integer`` is an int (not 8.0, which JSON Schema counts as one):
-    one rule for whole numbers in every section (``gentax.errors.number_hint``; the RL and SFT
-    loaders and the job specs refuse 8.0 too)."""
+    """The schema's validator, whose ``integer`` is an int, not 8.0 (``gentax.errors.number_hint``)."""
     import jsonschema
 
     base = jsonschema.Draft202012Validator
@@ -50,10 +48,8 @@ def _validator():
 
 
 def schema() -> dict:
-    """``config_schema.yaml`` with its lists filled in from the registries: the domain-name enum and
-    the required ``domains`` sections (``gentax.domains.spec``), the variant-name enum
-    (``gentax.runspec``), the preset enum (``PRESET_OVERLAYS``). Only the enums are filled in: each
-    ``$def``'s title and description stay (config/README.md shows them)."""
+    """``config_schema.yaml`` with its lists filled in from the registries: the domains (names and
+    required sections), the variants, the presets."""
     out = read_yaml(SCHEMA_PATH)
     domains = list(names())
     out["$defs"]["domain_name"]["enum"] = domains
@@ -67,10 +63,8 @@ def schema() -> dict:
 
 @contextlib.contextmanager
 def schema_file() -> Iterator[Path]:
-    """``schema()`` as a JSON file that exists for the length of the ``with`` block: what the
-    Snakefile hands ``snakemake.utils.validate``, which reads a schema from a file only (Snakemake
-    9), while the lists the registries fill in exist only at load time. A private temporary folder
-    per call: nothing is left in the working directory, no two processes share the file."""
+    """``schema()`` as a JSON file for the ``with`` block (``snakemake.utils.validate`` reads a schema
+    from a file only), in a private temporary folder."""
     import json
     import tempfile
 
@@ -91,13 +85,10 @@ STUDY_FILE = REPO_ROOT / "config" / "config.yaml"
 
 
 def study_config(preset: str | None = None, configfiles: Iterable[str | Path] = (), *, check: bool = True) -> dict:
-    """The study config of ``preset``, resolved and validated as ``gentax plan`` and the Snakefile
-    resolve it: config/config.yaml, the preset's overlay, then ``configfiles`` in order (as ``snakemake
-    --configfile`` lays them). The preset is ``preset`` when given, else what the files set, else
-    paper. A bad key is a ConfigError
-    naming it and the file that set it. ``check=False`` skips ``validate``: for the shipped presets
-    alone (CI checks them: config/resolved), read by a command line whose domain may be one a
-    ``GENTAX_DOMAINS`` module adds, which the study config has no section for."""
+    """The study config of ``preset`` (else what ``configfiles`` set, else paper): config/config.yaml,
+    the preset's overlay, then ``configfiles`` in order, as the Snakefile resolves it. ``check=False``
+    skips ``validate``: a command line's defaults from a shipped preset (CI checks those), whose
+    domain may be one a ``GENTAX_DOMAINS`` module adds."""
     overrides: dict = {}
     for layer in [read_yaml(path) for path in configfiles] + [{"preset": preset} if preset else {}]:
         overrides = deep_merge(overrides, layer)
@@ -124,8 +115,7 @@ def with_preset(base: dict, overrides: dict, default: str = "embedded") -> dict:
 
 def cli_overrides(overrides: dict, cli: dict) -> dict:
     """``overrides`` (Snakemake's merged --configfile files and --config pairs) with every nested
-    ``--config`` value read as YAML, as a config file reads it: Snakemake types a top-level
-    ``key=value`` (int, float, bool) but leaves each leaf of ``key={a: 4}`` text."""
+    ``--config`` value read as YAML (Snakemake leaves each leaf of ``key={a: 4}`` text)."""
     import yaml
 
     def typed(value: Any) -> Any:
@@ -145,8 +135,7 @@ def cli_overrides(overrides: dict, cli: dict) -> dict:
 
 
 def config_sources(preset: str, configfiles: Iterable[str | Path] = (), cli: dict | None = None) -> list[tuple[str, dict]]:
-    """Where each layer of the study config comes from, in merge order: config/config.yaml, the preset's
-    overlay, the user's files, ``--config``: what ``validate`` names beside a bad key."""
+    """(name, data) of each layer of the study config in merge order: what ``validate`` names beside a bad key."""
     def label(path: Path) -> str:
         return str(path.resolve().relative_to(REPO_ROOT)) if path.resolve().is_relative_to(REPO_ROOT) else str(path)
 
@@ -157,9 +146,8 @@ def config_sources(preset: str, configfiles: Iterable[str | Path] = (), cli: dic
 
 
 def check_configfiles(paths: Iterable[str | Path]) -> None:
-    """Each file given to ``snakemake --configfile`` read as Snakemake will read it, so that one it
-    cannot read is named (Snakemake's own message names no file): ConfigError for a missing file,
-    a YAML error, an empty file or one whose top level is not a mapping."""
+    """Each ``snakemake --configfile`` file read as Snakemake will read it, so that one it cannot read
+    is named (Snakemake's message names no file)."""
     for path in map(Path, paths):
         if path.is_file() and not path.read_text().strip():
             raise ConfigError(f"{path}: empty; a config file is a mapping of keys (e.g. `eval: {{episodes: 4}}`)")
@@ -168,9 +156,8 @@ def check_configfiles(paths: Iterable[str | Path]) -> None:
 
 def unmet_inputs(cfg: dict) -> list[str]:
     """What the jobs will need from this machine that is not there, one line each: the base model
-    (``model.base``, unless ``model.embedded``: a folder holding a config.json) and a writable
-    results folder. The Snakefile stops a run on any before its first job (``onstart``); a dry-run
-    and ``gentax plan`` only say them (a plan may be made away from the cluster)."""
+    folder (unless ``model.embedded``) and a writable results folder. A run stops on any; a plan
+    only says them (it may be made away from the cluster)."""
     import os
 
     problems = []
@@ -233,8 +220,7 @@ def validate(cfg: dict, *, sources: list[tuple[str, dict]] | None = None) -> Non
 
 
 def _named_source(exc: ConfigError, sources: list[tuple[str, dict]]) -> ConfigError:
-    """A check's error ("config key a.b.c: ...") with the file that set the key, as the schema's
-    errors have it: every section's errors alike (cross-field rules, controls, the memory check)."""
+    """A check's error ("config key a.b.c: ...") with the file that set the key (or its section)."""
     import re
 
     message = str(exc)
@@ -249,8 +235,8 @@ def _named_source(exc: ConfigError, sources: list[tuple[str, dict]]) -> ConfigEr
 
 
 def _schema_error(errors: list, sources: list[tuple[str, dict]]) -> ConfigError:
-    """One line for the schema's best-matching error: the key, what is wrong, a did-you-mean for an
-    unknown key, the number hint for text that reads as a number, and the file that set it."""
+    """One line for the schema's best-matching error: the key, what is wrong, a did-you-mean or the
+    number hint, and the file that set it."""
     import jsonschema
 
     err = jsonschema.exceptions.best_match(errors)
@@ -306,9 +292,8 @@ def _check_cross_fields(cfg: dict, sources: list[tuple[str, dict]]) -> None:
 
 
 def _check_mixtures(cfg: dict) -> None:
-    """Every mixture of ``grid.mixtures``: two or more known domains (checked also while the block is
-    off); when it is on, each an evaluated domain of the init, with an augmentation budget when the
-    variant is aug (a block that is off plans nothing, so another config's inits need not match it)."""
+    """Every mixture of ``grid.mixtures``: two or more known domains; when the block is on, each an
+    evaluated domain of the init, with an augmentation budget when the variant augments."""
     block = cfg["grid"].get("mixtures") or {}
     for i, exp in enumerate(block.get("experiments", [])):
         allowed = cfg["inits"][exp["init"]]["domains"]
@@ -330,9 +315,8 @@ def _check_mixtures(cfg: dict) -> None:
 
 
 def _check_filler(cfg: dict) -> None:
-    """Every planned filler-thinking experiment (``controls.filler`` when enabled, or a grid entry of
-    a variant in thinking mode filler): each domain an evaluated domain of the init with the
-    matching thinking (default) run planned, and the local RL engine (docs/STUDY.md)."""
+    """Every planned filler experiment (``controls.filler``, or a grid entry of a filler variant): each
+    domain evaluated by the init and with its thinking run planned; the local RL engine."""
     planned = [(f"config key controls.filler.experiments.{i}", exp) for i, exp in enumerate(filler_experiments(cfg))]
     planned += [(f"config key grid.experiments.{i}", exp) for i, exp in enumerate(cfg["grid"]["experiments"])
                 if runspec.think_mode(exp["variant"]) == "filler"]
@@ -393,8 +377,7 @@ def _needs_eps(variant: str, domain: str) -> bool:
 
 
 def _check_domain_options(cfg: dict, sources: list[tuple[str, dict]]) -> None:
-    """Every domain's knobs, checked by the domain's own declarations (``DomainEnv.check_options``),
-    reported under the key the user wrote (and the file that set it)."""
+    """Every domain's knobs, checked by the domain's own ``check_options``."""
     for name, section in cfg["domains"].items():
         options = dict(section.get("options") or {})
         cls = domain_class(name)
@@ -409,9 +392,8 @@ def _check_domain_options(cfg: dict, sources: list[tuple[str, dict]]) -> None:
 
 
 def _check_engine_sections(cfg: dict, sources: list[tuple[str, dict]]) -> None:
-    """The RL and SFT sections are validated by the engines' own loaders (one place for their keys),
-    whose errors (``KeyProblem``) are worded as the schema's: the key under the section the user
-    wrote, did-you-mean for an unknown one, the number hint, the file that set it."""
+    """The RL and SFT sections, built by the engines' own loaders (one place for their keys), their
+    errors (``KeyProblem``) worded as the schema's."""
     checks = [("rl", lambda: load_rl_config(study_rl(cfg)))]
     checks += [(block, functools.partial(lambda stage: load_sft_config(study_sft(cfg, stage)), stage))
                for stage, block in SFT_BLOCKS.items()
@@ -434,11 +416,9 @@ RL_FROM_STUDY = {"val_temperature": "eval.temperature"}
 
 
 def study_rl(cfg: dict) -> dict[str, Any]:
-    """The study's RL block as the RL engines' loader reads it: config ``rl:`` with the RL keys whose
-    value is another setting's (``RL_FROM_STUDY``): the validation inside an RL run plays at the
-    evaluations' temperature. A config that sets one of them under ``rl:`` is refused, naming the key
-    that holds it. A run's GPUs (``verl.n_gpus_per_node``) are the cluster's (``cluster.gpus_per_node``,
-    the SFT job's too) unless ``rl.verl.n_gpus_per_node`` gives RL its own count."""
+    """The study's RL block as the RL engines' loader reads it: config ``rl:`` with the keys whose
+    value is another setting's (``RL_FROM_STUDY``: an RL run validates at the evaluations'
+    temperature), and verl's GPUs the cluster's unless ``rl.verl.n_gpus_per_node`` sets RL's own."""
     rl = _filled_from_study(cfg, cfg["rl"], RL_FROM_STUDY, "RL config", "rl",
                             "the RL run's validation plays as the evaluations do")
     verl = dict(rl.get("verl") or {})
@@ -473,17 +453,11 @@ def _filled_from_study(cfg: dict, block: dict, from_study: dict[str, str], secti
 
 
 def study_sft(cfg: dict, preset: str) -> dict[str, Any]:
-    """The SFT section a job of the SFT stage ``preset`` (``SFT_BLOCKS``) receives, as the SFT
-    engine's loader reads it (``load_sft_config``; its ``data()`` / ``train()`` are the two jobs'
-    parts): the stage's block of the study config, where a mix weight of 0 drops that domain and its
-    source (config files merge key by key, so an override cannot delete a key of config/config.yaml's); for the
-    embedded warm start without a mix of its own, weight 1 and the expert for every domain whose spec
-    has ``warm_start`` (``gentax.domains.spec``); the keys whose value is another setting's
-    (``SFT_FROM_STUDY``: the V1 model is sampled as in its RL rollouts and sees what the RL runs'
-    agent sees); ``engines.dtype``, when not ``auto``, as its ``precision``. The one builder of an
-    SFT section in the study layer: the jobs, the plan's pricing, the config check, the memory
-    check, ``gentax plan --settings`` and ``gentax sft``'s defaults all read it. A block that sets a
-    key of ``SFT_FROM_STUDY`` is refused (``KeyProblem``), naming the key that holds it."""
+    """The SFT section of the SFT stage ``preset`` (``SFT_BLOCKS``) as the engine's loader reads it:
+    the stage's block, where a mix weight of 0 drops the domain and its source (files merge key by
+    key: an override cannot delete a key); for the embedded warm start without a mix, the expert on
+    every domain whose spec has ``warm_start``; the keys whose value is another setting's
+    (``SFT_FROM_STUDY``: V1 is sampled as in its RL rollouts); ``engines.dtype`` as its ``precision``."""
     if preset not in SFT_BLOCKS:
         raise ConfigError(f"unknown SFT preset {preset!r}; valid: {', '.join(SFT_BLOCKS)}")
     section = dict(_setting(cfg, SFT_BLOCKS[preset]) or {})

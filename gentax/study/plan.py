@@ -1,25 +1,14 @@
-"""The study's plan: the expansion of a validated config into runs, jobs and artifacts.
+"""The study's plan: a validated config expanded into runs, checkpoints and artifacts.
 
-One place for "what the study consists of", used by the Snakefile's input functions
-(rules/common.smk), the job specs (``gentax.study.jobs``) and ``gentax plan``. Loading and
-validating the config is ``gentax.study.config``. Contract:
-
-- ``runs(cfg)`` lists every RL run after V1 as a resolved ``gentax.runspec.RunSpec`` (``Run`` is
-  the same class): init, training domains with weights (``train_domain`` is its path label),
-  variant, seed, steps, thinking, augmentation and the training domains' settings; built here once
-  and handed as it is to the rules, the engines and evaluation. An extended run (Tables 4/9/10) is
-  the default run with more steps, never a second run. ``v1_run(cfg)`` is Ckpt V1's training run.
-- ``segments(cfg, run)`` splits a run into resumable training segments: ``[(0, 150), (150, 300)]``;
-  segment k+1 resumes from the state segment k saved. ``checkpoint_keep(cfg, run, end)`` = what a
-  segment keeps of the run's checkpoints (``disk.keep_checkpoints``).
-- ``eval_steps(cfg, run, part)`` = the checkpoints evaluated: the last ``eval.window`` checkpoints at
-  ``grid.steps`` ("main") and at an extended run's own last step ("extended"), or all checkpoints
-  with ``eval.all_checkpoints``.
-- What each table/figure is and reads is its entry in the registry (``gentax.analysis.artifacts``):
-  ``table_names``, ``figure_names``, ``artifact_variants``, ``artifact_runs``, ``artifact_reads`` /
-  ``artifact_inputs`` and ``artifact_path`` derive from it, and the Snakefile's input functions
-  (rules/common.smk) call them. Which jobs a table needs is Snakemake's DAG of those rules
-  (``gentax.study.dag``), which ``gentax plan --cost`` prices: no copy of the graph is kept here.
+What the study consists of, for the Snakefile's input functions (rules/common.smk), the job specs
+(``gentax.study.jobs``) and ``gentax plan``. ``runs(cfg)``: every RL run after Ckpt V1 as a resolved
+``gentax.runspec.RunSpec`` (the grid's, the mixtures', the filler arm's and the controls' own), built
+once and handed as it is to the rules and the engines; an extended run (Tables 4/9/10) is the
+default run with more steps, trained in ``segments`` (each resumes the state the previous saved).
+``eval_steps``: the checkpoints evaluated (the last ``eval.window`` at ``grid.steps``, "main", and
+at an extended run's end, "extended"). What a table or figure reads derives from its registry
+entry (``gentax.analysis.artifacts``: ``artifact_names``, ``artifact_runs``, ``artifact_inputs``);
+which jobs it needs is Snakemake's DAG of the rules (no copy of the graph is kept here).
 """
 
 from __future__ import annotations
@@ -39,33 +28,6 @@ from gentax.study.config import filler_experiments, study_sft
 from gentax.study.controls import ControlLevel, control_levels, property_path
 from gentax.train.runs import saved_steps
 from gentax.train.sft_config import load_sft_config
-
-VARIANTS = runspec.variant_names()  # what each means: gentax/runspec.py
-
-
-def __getattr__(name: str):
-    """The per-artifact lists the Snakefile's input functions read, derived from the registry
-    (``gentax.analysis.artifacts``) on each use."""
-    if name in _DERIVED_LISTS:
-        return _DERIVED_LISTS[name]()
-    raise AttributeError(name)
-
-
-def _variants_of(kind: str) -> dict[str, list[str]]:
-    return {n: list(artifacts.get(n).variants) for n in artifacts.names(kind, planned="always")}
-
-
-_DERIVED_LISTS = {
-    "TABLE_VARIANTS": lambda: _variants_of("table"),  # the always-planned tables: the variants each reads
-    "FIGURE_VARIANTS": lambda: _variants_of("figure"),
-    "TABLES_WITH_PROPERTIES": lambda: {a.name for a in artifacts.entries() if a.properties},
-    "WITH_EXTENDED": lambda: {a.name for a in artifacts.entries() if a.extended},
-    "MIXTURE_ARTIFACTS": lambda: artifacts.names(planned="mixtures"),
-    "CONTROL_NAMES": lambda: artifacts.names(planned="controls"),
-}
-
-
-Run = RunSpec  # a planned run (gentax.runspec)
 
 
 def sft_domains(cfg: dict, preset: str) -> list[str]:
@@ -164,7 +126,7 @@ def eval_filler(cfg: dict) -> dict[str, Any]:
             "tokens": None if filler["eval_tokens"] == "matched" else int(filler["eval_tokens"])}
 
 
-def filler_reference(cfg: dict, run: Run) -> Run:
+def filler_reference(cfg: dict, run: RunSpec) -> RunSpec:
     """The thinking run a filler run matches (same init, training domain, seed; variant default):
     its per-step mean think tokens are the filler run's filler lengths."""
     return find_run(cfg, run.init, run.train_domain, runspec.DEFAULT_VARIANT, run.seed)
@@ -182,7 +144,7 @@ def mixture_experiments(cfg: dict) -> list[dict]:
     return list(block.get("experiments", [])) if block.get("enabled") else []
 
 
-def find_run(cfg: dict, init: str, train_domain: str, variant: str, seed: int) -> Run:
+def find_run(cfg: dict, init: str, train_domain: str, variant: str, seed: int) -> RunSpec:
     """The planned run of a run folder (``variant``: its variant label, a control run's label)."""
     for run in runs(cfg):
         if (run.init, run.train_domain, run.variant_label, run.seed) == (init, train_domain, variant, int(seed)):
@@ -190,7 +152,7 @@ def find_run(cfg: dict, init: str, train_domain: str, variant: str, seed: int) -
     raise ConfigError(f"no planned run {runspec.run_path(init, train_domain, variant, seed)}")
 
 
-def segments(cfg: dict, run: Run) -> list[tuple[int, int]]:
+def segments(cfg: dict, run: RunSpec) -> list[tuple[int, int]]:
     base = cfg["grid"]["steps"]
     return [(0, base)] if run.steps <= base else [(0, base), (base, run.steps)]
 
@@ -217,7 +179,7 @@ def window(cfg: dict, end: int) -> list[int]:
     return [end - every * i for i in reversed(range(k))]
 
 
-def eval_steps(cfg: dict, run: Run, part: str | None = None) -> list[int]:
+def eval_steps(cfg: dict, run: RunSpec, part: str | None = None) -> list[int]:
     """Checkpoints to evaluate; ``part`` "main" keeps those up to ``grid.steps``, "extended" the
     ones after it (so tables of the 150-step runs never wait for extended training)."""
     if cfg["eval"].get("all_checkpoints"):
@@ -238,7 +200,7 @@ def keep_evaluated(cfg: dict) -> bool:
     return (cfg.get("disk") or {}).get("keep_checkpoints", "all") == "evaluated"
 
 
-def kept_steps(cfg: dict, run: Run) -> list[int]:
+def kept_steps(cfg: dict, run: RunSpec) -> list[int]:
     """The checkpoints of ``run`` whose weights stay: every one it saves, or with ``keep_evaluated``
     the ones its evaluations read (``eval_steps``, both parts: a later segment never drops an
     earlier segment's evaluated checkpoint before its evaluation has run)."""
@@ -248,7 +210,7 @@ def kept_steps(cfg: dict, run: Run) -> list[int]:
     return sorted({step for start, end in segments(cfg, run) for step in saved_steps(start, end, every)})
 
 
-def checkpoint_keep(cfg: dict, run: Run, end: int) -> dict[str, Any] | None:
+def checkpoint_keep(cfg: dict, run: RunSpec, end: int) -> dict[str, Any] | None:
     """What the training segment of ``run`` that ends at ``end`` keeps when it ends (its job
     spec's ``keep``, ``gentax.train.jobs.CheckpointKeep``); None: everything (``disk.keep_checkpoints:
     all``). The newest checkpoint keeps its resume state only while a later segment of the run is
@@ -265,7 +227,7 @@ def v1_checkpoint_keep(cfg: dict) -> dict[str, Any] | None:
     return {"steps": [int(cfg["inits"]["v1"]["rl"]["steps"])], "resume_state": False}
 
 
-def segment_of(cfg: dict, run: Run, step: int) -> tuple[int, int]:
+def segment_of(cfg: dict, run: RunSpec, step: int) -> tuple[int, int]:
     for start, end in segments(cfg, run):
         if start < step <= end:
             return start, end
@@ -399,7 +361,7 @@ def _artifact(name: str) -> artifacts.Artifact:
     return artifacts.get(name)
 
 
-def artifact_runs(cfg: dict, name: str) -> list[Run]:
+def artifact_runs(cfg: dict, name: str) -> list[RunSpec]:
     """The runs a table or figure reads: those of its variants on one domain; an artifact planned
     with the mixtures reads the mixture runs and their members' single-domain runs of the same
     init and variant; one planned with the controls the runs its levels read."""
@@ -426,38 +388,21 @@ def artifact_variants(name: str, cfg: dict | None = None) -> list[str]:
     return list(artifact.variants)
 
 
-@dataclasses.dataclass(frozen=True)
-class Reads:
-    """What one table or figure reads: run summaries (run, part), base rows (init, variant), and
-    whether it reads the properties table and the controls' properties table."""
-    runs: tuple[tuple[Run, str], ...]
-    bases: tuple[tuple[str, str], ...]
-    properties: bool
-    controls: bool
-
-
-def artifact_reads(cfg: dict, name: str) -> Reads:
-    """The inputs of table/figure ``name`` from its registry entry: its runs' main summaries (and
-    extended ones where the entry reads them and the run has extended checkpoints), the base rows
-    of its variants (always the default's), and the properties tables it reads."""
+def artifact_inputs(cfg: dict, name: str) -> dict[str, Any]:
+    """The input files of the rule that builds table/figure ``name``, from its registry entry:
+    ``summaries`` (its runs' main summaries, and the extended ones where the entry reads them and
+    the run has extended checkpoints; the base rows of its variants, always the default's), and
+    ``properties`` / ``controls`` when it reads those tables."""
     artifact, variants = _artifact(name), artifact_variants(name, cfg)
     parts = [(run, "main") for run in artifact_runs(cfg, name)]
     if artifact.extended:
         parts += [(run, "extended") for run, _ in list(parts) if eval_steps(cfg, run, "extended")]
     bases = [(init, v) for init in ("v1", "v2") for v in base_variants(cfg, init) if v in variants or v == "default"]
-    return Reads(tuple(parts), tuple(bases), artifact.properties, artifact.controls)
-
-
-def artifact_inputs(cfg: dict, name: str) -> dict[str, Any]:
-    """The input files of the rule that builds table/figure ``name`` (``artifact_reads`` as paths):
-    ``summaries``, and ``properties`` / ``controls`` when it reads them."""
-    reads = artifact_reads(cfg, name)
-    inputs: dict[str, Any] = {"summaries": sorted(
-        {paths.run_summary(cfg, part, run.path) for run, part in reads.runs}
-        | {paths.base_summary(cfg, init, v) for init, v in reads.bases})}
-    if reads.properties:
+    inputs: dict[str, Any] = {"summaries": sorted({paths.run_summary(cfg, part, run.path) for run, part in parts}
+                                                  | {paths.base_summary(cfg, init, v) for init, v in bases})}
+    if artifact.properties:
         inputs["properties"] = paths.properties_table(cfg)
-    if reads.controls:
+    if artifact.controls:
         inputs["controls"] = paths.controls_table(cfg)
     return inputs
 

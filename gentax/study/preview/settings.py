@@ -1,31 +1,13 @@
-"""The effective settings of every job kind of a preset, each with its source (``gentax plan --settings``).
+"""The effective settings of every job kind of a study, each with its source (``gentax plan --settings``):
+one place to audit a preset against the paper.
 
-One place to audit a preset against the paper. Contract:
-
-``effective_settings(cfg) -> {kind: {name: value}}`` for a validated workflow config, kinds:
-
-- ``rl``: the first grid run (else V1's) as its engine receives it: for verl the Hydra overrides of
-  ``verl_engine.verl_overrides`` (parsed back with Hydra's own override parser) on the RL section
-  ``gentax.study.jobs.rl_config`` builds and that run's spec (``gentax.runspec``, under ``gentax.run.*``);
-  for the local engine its ``RLConfig`` and ``run_spec``;
-- ``sft``: the ``llamafactory-cli train`` arguments of the V2 SFT (``sft.llamafactory_args``) on
-  ``cluster.gpus_per_node`` devices, plus ``global_batch_size``;
-- ``sft_data``: what ``gentax sft build-data`` collects, plus ``epochs_over_mix`` (steps x batch / pairs);
-- ``eval`` / ``properties``: what the workflow hands ``gentax eval`` / ``gentax properties``
-  (``plan.rollout_settings``, the rules' own params);
-- ``domains``: every domain's episode step limit;
-- ``study``: the initial policies, the grid and the interventions' settings (with each domain's
-  augmentation unit, ``DomainSpec.augmentation``);
-- ``runs``: every planned RL run (grid and controls): its run spec's steps, thinking mode,
-  augmentation and domain settings, so no run's settings hide behind the first's.
-
-``verl_config(cfg)`` is the verl config the shown run composes (``verl_engine.compose_verl_config``
-on the same overrides), as YAML: ``gentax plan --settings --verl``.
-
-``SOURCES`` (``settings_sources.yaml``) gives ``[source, note]`` per printed name;
-``render(cfg)`` is the text: one line per setting, ``[source] note`` beside the sourced ones (or
-``[changed]`` and the paper preset's value where the config departs from it), then the memory
-check's numbers when ``cluster.memory_check`` is on.
+``effective_settings(cfg) -> {kind: {name: value}}``: ``rl``, the first grid run (else Ckpt V1's) as
+its engine receives it (for verl, the Hydra overrides ``verl_engine.verl_overrides`` makes of the
+job's ``RLConfig`` and run spec; ``verl_config(cfg)`` composes them: ``--verl``); ``sft``, the
+``llamafactory-cli train`` arguments of the V2 SFT; ``sft_data``, what its data job collects;
+``eval`` / ``properties``, what those jobs receive; ``domains``, ``study`` and ``runs`` (every
+planned run's own settings). ``render`` prints them with each one's ``[source] note`` from
+``settings_sources.yaml`` (or ``[changed]`` and the paper preset's value) and the memory check's lines.
 """
 
 from __future__ import annotations
@@ -63,7 +45,7 @@ def sources() -> dict[str, dict[str, list[str]]]:
     return read_yaml(SOURCES_FILE)
 
 
-def shown_run(cfg: dict) -> gplan.Run:
+def shown_run(cfg: dict):
     """The run whose RL settings are shown: the grid's first, else Ckpt V1's training."""
     runs = gplan.runs(cfg)
     return runs[0] if runs else gplan.v1_run(cfg)
