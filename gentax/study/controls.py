@@ -1,33 +1,15 @@
-"""The controls the paper lacked: what the config's ``controls`` block plans.
+"""The controls the paper lacked: the levels the config's ``controls`` block plans.
 
 Two sweeps separate the paper's two confounded explanations of the generalization tax:
-
-- ``controls.difficulty``: one training domain at several difficulty levels (overrides of the
-  domain's own knobs, ``domains.<d>.max_steps`` / ``options``), augmentation off, so the state
-  text stays the domain's own;
-- ``controls.richness``: the same domain at its configured difficulty with augmentation budgets
-  ``eps`` (0 included: no text inserted), each trajectory augmented with probability ``p``.
-
-``controls.filler`` belongs to the filler-thinking arm (``gentax.study.plan.filler_settings``) and is not read here.
-
-Contract: ``control_levels(cfg) -> list[ControlLevel]`` ([] when no sweep is enabled); the
-config's check of the block is ``gentax.study.config``'s.
-
-A ``ControlLevel`` is one setting of the training domain: its runs are
-``(init, train_domain, label, seed)`` for every ``grid.seeds`` seed, ``grid.steps`` steps, where
-``label`` (``difficulty-<level>`` / ``richness-eps<N>``) is the run's variant name in paths and in
-the success summary; ``variant`` is the registered variant it is built on (think mode: ``default``
-or ``nothink``; a richness level: ``aug``, or ``default`` at eps 0, where nothing is inserted).
-``gentax.study.plan`` makes each level's runs ``RunSpec``s (``plan.control_run``: the variant with the
-level's domain setting and augmentation, ``label`` = the level's); a level whose run is a grid
-run in all but name and length reads that run instead of training it again. Each level has its own property log (the base
-policy ``properties.init`` on the level's setting, as Table 3 measures every domain), so ΔOOD
-can be read against the *measured* richness and complexity of what the run trained on.
-
-In-domain evaluation: a control run is evaluated on every domain of its init at the domains'
-configured settings (``domains.*``), the training domain included, i.e. on the same tasks as
-every other run; its ΔOOD reads only the other domains. Its own level's base success is in its
-property log.
+``controls.difficulty``, one training domain at several difficulty levels (overrides of its knobs and
+step limit), augmentation off; ``controls.richness``, the same domain at its configured difficulty
+with augmentation budgets ``eps`` (0: nothing inserted). ``control_levels(cfg)``: one
+``ControlLevel`` per level (its runs: ``gentax.study.plan.control_run``, named by ``label``; a level
+whose run is a grid run in all but name reads that run instead of training it again). Each level
+has its own property log (``properties.init`` on the level's setting), so ΔOOD can be read against
+the measured richness and complexity of what the run trained on; a control run is evaluated on
+every domain of its init at the configured settings. ``ControlsTableJob``: their table's job.
+The config's check of the block is ``gentax.study.config.check_controls``.
 """
 
 from __future__ import annotations
