@@ -1,28 +1,16 @@
 """Rollout commands: the embedded model, checkpoint evaluation, property logs.
 
     gentax model embedded --out DIR [--dtype bfloat16|float16|float32]
-    gentax eval --model PATH --domain D --split eval --episodes N --temperature 0.4 [--think on|off|filler]
-                [--filler-reference THINKING_EVAL.json [--filler-tokens N] [--filler-source repeat|shuffle]
-                 [--filler-token .]]
-                [--generator hf|vllm|expert] [--max-new-tokens 256] [--seed 0] [--num-workers 0]
-                [--max-steps M] [--first-task 0] [--group-size 1] [--batch-size B]
-                [--option KEY=VALUE ...] [--preset paper|embedded|gpu1] [--study-config FILE ...] --out FILE.parquet
-    gentax properties --model PATH --domain D --episodes 128 --t-max 50 [--aug-eps E --aug-p P --aug-kind K]
-                      [same options] --out FILE.parquet
+    gentax eval --model PATH --domain D --episodes N [--think on|off|filler [--filler-reference JSON]]
+                [--first-task 0] [--option KEY=VALUE ...] [--preset P] [--study-config FILE ...] --out FILE.parquet
+    gentax properties --model PATH --domain D [--episodes N] [--t-max T] [--aug-eps E] [same options] --out FILE.parquet
 
-``eval`` / ``properties`` play task seeds ``first-task .. first-task + episodes - 1`` and write
-``FILE.steps.parquet``, ``FILE.episodes.parquet`` and, last, ``FILE.json`` (for ``eval`` the
-summary: success rate = share of episodes won, among those no env failure ended unless
-``--errors-as-losses``; invalid rate = share of invalid steps; for
-``properties`` the property measures and the summary). They print the headline figures.
-``--model`` is an HF model folder (``gentax model embedded`` makes one); the ``expert``
-generator needs none and plays the env's expert (a sanity check of the pipeline).
-``--think filler`` evaluates in filler mode (the filler-thinking arm, gentax.agent.filler):
-every response is conditioned on a forced think block of ``--filler-reference``'s mean think
-tokens (the thinking evaluation of the same cell; ``--filler-tokens`` fixes the count instead).
-Every study setting an option leaves out (sampling, generator, dtype, seed, the domain's step limit
-and knobs, the filler arm's source and token, ...) is what the verb's workflow job of the study
-``--preset`` (default paper) receives (``gentax.study.jobs.command_line_defaults``).
+A command line plays task seeds ``first-task ..`` and writes ``FILE.steps.parquet``,
+``FILE.episodes.parquet`` and, last, ``FILE.json`` (``gentax.rollout.evaluation``). Every study
+setting its options leave out (sampling, generator, dtype, seed, the domain's step limit and knobs,
+the filler arm's source and token) is what the verb's workflow job of the study ``--preset``
+(default paper) receives: ``spec_from_args`` builds the same job kind (``gentax.rollout.jobs``) a
+workflow job reads, and both run the same code. The ``expert`` generator needs no ``--model``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """Job specs: everything one job's program receives, built once by the plan.
 
-Each workflow rule runs ONE visible command on its spec (rules/*.smk), ``gentax <verb> --job
-'<spec as JSON>'``, and the verb reads the spec as it is: ``snakemake -n -p`` prints every job's
-command, and that line reruns the job by hand. The spec is the rule's one ``job`` param, so
-Snakemake reruns a job exactly when what its program receives changes.
-
-One builder per job kind, ``<kind>(cfg, ...) -> dict`` (plain JSON values), where ``cfg`` is the
-validated study config and the other arguments are the job's identity (its wildcards) and its
-paths (``gentax.study.paths``). Each builds its spec through the verb's job kind (``RLJob``,
-``EvalJob``, ...: ``gentax.jobspec``), so a key the verb does not read or a value of the wrong type
-stops the plan; a resolved RL or SFT section is built by its engine's loader, which checks it.
-Engine internals that are no study setting (a generator's micro-batch size, env workers) are the
-engine's, not the spec's. ``command_line_defaults`` gives a command line the same values.
+Each rule runs ONE visible command on its spec, ``gentax <verb> --job '<spec as JSON>'`` (the rule's
+one ``job`` param, so Snakemake reruns a job exactly when what it receives changes; ``snakemake -n -p``
+prints the line that reruns it by hand). One builder per job kind, ``<kind>(cfg, ...) -> dict``: the
+study config and the job's identity (its wildcards) and paths (``gentax.study.paths``), built through
+the verb's job kind (``gentax.jobspec``), so a key the verb does not read or a value of the wrong type
+stops the plan; a resolved RL or SFT section is built, and checked, by its engine's loader. Engine
+internals that are no study setting are not in a spec. ``command_line_defaults``: the same values,
+for a command line.
 """
 
 from __future__ import annotations

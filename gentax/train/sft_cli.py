@@ -1,23 +1,15 @@
 """``gentax sft``: build the SFT dataset and fine-tune with LlamaFactory.
 
-    gentax sft build-data --job SPEC | gentax sft train --job SPEC     (workflow jobs: gentax.study.jobs)
     gentax sft build-data [--preset v2|embedded-base] [--config CONFIG] [--v1 V1_DIR] --out DATA_DIR [--seed N]
-                          [--study-preset paper|embedded|gpu1] [--study-config FILE ...]
     gentax sft train      [--preset v2|embedded-base] [--config CONFIG] --data DATA_DIR --init MODEL_DIR --out OUT_DIR
-                          [--study-preset paper|embedded|gpu1] [--study-config FILE ...]
+                          [--study-preset paper|embedded|gpu1] [--study-config FILE ...]    (both)
 
-``--preset`` names the SFT stage: ``v2`` (default) is Ckpt V2's warmup (SciWorld expert :
-ALFWorld-V1 : WebShop-V1 = 19 : 3 : 1, needs ``--v1``); ``embedded-base`` is the embedded model's
-warm start (expert demonstrations of every domain; no ``--v1``). The section a command line runs is
-the study's section of that stage (``gentax.study.config.study_sft``: what the workflow's job of the
-stage receives) with ``CONFIG`` laid over it key by key; the study is ``--study-preset`` (default
-paper: config/config.yaml; the SFT stage holds ``--preset``, so the study's preset is spelled apart) with
-``--study-config`` files laid over it. ``CONFIG`` is a YAML file read by
-``gentax.train.sft_config.read_sft_file``: the SFT section (``sft:``, or ``embedded_base:`` for
-that stage, or the whole file), optional ``domains:`` (``{name: {max_steps, options}}``, laid over
-the study's) and ``seed:``. ``train`` runs ``llamafactory-cli`` from the SFT environment
-(scripts/setup.sh) and writes an HF folder usable by eval and RL. Both outputs are written
-atomically.
+``--preset`` names the SFT stage: ``v2`` (default), Ckpt V2's warmup (needs ``--v1``), or
+``embedded-base``, the embedded model's warm start. A command line runs the study's section of that
+stage (``gentax.study.config.study_sft``; the study is ``--study-preset``, default paper) with
+``CONFIG`` laid over it key by key (``gentax.train.sft_config.read_sft_file``: the section, optional
+``domains:`` and ``seed:``): ``spec_from_args`` builds the job kind a workflow job reads
+(``gentax.train.jobs``), and both run the same code.
 """
 
 from __future__ import annotations
