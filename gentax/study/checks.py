@@ -1,15 +1,11 @@
 """Every job's check of its spec against its inputs, made at plan time too.
 
-A job checks its spec against its inputs before any work (its kind's ``problems``:
-``gentax.jobspec``; ``--check`` stops after it). The same check runs at plan time on ``Planned``,
-the inputs as the plan's jobs will write them: a domain's task manifest lists
-``jobs.manifest_size`` tasks (split ``eval``); the model folders are the initial policies and the
-checkpoints each run keeps (``plan.kept_steps``). Other files a spec names are declared inputs of
-its rule, which Snakemake's DAG already refuses when no rule makes them.
-
-The workflow runs ``plan_problem`` for every job Snakemake builds (rules/common.smk ``JobSpec``),
-so ``snakemake -n`` (and ``gentax plan --check``, which runs it) of a config whose jobs would
-refuse stops there with the job, the key and the file that disagree.
+A job checks its spec against its inputs on disk before any work (its kind's ``problems``). The
+same check runs at plan time on ``Planned``, the inputs as the plan's jobs will write them (a
+domain's manifest lists ``jobs.manifest_size`` eval tasks; the model folders are the initial
+policies and the checkpoints each run keeps; a declared input file is Snakemake's DAG's to check).
+rules/common.smk runs ``plan_problem`` for every job Snakemake builds, so ``snakemake -n`` (and
+``gentax plan --check``) of a plan with a job that would refuse stops in one line naming it.
 """
 
 from __future__ import annotations
