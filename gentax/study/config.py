@@ -213,8 +213,8 @@ def validate(cfg: dict, *, sources: list[tuple[str, dict]] | None = None) -> Non
     if errors:
         raise _schema_error(errors, sources)
     try:
-        _check_domain_options(cfg, sources)  # before the controls, whose levels lay their knobs over these
-        _check_cross_fields(cfg, sources)
+        _check_domain_options(cfg)  # before the controls, whose levels lay their knobs over these
+        _check_cross_fields(cfg)
     except ConfigError as exc:
         raise _named_source(exc, sources) from None
 
@@ -256,7 +256,7 @@ def _schema_error(errors: list, sources: list[tuple[str, dict]]) -> ConfigError:
     return ConfigError(f"config key {key}: {message}" + (f" (set in {where})" if where else ""))
 
 
-def _check_cross_fields(cfg: dict, sources: list[tuple[str, dict]]) -> None:
+def _check_cross_fields(cfg: dict) -> None:
     save_every = cfg["rl"]["save_every"]
     steps = cfg["grid"]["steps"]
     window = cfg["eval"]["window"]
@@ -288,7 +288,7 @@ def _check_cross_fields(cfg: dict, sources: list[tuple[str, dict]]) -> None:
             raise ConfigError(f"{key}.steps: must exceed grid.steps ({steps}) and be a multiple of rl.save_every ({save_every})")
     if cfg["model"]["embedded"] and "embedded_base" not in cfg:
         raise ConfigError("config key embedded_base: required when model.embedded is true")
-    _check_engine_sections(cfg, sources)
+    _check_engine_sections(cfg)
 
 
 def _check_mixtures(cfg: dict) -> None:
@@ -376,7 +376,7 @@ def _needs_eps(variant: str, domain: str) -> bool:
     return v.augment and domain not in v.aug_eps
 
 
-def _check_domain_options(cfg: dict, sources: list[tuple[str, dict]]) -> None:
+def _check_domain_options(cfg: dict) -> None:
     """Every domain's knobs, checked by the domain's own ``check_options``."""
     for name, section in cfg["domains"].items():
         options = dict(section.get("options") or {})
@@ -385,13 +385,11 @@ def _check_domain_options(cfg: dict, sources: list[tuple[str, dict]]) -> None:
             cls.check_options(options)
         except GentaxError as exc:
             unknown = [key for key in options if key not in cls.default_options]
-            path = ["domains", name, "options", *unknown[:1]]
             hint = did_you_mean(unknown[0], cls.default_options) if unknown else ""
-            where = _set_in(sources, path)
-            raise ConfigError(f"config key {'.'.join(path)}: {exc}{hint}" + (f" (set in {where})" if where else "")) from None
+            raise ConfigError(f"config key {'.'.join(['domains', name, 'options', *unknown[:1]])}: {exc}{hint}") from None
 
 
-def _check_engine_sections(cfg: dict, sources: list[tuple[str, dict]]) -> None:
+def _check_engine_sections(cfg: dict) -> None:
     """The RL and SFT sections, built by the engines' own loaders (one place for their keys), their
     errors (``KeyProblem``) worded as the schema's."""
     checks = [("rl", lambda: load_rl_config(study_rl(cfg)))]
@@ -402,10 +400,7 @@ def _check_engine_sections(cfg: dict, sources: list[tuple[str, dict]]) -> None:
         try:
             check()
         except KeyProblem as exc:
-            path = [*key.split("."), *exc.key]
-            where = _set_in(sources, path)
-            raise ConfigError(f"config key {'.'.join(map(str, path))}: {exc.problem}"
-                              + (f" (set in {where})" if where else "")) from None
+            raise ConfigError(f"config key {'.'.join(map(str, [key, *exc.key]))}: {exc.problem}") from None
         except ConfigError as exc:
             raise ConfigError(f"config key {key}: {exc}") from None
 
