@@ -117,7 +117,7 @@ def measure(args, path: str) -> list[tuple[str, str, str, str]]:
 
     from gentax.rollout.generators import HFGenerator, SamplingParams
     from gentax.study.config import study_config
-    from gentax.study.plan import study_rl
+    from gentax.study.config import study_rl
     from gentax.train.config import load_rl_config
     from gentax.train.local_engine import Policy
 

@@ -3,7 +3,7 @@
 For the embedded, one-GPU (reference size and preset) and paper designs (their seeds, checkpoints
 per run's number, held-out tasks and Table 2 / Table 5 cell counts, read from the presets), with
 no training effect and a trained seed's success Beta-distributed around the initial policy's with
-standard deviation τ ∈ {0, 0.05, 0.10, 0.20} (``gentax.study.power``'s model and batched rule):
+standard deviation τ ∈ {0, 0.05, 0.10, 0.20} (``gentax.study.preview.power``'s model and batched rule):
 
 - the false-positive rate of the rule (task-paired exact test AND seed-level test) at the level a
   table's strongest cell must reach (Holm's first step, level / cells) and at the level itself,
@@ -50,21 +50,22 @@ SUMMARIES = REPO / "benchmarks" / "gpu1" / "reference" / "run" / "summary" / "ma
 def load(preset: str, extra: str | None) -> dict:
     from gentax.study import config as gconfig
 
-    return gconfig.study_config(preset, [REPO / extra] if extra else [], memory=True)
+    return gconfig.study_config(preset, [REPO / extra] if extra else [])
 
 
 def design_of(cfg: dict) -> dict:
     """Seeds, checkpoints, ΔID tasks and cells (Table 2), ΔOOD tasks, rates and cells (Table 5)."""
+    from gentax.study import jobs as gjobs
     from gentax.study import plan as gplan
-    from gentax.study import power
+    from gentax.study.preview import power
 
     cells = {t.table: len(t.cells) for t in power.tested_cells(cfg)}
     init, train = OOD_TRAIN
     ood = [e for e in gplan.eval_domains(cfg, init) if e != train]
     return {"seeds": len(cfg["grid"]["seeds"]),
             "checkpoints": len([s for s in gplan.window(cfg, cfg["grid"]["steps"]) if s > 0]),
-            "id_tasks": gplan.eval_episodes(cfg, train), "id_cells": cells["table2_success"],
-            "ood_tasks": [gplan.eval_episodes(cfg, e) for e in ood],
+            "id_tasks": gjobs.eval_episodes(cfg, train), "id_cells": cells["table2_success"],
+            "ood_tasks": [gjobs.eval_episodes(cfg, e) for e in ood],
             "ood_rates": [float(cfg["eval"]["power_base_success"][e]) for e in ood],
             "ood_cells": cells.get("table5_augmentation", 1), "level": float(cfg["eval"]["test_level"])}
 
@@ -106,7 +107,7 @@ def seed_spread() -> list[str]:
 def main(argv=None) -> int:
     from gentax import provenance
     from gentax.io import write_text
-    from gentax.study import power
+    from gentax.study.preview import power
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="write benchmarks/records/seed_rule.txt")
@@ -119,7 +120,7 @@ def main(argv=None) -> int:
              f"python benchmarks/seed_rule.py{' --write' if args.write else ''} --null-draws {args.null_draws}",
              "The tables' rule (task-paired exact test AND Banerjee seed-level test, gentax/analysis/stats.py) with no "
              "training effect: a trained seed's success ~ Beta(mean = the initial policy's, sd τ), tasks alike, "
-             "evaluations Bernoulli (gentax/study/power.py). False-positive rate (%) of one null cell at Holm's first "
+             "evaluations Bernoulli (gentax/study/preview/power.py). False-positive rate (%) of one null cell at Holm's first "
              f"step (level / cells) and at the level; 'tasks' = the task-paired test alone (the earlier rule). "
              f"{args.null_draws} null cells per row (ΔOOD: half); ok = at most nominal + 2 Monte Carlo se. Power: the "
              f"smallest effect resolved with 80 % power ({power.DRAWS} simulated cells per effect).",

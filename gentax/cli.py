@@ -79,15 +79,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _study_defaults(args: argparse.Namespace):
-    """``args.study_defaults()`` of a command that declared them (``gentax.studyargs``): its
-    defaults from the study config of its preset option and ``--study-config``, resolved at the first
-    call: the one place a command line's defaults are read from the study config. A user's
-    ``--study-config`` files are checked; the shipped presets alone are not re-checked (CI does)."""
+    """``args.study_defaults()`` of a command that declared them (``gentax.jobspec.add_study_arguments``):
+    its defaults from the study config of its preset option and ``--study-config``
+    (``gentax.study.jobs.command_line_defaults``: what its workflow job would receive), resolved at the
+    first call. A user's ``--study-config`` files are checked; the shipped presets alone are not
+    re-checked (CI does)."""
     import functools
 
     @functools.cache
     def resolve() -> dict:
-        from gentax.study.config import command_line_defaults, study_config  # the study layer, above every command
+        from gentax.study.config import study_config  # the study layer, above every command
+        from gentax.study.jobs import command_line_defaults
 
         cfg = study_config(args.study_preset, args.study_config, check=bool(args.study_config))
         return command_line_defaults(cfg)[args.study_command]

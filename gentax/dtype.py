@@ -15,7 +15,7 @@ Who uses it: the ``hf`` generator loads its weights in this dtype (``dtype="auto
 RL engine keeps float32 master weights and optimizer state and runs its forward passes (rollout
 generation, old/reference/update log-probs) under autocast to this dtype when it is bf16
 (``autocast: auto``); the study layer maps ``engines.dtype`` onto both (``gentax.study.jobs.rl_section``,
-``gentax.study.plan.study_sft``).
+``gentax.study.config.study_sft``).
 The dtype a job chose is written into its results: evaluation summaries (``dtype``) and the
 provenance record (``compute``) of every workflow result.
 """

@@ -1,17 +1,18 @@
-"""Reading a job spec: the one argument a workflow job hands its verb (``--job SPEC``).
+"""A job's spec: the one argument a workflow job hands its verb (``gentax VERB --job SPEC``).
 
-``SPEC`` is the spec's JSON text (what the rules write, ``gentax.study.jobs.encode``) or
-``@FILE``, a JSON file holding it. Each verb's spec is one typed structure, a frozen dataclass of
-``KINDS`` (``EvalJob``, ``RLJob``, ...): the plan builds every spec through it
-(``gentax.study.jobs``) and the verb reads its spec back into it (``read(verb, spec)``), so what
-the plan writes and what the verb reads cannot drift. Reading checks that the spec has every key
-(but an optional one, a field with a default, which the spec holds only when it is not that
-default) and no unknown one, then each value's type: a bad spec is one ``GentaxError`` naming the verb, the
-key, the value and the type wanted, before any work starts. A job kind is a read-only mapping of
-its keys as well (``spec[key]``), so the verbs' checks take a plan's spec (a dict) and a read one alike.
+``SPEC`` is the spec's JSON text (``encode``) or ``@FILE``. Each verb's spec is one typed
+structure, a frozen dataclass on ``JobKind`` declared beside the verb (``gentax.train.jobs.RLJob``,
+``gentax.rollout.jobs.EvalJob``, ...; ``gentax.study.checks.KINDS`` lists them): the plan builds
+each spec through it and the verb reads it back into it (``Kind.read(SPEC)``), so the two cannot
+drift. The read checks the keys (missing, unknown) and each value's type, nested parts included:
+a ``TypedDict`` stays a dict, a dataclass (the RL section's ``RLConfig``, a ``RunSpec``) is built
+(through its ``from_dict`` where it has one). A bad spec is one ``GentaxError`` naming the verb,
+the key, the value and the type wanted, before any work. The read checks types only: what the
+values mean was checked when the plan built the spec.
 
-Below that: the views of a job's inputs its check runs on (``OnDisk``, ``Manifest``) and the
-helpers the verbs' checks share (``file_problems``, ``model_problem``, ``require``).
+Each kind owns its check against its inputs, ``Kind.problems(spec, inputs) -> [problem, ...]``
+(a plan's dict or a read spec): the job runs it on ``OnDisk`` before any work (``--check`` stops
+after it), the plan on the inputs its jobs will write (``gentax.study.checks``).
 """
 
 from __future__ import annotations
@@ -21,23 +22,39 @@ import functools
 import json
 import types
 import typing
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Mapping
+from typing import Any, ClassVar, Mapping
 
 from gentax.errors import GentaxError, key_problems, number_hint
 
 HELP = ("the job's whole spec, as the workflow resolved it (JSON text, or @FILE); the other options are then "
         "not read (`snakemake -n -p` prints every job's command with its spec)")
+CHECK_HELP = "check the spec against its inputs (task manifest, model folder, input files) and exit before any work"
+LOG_HELP = ("append this attempt's output to FILE under a header line (attempt, host, pid, time); FILE keeps "
+            "every attempt, also where Snakemake removes it before a retry (gentax/joblog.py)")
 
 
-def add_argument(parser, *, required: bool = False) -> None:
-    """``--job SPEC``, ``--check`` (run the job's check of its spec against its inputs, then exit)
-    and ``--log FILE`` (the job's log, kept across attempts: ``gentax.joblog``; read by
-    ``gentax.cli.main`` before the parser)."""
+def add_arguments(parser, *, required: bool = False, study: str | None = None, preset_option: str = "--preset") -> None:
+    """``--job SPEC``, ``--check`` and ``--log FILE`` (read by ``gentax.cli.main`` before the parser:
+    ``gentax.joblog``); with ``study``, ``add_study_arguments`` too."""
     parser.add_argument("--job", metavar="SPEC", default=None, required=required, help=HELP)
     parser.add_argument("--check", action="store_true", help=CHECK_HELP)
     parser.add_argument("--log", metavar="FILE", default=None, help=LOG_HELP)
+    if study:
+        add_study_arguments(parser, study, preset_option)
+
+
+def add_study_arguments(parser, command: str, preset_option: str = "--preset") -> None:
+    """The options that pick the study ``command``'s other options default to: ``preset_option`` and
+    ``--study-config``. ``gentax.cli.main`` then gives the parsed arguments ``study_defaults()``: the
+    command's defaults from that study config, read at the first call only (a command given every
+    value, or a job spec, reads none)."""
+    parser.add_argument(preset_option, dest="study_preset", default=None,
+                        help="the study whose values the options left out default to: paper (config/config.yaml "
+                             "as it is; the default), embedded, gpu1 (config/resolved/<preset>.yaml lists them)")
+    parser.add_argument("--study-config", action="append", default=[], metavar="FILE",
+                        help="a config file laid over the preset's study, as `snakemake --configfile` (repeatable)")
+    parser.set_defaults(study_command=command)
 
 
 def load(text: str) -> dict[str, Any]:
@@ -58,9 +75,31 @@ def load(text: str) -> dict[str, Any]:
     return spec
 
 
-# ---- the typed job specs ----------------------------------------------------------------------------
+def plain(obj: Any) -> Any:
+    """JSON's types of a spec's values: a typed part's ``to_dict()``; Snakemake's Namedlist and dict
+    subclasses as lists and dicts."""
+    if hasattr(obj, "to_dict"):
+        return plain(obj.to_dict())
+    if isinstance(obj, Mapping):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    return obj
+
+
+def encode(spec: Any) -> str:
+    """The spec as the rule's ``job`` param: compact, sorted JSON (equal specs are equal text)."""
+    return json.dumps(plain(spec), sort_keys=True, separators=(",", ":"))
+
+
+# ---- types ------------------------------------------------------------------------------------------
 _WORDS = {int: ("an integer", "integers"), float: ("a number", "numbers"), str: ("a string", "strings"),
           bool: ("true or false", "booleans"), type(None): ("null", "nulls"), dict: ("an object", "objects")}
+
+
+def _is_part(kind: Any) -> bool:
+    """A dataclass a spec holds as a JSON object (the RL section, a run spec)."""
+    return isinstance(kind, type) and dataclasses.is_dataclass(kind)
 
 
 def _wanted(kind: Any, plural: bool = False) -> str:
@@ -70,6 +109,8 @@ def _wanted(kind: Any, plural: bool = False) -> str:
         return "values" if plural else "any value"
     if typing.is_typeddict(kind):
         return ("objects" if plural else "an object") + f" with keys {', '.join(_hints(kind))}"
+    if _is_part(kind):
+        return ("objects" if plural else "an object") + f" of {kind.__name__}'s keys"
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_wanted(arm, plural) for arm in args)
     if origin is list:
@@ -89,8 +130,8 @@ def _given(value: Any) -> str:
 def type_problem(value: Any, kind: Any, key: str) -> str | None:
     """What is wrong with ``value`` for the annotation ``kind`` at ``key`` (None: it fits): one line
     naming the key (``inputs[2]``, ``outputs.csv`` inside), the value and the type wanted. A bool is
-    no number, and a float no whole number (8.0 is refused where 8 is wanted: the rule of every
-    config section too, ``gentax.errors.number_hint``); a whole number is a number."""
+    no number and a float no whole number (8.0 is refused where 8 is wanted, as in every config
+    section: ``gentax.errors.number_hint``); a whole number is a number."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if kind is Any:
         return None
@@ -106,17 +147,12 @@ def type_problem(value: Any, kind: Any, key: str) -> str | None:
         numeric = next((arm for arm in args if arm in (int, float)), None)
     else:
         numeric = kind if kind in (int, float) else None
+        if _is_part(kind):
+            return None if isinstance(value, kind) else _wrong(value, kind, key)
         if typing.is_typeddict(kind):
             if not isinstance(value, dict):
                 return _wrong(value, kind, key)
-            declared = list(_hints(kind))
-            problems = key_problems(value, [k for k in declared if k in kind.__required_keys__],
-                                    [k for k in declared if k in kind.__optional_keys__])
-            if problems:
-                return f"key {key}: {problems}"
-            hints = _hints(kind)
-            return next((p for name, item in value.items() if (p := type_problem(item, hints[name], f"{key}.{name}"))),
-                        None)
+            return _fields_problem(value, _hints(kind), kind.__required_keys__, key)
         if origin is list:
             if not isinstance(value, list):
                 return _wrong(value, kind, key)
@@ -135,6 +171,15 @@ def type_problem(value: Any, kind: Any, key: str) -> str | None:
     return _wrong(value, kind, key, hint=number_hint(value, integer=numeric is int) if numeric else "")
 
 
+def _fields_problem(value: Mapping[str, Any], hints: dict[str, Any], required, key: str) -> str | None:
+    """The keys of an object against its declared ``hints`` (those in ``required`` must be there),
+    then each value's type."""
+    problems = key_problems(value, [k for k in hints if k in required], [k for k in hints if k not in required])
+    if problems:
+        return f"key {key}: {problems}"
+    return next((p for name, item in value.items() if (p := type_problem(item, hints[name], f"{key}.{name}"))), None)
+
+
 def _wrong(value: Any, kind: Any, key: str, hint: str = "") -> str:
     return f"key {key}: {_given(value)} is not {_wanted(kind)}{hint}"
 
@@ -145,65 +190,46 @@ def _hints(kind: type) -> dict[str, Any]:
     return typing.get_type_hints(kind)
 
 
-# The nested parts of a spec: plain JSON objects in the spec (what the plan writes and the dumps hold),
-# each key's type checked as a top-level key's is (``type_problem``).
-class FillerArm(typing.TypedDict):
-    """An evaluation's filler arm (``jobs.eval_checkpoint``): the thinking evaluation it matches
-    (``reference``), how the filler is drawn (``source``, ``token``) and its length (None: matched)."""
-    reference: str
-    source: str
-    token: str
-    tokens: int | None
+def _required(kind: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(kind)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
 
 
-class Augmentation(typing.TypedDict):
-    """A property log's state augmentation (``jobs.properties``)."""
-    eps: int | float
-    p: float
-    kind: str
-
-
-class ControlDomain(typing.TypedDict):
-    """A control level's training-domain setting."""
-    max_steps: int
-    options: dict[str, Any]
-
-
-class CheckpointKeep(typing.TypedDict):
-    """What a training segment keeps of its run's checkpoints (``jobs.rl_segment``, config
-    ``disk.keep_checkpoints: evaluated``; ``gentax.study.plan.checkpoint_keep``): the steps whose
-    weights the plan's evaluations (or later jobs) read, and whether the newest checkpoint keeps its
-    resume state (a later segment of the run is planned)."""
-    steps: list[int]
-    resume_state: bool
-
-
-class ControlLevelSpec(typing.TypedDict):
-    """One level of the controls' table (``gentax.study.controls.ControlLevel`` and its runs' label)."""
-    control: str
-    level: str
-    order: int
-    init: str
-    train_domain: str
-    variant: str
-    domain: ControlDomain
-    augmentation: dict[str, Any]
-    run_label: str
+def read_part(kind: type, value: Mapping[str, Any], key: str):
+    """The dataclass ``kind`` from its JSON object ``value`` at spec key ``key``: its own ``from_dict``
+    where it has one, else its fields' keys and types (GentaxError "key KEY...: ...", no prefix)."""
+    if hasattr(kind, "from_dict"):
+        try:
+            return kind.from_dict(value)
+        except GentaxError as exc:
+            raise GentaxError(f"key {key}: {exc}") from None
+    problem = _fields_problem(value, {f.name: _hints(kind)[f.name] for f in dataclasses.fields(kind)},
+                              _required(kind), key)
+    if problem:
+        raise GentaxError(problem)
+    return kind(**value)
 
 
 class JobKind:
-    """The base of every job kind (a frozen dataclass of its keys, below). Building one checks every
-    value's type (one GentaxError naming the verb, the key, the value and the type wanted); its keys
-    read as a mapping's do (``spec["episodes"]``, ``spec.get("filler")``: the checks read a plan's
-    dict alike; a spec has a key ``keys``, so it is no ``Mapping``), and ``to_dict`` is the spec as
-    the rule's param holds it."""
+    """The base of every job kind (a frozen dataclass of its keys). Building one checks every value's
+    type and builds its typed parts (one GentaxError naming the verb, the key, the value and the type
+    wanted); its keys read as a mapping's do (``spec["episodes"]``, ``spec.get("filler")``: a kind's
+    check reads a plan's dict alike; a spec has a key ``keys``, so it is no ``Mapping``);
+    ``to_dict`` is the spec as the rule's param holds it."""
 
     verb: ClassVar[str]
 
     def __post_init__(self):
         hints = _hints(type(self))
         for field in dataclasses.fields(self):
-            problem = type_problem(getattr(self, field.name), hints[field.name], field.name)
+            value, kind = getattr(self, field.name), hints[field.name]
+            try:
+                if _is_part(kind) and isinstance(value, Mapping):
+                    object.__setattr__(self, field.name, read_part(kind, value, field.name))
+                    continue
+            except GentaxError as exc:
+                raise GentaxError(f"gentax {self.verb} --job: {exc}") from None
+            problem = type_problem(value, kind, field.name)
             if problem:
                 raise GentaxError(f"gentax {self.verb} --job: {problem}")
 
@@ -218,17 +244,30 @@ class JobKind:
         return [field.name for field in dataclasses.fields(cls) if field.default is not dataclasses.MISSING]
 
     @classmethod
-    def read(cls, spec: Mapping[str, Any]):
-        """The spec as this kind: missing or unknown keys, then each value's type (one GentaxError)."""
+    def read(cls, spec: str | Mapping[str, Any]):
+        """``--job`` text (@FILE) or a mapping as this kind: missing or unknown keys, then each value's type."""
+        spec = load(spec) if isinstance(spec, str) else spec
         optional = cls.optional_names()
         problems = key_problems(spec, [name for name in cls.field_names() if name not in optional], optional)
         if problems:
             raise GentaxError(f"gentax {cls.verb} --job: {problems}")
         return cls(**spec)
 
+    @classmethod
+    def build(cls, **values: Any) -> dict[str, Any]:
+        """A spec as the plan writes it: built through this kind (a key it does not read, or a value of
+        the wrong type, stops the plan), as plain JSON values."""
+        return cls(**values).to_dict()
+
+    @classmethod
+    def problems(cls, spec, inputs) -> list[str]:
+        """What keeps the job on ``spec`` from starting on ``inputs`` (``OnDisk``, or the plan's view);
+        [] when nothing does. Each kind with inputs declares its own."""
+        return []
+
     def to_dict(self) -> dict[str, Any]:
         defaults = {field.name: field.default for field in dataclasses.fields(self)}
-        return {name: getattr(self, name) for name in self.field_names()
+        return {name: plain(getattr(self, name)) for name in self.field_names()
                 if name not in self.optional_names() or getattr(self, name) != defaults[name]}
 
     def __getitem__(self, key: str) -> Any:
@@ -243,216 +282,8 @@ class JobKind:
         return key in self.field_names()
 
 
-@dataclass(frozen=True)
-class TasksJob(JobKind):
-    """``gentax tasks``: a domain's held-out task manifest (``gentax.study.jobs.tasks``)."""
-    verb: ClassVar[str] = "tasks"
-    domain: str
-    episodes: int
-    split: str
-    max_steps: int | None
-    options: dict[str, Any]
-    out: str
-
-
-@dataclass(frozen=True)
-class EmbeddedModelJob(JobKind):
-    """``gentax model embedded``: the embedded model as an HF folder (``jobs.embedded_model``)."""
-    verb: ClassVar[str] = "model embedded"
-    out: str
-    dtype: str
-
-
-@dataclass(frozen=True)
-class RLJob(JobKind):
-    """``gentax train rl``: one segment of one RL run (``jobs.rl_segment``); ``rl`` is the resolved RL
-    section (``gentax.train.config.rl_config`` checks its keys), ``run_spec`` the run
-    (``gentax.runspec.RunSpec.from_dict``)."""
-    verb: ClassVar[str] = "train rl"
-    engine: str
-    init: str
-    out: str
-    start: int
-    end: int
-    rl: dict[str, Any]
-    run_spec: dict[str, Any]
-    tracking: dict[str, Any]
-    manifest: str
-    tasks: str | None
-    dtype: str
-    keep: CheckpointKeep | None = None  # None (left out of the spec): every checkpoint stays
-
-
-@dataclass(frozen=True)
-class SFTDataJob(JobKind):
-    """``gentax sft build-data``: an SFT dataset (``jobs.sft_data``); ``sft`` is the resolved data
-    part of the SFT section (``gentax.train.sft_config.sft_data_config`` checks its keys)."""
-    verb: ClassVar[str] = "sft build-data"
-    preset: str
-    sft: dict[str, Any]
-    domains: dict[str, dict[str, Any]]
-    v1: str | None
-    out: str
-    dtype: str
-
-
-@dataclass(frozen=True)
-class SFTTrainJob(JobKind):
-    """``gentax sft train``: LlamaFactory on a dataset folder (``jobs.sft_train``); ``sft`` is the
-    resolved training part of the SFT section (``gentax.train.sft_config.sft_train_config``)."""
-    verb: ClassVar[str] = "sft train"
-    preset: str
-    sft: dict[str, Any]
-    data: str
-    init: str
-    out: str
-    tracking: dict[str, Any]
-    dtype: str
-
-
-@dataclass(frozen=True)
-class _RolloutJob(JobKind):
-    """What ``gentax eval`` and ``gentax properties`` both receive (``jobs._rollout``); the step
-    limit is each one's own (an evaluation's ``max_steps``, a property log's ``t_max``)."""
-    model: str | None
-    domain: str
-    split: str
-    tasks: str
-    episodes: int
-    batch_size: int | None
-    temperature: float
-    top_p: float
-    max_new_tokens: int
-    history_length: int
-    generator: str
-    dtype: str
-    seed: int
-    options: dict[str, Any]
-    think: str
-    errors_as_losses: bool
-    out: str
-
-
-class EvalDomain(typing.TypedDict):
-    """One domain of an evaluation job (``EvalJob.domains``): the keys of its rollout that differ
-    between domains; ``filler`` the filler arm's settings (None: no filler)."""
-    domain: str
-    tasks: str
-    episodes: int
-    batch_size: int | None
-    max_steps: int
-    options: dict[str, Any]
-    out: str
-    filler: FillerArm | None
-
-
-#: ``gentax eval``: one checkpoint on each of its eval domains in one process (``jobs.eval_checkpoint``):
-#: a rollout's keys (``_RolloutJob``, in their order) but those that differ between domains, which
-#: move into ``domains`` (``EvalDomain``, with the domain's step limit ``max_steps``): the model and
-#: the sampling once, then per domain what differs. ``evaluations(spec)``: each domain's whole
-#: settings, a one-domain evaluation's keys.
-EvalJob = dataclasses.make_dataclass(
-    "EvalJob", [(field.name, field.type) for field in dataclasses.fields(_RolloutJob)
-                if field.name not in EvalDomain.__annotations__] + [("domains", "list[EvalDomain]")],
-    bases=(JobKind,), frozen=True, namespace={"verb": "eval", "__module__": __name__})
-
-
-def evaluations(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """An ``eval`` job's spec (a plan's dict or a read ``EvalJob``) as one settings dict per domain,
-    in the spec's order: its shared keys with the domain's (``EvalDomain``)."""
-    shared = {key: spec[key] for key in EvalJob.field_names() if key != "domains"}
-    return [{**shared, **entry} for entry in spec["domains"]]
-
-
-@dataclass(frozen=True)
-class PropertiesJob(_RolloutJob):
-    """``gentax properties``: one property log (``jobs.properties``); ``t_max`` is its step limit
-    (T_max: an episode plays at most t_max steps, a failed one counts t_max)."""
-    verb: ClassVar[str] = "properties"
-    t_max: int
-    augmentation: Augmentation | None
-
-
-@dataclass(frozen=True)
-class SummaryJob(JobKind):
-    """``gentax summarize``: a run's evaluations as long-format rows (``jobs.summary``)."""
-    verb: ClassVar[str] = "summarize"
-    inputs: list[str]
-    keys: dict[str, Any]
-    out: str
-
-
-@dataclass(frozen=True)
-class TableJob(JobKind):
-    """``gentax table``: one table from the summaries it reads (``jobs.artifact``)."""
-    verb: ClassVar[str] = "table"
-    name: str
-    summaries: list[str]
-    properties: str | None
-    controls: str | None
-    outputs: dict[str, str]
-    provenance: str
-    window: list[int]
-    bootstrap: int
-    seed: int
-    error_mark_pct: float
-    test_level: float
-    sft_mix: list[str]
-    init_domains: dict[str, list[str]]
-    augmented: dict[str, list[str]]
-
-
-@dataclass(frozen=True)
-class FigureJob(TableJob):
-    """``gentax figure``: one figure, the keys of a table's spec."""
-    verb: ClassVar[str] = "figure"
-
-
-@dataclass(frozen=True)
-class PropertiesTableJob(JobKind):
-    """``gentax properties-table``: one row per domain from the property logs (``jobs.properties_table``)."""
-    verb: ClassVar[str] = "properties-table"
-    inputs: list[str]
-    out: str
-
-
-@dataclass(frozen=True)
-class ControlsTableJob(JobKind):
-    """``gentax controls-properties-table``: one row per level of the controls (``jobs.controls_properties_table``)."""
-    verb: ClassVar[str] = "controls-properties-table"
-    levels: list[ControlLevelSpec]
-    inputs: list[str]
-    out: str
-
-
-#: verb -> its job kind: the one declaration of what its spec holds
-KINDS: dict[str, type[JobKind]] = {kind.verb: kind for kind in (
-    TasksJob, EmbeddedModelJob, RLJob, SFTDataJob, SFTTrainJob, EvalJob, PropertiesJob, SummaryJob, TableJob,
-    FigureJob, PropertiesTableJob, ControlsTableJob)}
-
-
-def read(verb: str, spec: str | Mapping[str, Any]):
-    """The spec of job ``verb`` (``--job`` text, @FILE or a mapping) as its job kind (``KINDS``)."""
-    return KINDS[verb].read(load(spec) if isinstance(spec, str) else spec)
-
-
-def build(verb: str, **values: Any) -> dict[str, Any]:
-    """A spec as the plan writes it (``gentax.study.jobs``): built through the verb's job kind, so a
-    key the verb does not read, or a value of the wrong type, stops the plan."""
-    return KINDS[verb](**values).to_dict()
-
-
 # ---- a job's check of its spec against its inputs ------------------------------------------------
-# Each verb owns its check, ``<verb>_problems(spec, inputs) -> list[str]`` ("key: what disagrees,
-# with the file and the fix"; [] when the job would start), run on one of two views of its inputs:
-# ``OnDisk`` here (the job itself, before any work; ``--check`` stops after it) and the plan's
-# ``gentax.study.checks.Planned`` (every job of a plan, when Snakemake builds it).
-LOG_HELP = ("append this attempt's output to FILE under a header line (attempt, host, pid, time); FILE keeps "
-            "every attempt, also where Snakemake removes it before a retry (gentax/joblog.py)")
-CHECK_HELP = "check the spec against its inputs (task manifest, model folder, input files) and exit before any work"
-
-
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Manifest:
     """What a job reads of a task manifest (``gentax.domains.tasks.task_manifest``)."""
     domain: str
@@ -483,7 +314,7 @@ class OnDisk:
         return Path(path).is_file()
 
 
-def file_problems(spec: Mapping[str, Any], inputs, *keys: str) -> list[str]:
+def file_problems(spec, inputs, *keys: str) -> list[str]:
     """Every file the spec's ``keys`` name (a path, a list of paths, or None) is there."""
     out = []
     for key in keys:
@@ -501,26 +332,19 @@ def model_problem(key: str, path: str, inputs) -> list[str]:
     return [f"{key}: {path} is no model folder (no config.json there) and no job of the plan writes one there"]
 
 
-def require(verb: str, found: list[str]) -> None:
-    """A job's problems (its check's list) as one GentaxError of one line; nothing if none."""
+def take(kind: type[JobKind], args):
+    """The spec a command was given: ``args.job`` read as ``kind`` and checked against its inputs on
+    disk (one GentaxError naming every problem), None under ``--check`` once that passed (printed);
+    None too without ``--job`` (a command line), where ``--check`` is an error."""
+    if not args.job:
+        if args.check:
+            raise GentaxError(f"gentax {kind.verb} --check checks a job spec: give --job SPEC")
+        return None
+    spec = kind.read(args.job)
+    found = kind.problems(spec, OnDisk())
     if found:
-        raise GentaxError(f"gentax {verb} --job: " + "; ".join(found))
-
-
-def section(verb: str, key: str, load, value: Any):
-    """``load(value)`` for the resolved config section at spec key ``key`` (``rl``, ``sft``): its
-    errors worded as every spec key's are, ``gentax VERB --job: key rl.group_size: ...``."""
-    from gentax.errors import ConfigError, KeyProblem
-
-    try:
-        return load(value)
-    except KeyProblem as exc:
-        raise GentaxError(f"gentax {verb} --job: key {'.'.join([key, *map(str, exc.key)])}: {exc.problem}") from None
-    except ConfigError as exc:
-        raise GentaxError(f"gentax {verb} --job: key {key}: {exc}") from None
-
-
-def checked(verb: str) -> int:
-    """What ``--check`` prints once the check passed: the job would start."""
-    print(f"gentax {verb} --check: the spec agrees with its inputs")
-    return 0
+        raise GentaxError(f"gentax {kind.verb} --job: " + "; ".join(found))
+    if args.check:
+        print(f"gentax {kind.verb} --check: the spec agrees with its inputs")
+        return None
+    return spec

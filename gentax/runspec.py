@@ -1,36 +1,17 @@
-"""What a run is: the variant registry and the run spec, one place for both.
+"""What a run is: the variant registry and the run spec, one place for both (docs/contracts.md "Runs").
 
-Contract (docs/contracts.md "Runs")::
+A **variant** (``VariantSpec``, one entry of ``VARIANTS``) says how a run differs from the default
+recipe: its thinking mode (a key of ``THINK_MODES``), whether its training rollouts are augmented,
+and optional per-run overrides of the training domains' settings and augmentation budgets. The
+config schema's enum, the Snakemake wildcard, the plan, both RL engines and evaluation read it here.
 
-    VARIANTS: {name: VariantSpec}          # the one table of what a variant means
-    variant(name) -> VariantSpec           # an unknown name is one GentaxError listing the valid ones
-    variant_names() -> tuple[str, ...]
-    build(cfg, init, train_domain, variant, seed, steps) -> RunSpec     # from a workflow config
-    from_defaults(init=..., domain=..., variant=..., seed=..., steps=..., domains=..., augmentation=...)
-        -> RunSpec                         # a run named on the command line (the study's settings, handed in)
-    RunSpec.to_dict() / RunSpec.from_dict(d)   # JSON; from_dict rejects bad/unknown/missing keys
-    collect_fields(run, domain, split) -> {CollectConfig field: value}
-
-A **variant** (``VariantSpec``) says how a run differs from the default recipe: its thinking mode
-(``think``, a key of ``THINK_MODES``), whether its training rollouts are augmented (``augment``),
-and optional per-run overrides of the training domains' settings (``domains``: {domain:
-{max_steps?, options?}}, e.g. a difficulty sweep) and of the augmentation budget (``aug_eps``:
-{domain: eps}, e.g. a richness sweep). A new variant is ONE entry of ``VARIANTS``: the config
-schema's enum, the Snakemake wildcard, the plan, both RL engines and evaluation read it from here.
-
-A **run spec** (``RunSpec``) is one RL run, resolved once by the plan (``gentax.study.plan.runs``):
-init, training domains with weights (``train``; one domain = weight 1), variant, seed, total
-steps, thinking mode, augmentation (None, or {kind, p, eps: {domain: eps}} for the training
-domains) and the training domains' settings after the variant's overrides (``domains``: {domain:
-{max_steps, options}}); a run that is no grid run of its variant, a level of a control sweep
-(built by ``gentax.study.plan.control_run``), also has a ``label`` that names it in paths and
-tables instead of the variant (``variant_label``); a grid run's spec has no ``label`` key. The workflow writes it into the run folder (``run_spec.json``) and hands
-it to ``gentax train rl --run-spec``; the engines read it as it is.
-
-``THINK_MODES`` maps a thinking mode to the collector's settings (``CollectConfig`` fields), and
-``collect_fields`` is the one function that turns (run spec, domain, split) into the collector
-settings of a training episode, for both engines: augmentation applies to the ``train`` split
-only (validation episodes are never augmented).
+A **run spec** (``RunSpec``) is one RL run, resolved once by the plan (``gentax.study.plan.runs``;
+``build`` from a study config, ``from_defaults`` for a command line, ``plan.control_run`` for a level
+of a control sweep, whose ``label`` names it in paths and tables instead of its variant): init,
+training domains with weights, variant, seed, steps, thinking mode, augmentation and the training
+domains' settings. ``to_dict`` / ``from_dict`` are its JSON (a bad key or value is one GentaxError).
+``collect_fields(run, domain, split)`` is the one place that turns it into collector settings (both
+engines; augmentation on the ``train`` split only).
 """
 
 from __future__ import annotations
@@ -292,7 +273,7 @@ def from_defaults(*, init: str, domain: str, variant: str, seed: int, steps: int
                   augmentation: Mapping[str, Any] | None = None) -> RunSpec:
     """The run spec of a run named without a workflow config (``gentax train rl --domain
     --variant``, no ``--run-spec``), from the study values its caller hands in (the command line:
-    ``gentax.study.config.command_line_defaults``' ``train rl`` ``run``). Each training domain's
+    ``gentax.study.jobs.command_line_defaults``' ``train rl`` ``run``). Each training domain's
     settings are ``domains[d]`` ({max_steps, options?}); a domain ``domains`` has no entry for (one a
     ``GENTAX_DOMAINS`` module adds, which the study has no section for) runs at its env's own step
     limit (``DomainEnv.default_max_steps``) and knobs, as ``gentax eval`` plays it. An augmented

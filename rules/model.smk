@@ -3,7 +3,7 @@
 # step format out of the box). On a cluster, config model.base is a local HF folder instead.
 
 # the domains of the warm start: its SFT stage's mix (config embedded_base; where it names none, those
-# whose spec has warm_start: gentax.study.plan.study_sft)
+# whose spec has warm_start: gentax.study.config.study_sft)
 WARM_START_DOMAINS = gplan.sft_domains(config, "embedded-base")
 
 

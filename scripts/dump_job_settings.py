@@ -48,7 +48,7 @@ def _options(options: dict) -> list[str]:
 
 
 def _rollout_args(verb: str, spec: dict) -> dict[str, Any]:
-    from gentax.rollout.cli import ENGINE_INTERNALS
+    from gentax.rollout.jobs import ENGINE_INTERNALS
 
     args = {"command": verb, "model": spec["model"], "domain": spec["domain"], "split": spec["split"],
             "out": spec["out"], "temperature": spec["temperature"], "top_p": spec["top_p"],
@@ -100,7 +100,7 @@ def _settings(verb: str | None, spec: dict | None) -> dict[str, Any]:
         if sub == "train":
             out["tracking"] = spec["tracking"]
     elif verb == "eval":  # one command's settings per domain, as a one-domain evaluation's
-        from gentax.jobspec import evaluations
+        from gentax.rollout.jobs import evaluations
 
         return {"commands": [{**out, "args": _rollout_args(verb, settings), "options": settings["options"]}
                              for settings in evaluations(spec)]}

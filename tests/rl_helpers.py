@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 
 from gentax.io import read_yaml
-from gentax.study.config import command_line_defaults, with_step_limits
-from gentax.study.plan import study_rl
+from gentax.study.config import study_rl, with_step_limits
+from gentax.study.jobs import command_line_defaults
 
 
 def make_tiny_model(out: Path, seed: int = 0) -> Path:
@@ -44,7 +44,7 @@ def copy_model(src: Path, dst: Path) -> Path:
 
 
 #: the paper study's RL block (config/config.yaml's ``rl:``, the paper preset as it is, with the RL keys the
-#: study sets elsewhere: gentax.study.plan.study_rl): the study values an RL section holds, which the
+#: study sets elsewhere: gentax.study.config.study_rl): the study values an RL section holds, which the
 #: engines' loader has no default for (gentax.train.config)
 PAPER_STUDY = with_step_limits(read_yaml(Path(__file__).resolve().parents[1] / "config" / "config.yaml"))  # the paper preset
 PAPER_RL = study_rl(PAPER_STUDY)

@@ -10,8 +10,8 @@ import pytest
 from analysis_cases import study
 from test_analysis_figures_cli import figure_case
 
-from gentax.study import dag, power
-from gentax.study.preview import cost
+from gentax.study import dag
+from gentax.study.preview import cost, power
 from gentax.study import plan as gplan
 from gentax.study import config as gconfig
 from gentax.analysis import artifacts, figures, tables
@@ -48,7 +48,7 @@ def paper():
 
 def test_one_entry_plans_prices_and_builds_a_new_table(with_toy, paper, tmp_path):
     assert "toy_best_run" in gplan.table_names(paper) and "toy_best_run" in tables.TABLE_NAMES
-    assert gplan.TABLE_VARIANTS["toy_best_run"] == ["default", "aug"]
+    assert gplan.artifact_variants("toy_best_run") == ["default", "aug"]
     assert {r.variant_label for r in gplan.artifact_runs(paper, "toy_best_run")} == {"default", "aug"}
     inputs = gplan.artifact_inputs({**paper, "results": "R"}, "toy_best_run")
     assert set(inputs) == {"summaries"} and "R/summary/base/v1/default.csv" in inputs["summaries"]
@@ -85,9 +85,9 @@ def test_without_the_entry_the_name_is_unknown_everywhere(paper):
 
 def test_the_registry_is_the_one_list_of_names():
     assert tables.TABLE_NAMES + figures.FIGURE_NAMES == artifacts.names()
-    assert set(gplan.CONTROL_NAMES) == {a.name for a in artifacts.ARTIFACTS if a.planned == "controls"}
-    assert gplan.WITH_EXTENDED == {"table4_extended", "training_curves"}
-    assert gplan.TABLES_WITH_PROPERTIES == {"table3_ranking", "ood_vs_properties"}
+    assert set(artifacts.names(planned="controls")) == {a.name for a in artifacts.ARTIFACTS if a.planned == "controls"}
+    assert {a.name for a in artifacts.entries() if a.extended} == {"table4_extended", "training_curves"}
+    assert {a.name for a in artifacts.entries() if a.properties} == {"table3_ranking", "ood_vs_properties"}
     with pytest.raises(GentaxError, match="kind must be one of"):
         dataclasses.replace(TOY, kind="chart")
 

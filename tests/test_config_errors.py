@@ -75,7 +75,7 @@ def test_a_removed_rl_key_names_the_key_that_replaced_it(write, key, value, repl
 
 
 def test_an_rl_key_the_study_sets_elsewhere_is_refused_naming_that_key(write):
-    """The validation inside an RL run plays at the evaluations' temperature (plan.study_rl): an
+    """The validation inside an RL run plays at the evaluations' temperature (config.study_rl): an
     rl.val_temperature of its own would make the two disagree."""
     own = write("own.yaml", "rl: {val_temperature: 0.7}\n")
     line = the_error(run([*GENTAX_PLAN, "--config", str(own)]))

@@ -1,6 +1,6 @@
 """The package's one reader of the workflow's config file (issue #41 item 2): ``gentax.study.config``
 (``STUDY_FILE``, ``study_config``). Every other module gets study values as arguments; a command
-line's defaults come through ``gentax.cli`` (``gentax.studyargs``). Read from the source with ast:
+line's defaults come through ``gentax.cli`` (``gentax.jobspec.add_study_arguments``). Read from the source with ast:
 a string constant naming the file ``config.yaml`` (a path part, not prose in a docstring or help
 text) appears only in the loader, and in the two readers of a *Snakemake profile's* config.yaml."""
 

@@ -137,11 +137,11 @@ def test_the_controls_block_expands_into_levels_checked_by_the_domains_knobs():
     assert levels[4].augmentation == {"kind": "distractor", "p": 1.0, "eps": 80} and levels[4].variant == "aug"
     bad = _paper(difficulty={"enabled": True, "levels": [{"name": "a", "options": {"room_size": 99}}, {"name": "b"}]})
     with pytest.raises(ConfigError, match=r"controls\.difficulty\.levels\.0\.options \(a\): sokoban option room_size"):
-        gconfig.validate(bad, memory=False)
+        gconfig.validate(bad)
     with pytest.raises(ConfigError, match=r"controls\.richness\.train_domain: sciworld is not an evaluated domain of v1"):
-        gconfig.validate(_paper(richness={"enabled": True, "init": "v1", "train_domain": "sciworld"}), memory=False)
+        gconfig.validate(_paper(richness={"enabled": True, "init": "v1", "train_domain": "sciworld"}))
     with pytest.raises(ConfigError, match=r"controls\.difficulty\.levels"):
-        gconfig.validate(_paper(difficulty={"enabled": True, "levels": [{"name": "a"}]}), memory=False)  # one level
+        gconfig.validate(_paper(difficulty={"enabled": True, "levels": [{"name": "a"}]}))  # one level
     row = controls.property_row(hard, hard.label, {"richness": 1900.0, "complexity": 47.0, "success": 0.1, "other": 1})
     assert row["label"] == "difficulty-long" and "min_solution_length=7" in row["setting"] and "other" not in row
     assert np.isclose(row["richness"], 1900.0)
@@ -298,5 +298,5 @@ def test_a_richness_sweep_needs_a_domain_with_augmentation_sources(monkeypatch):
     real = domain_spec.spec
     monkeypatch.setattr(domain_spec, "spec", lambda name: dataclasses.replace(real(name), augmentation=None))
     with pytest.raises(ConfigError, match=r"controls\.richness\.train_domain: domain 'sokoban' declares no augmentation"):
-        controls.check_controls(_paper(richness={"enabled": True}))
-    controls.check_controls(_paper(richness={"enabled": True, "eps": [0, 0]}))  # nothing inserted: nothing needed
+        gconfig.check_controls(_paper(richness={"enabled": True}))
+    gconfig.check_controls(_paper(richness={"enabled": True, "eps": [0, 0]}))  # nothing inserted: nothing needed

@@ -19,7 +19,7 @@ import yaml
 from snakemake_plans import dry_run_text as dry_run
 from snakemake_plans import job_counts, planned_work
 
-from gentax.study import dag
+from gentax.study import dag, jobs
 from gentax.study.preview import cost
 from gentax.study import plan as gplan
 from gentax.study import config as gconfig
@@ -83,7 +83,7 @@ def test_each_job_is_priced_by_what_its_command_runs(paper_work):
     for job in paper_work:
         if job.verb == "eval":
             init = job.rule.removeprefix("eval_checkpoint_")
-            assert job.units == sum(gplan.eval_episodes(cfg, d) for d in gplan.eval_domains(cfg, init))
+            assert job.units == sum(jobs.eval_episodes(cfg, d) for d in gplan.eval_domains(cfg, init))
     assert {job.verb for job in paper_work if job.units is None} == {"tasks", "summarize", "table", "figure",
                                                                      "properties-table"}
     # V2's SFT data rolls out the V1 model on the domains its mix takes from V1 (ALFWorld, WebShop); the
@@ -271,8 +271,7 @@ def test_each_rl_job_spec_names_what_it_keeps_only_when_the_config_prunes():
     """The plan resolves what an RL job keeps (plan.checkpoint_keep): the run's evaluated steps, and the
     resume state only while a later segment is planned (an extended run's first one); the spec holds
     ``keep`` only then, so under the default (all) every spec is as it was (the golden dumps)."""
-    from gentax import jobspec
-    from gentax.study import jobs
+    from gentax.train.jobs import RLJob
 
     cfg = gpu1({"grid": {"extended": [{"init": "v1", "variant": "default", "train_domain": "sokoban", "steps": 40}]}})
     extended = gplan.find_run(cfg, "v1", "sokoban", "default", 0)
@@ -283,6 +282,6 @@ def test_each_rl_job_spec_names_what_it_keeps_only_when_the_config_prunes():
     assert gplan.v1_checkpoint_keep(cfg) == {"steps": [10], "resume_state": False}
     args = dict(start=0, end=20, save_every=10, init_model="m", run_folder="r", manifest="r/segment_0_20.json")
     spec = jobs.rl_segment(cfg, extended, keep=gplan.checkpoint_keep(cfg, extended, 20), **args)
-    assert jobspec.read("train rl", spec)["keep"] == {"steps": [20, 40], "resume_state": True}
+    assert RLJob.read(spec)["keep"] == {"steps": [20, 40], "resume_state": True}
     plain = jobs.rl_segment({**cfg, "disk": {"keep_checkpoints": "all"}}, extended, **args)
-    assert "keep" not in plain and jobspec.read("train rl", plain)["keep"] is None
+    assert "keep" not in plain and RLJob.read(plain)["keep"] is None

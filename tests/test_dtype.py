@@ -37,7 +37,7 @@ def test_the_override_wins_and_bad_settings_are_one_error():
     assert rl_section({}, **section, dtype="bfloat16")["autocast"] == "bf16"
     # ... and the SFT jobs' precision (LlamaFactory)
     from gentax.study.config import study_config
-    from gentax.study.plan import study_sft
+    from gentax.study.config import study_sft
 
     cfg = study_config("paper", check=False)
     assert "precision" not in study_sft(cfg, "v2")  # auto: gentax.train.sft decides on its machine

@@ -30,7 +30,7 @@ import pytest
 from gentax.errors import GentaxError
 from gentax.rollout import evaluation
 from gentax.train import local_engine, runs
-from gentax.train.cli import train_rl
+from gentax.train.jobs import train_rl
 from rl_helpers import TINY_RL, make_run, make_tiny_model
 from test_evalfile import expert_eval
 
@@ -265,7 +265,7 @@ if os.environ.get("FAKE_SFT_HOLD"):
 def sft_job(tiny, tmp_path):
     """(config, data folder, init model) of an SFT job whose LlamaFactory is a stand-in script."""
     from gentax.study.config import study_config
-    from gentax.study.plan import study_sft
+    from gentax.study.config import study_sft
     from gentax.train.sft_config import load_sft_config
     from gentax.train.sft_data import DATASET_INFO, DATASET_NAME
 

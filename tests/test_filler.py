@@ -217,7 +217,7 @@ def test_filler_run_takes_the_thinking_runs_mean_at_each_step(tiny, tmp_path):
     from rl_helpers import TINY_RL, make_run
 
     from gentax.train import runs
-    from gentax.train.cli import train_rl
+    from gentax.train.jobs import train_rl
 
     assert train_rl("local", TINY_RL, init=str(tiny), run=make_run("sokoban", "default", 0, 1, init=str(tiny)), start=0,
                     end=1, run_dir=str(tmp_path / "thinking"), progress=False) == 0
@@ -298,10 +298,10 @@ def test_the_paper_grid_with_filler_plans_exactly_the_extra_runs_and_evals(tmp_p
     off = _paper()
     no_block = copy.deepcopy(off)
     del no_block["controls"]
-    gconfig.validate(no_block, memory=False)
+    gconfig.validate(no_block)
     assert gplan.plan(off) == gplan.plan(no_block)  # off: unchanged
     on = _paper(enabled=True)
-    gconfig.validate(on, memory=False)
+    gconfig.validate(on)
     local_off = {**copy.deepcopy(off), "engines": on["engines"]}
     extra = set(gplan.runs(on)) - set(gplan.runs(local_off))
     seeds = on["grid"]["seeds"]
@@ -337,16 +337,16 @@ def test_filler_control_misconfigurations_name_the_key():
     cfg = _paper(enabled=True)
     cfg["engines"]["rl"] = "verl"
     with pytest.raises(ConfigError, match="controls.filler.experiments.0: the filler arm runs on the local engine only"):
-        gconfig.validate(cfg, memory=False)
+        gconfig.validate(cfg)
     with pytest.raises(ConfigError, match="experiments.0.train_domains: sciworld is not an evaluated domain of v1"):
-        gconfig.validate(_paper(enabled=True, experiments=[{"init": "v1", "train_domains": ["sciworld"]}]), memory=False)
+        gconfig.validate(_paper(enabled=True, experiments=[{"init": "v1", "train_domains": ["sciworld"]}]))
     cfg = _paper(enabled=True)
     cfg["grid"]["experiments"] = [e for e in cfg["grid"]["experiments"] if e["variant"] != "default" or e["init"] != "v2"]
     cfg["grid"]["extended"] = [e for e in cfg["grid"]["extended"] if e["init"] != "v2"]
     with pytest.raises(ConfigError, match="has no thinking run to match"):
-        gconfig.validate(cfg, memory=False)
+        gconfig.validate(cfg)
     with pytest.raises(ConfigError, match="controls.filler.source"):
-        gconfig.validate(_paper(source="lorem"), memory=False)
+        gconfig.validate(_paper(source="lorem"))
 
 
 # ---- the workflow's jobs (rule -> gentax.study.jobs spec -> `gentax VERB --job SPEC`) --------------

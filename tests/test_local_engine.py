@@ -22,7 +22,7 @@ import yaml
 
 from gentax.errors import ConfigError
 from gentax.train import runs
-from gentax.train.cli import train_rl
+from gentax.train.jobs import train_rl
 from rl_helpers import TINY_RL, make_run, make_tiny_model, small_rl
 
 ROOT = Path(__file__).resolve().parents[1]

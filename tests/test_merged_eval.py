@@ -62,13 +62,13 @@ def kept_line(domain: str) -> str:
 
 
 def test_the_spec_holds_the_shared_settings_once_and_each_domains_own(job):
-    from gentax import jobspec
+    from gentax.rollout.jobs import EvalDomain, evaluations
 
     spec = job["spec"]
     assert [entry["domain"] for entry in spec["domains"]] == list(DOMAINS)
-    assert set(spec["domains"][0]) == set(jobspec.EvalDomain.__annotations__)
+    assert set(spec["domains"][0]) == set(EvalDomain.__annotations__)
     assert "temperature" in spec and "temperature" not in spec["domains"][0]
-    per_domain = jobspec.evaluations(spec)
+    per_domain = evaluations(spec)
     assert [s["domain"] for s in per_domain] == list(DOMAINS) and per_domain[1]["temperature"] == spec["temperature"]
 
 
@@ -87,10 +87,11 @@ def test_one_job_writes_every_domains_outputs_and_a_rerun_plays_only_the_changed
     assert kept_line("webshop") in second and kept_line("sokoban") not in second
     assert "sokoban: 2 episodes, success rate" in second
     assert outputs(job["folder"], "webshop")[0].read_bytes() == webshop_before
-    from gentax import jobspec, provenance
+    from gentax import provenance
+    from gentax.rollout.jobs import evaluations
 
     sokoban = json.loads(outputs(job["folder"], "sokoban")[0].read_text())  # its record: its own settings
-    assert sokoban["provenance"]["config_sha256"] == provenance.config_hash(jobspec.evaluations(spec)[0])
+    assert sokoban["provenance"]["config_sha256"] == provenance.config_hash(evaluations(spec)[0])
     kept = sorted(p.name for p in (job["folder"] / ".kept").iterdir())
     assert len(kept) == 6 and len({name.split(".")[1] for name in kept if name.startswith("sokoban.")}) == 1
 

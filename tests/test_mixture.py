@@ -13,7 +13,7 @@ from gentax.domains.spec import mixture_name, mixture_weights
 from gentax.errors import ConfigError, GentaxError
 from gentax.io import deep_merge
 from gentax.train import runs
-from gentax.train.cli import train_rl
+from gentax.train.jobs import train_rl
 from rl_helpers import TINY_RL, make_run, make_tiny_model
 
 REPO = Path(__file__).resolve().parents[1]

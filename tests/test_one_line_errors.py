@@ -1,7 +1,7 @@
 """Every bad input ends in one line that names the file (or key) and the fix, with exit status 2 and
 no traceback (issue 42).
 
-- Job specs are read into their typed structure (``gentax.jobspec.KINDS``, the one the plan builds
+- Job specs are read into their typed structure (``gentax.study.checks.KINDS``, the one the plan builds
   them through) before any work: a wrong-typed value of any key of any verb's spec is one line
   naming the verb, the key, the value and the type wanted.
 - Config errors of every section are worded alike: ``rl:``, ``inits.v2.sft`` and the cross-field
@@ -23,6 +23,7 @@ import pytest
 
 from gentax import jobspec
 from gentax.cli import build_parser
+from gentax.study.checks import KINDS
 from gentax.cli import main as gentax_main
 from snakemake_plans import REPO, planned_jobs
 
@@ -50,14 +51,14 @@ def error_line(capsys) -> str:
 
 # ---- 1. job specs, typed --------------------------------------------------------------------------
 def test_the_embedded_plan_has_a_job_of_every_verb(spec_of_each_verb):
-    assert set(spec_of_each_verb) == set(jobspec.KINDS)
+    assert set(spec_of_each_verb) == set(KINDS)
 
 
 def test_a_wrong_typed_value_of_any_key_of_any_verb_is_one_line(spec_of_each_verb, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # nothing the specs name is here: the type is refused before any input is read
     checked = 0
     for verb, spec in sorted(spec_of_each_verb.items()):
-        kind = jobspec.KINDS[verb]
+        kind = KINDS[verb]
         hints = typing.get_type_hints(kind)
         for key in kind.field_names():
             value = wrong_value(hints[key])
@@ -66,7 +67,7 @@ def test_a_wrong_typed_value_of_any_key_of_any_verb_is_one_line(spec_of_each_ver
             assert line.startswith(f"gentax: error: gentax {verb} --job: key {key}: {json.dumps(value)} ("), line
             assert " is not " in line, line
             checked += 1
-    assert checked == sum(len(kind.field_names()) for kind in jobspec.KINDS.values())
+    assert checked == sum(len(kind.field_names()) for kind in KINDS.values())
 
 
 @pytest.mark.parametrize("verb, key, value, line", [
@@ -106,6 +107,7 @@ def _eval_domain(spec: dict, **changes) -> list[dict]:
     ("properties", "augmentation", {"eps": 80, "p": "x", "kind": "distractors"},
      'key augmentation.p: "x" (a string) is not a number'),
     ("controls-properties-table", "levels", [{"run_label": "x", "bogus": 1}], "key levels[0]: missing key(s) control, level, order, "),
+    ("train rl", "run_spec", {"variant": "default"}, "key run_spec: "),
 ])
 def test_a_wrong_value_inside_a_nested_part_of_a_spec_is_one_line(spec_of_each_verb, verb, key, value, line,
                                                                    tmp_path, monkeypatch, capsys):
@@ -119,14 +121,14 @@ def test_a_wrong_value_inside_a_nested_part_of_a_spec_is_one_line(spec_of_each_v
 
 
 @pytest.mark.parametrize("verb, section, key, value, line", [
-    ("train rl", "rl", "group_size", "8.0", "key rl.group_size: must be an integer >= 1, got '8.0' (YAML reads"),
-    ("train rl", "rl", "lrr", 1e-5, "key rl: resolved RL section: unknown key(s) lrr"),
-    ("sft train", "sft", "steps", 8.0, "key sft.steps: must be an integer >= 1, got 8.0 (an integer takes no "
+    ("train rl", "rl", "group_size", "8.0", 'key rl.group_size: "8.0" (a string) is not an integer (YAML reads'),
+    ("train rl", "rl", "lrr", 1e-5, "key rl: unknown key(s) lrr"),
+    ("sft train", "sft", "steps", 8.0, "key sft.steps: 8.0 (a number) is not an integer (an integer takes no "
                                        "decimal point: write 8)"),
 ])
 def test_a_resolved_config_section_in_a_spec_names_its_key_under_the_verb(spec_of_each_verb, verb, section, key,
                                                                           value, line, tmp_path, monkeypatch, capsys):
-    """The RL and SFT sections a spec carries are checked before its inputs, worded as a spec key."""
+    """The RL and SFT sections a spec carries are read (keys and types) before its inputs, worded as a spec key."""
     monkeypatch.chdir(tmp_path)
     spec = spec_of_each_verb[verb]
     assert gentax_main([*verb.split(), "--job", json.dumps({**spec, section: {**spec[section], key: value}})]) == 2
@@ -139,9 +141,9 @@ def test_a_plan_cannot_write_a_spec_its_verb_would_refuse():
     from gentax.errors import GentaxError
 
     with pytest.raises(GentaxError, match=r"^gentax summarize --job: key out: null is not a string$"):
-        jobspec.build("summarize", inputs=[], keys={}, out=None)
+        KINDS["summarize"].build(inputs=[], keys={}, out=None)
     with pytest.raises(TypeError, match="unexpected keyword argument 'episodes'"):
-        jobspec.build("summarize", inputs=[], keys={}, out="x.csv", episodes=3)
+        KINDS["summarize"].build(inputs=[], keys={}, out="x.csv", episodes=3)
 
 
 # ---- 4. config errors of every section alike ------------------------------------------------------
@@ -224,7 +226,7 @@ def test_the_commands_every_verbs_errors_print_run_their_help(spec_of_each_verb,
     monkeypatch.chdir(tmp_path)
     lines = []
     for verb, spec in sorted(spec_of_each_verb.items()):
-        kind = jobspec.KINDS[verb]
+        kind = KINDS[verb]
         first = kind.field_names()[0]
         wrong = {**spec, first: wrong_value(typing.get_type_hints(kind)[first])}
         for argv in ([*verb.split(), "--job", json.dumps(wrong)], [*verb.split(), "--job", json.dumps(spec), "--check"],
@@ -238,7 +240,7 @@ def test_the_commands_every_verbs_errors_print_run_their_help(spec_of_each_verb,
             lines += [line for line in err.splitlines() if "error" in line]
     commands = printed_commands(lines)
     assert {words[:2] if words[0] in ("train", "sft", "model") else words[:1] for words in commands} >= \
-        {tuple(verb.split()) for verb in jobspec.KINDS}, commands
+        {tuple(verb.split()) for verb in KINDS}, commands
     assert [words for words in commands if not runs_its_help(list(words))] == []
 
 

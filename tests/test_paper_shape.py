@@ -1,4 +1,4 @@
-"""The plan-time memory check (gentax.study.memory) against the paper model's shape as measured on one
+"""The plan-time memory check (gentax.study.preview.memory) against the paper model's shape as measured on one
 H200 (benchmarks/gpu_runs/paper_shape_2026-12-03.md: Llama-3.1-8B's config.json at 4 and 8 layers
 with the embedded tokenizer's 49,152-token vocabulary, random bf16 weights; verl with vLLM rollouts
 on one rank without flash-attn, LlamaFactory's ZeRO-3 SFT step), and the verl trainer's phase trace
@@ -52,10 +52,10 @@ def measured_config(layers: int, section: str, tmp: Path, gpu_gib: float = GPU_T
 
 
 def test_the_memory_check_meets_the_measured_peaks_within_15_percent(tmp_path):
-    """gentax.study.memory at each measured run's shape and settings against what the run measured:
+    """gentax.study.preview.memory at each measured run's shape and settings against what the run measured:
     the update, the log-prob pass, the checkpoint save and the SFT step against torch's peak, the
     rollout against nvidia-smi's."""
-    from gentax.study import memory
+    from gentax.study.preview import memory
 
     checked = []
     for (run, layers, section), measured in MEASURED.items():
@@ -72,7 +72,7 @@ def test_the_check_refuses_the_measured_run_on_the_papers_80_gib_gpu(tmp_path):
     """The 8-layer run as measured (its log-prob pass peaked at 89.5 GiB of torch allocations) does not
     fit an A100-80G: the plan-time check must say so, naming the phase."""
     from gentax.errors import ConfigError
-    from gentax.study import memory
+    from gentax.study.preview import memory
 
     memory.architecture.cache_clear()
     with pytest.raises(ConfigError, match=r"rl log-probs: model states 24\.0 \+ activations 67\.\d = 91\.\d GiB "

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gentax import runspec as grunspec
 from gentax.study import plan as gplan
 from gentax.study import config as gconfig
 from gentax.errors import ConfigError
@@ -29,7 +30,7 @@ def embedded():
 def test_paper_grid_is_60_runs(paper):
     runs = gplan.runs(paper)
     assert len(runs) == 60
-    by_variant = {v: sum(r.variant == v for r in runs) for v in gplan.VARIANTS}
+    by_variant = {v: sum(r.variant == v for r in runs) for v in grunspec.variant_names()}
     assert by_variant == {"default": 21, "aug": 18, "nothink": 21, "filler": 0}  # filler: controls.filler is off
     assert not any(r.train_domain == "sciworld" and r.init == "v1" for r in runs)
     extended = {(r.init, r.train_domain): r.steps for r in runs if r.steps != 150}
@@ -50,7 +51,7 @@ def test_extended_run_continues_the_default_run(paper):
 def test_embedded_preset_is_valid_and_small(embedded):
     runs = gplan.runs(embedded)
     assert 0 < len(runs) <= 12
-    assert {r.variant for r in runs} == set(gplan.VARIANTS)
+    assert {r.variant for r in runs} == set(grunspec.variant_names())
     assert embedded["engines"] == {"rl": "local", "rollout": "vllm", "generator": "hf", "dtype": "auto"}
 
 
@@ -158,13 +159,14 @@ def test_a_domain_can_have_its_own_eval_episodes(embedded, tmp_path):
     from snakemake_plans import planned_work
 
     from gentax.study import dag
+    from gentax.study.jobs import eval_episodes
 
     cfg = copy.deepcopy(embedded)
     cfg["eval"]["episodes_per_domain"] = {**cfg["eval"].get("episodes_per_domain", {}), "sokoban": 32}
     gconfig.validate(cfg)
-    assert gplan.eval_episodes(cfg, "sokoban") == 32
-    assert gplan.eval_episodes(cfg, "webshop") == cfg["eval"]["episodes"]
-    before = gplan.eval_episodes(embedded, "sokoban")
+    assert eval_episodes(cfg, "sokoban") == 32
+    assert eval_episodes(cfg, "webshop") == cfg["eval"]["episodes"]
+    before = eval_episodes(embedded, "sokoban")
     own = tmp_path / "sokoban_episodes.yaml"
     own.write_text("eval: {episodes_per_domain: {sokoban: 32}}\n")
     work, plain = planned_work(*dag.study_args("embedded", [own])), planned_work(*dag.study_args("embedded"))
@@ -181,8 +183,7 @@ def test_a_domain_can_have_its_own_eval_episodes(embedded, tmp_path):
 def test_a_domain_can_have_its_own_eval_batch_size(embedded, tmp_path):
     """eval.batch_size_per_domain: that domain's eval and property-log jobs play that many episodes
     at a time (the rollout command keeps it: it is no engine default), the others all at once."""
-    from gentax.jobspec import evaluations
-    from gentax.rollout.cli import _with_seeds
+    from gentax.rollout.jobs import evaluations, with_internals
     from gentax.study import jobs as gjobs
 
     cfg = copy.deepcopy(embedded)
@@ -196,10 +197,10 @@ def test_a_domain_can_have_its_own_eval_batch_size(embedded, tmp_path):
     manifests = {d: tmp_path / f"{d}.tasks.json" for d in domains}
     for domain, path in manifests.items():
         path.write_text(json.dumps({"domain": domain, "split": "eval",
-                                    "seeds": list(range(gplan.eval_episodes(cfg, domain)))}))
+                                    "seeds": list(range(gjobs.eval_episodes(cfg, domain)))}))
     spec = gjobs.eval_checkpoint(cfg, model=str(model), think="on", tasks_files={d: str(p) for d, p in manifests.items()},
                                  out_jsons={d: str(tmp_path / f"{d}.json") for d in domains})
-    assert [_with_seeds(s, "eval")["batch_size"] for s in evaluations(spec)] == [3, None]
+    assert [with_internals(s)["batch_size"] for s in evaluations(spec)] == [3, None]
     manifest.write_text(manifests["sciworld"].read_text())
     prop = gjobs.properties(cfg, domain="sciworld", settings=gjobs.domain_settings(cfg, "sciworld"), model=str(model),
                             tasks_file=str(manifest), out_json=str(tmp_path / "p.json"))

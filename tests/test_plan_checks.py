@@ -41,7 +41,7 @@ def test_every_shipped_plan_passes_the_plan_check(name):
 
 
 #: the manifest rule before this check existed: a manifest listed the evaluations' count only
-OLD_MANIFEST_RULE = ("import sys, gentax.study.plan as p; p.manifest_size = lambda cfg, d: p.eval_episodes(cfg, d); "
+OLD_MANIFEST_RULE = ("import sys, gentax.study.jobs as j; j.manifest_size = lambda cfg, d: j.eval_episodes(cfg, d); "
                      "from snakemake.cli import main; sys.argv = ['snakemake', *sys.argv[1:]]; main()")
 
 
@@ -116,7 +116,8 @@ def test_each_embedded_job_passes_its_own_check_against_real_manifests(embedded_
 def test_a_job_plays_the_first_episodes_of_its_manifest(embedded_jobs, tmp_path, monkeypatch):
     """A property log of 8 episodes on the 16-task Sokoban manifest plays seeds 0..7, as the
     evaluations' first 8 (docs/workflow.md "Task manifests")."""
-    from gentax.rollout.cli import _settings_from_job
+    from gentax.jobspec import OnDisk
+    from gentax.rollout.jobs import PropertiesJob, task_seeds
 
     monkeypatch.chdir(tmp_path)
     spec = next(s for verb, s in embedded_jobs if verb == "properties" and s["domain"] == "sokoban")
@@ -124,13 +125,14 @@ def test_a_job_plays_the_first_episodes_of_its_manifest(embedded_jobs, tmp_path,
     (Path(spec["model"]) / "config.json").write_text("{}")
     Path("results/tasks").mkdir(parents=True)
     Path(spec["tasks"]).write_text(json.dumps({"domain": "sokoban", "split": "eval", "seeds": list(range(16))}))
-    assert _settings_from_job(spec, "properties")["seeds"] == list(range(8))
+    spec = PropertiesJob.read(spec)
+    assert PropertiesJob.problems(spec, OnDisk()) == [] and task_seeds(spec) == list(range(8))
 
 
 @pytest.mark.parametrize("verb, spec, words", [
     ("tasks", {"domain": "chess", "episodes": 0}, ["domain: 'chess' is no registered domain", "episodes: a whole number"]),
-    ("train rl", {"init": "nowhere", "start": 3, "end": 3, "run_spec": {}},
-     ["init: nowhere is no model folder", "start/end: a segment trains steps", "run_spec:"]),
+    ("train rl", {"init": "nowhere", "start": 3, "end": 3},  # its run_spec: the typed read's (test_one_line_errors)
+     ["init: nowhere is no model folder", "start/end: a segment trains steps"]),
     ("controls-properties-table", {"levels": [{}, {}], "inputs": ["a.json"]},
      ["inputs: a.json is not there", "levels: 2 levels but 1 property logs"]),
 ])

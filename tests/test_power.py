@@ -1,4 +1,4 @@
-"""The power preview (gentax.study.power): its batched rule against the tables' own code path, its
+"""The power preview (gentax.study.preview.power): its batched rule against the tables' own code path, its
 smallest effects against independent simulations (to better than 1 point), and `gentax plan --power`."""
 
 import argparse
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gentax.analysis import stats
-from gentax.study import power
+from gentax.study.preview import power
 
 
 def test_the_batched_rule_decides_as_the_tables_do():

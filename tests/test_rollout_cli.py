@@ -36,13 +36,13 @@ def test_the_log_says_where_a_domains_generation_time_went(capsys):
     domains), one line; a generator without the split (expert, vllm) prints none."""
     from types import SimpleNamespace
 
-    from gentax.rollout.cli import _print_generation
+    from gentax.rollout.jobs import print_generation
 
     before = {"prefill_s": 10.0, "prefill_positions": 1000, "reused_tokens": 50, "decode_s": 4.0, "response_tokens": 90}
     after = {"prefill_s": 31.5, "prefill_positions": 16000, "reused_tokens": 2050, "decode_s": 12.25,
              "response_tokens": 754, "calls": 9}
-    _print_generation(before, SimpleNamespace(stats=after))
-    _print_generation({}, SimpleNamespace(stats={"calls": 3, "seconds": 1.0}))
+    print_generation(before, SimpleNamespace(stats=after))
+    print_generation({}, SimpleNamespace(stats={"calls": 3, "seconds": 1.0}))
     assert capsys.readouterr().out == ("generation: prefill 21.5 s (15,000 positions computed, 2,000 reused), "
                                        "decode 8.2 s (664 tokens)\n")
 
@@ -124,8 +124,8 @@ def test_a_command_line_plays_as_the_workflow_job_of_its_study(verb, tmp_path):
     (issue #41 item 2): sampling, generator, dtype, seed, the domain's step limit and knobs, ...; and
     a filler evaluation's source, token and length."""
     from gentax.cli import _study_defaults, build_parser
-    from gentax.jobspec import evaluations
-    from gentax.rollout.cli import _settings_from_args
+    from gentax.rollout.cli import spec_from_args
+    from gentax.rollout.jobs import evaluations
     from gentax.study import jobs
     from gentax.study.config import study_config
     from gentax.study.plan import eval_filler
@@ -136,7 +136,8 @@ def test_a_command_line_plays_as_the_workflow_job_of_its_study(verb, tmp_path):
         args = build_parser().parse_args([verb, "--preset", "embedded", "--domain", "sokoban", "--model", "m",
                                           "--episodes", "8", "--out", str(tmp_path / "x.parquet"), *options])
         args.study_defaults = _study_defaults(args)
-        return _settings_from_args(args, verb)
+        spec = spec_from_args(args)
+        return evaluations(spec)[0] if verb == "eval" else spec.to_dict()
 
     if verb == "eval":
         [job] = evaluations(jobs.eval_checkpoint(cfg, model="m", think="on", tasks_files={"sokoban": "t.json"},

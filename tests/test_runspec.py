@@ -78,7 +78,7 @@ def test_a_variant_is_one_entry_of_the_registry(paper, monkeypatch):
     monkeypatch.setattr(gconfig, "_validator", gconfig._validator.__wrapped__)  # the schema's enum is read afresh
     cfg = json.loads(json.dumps(paper))
     cfg["grid"]["experiments"].append({"init": "v1", "variant": "hard_aug", "train_domains": ["webshop"]})
-    gconfig.validate(cfg, memory=False)
+    gconfig.validate(cfg)
     run = gplan.find_run(cfg, "v1", "webshop", "hard_aug", 2)
     assert run.domains["webshop"] == {"max_steps": 9, "options": {"results_per_page": 2}}
     assert run.augmentation == {"kind": "distractor", "p": 1.0, "eps": {"webshop": 99}}

@@ -8,7 +8,7 @@ import pytest
 
 from gentax.study import plan as gplan
 from gentax.study import config as gconfig
-from gentax.study import settings as gsettings
+from gentax.study.preview import settings as gsettings
 
 pytest.importorskip("verl")  # the RL settings are verl's Hydra overrides
 

@@ -31,9 +31,9 @@ ADMISSIBLE_LIST = re.compile(r"\nAdmissible actions: \[(.*)\]\n", re.DOTALL)
 
 def study_section(stage: str = "v2", **keys) -> dict:
     """The paper study's SFT section of ``stage`` (what its workflow job receives,
-    ``gentax.study.plan.study_sft``) with ``keys`` laid over, as ``gentax sft --config`` lays a file."""
+    ``gentax.study.config.study_sft``) with ``keys`` laid over, as ``gentax sft --config`` lays a file."""
     from gentax.study.config import study_config
-    from gentax.study.plan import study_sft
+    from gentax.study.config import study_sft
 
     return {**study_sft(study_config("paper", check=False), stage), **keys}
 
@@ -114,7 +114,7 @@ def test_a_mix_weight_of_0_drops_the_domain_and_its_source():
     """Config files merge key by key: an override's weight 0 is how a domain leaves config/config.yaml's mix,
     and its source leaves with it (a job's section holds only what it reads)."""
     from gentax.study.config import study_config
-    from gentax.study.plan import study_sft
+    from gentax.study.config import study_sft
 
     cfg = study_config("paper", check=False)
     cfg["inits"]["v2"]["sft"]["mix"]["alfworld"] = 0
@@ -129,7 +129,7 @@ def test_no_sft_default_is_a_study_value():
     them but a memory knob sized for the stage's machine (micro_batch_size), nor repeats its value."""
     from gentax.io import read_yaml
     from gentax.study.config import PRESET_OVERLAYS, STUDY_FILE
-    from gentax.study.plan import SFT_BLOCKS, SFT_FROM_STUDY
+    from gentax.study.config import SFT_BLOCKS, SFT_FROM_STUDY
     from gentax.train.sft_config import engine_defaults
 
     defaults = engine_defaults()
@@ -169,27 +169,30 @@ def test_a_command_line_runs_the_section_its_workflow_job_receives(study, stage,
     from gentax.cli import _study_defaults, build_parser
     from gentax.study import jobs
     from gentax.study.config import study_config
-    from gentax.train.sft_cli import _load
+    from gentax.train.sft_cli import spec_from_args
 
     cfg = study_config(study)
-    args = build_parser().parse_args(["sft", "train", "--preset", stage, "--study-preset", study, "--data", "d",
-                                      "--init", "i", "--out", "o"])
-    args.study_defaults = _study_defaults(args)
-    section, domains = _load(args)
+
+    def command_line(verb: str, *options: str):
+        words = ["--data", "d", "--init", "i"] if verb == "train" else []
+        args = build_parser().parse_args(["sft", verb, "--preset", stage, "--study-preset", study, *words,
+                                          "--out", "o", *options])
+        args.study_defaults = _study_defaults(args)
+        return spec_from_args(args, verb)
+
     data = jobs.sft_data(cfg, preset=stage, out="o", v1_model=None)
-    assert (section.data().to_dict(), domains) == (data["sft"], data["domains"])
-    assert section.train().to_dict() == jobs.sft_train(cfg, preset=stage, data="d", init_model="i", out="o")["sft"]
+    built = command_line("build-data")
+    assert (built.sft.to_dict(), built.domains) == (data["sft"], data["domains"])
+    assert command_line("train").sft.to_dict() == jobs.sft_train(cfg, preset=stage, data="d", init_model="i",
+                                                                 out="o")["sft"]
     # a --config file is laid over the study's section key by key; its domains over the study's
     mine = tmp_path / "mine.yaml"
     block = "sft" if stage == "v2" else "embedded_base"  # the file's block of the stage (read_sft_file)
     mine.write_text(yaml.safe_dump({block: {"steps": 3}, "seed": 7, "domains": {"sokoban": {"max_steps": 2}}}))
-    args = build_parser().parse_args(["sft", "build-data", "--preset", stage, "--study-preset", study, "--config",
-                                      str(mine), "--out", "o"])
-    args.study_defaults = _study_defaults(args)
-    section, domains = _load(args)
-    assert (section.steps, section.seed, section.pairs) == (3, 7, data["sft"]["pairs"])
-    if "sokoban" in domains:
-        assert domains["sokoban"] == {**data["domains"]["sokoban"], "max_steps": 2}
+    built, trained = command_line("build-data", "--config", str(mine)), command_line("train", "--config", str(mine))
+    assert (trained.sft.steps, trained.sft.seed, built.sft.seed, built.sft.pairs) == (3, 7, 7, data["sft"]["pairs"])
+    if "sokoban" in built.domains:
+        assert built.domains["sokoban"] == {**data["domains"]["sokoban"], "max_steps": 2}
 
 
 def test_paper_sft_hands_llamafactory_zero3_on_several_gpus(tmp_path):

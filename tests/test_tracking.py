@@ -16,7 +16,7 @@ import pytest
 
 from gentax.errors import ConfigError
 from gentax.train import runs, tracking
-from gentax.train.cli import train_rl
+from gentax.train.jobs import train_rl
 from rl_helpers import PAPER_RL, TINY_RL, make_run, make_tiny_model
 
 STEPS = 2
@@ -113,7 +113,7 @@ def test_a_local_run_logging_to_tensorboard_does_not_import_verl(tmp_path):
     import sys
 
     model = make_tiny_model(tmp_path / "model")
-    code = ("import sys; from gentax.train.cli import train_rl; from rl_helpers import TINY_RL, make_run; "
+    code = ("import sys; from gentax.train.jobs import train_rl; from rl_helpers import TINY_RL, make_run; "
             f"code = train_rl('local', dict(TINY_RL), init={str(model)!r}, run=make_run(init={str(model)!r}, steps=1), "
             f"start=0, end=1, run_dir={str(tmp_path / 'run')!r}, progress=False); "
             "print(code, sorted({m.split('.')[0] for m in sys.modules} & {'verl', 'ray'}))")

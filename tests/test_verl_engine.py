@@ -380,7 +380,7 @@ def test_rollout_backend_is_one_checked_setting():
 
 def test_a_runs_gpus_are_the_clusters_unless_rl_sets_its_own():
     """verl.n_gpus_per_node has one home by default (issue #41 item 2): the study's
-    cluster.gpus_per_node, the SFT job's too, filled in by plan.study_rl; rl.verl.n_gpus_per_node
+    cluster.gpus_per_node, the SFT job's too, filled in by config.study_rl; rl.verl.n_gpus_per_node
     gives RL a count of its own. The engine's defaults hold none, and a verl run without one is refused."""
     from gentax.study.config import study_config
     from gentax.study.jobs import resolved_rl

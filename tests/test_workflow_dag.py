@@ -85,11 +85,12 @@ def test_bad_config_stops_with_one_message_naming_the_key():
 
 
 def test_paper_preset_that_does_not_fit_its_gpus_stops_the_plan(tmp_path):
-    """The plan-time memory check: the paper preset's SFT without DeepSpeed (plain data parallel)."""
+    """The memory check before any job (`gentax plan --check`, and a run's start: onstart): the paper
+    preset's SFT without DeepSpeed (plain data parallel)."""
     no_zero = tmp_path / "no_zero.yaml"
     no_zero.write_text("inits: {v2: {sft: {deepspeed: null}}}\n")
-    proc = subprocess.run([*SNAKEMAKE, "-n", "--configfile", str(REPO / "config" / "config.yaml"), str(no_zero),
-                           "--config", "preset=paper"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-m", "gentax", "plan", "--check", "--preset", "paper", "--config",
+                           str(no_zero)], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode != 0
     assert "sft_v2: model states 149.6 + activations 18.4 = 168.0 GiB per GPU" in proc.stdout + proc.stderr
 

@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     import numpy as np
 
     from gentax.analysis.stats import format_p, paired_test
-    from gentax.jobspec import evaluations
+    from gentax.rollout.jobs import evaluations
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model")

@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 
-from gentax import studyargs
+from gentax import jobspec
 from gentax.domains import DOMAINS, make
 from gentax.domains.augment import KINDS, TrajectoryAugmenter
 
@@ -29,7 +29,7 @@ def register(subparsers) -> None:
     preview.add_argument("--domain", required=True, choices=DOMAINS)
     preview.add_argument("--eps", required=True, type=int, help="token budget (floor(eps / size) snippets)")
     preview.add_argument("--kind", default=None, choices=KINDS, help="default: the study's augmentation.kind")
-    studyargs.add_arguments(preview, "augment preview")
+    jobspec.add_study_arguments(preview, "augment preview")
     preview.add_argument("--seed", type=int, default=0, help="task seed (also the trajectory seed)")
     preview.add_argument("--split", default="train", choices=("train", "eval"))
     preview.add_argument("--json", action="store_true", help="write JSON to stdout")

@@ -11,7 +11,7 @@ Contract (docs/contracts.md "Tables and figures")::
 Everything else derives from it: what the plan builds and what each output reads
 (``gentax.study.plan``: ``table_names``, ``figure_names``, ``artifact_variants``, ``artifact_runs``,
 ``artifact_inputs``, ``jobs`` and so the cost preview), the tables the power preview prices
-(``gentax.study.power.tested_cells``), the table and figure names, what a table or figure job builds
+(``gentax.study.preview.power.tested_cells``), the table and figure names, what a table or figure job builds
 (``gentax.analysis.tables.build_one``: that entry's builder only) and the full build
 (``gentax.analysis.tables.compute_tables`` / ``build_all``: every entry's, in this order). Adding a
 table is one entry here plus its builder; a study extension may keep its entries in a module of
@@ -56,7 +56,7 @@ EFFECTS = ("ΔID", "ΔOOD")
 @dataclasses.dataclass(frozen=True)
 class Tested:
     """What a table's decision rule tests, so that ``gentax plan --power`` prices it
-    (``gentax.study.power``): ``effect`` "ΔID" (each ``variant`` run against its initial policy) or
+    (``gentax.study.preview.power``): ``effect`` "ΔID" (each ``variant`` run against its initial policy) or
     "ΔOOD" (each ``variant`` run against the default run of its init and training domain, the OOD
     domains' tasks pooled); with ``extended``, the default runs trained beyond ``grid.steps``, each
     tested twice (at the default window and at its last checkpoints). Mixture runs are not tested."""

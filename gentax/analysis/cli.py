@@ -15,10 +15,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from gentax import jobspec, studyargs
-from gentax.analysis import artifacts
+from gentax import jobspec
+from gentax.analysis.jobs import KINDS
 from gentax.errors import GentaxError
-from gentax.io import atomic_path, read_result_json, write_json
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -58,7 +57,7 @@ def register(subparsers) -> None:
     parser.add_argument("--controls", help="the controls' properties, one row per level (.csv or .parquet; "
                                            "gentax.analysis.controls); optional: adds the controls' tables and figure")
     parser.add_argument("--out", required=True, help="output folder (replaced as a whole)")
-    studyargs.add_arguments(parser, "tables")
+    jobspec.add_study_arguments(parser, "tables")
     parser.add_argument("--window", type=_int_list, default=None,
                         help="checkpoint steps averaged per seed (default: the study's last eval.window checkpoints, "
                              "every rl.save_every steps up to grid.steps: 105,120,135,150 for the paper)")
@@ -100,84 +99,20 @@ def register(subparsers) -> None:
 
 
 def _register_jobs(subparsers) -> None:
-    """The workflow's bookkeeping steps, one verb each, run on a job spec (gentax.study.jobs)."""
-    for verb, func, what in (
-            ("summarize", _summarize, "one run's (or initial policy's) evaluations as long-format success rows"),
-            ("table", _artifact, "one table of the study from the run summaries it reads"),
-            ("figure", _artifact, "one figure of the study from the run summaries it reads"),
-            ("properties-table", _properties_table, "one row per domain from the property logs")):
+    """The workflow's bookkeeping steps, one verb each, run on a job spec (gentax.analysis.jobs)."""
+    for verb, what in (("summarize", "one run's (or initial policy's) evaluations as long-format success rows"),
+                       ("table", "one table of the study from the run summaries it reads"),
+                       ("figure", "one figure of the study from the run summaries it reads"),
+                       ("properties-table", "one row per domain from the property logs")):
         p = subparsers.add_parser(verb, help=what, description=what + " (a workflow job: --job SPEC).")
-        jobspec.add_argument(p, required=True)
-        p.set_defaults(func=func, verb=verb)
+        jobspec.add_arguments(p, required=True)
+        p.set_defaults(func=_job, verb=verb)
 
 
-#: the files each bookkeeping verb's spec names (its check: ``input_problems``)
-INPUT_KEYS = {"summarize": ("inputs",), "table": ("summaries", "properties", "controls"),
-              "figure": ("summaries", "properties", "controls"), "properties-table": ("inputs",)}
-
-
-def input_problems(verb: str, spec: dict, inputs) -> list[str]:
-    """The check of a bookkeeping job spec against its inputs (``gentax.jobspec``'s contract):
-    every file it reads is there; a table or figure is one the registry knows."""
-    out = jobspec.file_problems(spec, inputs, *INPUT_KEYS[verb])
-    if verb in ("table", "figure") and spec["name"] not in artifacts.names():
-        out.append(f"name: {spec['name']!r} is no {verb} of the registry (gentax/analysis/artifacts.py)")
-    return out
-
-
-def _take(args):
-    """The job spec (its job kind, ``gentax.jobspec.KINDS``) after its check; None under
-    ``--check`` (printed: the job would start)."""
-    spec = jobspec.read(args.verb, args.job)
-    jobspec.require(args.verb, input_problems(args.verb, spec, jobspec.OnDisk()))
-    if args.check:
-        jobspec.checked(args.verb)
-        return None
-    return spec
-
-
-def _summarize(args) -> int:
-    from gentax.analysis.summary import summarize_evals  # function-local: defers pandas
-
-    s = _take(args)
-    if s is None:
-        return 0
-    frame = summarize_evals(s["inputs"], s["keys"])
-    with atomic_path(s["out"]) as tmp:
-        frame.to_csv(tmp, index=False)
-    print(f"wrote {s['out']}: {len(frame)} rows")
-    return 0
-
-
-def _artifact(args) -> int:
-    """A table or figure and its provenance record (its inputs' hashes)."""
-    from gentax import provenance  # function-local: reads package metadata only when a job runs
-    from gentax.analysis.tables import build_one, study_options  # function-local: defers pandas and matplotlib
-
-    s = _take(args)
-    if s is None:
-        return 0
-    build_one(s["name"], list(s["summaries"]), s["properties"], s["outputs"], controls=s["controls"],
-              **study_options(s.to_dict()))
-    inputs = [*s["summaries"], *[f for f in (s["properties"], s["controls"]) if f]]
-    write_json(s["provenance"], provenance.job_record(s.to_dict(), None, inputs=inputs))
-    print(f"wrote {', '.join(s['outputs'].values())}")
-    return 0
-
-
-def _properties_table(args) -> int:
-    import pandas as pd  # function-local: `gentax --help` stays fast
-
-    s = _take(args)
-    if s is None:
-        return 0
-    rows = []
-    for path in s["inputs"]:
-        data = read_result_json(path, keys=("domain", "measures"))  # a property log (gentax properties)
-        rows.append({"domain": data["domain"], **data["measures"]})
-    with atomic_path(s["out"]) as tmp:
-        pd.DataFrame(rows).sort_values("domain").to_csv(tmp, index=False)
-    print(f"wrote {s['out']}: {len(rows)} domains")
+def _job(args) -> int:
+    spec = jobspec.take(KINDS[args.verb], args)
+    if spec is not None:
+        spec.run()
     return 0
 
 

@@ -1,4 +1,5 @@
-"""``gentax domains check``: play a domain's expert on N tasks and report what it measures.
+"""``gentax domains check``: play a domain's expert on N tasks and report what it measures; and
+``gentax tasks``: a domain's held-out task manifest (``gentax.domains.tasks``).
 
     gentax domains check --domain sokoban --episodes 20 --split eval --seed 0 [--json FILE]
                          [--num-workers W] [--max-steps M] [--option KEY=VALUE ...]
@@ -16,8 +17,10 @@ import argparse
 import json
 import time
 
+from gentax import jobspec
 from gentax.domains import make
 from gentax.domains.pool import EnvPool
+from gentax.domains.tasks import TasksJob
 from gentax.errors import GentaxError
 from gentax.io import write_json
 
@@ -36,6 +39,31 @@ def register(subparsers) -> None:
     check.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                        help="domain option (difficulty knob); VALUE is JSON when it parses, else a string")
     check.set_defaults(func=run_check)
+
+    tasks = subparsers.add_parser("tasks", help="write a domain's held-out eval task manifest (seeds + fingerprint)")
+    jobspec.add_arguments(tasks)
+    tasks.add_argument("--domain")
+    tasks.add_argument("--episodes", type=int, help="number of eval tasks (seeds 0..N-1)")
+    tasks.add_argument("--split", default="eval")
+    tasks.add_argument("--max-steps", type=int, default=None)
+    tasks.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                       help="domain option (difficulty knob); VALUE is JSON when it parses, else a string")
+    tasks.add_argument("--out")
+    tasks.set_defaults(func=run_tasks)
+
+
+def run_tasks(args: argparse.Namespace) -> int:
+    spec = jobspec.take(TasksJob, args)
+    if args.check:
+        return 0
+    if spec is None:
+        if args.domain is None or args.episodes is None or args.out is None:
+            raise GentaxError("gentax tasks: give --domain, --episodes and --out (or --job SPEC)")
+        spec = TasksJob(domain=args.domain, episodes=args.episodes, split=args.split, max_steps=args.max_steps,
+                        options=parse_options(args.option), out=args.out)
+    manifest = spec.run()
+    print(f"{spec.domain}: {len(manifest['seeds'])} {spec.split} tasks, fingerprint {manifest['fingerprint'][:16]}")
+    return 0
 
 
 def parse_options(pairs: list[str]) -> dict:

@@ -10,7 +10,7 @@ under the key of what it depends on, and a rerun puts back the results whose key
     keep(prefix, key)                # after the domain's result was written
 
 The key is the sha256 of: the domain's settings (its part of the job spec with the shared keys:
-``gentax.jobspec.evaluations``), the task manifest's bytes, the model folder's files (name, size,
+``gentax.rollout.jobs.evaluations``), the task manifest's bytes, the model folder's files (name, size,
 modification time: a checkpoint saved again is a new model), the filler reference's bytes, and
 every file of the gentax package (changed code replays every domain). Kept results are in
 ``<result folder>/.kept/``, named ``<result name>.<key><suffix>.kept``: the tables as hard links (no

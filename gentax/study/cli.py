@@ -1,6 +1,8 @@
 """``gentax plan``: print the study's plan (the grid of RL runs and what they imply), or with
-``--settings`` every job kind's effective settings and their sources (``gentax.study.settings``), or with
-``--power`` what each table can resolve (``gentax.study.power``)."""
+``--settings`` every job kind's effective settings and their sources, with ``--power`` what each table
+can resolve, with ``--cost`` the GPU-hours and disk it takes (the previews: ``gentax.study.preview``);
+``--check`` checks every job's spec against the inputs the plan writes, and that its GPU jobs fit.
+And ``gentax controls-properties-table``, the controls' table job."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from pathlib import Path
 
 from gentax import jobspec
 from gentax.io import REPO_ROOT
+from gentax.study.controls import ControlsTableJob
 from gentax.study.dag import PROFILES
 
 REPO = REPO_ROOT  # the repository: the Snakefile and profiles/
@@ -48,74 +51,16 @@ def register(sub) -> None:
                    help="with --cost: price only what one table/figure needs, e.g. results/tables/table5_augmentation.csv")
     p.set_defaults(func=_plan)
 
-    t = sub.add_parser("tasks", help="write a domain's held-out eval task manifest (seeds + fingerprint)")
-    jobspec.add_argument(t)
-    t.add_argument("--domain")
-    t.add_argument("--episodes", type=int, help="number of eval tasks (seeds 0..N-1)")
-    t.add_argument("--split", default="eval")
-    t.add_argument("--max-steps", type=int, default=None)
-    t.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="domain option (difficulty knob); VALUE is JSON when it parses, else a string")
-    t.add_argument("--out")
-    t.set_defaults(func=_tasks)
-
     c = sub.add_parser("controls-properties-table", help="one row per level of the controls from its property log",
                        description="One row per level of the controls from its property log (a workflow job).")
-    jobspec.add_argument(c, required=True)
+    jobspec.add_arguments(c, required=True)
     c.set_defaults(func=_controls_properties_table, verb="controls-properties-table")
 
 
 def _controls_properties_table(args) -> int:
-    """The controls' properties table; its job spec (gentax.study.jobs.controls_properties_table)
-    holds the levels, their property logs and the output."""
-    import pandas as pd  # function-local: `gentax --help` stays fast
-
-    from gentax import io as gio
-    from gentax.study.controls import ControlLevel, property_row
-
-    s = jobspec.read(args.verb, args.job)
-    from gentax.study.checks import controls_table_problems  # function-local: the verbs' checks import the stages' CLIs
-
-    jobspec.require(args.verb, controls_table_problems(s, jobspec.OnDisk()))
-    if args.check:
-        return jobspec.checked(args.verb)
-    rows = []
-    for level, path in zip(s["levels"], s["inputs"]):
-        level = dict(level)
-        run_label = level.pop("run_label")
-        data = gio.read_result_json(path, keys=("measures",))  # a level's property log (gentax properties)
-        rows.append(property_row(ControlLevel(**level), run_label, data["measures"]))
-    with gio.atomic_path(s["out"]) as tmp:
-        pd.DataFrame(rows).to_csv(tmp, index=False)
-    print(f"wrote {s['out']}: {len(rows)} levels")
-    return 0
-
-
-def _tasks(args) -> int:
-    """A task manifest; a job spec (gentax.study.jobs.tasks) holds domain, episodes, split,
-    max_steps, options and out."""
-    from gentax import io as gio
-    from gentax.domains.cli import parse_options
-    from gentax.domains.tasks import task_manifest
-    from gentax.errors import GentaxError
-
-    if args.job:
-        s = jobspec.read("tasks", args.job)
-        from gentax.study.checks import tasks_problems  # function-local: the verbs' checks import the stages' CLIs
-
-        jobspec.require("tasks", tasks_problems(s, jobspec.OnDisk()))
-        if args.check:
-            return jobspec.checked("tasks")
-    elif args.check:
-        raise GentaxError("gentax tasks --check checks a job spec: give --job SPEC")
-    elif args.domain is None or args.episodes is None or args.out is None:
-        raise GentaxError("gentax tasks: give --domain, --episodes and --out (or --job SPEC)")
-    else:
-        s = {"domain": args.domain, "episodes": args.episodes, "split": args.split, "max_steps": args.max_steps,
-             "options": parse_options(args.option), "out": args.out}
-    manifest = task_manifest(s["domain"], s["episodes"], split=s["split"], max_steps=s["max_steps"], options=s["options"])
-    gio.write_json(s["out"], manifest)
-    print(f"{s['domain']}: {len(manifest['seeds'])} {s['split']} tasks, fingerprint {manifest['fingerprint'][:16]}")
+    spec = jobspec.take(ControlsTableJob, args)
+    if spec is not None:
+        spec.run()
     return 0
 
 
@@ -130,30 +75,28 @@ def _plan(args) -> int:
         gplan.artifact_variants(Path(args.target).stem)  # an unknown name stops here, before any work
     # as the Snakefile: config/config.yaml is the base, the files are overrides (in order), laid over the
     # preset's overlay; the preset is --preset, else what the files set, else paper
-    cfg = gconfig.study_config(args.preset, args.config, memory=True)
+    cfg = gconfig.study_config(args.preset, args.config)
+    from gentax.study.preview import memory  # function-local, as the previews below: `gentax --help` stays fast
+
+    estimates = memory.check(cfg)  # every GPU training job fits its GPUs (cluster.memory_check), before any job runs
     if args.check:  # its dry-run says what a plan made away from the cluster or its disk lacks, as notes
         return _check_plan(cfg, args)
     for problem in gconfig.unmet_inputs(cfg):  # a plan may be made away from the cluster: said, not refused
         print(f"gentax: note: {problem} (a run stops before its first job)", file=sys.stderr)
-    if args.settings and args.verl:
-        from gentax.study import settings
-
-        print(settings.verl_config(cfg), end="")
-        return 0
     if args.settings:
-        from gentax.study import settings  # function-local, with the next: `gentax --help` stays fast
-        from gentax.study.memory import job_estimates
+        from gentax.study.preview import settings
 
-        if args.json:
+        if args.verl:
+            print(settings.verl_config(cfg), end="")
+        elif args.json:
             print(json.dumps(settings.effective_settings(cfg), indent=2, default=str))
         else:
-            memory = [job.line() for job in job_estimates(cfg)] if cfg.get("cluster", {}).get("memory_check") else []
-            print(settings.render(cfg, gconfig.study_config("paper"), memory), end="")
+            print(settings.render(cfg, gconfig.study_config("paper"), [job.line() for job in estimates]), end="")
         return 0
     if args.cost:
         return _cost(cfg, args)
     if args.power:
-        from gentax.study import power
+        from gentax.study.preview import power
 
         result = power.preview(cfg)
         print(json.dumps(result, indent=2, default=str) if args.json else power.render(result), end="\n" if args.json else "")

@@ -1,33 +1,22 @@
-"""The study's config: loading, the presets, validation (one line per error, naming the key).
+"""The study's config: loading, the presets, validation (one line per error, naming the key and
+the file that set it), and the RL and SFT sections the study's jobs receive. The bottom of the study
+layer: it imports nothing of the plan, the job specs or the previews.
 
-Contract:
-
-- ``study_config(preset, configfiles)`` is the study config of a preset, resolved and validated:
-  config/config.yaml (``STUDY_FILE``), the preset's overlay, the user's files. It is the package's one
-  reader of the workflow's config file (tests/test_config_reader.py): a command whose options
-  default to study values gets them at the command-line boundary (``gentax.cli``, through
-  ``command_line_defaults``), never by reading the file itself; the Snakefile reads the file it
-  was started with and hands it to ``with_preset``.
-- ``command_line_defaults(cfg)``: per command (``gentax eval``, ``properties``, ``tables``,
-  ``train rl``, ``sft``, ``augment preview``), the study values its options default to.
-- ``with_preset(base, overrides)`` builds the study from config/config.yaml (``base``), the preset's
-  overlay (``PRESET_OVERLAYS``: ``paper`` none, ``embedded`` config/embedded.yaml, ``gpu1``
-  config/gpu1.yaml over config/embedded.yaml's sections that ``OVERLAY_PARENTS`` names: ``overlay_layers``)
-  and the user's layers, each domain section that sets no step limit given its
-  domain's own (``with_step_limits``: the env's ``default_max_steps``); ``cli_overrides`` types nested ``--config`` values as
-  in a file; ``check_configfiles`` reads files the way ``snakemake --configfile`` will.
-- ``load_config(paths_or_dict)`` merges YAML files (later ones override, dicts deep-merged, lists
-  replaced, as Snakemake merges ``--configfile``) and validates.
-- ``validate(cfg)``: ``config_schema.yaml`` (filled in from the domain and variant registries,
-  ``schema()``; ``schema_file()`` writes it for ``snakemake.utils.validate``), cross-field rules,
-  every domain's knobs (its own ``check_options``) and the engines' own loaders of the RL and SFT
-  sections; with ``cluster.memory_check`` it also sizes every GPU training job (``gentax.study.memory``). A ``ConfigError`` names the key, the file that
-  set it (``config_sources``) and the closest valid key.
-- ``unmet_inputs(cfg)`` lists what the jobs need from this machine (the base model folder, a
-  writable results folder).
-
-The expansion of a valid config into runs, jobs and artifacts is ``gentax.study.plan``, which
-imports nothing of this module (so the memory check may read the plan).
+- ``study_config(preset, configfiles)``: the study config of a preset, resolved and validated:
+  config/config.yaml (``STUDY_FILE``), the preset's overlay (``PRESET_OVERLAYS``), the user's files.
+  The package's one reader of the workflow's config file (tests/test_config_reader.py); the
+  Snakefile reads the file it was started with and hands it to ``with_preset``.
+- ``validate(cfg, sources=...)``: ``config_schema.yaml`` (its lists filled in from the domain and
+  variant registries: ``schema()``; ``schema_file()`` for ``snakemake.utils.validate``), the rules
+  that span keys, every domain's knobs (its own ``check_options``) and the RL and SFT sections,
+  built by the engines' own loaders. A ``ConfigError`` names the key, the file that set it
+  (``config_sources``) and the closest valid key.
+- ``with_preset(base, overrides)``: config/config.yaml, the preset's overlay layers (``overlay_layers``:
+  gpu1's is laid over sections of embedded's, ``OVERLAY_PARENTS``), the user's; each domain section
+  without a step limit gets its env's own (``with_step_limits``).
+- ``study_rl(cfg)`` / ``study_sft(cfg, stage)``: the RL and SFT sections as the engines' loaders
+  read them (``gentax.study.jobs`` resolves each job's from them).
+- ``unmet_inputs(cfg)``: what the jobs need from this machine (the base model, a writable results folder).
 """
 
 from __future__ import annotations
@@ -39,12 +28,14 @@ from typing import Any, Iterable, Iterator
 
 from gentax import runspec
 from gentax.domains import domain_class
-from gentax.domains.spec import mixture_weights, names
+from gentax.domains.base import INVALID_PENALTY
+from gentax.domains import spec as domain_spec
+from gentax.domains.spec import mixture_weights, names, specs
+from gentax.dtype import sft_precision
 from gentax.errors import ConfigError, GentaxError, KeyProblem, did_you_mean, is_integer, number_hint, unknown_key
 from gentax.io import REPO_ROOT, deep_merge, read_yaml, repo_path
-from gentax.study.controls import check_controls, not_evaluated
-from gentax.study.plan import (SFT_BLOCKS, eval_filler, filler_experiments, rollout_settings, study_rl, study_sft,
-                               table_settings)
+from gentax.train.config import load_rl_config
+from gentax.train.sft_config import PRESETS as SFT_PRESETS
 from gentax.train.sft_config import load_sft_config
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
@@ -52,9 +43,7 @@ SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 
 @functools.lru_cache(maxsize=1)
 def _validator():
-    """The schema's validator, whose ``integer`` is an int (not 8.0, which JSON Schema counts as one):
-    one rule for whole numbers in every section (``gentax.errors.number_hint``; the RL and SFT
-    loaders and the job specs refuse 8.0 too)."""
+    """The schema's validator, whose ``integer`` is an int, not 8.0 (``gentax.errors.number_hint``)."""
     import jsonschema
 
     base = jsonschema.Draft202012Validator
@@ -63,10 +52,8 @@ def _validator():
 
 
 def schema() -> dict:
-    """``config_schema.yaml`` with its lists filled in from the registries: the domain-name enum and
-    the required ``domains`` sections (``gentax.domains.spec``), the variant-name enum
-    (``gentax.runspec``), the preset enum (``PRESET_OVERLAYS``). Only the enums are filled in: each
-    ``$def``'s title and description stay (config/README.md shows them)."""
+    """``config_schema.yaml`` with its lists filled in from the registries: the domains (names and
+    required sections), the variants, the presets."""
     out = read_yaml(SCHEMA_PATH)
     domains = list(names())
     out["$defs"]["domain_name"]["enum"] = domains
@@ -80,10 +67,8 @@ def schema() -> dict:
 
 @contextlib.contextmanager
 def schema_file() -> Iterator[Path]:
-    """``schema()`` as a JSON file that exists for the length of the ``with`` block: what the
-    Snakefile hands ``snakemake.utils.validate``, which reads a schema from a file only (Snakemake
-    9), while the lists the registries fill in exist only at load time. A private temporary folder
-    per call: nothing is left in the working directory, no two processes share the file."""
+    """``schema()`` as a JSON file for the ``with`` block (``snakemake.utils.validate`` reads a schema
+    from a file only), in a private temporary folder."""
     import json
     import tempfile
 
@@ -106,52 +91,18 @@ OVERLAY_PARENTS = {"gpu1": ("embedded", ("model", "engines", "domains", "cluster
 STUDY_FILE = REPO_ROOT / "config" / "config.yaml"
 
 
-def study_config(preset: str | None = None, configfiles: Iterable[str | Path] = (), *, memory: bool = False,
-                 check: bool = True) -> dict:
-    """The study config of ``preset``, resolved and validated as ``gentax plan`` and the Snakefile
-    resolve it: config/config.yaml, the preset's overlay, then ``configfiles`` in order (as ``snakemake
-    --configfile`` lays them). The preset is ``preset`` when given, else what the files set, else
-    paper. ``memory``: also run the GPU memory check (``validate``). A bad key is a ConfigError
-    naming it and the file that set it. ``check=False`` skips ``validate``: for the shipped presets
-    alone (CI checks them: config/resolved), read by a command line whose domain may be one a
-    ``GENTAX_DOMAINS`` module adds, which the study config has no section for."""
+def study_config(preset: str | None = None, configfiles: Iterable[str | Path] = (), *, check: bool = True) -> dict:
+    """The study config of ``preset`` (else what ``configfiles`` set, else paper): config/config.yaml,
+    the preset's overlay, then ``configfiles`` in order, as the Snakefile resolves it. ``check=False``
+    skips ``validate``: a command line's defaults from a shipped preset (CI checks those), whose
+    domain may be one a ``GENTAX_DOMAINS`` module adds."""
     overrides: dict = {}
     for layer in [read_yaml(path) for path in configfiles] + [{"preset": preset} if preset else {}]:
         overrides = deep_merge(overrides, layer)
     cfg = with_preset(read_yaml(STUDY_FILE), overrides, default="paper")
     if check:
-        validate(cfg, memory=memory, sources=config_sources(cfg["preset"], configfiles))
+        validate(cfg, sources=config_sources(cfg["preset"], configfiles))
     return cfg
-
-
-def command_line_defaults(cfg: dict) -> dict[str, dict[str, Any]]:
-    """What each command's options default to when its command line leaves them out, from the
-    study config ``cfg``: the values its workflow job would receive, taken from the job specs'
-    own builders (``gentax.study.plan.rollout_settings``, ``eval_filler``, ``table_settings``,
-    ``study_rl``, ``study_sft``; ``gentax.study.jobs.domain_settings``), so a command line and a job
-    agree. ``domains`` is the study's episode settings of every domain (step limit and knobs; a
-    command line's own are laid over them). ``eval`` / ``properties``: also the filler arm's
-    (``--think filler``). ``train rl``: ``engine`` (``engines.rl``), ``rl`` the study's RL block
-    (what ``--config`` is laid over), ``run`` a run named on the command line
-    (``gentax.runspec.from_defaults``' arguments): ``grid.steps``, the grid's first seed, every
-    domain's episode settings (``domains``) and the augmentation kind with V1's p and per-domain
-    budgets ``eps`` (``--variant aug``). ``sft`` (``gentax sft build-data`` and ``train``):
-    ``stages``, each SFT stage's section (what ``--config`` is laid over). ``augment preview``: the
-    augmentation ``kind``."""
-    from gentax.study.jobs import domain_settings  # function-local: defers numpy (gentax.train.grpo)
-
-    augmentation = {"kind": cfg["augmentation"]["kind"], "p": cfg["augmentation"]["v1"]["p"]}
-    domains = {domain: domain_settings(cfg, domain) for domain in cfg["domains"]}
-    rollout = {"domains": domains, "filler": eval_filler(cfg)}
-    run_augmentation = {**augmentation, "eps": {d: int(eps) for d, eps in cfg["augmentation"]["v1"]["eps"].items()}}
-    return {"eval": {**rollout_settings(cfg, "eval"), **rollout},
-            "properties": {**rollout_settings(cfg, "properties"), "augmentation": augmentation, **rollout},
-            "tables": table_settings(cfg),
-            "train rl": {"engine": cfg["engines"]["rl"], "rl": study_rl(cfg),
-                         "run": {"steps": cfg["grid"]["steps"], "seed": cfg["grid"]["seeds"][0], "domains": domains,
-                                 "augmentation": run_augmentation}},
-            "sft": {"stages": {stage: study_sft(cfg, stage) for stage in SFT_BLOCKS}, "domains": domains},
-            "augment preview": {"kind": cfg["augmentation"]["kind"]}}
 
 
 def with_preset(base: dict, overrides: dict, default: str = "embedded") -> dict:
@@ -196,8 +147,7 @@ def with_step_limits(cfg: dict) -> dict:
 
 def cli_overrides(overrides: dict, cli: dict) -> dict:
     """``overrides`` (Snakemake's merged --configfile files and --config pairs) with every nested
-    ``--config`` value read as YAML, as a config file reads it: Snakemake types a top-level
-    ``key=value`` (int, float, bool) but leaves each leaf of ``key={a: 4}`` text."""
+    ``--config`` value read as YAML (Snakemake leaves each leaf of ``key={a: 4}`` text)."""
     import yaml
 
     def typed(value: Any) -> Any:
@@ -217,8 +167,7 @@ def cli_overrides(overrides: dict, cli: dict) -> dict:
 
 
 def config_sources(preset: str, configfiles: Iterable[str | Path] = (), cli: dict | None = None) -> list[tuple[str, dict]]:
-    """Where each layer of the study config comes from, in merge order: config/config.yaml, the preset's
-    overlay, the user's files, ``--config``: what ``validate`` names beside a bad key."""
+    """(name, data) of each layer of the study config in merge order: what ``validate`` names beside a bad key."""
     def label(path: Path) -> str:
         return str(path.resolve().relative_to(REPO_ROOT)) if path.resolve().is_relative_to(REPO_ROOT) else str(path)
 
@@ -229,9 +178,8 @@ def config_sources(preset: str, configfiles: Iterable[str | Path] = (), cli: dic
 
 
 def check_configfiles(paths: Iterable[str | Path]) -> None:
-    """Each file given to ``snakemake --configfile`` read as Snakemake will read it, so that one it
-    cannot read is named (Snakemake's own message names no file): ConfigError for a missing file,
-    a YAML error, an empty file or one whose top level is not a mapping."""
+    """Each ``snakemake --configfile`` file read as Snakemake will read it, so that one it cannot read
+    is named (Snakemake's message names no file)."""
     for path in map(Path, paths):
         if path.is_file() and not path.read_text().strip():
             raise ConfigError(f"{path}: empty; a config file is a mapping of keys (e.g. `eval: {{episodes: 4}}`)")
@@ -240,9 +188,8 @@ def check_configfiles(paths: Iterable[str | Path]) -> None:
 
 def unmet_inputs(cfg: dict) -> list[str]:
     """What the jobs will need from this machine that is not there, one line each: the base model
-    (``model.base``, unless ``model.embedded``: a folder holding a config.json) and a writable
-    results folder. The Snakefile stops a run on any before its first job (``onstart``); a dry-run
-    and ``gentax plan`` only say them (a plan may be made away from the cluster)."""
+    folder (unless ``model.embedded``) and a writable results folder. A run stops on any; a plan
+    only says them (it may be made away from the cluster)."""
     import os
 
     problems = []
@@ -290,30 +237,23 @@ def load_config(sources: str | Path | dict | Iterable[str | Path | dict]) -> dic
     return cfg
 
 
-def validate(cfg: dict, *, memory: bool = True, sources: list[tuple[str, dict]] | None = None) -> None:
-    """Schema + cross-field rules; ``memory=False`` skips the GPU memory check (a cluster job
-    re-reading the Snakefile: the main process has checked). ``sources`` (``config_sources``):
-    the layers ``cfg`` was merged from, so a bad key's error names the file that set it."""
+def validate(cfg: dict, *, sources: list[tuple[str, dict]] | None = None) -> None:
+    """Schema + the rules that span keys + the domains' knobs + the RL and SFT sections. ``sources``
+    (``config_sources``): the layers ``cfg`` was merged from, so a bad key's error names the file
+    that set it. (The GPU memory check is a preview's: ``gentax.study.preview.memory.check``.)"""
     sources = sources or []
     errors = sorted(_validator().iter_errors(cfg), key=lambda e: (len(e.path), list(map(str, e.path))))
     if errors:
         raise _schema_error(errors, sources)
     try:
-        _check_domain_options(cfg, sources)  # before the controls, whose levels lay their knobs over these
-        _check_cross_fields(cfg, sources)
-        if memory and cfg.get("cluster", {}).get("memory_check"):
-            # function-local: gentax.study.memory reads gentax.study.settings, which reads this module (the one
-            # import cycle left; docs/contracts.md "Layers" says how the study package's split ends it)
-            from gentax.study.memory import check_memory
-
-            check_memory(cfg)  # every GPU training job fits its GPUs (DeepSpeed's estimators + activations)
+        _check_domain_options(cfg)  # before the controls, whose levels lay their knobs over these
+        _check_cross_fields(cfg)
     except ConfigError as exc:
         raise _named_source(exc, sources) from None
 
 
 def _named_source(exc: ConfigError, sources: list[tuple[str, dict]]) -> ConfigError:
-    """A check's error ("config key a.b.c: ...") with the file that set the key, as the schema's
-    errors have it: every section's errors alike (cross-field rules, controls, the memory check)."""
+    """A check's error ("config key a.b.c: ...") with the file that set the key (or its section)."""
     import re
 
     message = str(exc)
@@ -328,8 +268,8 @@ def _named_source(exc: ConfigError, sources: list[tuple[str, dict]]) -> ConfigEr
 
 
 def _schema_error(errors: list, sources: list[tuple[str, dict]]) -> ConfigError:
-    """One line for the schema's best-matching error: the key, what is wrong, a did-you-mean for an
-    unknown key, the number hint for text that reads as a number, and the file that set it."""
+    """One line for the schema's best-matching error: the key, what is wrong, a did-you-mean or the
+    number hint, and the file that set it."""
     import jsonschema
 
     err = jsonschema.exceptions.best_match(errors)
@@ -349,7 +289,7 @@ def _schema_error(errors: list, sources: list[tuple[str, dict]]) -> ConfigError:
     return ConfigError(f"config key {key}: {message}" + (f" (set in {where})" if where else ""))
 
 
-def _check_cross_fields(cfg: dict, sources: list[tuple[str, dict]]) -> None:
+def _check_cross_fields(cfg: dict) -> None:
     save_every = cfg["rl"]["save_every"]
     steps = cfg["grid"]["steps"]
     window = cfg["eval"]["window"]
@@ -381,13 +321,12 @@ def _check_cross_fields(cfg: dict, sources: list[tuple[str, dict]]) -> None:
             raise ConfigError(f"{key}.steps: must exceed grid.steps ({steps}) and be a multiple of rl.save_every ({save_every})")
     if cfg["model"]["embedded"] and "embedded_base" not in cfg:
         raise ConfigError("config key embedded_base: required when model.embedded is true")
-    _check_engine_sections(cfg, sources)
+    _check_engine_sections(cfg)
 
 
 def _check_mixtures(cfg: dict) -> None:
-    """Every mixture of ``grid.mixtures``: two or more known domains (checked also while the block is
-    off); when it is on, each an evaluated domain of the init, with an augmentation budget when the
-    variant is aug (a block that is off plans nothing, so another config's inits need not match it)."""
+    """Every mixture of ``grid.mixtures``: two or more known domains; when the block is on, each an
+    evaluated domain of the init, with an augmentation budget when the variant augments."""
     block = cfg["grid"].get("mixtures") or {}
     for i, exp in enumerate(block.get("experiments", [])):
         allowed = cfg["inits"][exp["init"]]["domains"]
@@ -409,9 +348,8 @@ def _check_mixtures(cfg: dict) -> None:
 
 
 def _check_filler(cfg: dict) -> None:
-    """Every planned filler-thinking experiment (``controls.filler`` when enabled, or a grid entry of
-    a variant in thinking mode filler): each domain an evaluated domain of the init with the
-    matching thinking (default) run planned, and the local RL engine (docs/STUDY.md)."""
+    """Every planned filler experiment (``controls.filler``, or a grid entry of a filler variant): each
+    domain evaluated by the init and with its thinking run planned; the local RL engine."""
     planned = [(f"config key controls.filler.experiments.{i}", exp) for i, exp in enumerate(filler_experiments(cfg))]
     planned += [(f"config key grid.experiments.{i}", exp) for i, exp in enumerate(cfg["grid"]["experiments"])
                 if runspec.think_mode(exp["variant"]) == "filler"]
@@ -430,15 +368,49 @@ def _check_filler(cfg: dict) -> None:
                               f"{cfg['engines']['rl']!r}; set engines.rl: local or plan no filler runs)")
 
 
+def not_evaluated(cfg: dict, key: str, init: str, domain: str) -> ConfigError:
+    """The error for a training domain the init is not evaluated on (``inits.<init>.domains``)."""
+    return ConfigError(f"{key}: {domain} is not an evaluated domain of {init} "
+                       f"(inits.{init}.domains: {', '.join(cfg['inits'][init]['domains'])})")
+
+
+def check_controls(cfg: dict) -> None:
+    """The enabled sweeps of ``controls`` (``gentax.study.controls``): level names once, the training
+    domain an evaluated domain of the init, a domain with augmentation sources for a richness
+    sweep, and every difficulty level's knobs (laid over the domain's) passing ``check_options``."""
+    for kind in ("difficulty", "richness"):
+        block = (cfg.get("controls") or {}).get(kind) or {}
+        if not block.get("enabled"):
+            continue
+        key = f"config key controls.{kind}"
+        levels = block.get("levels", [])
+        level_names = [level["name"] for level in levels]
+        if len(set(level_names)) < len(level_names):
+            raise ConfigError(f"{key}.levels: a level name is given twice ({', '.join(level_names)})")
+        domain = block["train_domain"]
+        if domain not in cfg["inits"][block["init"]]["domains"]:
+            raise not_evaluated(cfg, f"{key}.train_domain", block["init"], domain)
+        if kind == "richness" and any(block["eps"]):
+            try:
+                domain_spec.spec(domain).augmentation_or_error()
+            except GentaxError as exc:
+                raise ConfigError(f"{key}.train_domain: {exc}") from None
+        for order, level in enumerate(levels if kind == "difficulty" else []):
+            options = {**dict(cfg["domains"][domain].get("options") or {}), **dict(level.get("options") or {})}
+            try:
+                domain_class(domain).check_options(options)
+            except GentaxError as exc:
+                raise ConfigError(f"{key}.levels.{order}.options ({level['name']}): {exc}") from None
+
+
 def _needs_eps(variant: str, domain: str) -> bool:
     """A run of ``variant`` on ``domain`` reads the config's augmentation budget of ``domain``."""
     v = runspec.variant(variant)
     return v.augment and domain not in v.aug_eps
 
 
-def _check_domain_options(cfg: dict, sources: list[tuple[str, dict]]) -> None:
-    """Every domain's knobs, checked by the domain's own declarations (``DomainEnv.check_options``),
-    reported under the key the user wrote (and the file that set it)."""
+def _check_domain_options(cfg: dict) -> None:
+    """Every domain's knobs, checked by the domain's own ``check_options``."""
     for name, section in cfg["domains"].items():
         options = dict(section.get("options") or {})
         cls = domain_class(name)
@@ -446,18 +418,13 @@ def _check_domain_options(cfg: dict, sources: list[tuple[str, dict]]) -> None:
             cls.check_options(options)
         except GentaxError as exc:
             unknown = [key for key in options if key not in cls.default_options]
-            path = ["domains", name, "options", *unknown[:1]]
             hint = did_you_mean(unknown[0], cls.default_options) if unknown else ""
-            where = _set_in(sources, path)
-            raise ConfigError(f"config key {'.'.join(path)}: {exc}{hint}" + (f" (set in {where})" if where else "")) from None
+            raise ConfigError(f"config key {'.'.join(['domains', name, 'options', *unknown[:1]])}: {exc}{hint}") from None
 
 
-def _check_engine_sections(cfg: dict, sources: list[tuple[str, dict]]) -> None:
-    """The RL and SFT sections are validated by the engines' own loaders (one place for their keys),
-    whose errors (``KeyProblem``) are worded as the schema's: the key under the section the user
-    wrote, did-you-mean for an unknown one, the number hint, the file that set it."""
-    from gentax.train.config import load_rl_config  # function-local: defers numpy (gentax.train.grpo)
-
+def _check_engine_sections(cfg: dict) -> None:
+    """The RL and SFT sections, built by the engines' own loaders (one place for their keys), their
+    errors (``KeyProblem``) worded as the schema's."""
     checks = [("rl", lambda: load_rl_config(study_rl(cfg)))]
     checks += [(block, functools.partial(lambda stage: load_sft_config(study_sft(cfg, stage)), stage))
                for stage, block in SFT_BLOCKS.items()
@@ -466,9 +433,82 @@ def _check_engine_sections(cfg: dict, sources: list[tuple[str, dict]]) -> None:
         try:
             check()
         except KeyProblem as exc:
-            path = [*key.split("."), *exc.key]
-            where = _set_in(sources, path)
-            raise ConfigError(f"config key {'.'.join(map(str, path))}: {exc.problem}"
-                              + (f" (set in {where})" if where else "")) from None
+            raise ConfigError(f"config key {'.'.join(map(str, [key, *exc.key]))}: {exc.problem}") from None
         except ConfigError as exc:
             raise ConfigError(f"config key {key}: {exc}") from None
+
+
+# ---- the RL and SFT sections the jobs receive ------------------------------------------------------
+#: RL keys whose value is another study setting's: never set under ``rl:`` (``study_rl`` fills them)
+RL_FROM_STUDY = {"val_temperature": "eval.temperature"}
+
+
+def study_rl(cfg: dict) -> dict[str, Any]:
+    """The study's RL block as the RL engines' loader reads it: config ``rl:`` with the keys whose
+    value is another setting's (``RL_FROM_STUDY``: an RL run validates at the evaluations'
+    temperature), the penalty of an invalid step's sample the envs' (``INVALID_PENALTY``) unless
+    ``rl.invalid_penalty`` sets another, and verl's GPUs the cluster's unless
+    ``rl.verl.n_gpus_per_node`` sets RL's own."""
+    rl = _filled_from_study(cfg, cfg["rl"], RL_FROM_STUDY, "RL config", "rl",
+                            "the RL run's validation plays as the evaluations do")
+    rl.setdefault("invalid_penalty", -INVALID_PENALTY)  # the envs' reward of an invalid step, unless rl sets one
+    verl = dict(rl.get("verl") or {})
+    if verl.get("n_gpus_per_node") is None and "cluster" in cfg:
+        rl["verl"] = {**verl, "n_gpus_per_node": cfg["cluster"]["gpus_per_node"]}
+    return rl
+
+
+#: the SFT stages (``gentax.train.sft_config.PRESETS``) and the study config block holding each one's values
+SFT_BLOCKS = dict(zip(SFT_PRESETS, ("inits.v2.sft", "embedded_base")))
+#: SFT keys whose value is another study setting's: never set in an SFT block (``study_sft`` fills them)
+SFT_FROM_STUDY = {"history_length": "rl.history_length", "max_new_tokens": "rl.max_new_tokens",
+                  "temperature": "rl.temperature", "top_p": "rl.top_p", "generator": "engines.generator",
+                  "seed": "seed"}
+
+
+def _setting(cfg: dict, dotted: str) -> Any:
+    node = cfg
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
+def _filled_from_study(cfg: dict, block: dict, from_study: dict[str, str], section: str, where: str,
+                       why: str) -> dict[str, Any]:
+    """``block`` (the config's ``where``) with each key of ``from_study`` set to the study setting it
+    names; a block that sets one itself is refused (a ``section`` ``KeyProblem``, saying ``why``)."""
+    for key, source in from_study.items():
+        if key in block:
+            raise KeyProblem(section, (key,), f"set by {source} ({why}); remove {where}.{key}")
+    return {**block, **{key: _setting(cfg, source) for key, source in from_study.items()}}
+
+
+def study_sft(cfg: dict, preset: str) -> dict[str, Any]:
+    """The SFT section of the SFT stage ``preset`` (``SFT_BLOCKS``) as the engine's loader reads it:
+    the stage's block, where a mix weight of 0 drops the domain and its source (files merge key by
+    key: an override cannot delete a key); for the embedded warm start without a mix, the expert on
+    every domain whose spec has ``warm_start``; the keys whose value is another setting's
+    (``SFT_FROM_STUDY``: V1 is sampled as in its RL rollouts); ``engines.dtype`` as its ``precision``."""
+    if preset not in SFT_BLOCKS:
+        raise ConfigError(f"unknown SFT preset {preset!r}; valid: {', '.join(SFT_BLOCKS)}")
+    section = dict(_setting(cfg, SFT_BLOCKS[preset]) or {})
+    if "mix" in section and isinstance(section["mix"], dict):  # a weight that is no number stays, for the loader to name it
+        section["mix"] = {d: w for d, w in section["mix"].items() if not (is_integer(w) and w <= 0)}
+        if isinstance(section.get("sources"), dict):  # likewise merged key by key: only the mix's domains have one
+            section["sources"] = {d: s for d, s in section["sources"].items() if d in section["mix"]}
+    if preset == "embedded-base":
+        warm_start = [d for d, s in specs().items() if s.warm_start]
+        section.setdefault("mix", {d: 1 for d in warm_start})
+        section.setdefault("sources", {d: "expert" for d in warm_start})
+    section = _filled_from_study(cfg, section, SFT_FROM_STUDY, "SFT config", SFT_BLOCKS[preset],
+                                 "the SFT jobs take it from there, as the RL and evaluation jobs do")
+    dtype = cfg["engines"].get("dtype", "auto")
+    if dtype != "auto":
+        section["precision"] = sft_precision(dtype)
+    return section
+
+
+def filler_experiments(cfg: dict) -> list[dict]:
+    """``controls.filler.experiments`` when ``controls.filler.enabled``, else none."""
+    block = (cfg.get("controls") or {}).get("filler") or {}
+    return list(block.get("experiments", [])) if block.get("enabled") else []

@@ -1,45 +1,27 @@
-"""The controls the paper lacked: what the config's ``controls`` block plans.
+"""The controls the paper lacked: the levels the config's ``controls`` block plans.
 
 Two sweeps separate the paper's two confounded explanations of the generalization tax:
-
-- ``controls.difficulty``: one training domain at several difficulty levels (overrides of the
-  domain's own knobs, ``domains.<d>.max_steps`` / ``options``), augmentation off, so the state
-  text stays the domain's own;
-- ``controls.richness``: the same domain at its configured difficulty with augmentation budgets
-  ``eps`` (0 included: no text inserted), each trajectory augmented with probability ``p``.
-
-``controls.filler`` belongs to the filler-thinking arm (``gentax.study.plan.filler_settings``) and is not read here.
-
-Contract::
-
-    control_levels(cfg) -> list[ControlLevel]     # [] when no sweep is enabled
-    check_controls(cfg)                           # ConfigError naming the key; plan time
-
-A ``ControlLevel`` is one setting of the training domain: its runs are
-``(init, train_domain, label, seed)`` for every ``grid.seeds`` seed, ``grid.steps`` steps, where
-``label`` (``difficulty-<level>`` / ``richness-eps<N>``) is the run's variant name in paths and in
-the success summary; ``variant`` is the registered variant it is built on (think mode: ``default``
-or ``nothink``; a richness level: ``aug``, or ``default`` at eps 0, where nothing is inserted).
-``gentax.study.plan`` makes each level's runs ``RunSpec``s (``plan.control_run``: the variant with the
-level's domain setting and augmentation, ``label`` = the level's); a level whose run is a grid
-run in all but name and length reads that run instead of training it again. Each level has its own property log (the base
-policy ``properties.init`` on the level's setting, as Table 3 measures every domain), so ΔOOD
-can be read against the *measured* richness and complexity of what the run trained on.
-
-In-domain evaluation: a control run is evaluated on every domain of its init at the domains'
-configured settings (``domains.*``), the training domain included, i.e. on the same tasks as
-every other run; its ΔOOD reads only the other domains. Its own level's base success is in its
-property log.
+``controls.difficulty``, one training domain at several difficulty levels (overrides of its knobs and
+step limit), augmentation off; ``controls.richness``, the same domain at its configured difficulty
+with augmentation budgets ``eps`` (0: nothing inserted). ``control_levels(cfg)``: one
+``ControlLevel`` per level (its runs: ``gentax.study.plan.control_run``, named by ``label``; a level
+whose run is a grid run in all but name reads that run instead of training it again). Each level
+has its own property log (``properties.init`` on the level's setting), so ΔOOD can be read against
+the measured richness and complexity of what the run trained on; a control run is evaluated on
+every domain of its init at the configured settings. ``ControlsTableJob``: their table's job.
+The config's check of the block is ``gentax.study.config.check_controls``.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple
+import typing
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple
 
-from gentax.domains import domain_class
-from gentax.domains import spec as domain_spec
-from gentax.errors import ConfigError, GentaxError
+from gentax import io as gio
+from gentax import jobspec
+from gentax.jobspec import JobKind
 from gentax.study import paths
 
 DIFFICULTY = "difficulty"
@@ -102,40 +84,6 @@ def control_levels(cfg: dict) -> list[ControlLevel]:
     return out
 
 
-def not_evaluated(cfg: dict, key: str, init: str, domain: str) -> ConfigError:
-    """The error for a training domain the init is not evaluated on (``inits.<init>.domains``)."""
-    return ConfigError(f"{key}: {domain} is not an evaluated domain of {init} "
-                       f"(inits.{init}.domains: {', '.join(cfg['inits'][init]['domains'])})")
-
-
-def check_controls(cfg: dict) -> None:
-    """Cross-field rules of the enabled sweeps: the training domain is an evaluated domain of
-    the init, and every difficulty level's knobs pass the domain's own ``check_options``."""
-    for kind in KINDS:
-        block = enabled(cfg, kind)
-        if not block:
-            continue
-        key = f"config key controls.{kind}"
-        names = [level["name"] for level in block.get("levels", [])]
-        if len(set(names)) < len(names):
-            raise ConfigError(f"{key}.levels: a level name is given twice ({', '.join(names)})")
-        if block["train_domain"] not in cfg["inits"][block["init"]]["domains"]:
-            raise not_evaluated(cfg, f"{key}.train_domain", block["init"], block["train_domain"])
-    block = enabled(cfg, RICHNESS)
-    if block and any(block["eps"]):
-        try:
-            domain_spec.spec(block["train_domain"]).augmentation_or_error()
-        except GentaxError as exc:
-            raise ConfigError(f"config key controls.richness.train_domain: {exc}") from None
-    for level in control_levels(cfg):
-        if level.control != DIFFICULTY:
-            continue
-        try:
-            domain_class(level.train_domain).check_options(dict(level.domain["options"]))
-        except GentaxError as exc:
-            raise ConfigError(f"config key controls.difficulty.levels.{level.order}.options ({level.level}): {exc}") from None
-
-
 def measures_plain_states(cfg: dict, level: ControlLevel) -> bool:
     """The level's training states are the domain's as configured, without inserted text: its
     property log is Table 3's log of the domain (``properties/<domain>.json``), not a second one."""
@@ -160,3 +108,52 @@ def property_row(level: ControlLevel, run_label: str, measures: dict[str, Any]) 
 
 #: The measures of a level's property log carried into the controls' tables.
 PROPERTY_MEASURES = ("richness", "tokens_per_obs", "complexity", "success", "n_episodes")
+
+
+class ControlDomain(typing.TypedDict):
+    """A control level's training-domain setting."""
+    max_steps: int
+    options: dict[str, Any]
+
+
+class ControlLevelSpec(typing.TypedDict):
+    """One level of the controls' table (a ``ControlLevel`` and the variant label of the runs it reads)."""
+    control: str
+    level: str
+    order: int
+    init: str
+    train_domain: str
+    variant: str
+    domain: ControlDomain
+    augmentation: dict[str, Any]
+    run_label: str
+
+
+@dataclass(frozen=True)
+class ControlsTableJob(JobKind):
+    """``gentax controls-properties-table``: one row per level of the controls from its property log."""
+    verb: ClassVar[str] = "controls-properties-table"
+    levels: list[ControlLevelSpec]
+    inputs: list[str]
+    out: str
+
+    @classmethod
+    def problems(cls, spec, inputs) -> list[str]:
+        """One property log per level, each there."""
+        out = jobspec.file_problems(spec, inputs, "inputs")
+        if len(spec["levels"]) != len(spec["inputs"]):
+            out.append(f"levels: {len(spec['levels'])} levels but {len(spec['inputs'])} property logs (inputs): one per level")
+        return out
+
+    def run(self) -> None:
+        import pandas as pd  # function-local: `gentax --help` stays fast
+
+        rows = []
+        for level, path in zip(self.levels, self.inputs):
+            level = dict(level)
+            run_label = level.pop("run_label")
+            data = gio.read_result_json(path, keys=("measures",))  # a level's property log (gentax properties)
+            rows.append(property_row(ControlLevel(**level), run_label, data["measures"]))
+        with gio.atomic_path(self.out) as tmp:
+            pd.DataFrame(rows).to_csv(tmp, index=False)
+        print(f"wrote {self.out}: {len(rows)} levels")

@@ -1,12 +1,7 @@
-"""Where every artifact of the study lives, relative to the working directory (config ``results``).
-
-One place for the layout: the Snakefile's rules and input functions (rules/common.smk), the job
-specs (``gentax.study.jobs``) and the plan build every path here, so a job's spec and the rule that
-runs it name the same files. Contract: each function takes the validated workflow config first and
-returns a ``str`` path (or ``[]`` where an artifact does not exist in this config, for rule inputs).
-A rule's output pattern is the same function called with wildcards for its arguments
-(``tasks(cfg, "{domain}")`` is ``<results>/tasks/{domain}.json``), so a path is spelled once. The
-``relative_*`` functions give the layout under the results folder where the plan lists it so.
+"""Where every file of the study lives, under the config's ``results`` folder: one spelling for the
+rules' inputs and outputs (rules/*.smk), the job specs (``gentax.study.jobs``) and the plan. A rule's
+output pattern is the same function called with wildcards for arguments (``tasks(cfg, "{domain}")``
+is ``<results>/tasks/{domain}.json``); ``relative_*`` give a path under the results folder.
 """
 
 from __future__ import annotations

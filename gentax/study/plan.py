@@ -1,25 +1,14 @@
-"""The study's plan: the expansion of a validated config into runs, jobs and artifacts.
+"""The study's plan: a validated config expanded into runs, checkpoints and artifacts.
 
-One place for "what the study consists of", used by the Snakefile's input functions
-(rules/common.smk), the job specs (``gentax.study.jobs``) and ``gentax plan``. Loading and
-validating the config is ``gentax.study.config``. Contract:
-
-- ``runs(cfg)`` lists every RL run after V1 as a resolved ``gentax.runspec.RunSpec`` (``Run`` is
-  the same class): init, training domains with weights (``train_domain`` is its path label),
-  variant, seed, steps, thinking, augmentation and the training domains' settings; built here once
-  and handed as it is to the rules, the engines and evaluation. An extended run (Tables 4/9/10) is
-  the default run with more steps, never a second run. ``v1_run(cfg)`` is Ckpt V1's training run.
-- ``segments(cfg, run)`` splits a run into resumable training segments: ``[(0, 150), (150, 300)]``;
-  segment k+1 resumes from the state segment k saved. ``checkpoint_keep(cfg, run, end)`` = what a
-  segment keeps of the run's checkpoints (``disk.keep_checkpoints``).
-- ``eval_steps(cfg, run, part)`` = the checkpoints evaluated: the last ``eval.window`` checkpoints at
-  ``grid.steps`` ("main") and at an extended run's own last step ("extended"), or all checkpoints
-  with ``eval.all_checkpoints``.
-- What each table/figure is and reads is its entry in the registry (``gentax.analysis.artifacts``):
-  ``table_names``, ``figure_names``, ``artifact_variants``, ``artifact_runs``, ``artifact_reads`` /
-  ``artifact_inputs`` and ``artifact_path`` derive from it, and the Snakefile's input functions
-  (rules/common.smk) call them. Which jobs a table needs is Snakemake's DAG of those rules
-  (``gentax.study.dag``), which ``gentax plan --cost`` prices: no copy of the graph is kept here.
+What the study consists of, for the Snakefile's input functions (rules/common.smk), the job specs
+(``gentax.study.jobs``) and ``gentax plan``. ``runs(cfg)``: every RL run after Ckpt V1 as a resolved
+``gentax.runspec.RunSpec`` (the grid's, the mixtures', the filler arm's and the controls' own), built
+once and handed as it is to the rules and the engines; an extended run (Tables 4/9/10) is the
+default run with more steps, trained in ``segments`` (each resumes the state the previous saved).
+``eval_steps``: the checkpoints evaluated (the last ``eval.window`` at ``grid.steps``, "main", and
+at an extended run's end, "extended"). What a table or figure reads derives from its registry
+entry (``gentax.analysis.artifacts``: ``artifact_names``, ``artifact_runs``, ``artifact_inputs``);
+which jobs it needs is Snakemake's DAG of the rules (no copy of the graph is kept here).
 """
 
 from __future__ import annotations
@@ -31,70 +20,19 @@ from typing import Any
 
 from gentax import runspec
 from gentax.analysis import artifacts
-from gentax.domains.base import INVALID_PENALTY
-from gentax.domains.spec import is_mixture, mixture_weights, names, specs
-from gentax.dtype import sft_precision
-from gentax.errors import ConfigError, KeyProblem, is_integer
+from gentax.domains.spec import is_mixture, mixture_weights, names
+from gentax.errors import ConfigError
 from gentax.runspec import RunSpec
 from gentax.study import paths
-from gentax.study.controls import ControlLevel, control_levels, enabled, property_path
+from gentax.study.config import filler_experiments, study_sft
+from gentax.study.controls import ControlLevel, control_levels, property_path
 from gentax.train.runs import saved_steps
-from gentax.train.sft_config import PRESETS as SFT_PRESETS
 from gentax.train.sft_config import load_sft_config
-
-VARIANTS = runspec.variant_names()  # what each means: gentax/runspec.py
-
-
-def __getattr__(name: str):
-    """The per-artifact lists the Snakefile's input functions read, derived from the registry
-    (``gentax.analysis.artifacts``) on each use."""
-    if name in _DERIVED_LISTS:
-        return _DERIVED_LISTS[name]()
-    raise AttributeError(name)
-
-
-def _variants_of(kind: str) -> dict[str, list[str]]:
-    return {n: list(artifacts.get(n).variants) for n in artifacts.names(kind, planned="always")}
-
-
-_DERIVED_LISTS = {
-    "TABLE_VARIANTS": lambda: _variants_of("table"),  # the always-planned tables: the variants each reads
-    "FIGURE_VARIANTS": lambda: _variants_of("figure"),
-    "TABLES_WITH_PROPERTIES": lambda: {a.name for a in artifacts.entries() if a.properties},
-    "WITH_EXTENDED": lambda: {a.name for a in artifacts.entries() if a.extended},
-    "MIXTURE_ARTIFACTS": lambda: artifacts.names(planned="mixtures"),
-    "CONTROL_NAMES": lambda: artifacts.names(planned="controls"),
-}
-
-
-Run = RunSpec  # a planned run (gentax.runspec)
 
 
 def sft_domains(cfg: dict, preset: str) -> list[str]:
     """The domains the SFT stage ``preset``'s data comes from (its mix: ``study_sft``)."""
     return load_sft_config(study_sft(cfg, preset)).active_domains()
-
-
-def eval_episodes(cfg: dict, domain: str) -> int:
-    """Held-out tasks evaluated on ``domain`` (its task manifest, every checkpoint's evaluation):
-    ``eval.episodes_per_domain[domain]`` where given, else ``eval.episodes``."""
-    ev = cfg["eval"]
-    return int((ev.get("episodes_per_domain") or {}).get(domain, ev["episodes"]))
-
-
-def property_log_domains(cfg: dict) -> set[str]:
-    """The domains with a property log in the plan: Table 3's (every domain of ``properties.init``)
-    and each level of the controls' (its training domain)."""
-    return set(eval_domains(cfg, cfg["properties"]["init"])) | {level.train_domain for level in control_levels(cfg)}
-
-
-def manifest_size(cfg: dict, domain: str) -> int:
-    """Tasks in ``domain``'s task manifest: the most any job of the plan plays from it (its
-    evaluations' ``eval_episodes``, its property logs' ``properties.episodes``). Every job plays the
-    first ``episodes`` tasks of the manifest, a prefix, so a domain's evaluations and property logs
-    share their first tasks (docs/workflow.md, "Task manifests")."""
-    logs = int(cfg["properties"]["episodes"]) if domain in property_log_domains(cfg) else 0
-    return max(eval_episodes(cfg, domain), logs)
 
 
 def rollout_batch_size(cfg: dict, domain: str) -> int | None:
@@ -124,82 +62,6 @@ def rollout_settings(cfg: dict, kind: str) -> dict[str, Any]:
     else:
         out["errors_as_losses"] = ev.get("errors_as_losses", False)
     return out
-
-
-#: RL keys whose value is another study setting's: never set under ``rl:`` (``study_rl`` fills them)
-RL_FROM_STUDY = {"val_temperature": "eval.temperature"}
-
-
-def study_rl(cfg: dict) -> dict[str, Any]:
-    """The study's RL block as the RL engines' loader reads it: config ``rl:`` with the RL keys whose
-    value is another setting's (``RL_FROM_STUDY``): the validation inside an RL run plays at the
-    evaluations' temperature. A config that sets one of them under ``rl:`` is refused, naming the key
-    that holds it. The penalty of an invalid step's sample is the envs' (``INVALID_PENALTY``) unless
-    ``rl.invalid_penalty`` sets another. A run's GPUs (``verl.n_gpus_per_node``) are the cluster's (``cluster.gpus_per_node``,
-    the SFT job's too) unless ``rl.verl.n_gpus_per_node`` gives RL its own count."""
-    rl = _filled_from_study(cfg, cfg["rl"], RL_FROM_STUDY, "RL config", "rl",
-                            "the RL run's validation plays as the evaluations do")
-    rl.setdefault("invalid_penalty", -INVALID_PENALTY)  # the envs' reward of an invalid step, unless rl sets one
-    verl = dict(rl.get("verl") or {})
-    if verl.get("n_gpus_per_node") is None and "cluster" in cfg:
-        rl["verl"] = {**verl, "n_gpus_per_node": cfg["cluster"]["gpus_per_node"]}
-    return rl
-
-
-#: the SFT stages (``gentax.train.sft_config.PRESETS``) and the study config block holding each one's values
-SFT_BLOCKS = dict(zip(SFT_PRESETS, ("inits.v2.sft", "embedded_base")))
-#: SFT keys whose value is another study setting's: never set in an SFT block (``study_sft`` fills them)
-SFT_FROM_STUDY = {"history_length": "rl.history_length", "max_new_tokens": "rl.max_new_tokens",
-                  "temperature": "rl.temperature", "top_p": "rl.top_p", "generator": "engines.generator",
-                  "seed": "seed"}
-
-
-def _setting(cfg: dict, dotted: str) -> Any:
-    node = cfg
-    for part in dotted.split("."):
-        node = node[part]
-    return node
-
-
-def _filled_from_study(cfg: dict, block: dict, from_study: dict[str, str], section: str, where: str,
-                       why: str) -> dict[str, Any]:
-    """``block`` (the config's ``where``) with each key of ``from_study`` set to the study setting it
-    names; a block that sets one itself is refused (a ``section`` ``KeyProblem``, saying ``why``)."""
-    for key, source in from_study.items():
-        if key in block:
-            raise KeyProblem(section, (key,), f"set by {source} ({why}); remove {where}.{key}")
-    return {**block, **{key: _setting(cfg, source) for key, source in from_study.items()}}
-
-
-def study_sft(cfg: dict, preset: str) -> dict[str, Any]:
-    """The SFT section a job of the SFT stage ``preset`` (``SFT_BLOCKS``) receives, as the SFT
-    engine's loader reads it (``load_sft_config``; its ``data()`` / ``train()`` are the two jobs'
-    parts): the stage's block of the study config, where a mix weight of 0 drops that domain and its
-    source (config files merge key by key, so an override cannot delete a key of config/config.yaml's); for the
-    embedded warm start without a mix of its own, weight 1 and the expert for every domain whose spec
-    has ``warm_start`` (``gentax.domains.spec``); the keys whose value is another setting's
-    (``SFT_FROM_STUDY``: the V1 model is sampled as in its RL rollouts and sees what the RL runs'
-    agent sees); ``engines.dtype``, when not ``auto``, as its ``precision``. The one builder of an
-    SFT section in the study layer: the jobs, the plan's pricing, the config check, the memory
-    check, ``gentax plan --settings`` and ``gentax sft``'s defaults all read it. A block that sets a
-    key of ``SFT_FROM_STUDY`` is refused (``KeyProblem``), naming the key that holds it."""
-    if preset not in SFT_BLOCKS:
-        raise ConfigError(f"unknown SFT preset {preset!r}; valid: {', '.join(SFT_BLOCKS)}")
-    section = dict(_setting(cfg, SFT_BLOCKS[preset]) or {})
-    if "mix" in section and isinstance(section["mix"], dict):  # a weight that is no number stays, for the loader to name it
-        section["mix"] = {d: w for d, w in section["mix"].items() if not (is_integer(w) and w <= 0)}
-        if isinstance(section.get("sources"), dict):  # likewise merged key by key: only the mix's domains have one
-            section["sources"] = {d: s for d, s in section["sources"].items() if d in section["mix"]}
-    if preset == "embedded-base":
-        warm_start = [d for d, s in specs().items() if s.warm_start]
-        section.setdefault("mix", {d: 1 for d in warm_start})
-        section.setdefault("sources", {d: "expert" for d in warm_start})
-    section = _filled_from_study(cfg, section, SFT_FROM_STUDY, "SFT config", SFT_BLOCKS[preset],
-                                 "the SFT jobs take it from there, as the RL and evaluation jobs do")
-    dtype = cfg["engines"].get("dtype", "auto")
-    if dtype != "auto":
-        section["precision"] = sft_precision(dtype)
-    return section
 
 
 # ---- the grid --------------------------------------------------------------------------------
@@ -249,12 +111,6 @@ def _grid_runs(cfg: dict) -> list[RunSpec]:
     return out
 
 
-def filler_experiments(cfg: dict) -> list[dict]:
-    """``controls.filler.experiments`` when ``controls.filler.enabled``, else none."""
-    block = enabled(cfg, "filler")
-    return list(block.get("experiments", [])) if block else []
-
-
 def filler_settings(cfg: dict) -> dict[str, Any]:
     """What a filler job needs of ``controls.filler``: source, token, eval_tokens."""
     block = cfg["controls"]["filler"]
@@ -270,7 +126,7 @@ def eval_filler(cfg: dict) -> dict[str, Any]:
             "tokens": None if filler["eval_tokens"] == "matched" else int(filler["eval_tokens"])}
 
 
-def filler_reference(cfg: dict, run: Run) -> Run:
+def filler_reference(cfg: dict, run: RunSpec) -> RunSpec:
     """The thinking run a filler run matches (same init, training domain, seed; variant default):
     its per-step mean think tokens are the filler run's filler lengths."""
     return find_run(cfg, run.init, run.train_domain, runspec.DEFAULT_VARIANT, run.seed)
@@ -288,7 +144,7 @@ def mixture_experiments(cfg: dict) -> list[dict]:
     return list(block.get("experiments", [])) if block.get("enabled") else []
 
 
-def find_run(cfg: dict, init: str, train_domain: str, variant: str, seed: int) -> Run:
+def find_run(cfg: dict, init: str, train_domain: str, variant: str, seed: int) -> RunSpec:
     """The planned run of a run folder (``variant``: its variant label, a control run's label)."""
     for run in runs(cfg):
         if (run.init, run.train_domain, run.variant_label, run.seed) == (init, train_domain, variant, int(seed)):
@@ -296,7 +152,7 @@ def find_run(cfg: dict, init: str, train_domain: str, variant: str, seed: int) -
     raise ConfigError(f"no planned run {runspec.run_path(init, train_domain, variant, seed)}")
 
 
-def segments(cfg: dict, run: Run) -> list[tuple[int, int]]:
+def segments(cfg: dict, run: RunSpec) -> list[tuple[int, int]]:
     base = cfg["grid"]["steps"]
     return [(0, base)] if run.steps <= base else [(0, base), (base, run.steps)]
 
@@ -323,7 +179,7 @@ def window(cfg: dict, end: int) -> list[int]:
     return [end - every * i for i in reversed(range(k))]
 
 
-def eval_steps(cfg: dict, run: Run, part: str | None = None) -> list[int]:
+def eval_steps(cfg: dict, run: RunSpec, part: str | None = None) -> list[int]:
     """Checkpoints to evaluate; ``part`` "main" keeps those up to ``grid.steps``, "extended" the
     ones after it (so tables of the 150-step runs never wait for extended training)."""
     if cfg["eval"].get("all_checkpoints"):
@@ -344,7 +200,7 @@ def keep_evaluated(cfg: dict) -> bool:
     return (cfg.get("disk") or {}).get("keep_checkpoints", "all") == "evaluated"
 
 
-def kept_steps(cfg: dict, run: Run) -> list[int]:
+def kept_steps(cfg: dict, run: RunSpec) -> list[int]:
     """The checkpoints of ``run`` whose weights stay: every one it saves, or with ``keep_evaluated``
     the ones its evaluations read (``eval_steps``, both parts: a later segment never drops an
     earlier segment's evaluated checkpoint before its evaluation has run)."""
@@ -354,9 +210,9 @@ def kept_steps(cfg: dict, run: Run) -> list[int]:
     return sorted({step for start, end in segments(cfg, run) for step in saved_steps(start, end, every)})
 
 
-def checkpoint_keep(cfg: dict, run: Run, end: int) -> dict[str, Any] | None:
+def checkpoint_keep(cfg: dict, run: RunSpec, end: int) -> dict[str, Any] | None:
     """What the training segment of ``run`` that ends at ``end`` keeps when it ends (its job
-    spec's ``keep``, ``gentax.jobspec.CheckpointKeep``); None: everything (``disk.keep_checkpoints:
+    spec's ``keep``, ``gentax.train.jobs.CheckpointKeep``); None: everything (``disk.keep_checkpoints:
     all``). The newest checkpoint keeps its resume state only while a later segment of the run is
     planned (extended training resumes from it); the run's last segment drops it."""
     if not keep_evaluated(cfg):
@@ -371,7 +227,7 @@ def v1_checkpoint_keep(cfg: dict) -> dict[str, Any] | None:
     return {"steps": [int(cfg["inits"]["v1"]["rl"]["steps"])], "resume_state": False}
 
 
-def segment_of(cfg: dict, run: Run, step: int) -> tuple[int, int]:
+def segment_of(cfg: dict, run: RunSpec, step: int) -> tuple[int, int]:
     for start, end in segments(cfg, run):
         if start < step <= end:
             return start, end
@@ -505,7 +361,7 @@ def _artifact(name: str) -> artifacts.Artifact:
     return artifacts.get(name)
 
 
-def artifact_runs(cfg: dict, name: str) -> list[Run]:
+def artifact_runs(cfg: dict, name: str) -> list[RunSpec]:
     """The runs a table or figure reads: those of its variants on one domain; an artifact planned
     with the mixtures reads the mixture runs and their members' single-domain runs of the same
     init and variant; one planned with the controls the runs its levels read."""
@@ -532,38 +388,21 @@ def artifact_variants(name: str, cfg: dict | None = None) -> list[str]:
     return list(artifact.variants)
 
 
-@dataclasses.dataclass(frozen=True)
-class Reads:
-    """What one table or figure reads: run summaries (run, part), base rows (init, variant), and
-    whether it reads the properties table and the controls' properties table."""
-    runs: tuple[tuple[Run, str], ...]
-    bases: tuple[tuple[str, str], ...]
-    properties: bool
-    controls: bool
-
-
-def artifact_reads(cfg: dict, name: str) -> Reads:
-    """The inputs of table/figure ``name`` from its registry entry: its runs' main summaries (and
-    extended ones where the entry reads them and the run has extended checkpoints), the base rows
-    of its variants (always the default's), and the properties tables it reads."""
+def artifact_inputs(cfg: dict, name: str) -> dict[str, Any]:
+    """The input files of the rule that builds table/figure ``name``, from its registry entry:
+    ``summaries`` (its runs' main summaries, and the extended ones where the entry reads them and
+    the run has extended checkpoints; the base rows of its variants, always the default's), and
+    ``properties`` / ``controls`` when it reads those tables."""
     artifact, variants = _artifact(name), artifact_variants(name, cfg)
     parts = [(run, "main") for run in artifact_runs(cfg, name)]
     if artifact.extended:
         parts += [(run, "extended") for run, _ in list(parts) if eval_steps(cfg, run, "extended")]
     bases = [(init, v) for init in ("v1", "v2") for v in base_variants(cfg, init) if v in variants or v == "default"]
-    return Reads(tuple(parts), tuple(bases), artifact.properties, artifact.controls)
-
-
-def artifact_inputs(cfg: dict, name: str) -> dict[str, Any]:
-    """The input files of the rule that builds table/figure ``name`` (``artifact_reads`` as paths):
-    ``summaries``, and ``properties`` / ``controls`` when it reads them."""
-    reads = artifact_reads(cfg, name)
-    inputs: dict[str, Any] = {"summaries": sorted(
-        {paths.run_summary(cfg, part, run.path) for run, part in reads.runs}
-        | {paths.base_summary(cfg, init, v) for init, v in reads.bases})}
-    if reads.properties:
+    inputs: dict[str, Any] = {"summaries": sorted({paths.run_summary(cfg, part, run.path) for run, part in parts}
+                                                  | {paths.base_summary(cfg, init, v) for init, v in bases})}
+    if artifact.properties:
         inputs["properties"] = paths.properties_table(cfg)
-    if reads.controls:
+    if artifact.controls:
         inputs["controls"] = paths.controls_table(cfg)
     return inputs
 

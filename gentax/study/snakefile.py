@@ -12,7 +12,7 @@ from gentax.errors import ConfigError
 from gentax.io import read_yaml
 from gentax.study import config as gconfig
 from gentax.study import paths as gpaths
-from gentax.study.preview import cost
+from gentax.study.preview import cost, memory
 
 
 def _stop(problems: list[str]) -> None:
@@ -28,14 +28,16 @@ def load(config: dict, settings: Any, *, main: bool) -> None:
     ``embedded``, the default, lays config/embedded.yaml over it), then the config files and
     ``--config`` pairs Snakemake was given (``settings``: its ``ConfigSettings``), which always win;
     nested ``--config`` values (``eval={episodes: 4}``) read as in a config file (Snakemake leaves
-    them text). Validated, the GPU memory check in the ``main`` process only (a cluster job re-reads
-    the Snakefile); a bad value ends the process in one line. The ``main`` process also notes what a
+    them text). Validated, and in the ``main`` process only (a cluster job re-reads the Snakefile)
+    every GPU training job's memory checked (``preview.memory.check``): a bad value or a job that
+    does not fit ends the process in one line, a dry-run's too. The ``main`` process also notes what a
     run would lack here (a plan may be made away from the cluster: ``on_start`` stops a run)."""
     try:
         overrides = gconfig.cli_overrides(settings.overwrite_config or {}, settings.config or {})
         study = gconfig.with_preset(read_yaml(gconfig.STUDY_FILE), overrides)
-        gconfig.validate(study, memory=main, sources=gconfig.config_sources(study["preset"], settings.configfiles,
-                                                                             settings.config))
+        gconfig.validate(study, sources=gconfig.config_sources(study["preset"], settings.configfiles, settings.config))
+        if main:
+            memory.check(study)
     except ConfigError as exc:
         _stop([str(exc)])
     config.clear()

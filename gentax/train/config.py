@@ -1,17 +1,13 @@
 """The RL configuration: one dataclass, one loader.
 
-``load_rl_config(section) -> RLConfig`` takes an RL section as a plain dict and returns a
-validated, frozen ``RLConfig``; keys the section leaves out come from ``engine_defaults()``
-(``rl_defaults.yaml`` beside this file: the engine keys that are no study choice, their meaning
-and source). The study's recipe (group size, lr, temperatures, ...) has no default here: the
-section holds it, as the study config's ``rl`` block resolves it (the workflow's job specs, or
-the ``--config`` of ``gentax train rl`` laid over the study's block at the command line); this module
-reads no workflow config. ``rl_config(resolved)`` takes a section that names every key (a job
-spec's, resolved by the workflow) as it is. An unknown key or a bad value is a ``ConfigError``
-naming it (``KeyProblem``: the key, the closest valid one for an unknown key, the number hint;
-the study config's check words it under ``rl.`` with the file that set it); a key the run spec
-holds instead (``REPLACED_KEYS``) names what replaced it. Both engines read only ``RLConfig``,
-every field of it (tests/test_spec_once.py), and the run spec (``gentax.runspec``).
+``load_rl_config(section) -> RLConfig``: an RL section (a plain dict) over ``engine_defaults()``
+(``rl_defaults.yaml`` beside this file: the engine keys that are no study choice, with their meaning
+and source), checked and frozen. The study's recipe (group size, lr, temperatures, ...) has no
+default here: the section holds it (the study's ``rl`` block: ``gentax.study.config.study_rl``). An
+unknown key or a bad value is a ``KeyProblem`` naming it (the closest valid key, the number hint;
+the study config's check words it under ``rl.`` with the file that set it); a key the run spec holds
+instead (``REPLACED_KEYS``) names what replaced it. Both engines read ``RLConfig``, every field of
+it (tests/test_spec_once.py), and the run spec (``gentax.runspec``).
 """
 
 from __future__ import annotations
@@ -21,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from gentax.errors import ConfigError, KeyProblem, is_integer, key_problems, number_hint, unknown_key
+from gentax.errors import ConfigError, KeyProblem, is_integer, number_hint, unknown_key
 from gentax.io import deep_merge, read_yaml
 from gentax.train.grpo import PENALTY_PLACEMENTS
 
@@ -110,17 +106,6 @@ def load_rl_config(section: Mapping[str, Any]) -> RLConfig:
         if unknown:
             raise KeyProblem("RL config", ("verl", unknown[0]), unknown_key(unknown[0], base["verl"]))
     cfg = RLConfig(**merged)
-    _validate(cfg)
-    return cfg
-
-
-def rl_config(resolved: Mapping[str, Any]) -> RLConfig:
-    """A resolved RL section as it is (every key given; what a job spec holds), validated: no
-    defaults are merged in, so what the workflow resolved is what the engine runs."""
-    problems = key_problems(resolved, [f.name for f in dataclasses.fields(RLConfig)])
-    if problems:
-        raise ConfigError(f"resolved RL section: {problems}")
-    cfg = RLConfig(**dict(resolved))
     _validate(cfg)
     return cfg
 

@@ -6,7 +6,7 @@ A *group* is the G trajectories of one task (same env seed); ``group_ids`` name 
 
 1. Scores. A trajectory's *outcome* is the sum of its env rewards on valid steps (10 on the
    winning step, else 0). An invalid step (no parsable action, or one the env rejected) carries
-   the penalty ``-invalid_penalty`` (the study's: ``gentax.study.plan.study_rl``) on that step's sample only.
+   the penalty ``-invalid_penalty`` (the study's: ``gentax.study.config.study_rl``) on that step's sample only.
 2. Advantages. ``group_advantages`` is GRPO's outcome normalisation, identical to verl's
    ``compute_grpo_outcome_advantage``: ``(score - group mean) / (group std + eps)`` with the
    unbiased std, and mean 0 / std 1 for a group of one (tests/test_grpo.py checks it against

@@ -19,7 +19,7 @@ only, full fine-tuning unless ``cfg.lora_rank > 0`` (then LoRA on ``lora_target`
 full folder by ``llamafactory-cli export``) or ``cfg.freeze_layers > 0`` (only the last N layers
 train; the saved folder is a full model). With more than one device, ``cfg.deepspeed`` (a DeepSpeed
 JSON; relative paths from the repository root) is handed to LlamaFactory: the paper preset's
-``config/deepspeed/zero3.json`` (ZeRO-3), which ``gentax.study.memory`` sizes at plan time. The chat template is the model tokenizer's own
+``config/deepspeed/zero3.json`` (ZeRO-3), which ``gentax.study.preview.memory`` sizes at plan time. The chat template is the model tokenizer's own
 (``template: null``; LlamaFactory parses it from the tokenizer), so training sees exactly the
 prompt tokens the rollout generators send (``apply_chat_template(..., add_generation_prompt=True)``)
 followed by the response and the end-of-turn token. ``cutoff_len`` null sizes the context to the

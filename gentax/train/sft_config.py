@@ -1,28 +1,21 @@
-"""The SFT configuration: the section, its two parts, one loader (shared by the data builder and the trainer).
+"""The SFT configuration: the section, its two parts, one loader (the data builder's and the trainer's).
 
-``load_sft_config(section) -> SFTConfig`` takes an SFT section as a plain dict and returns a
-validated, frozen ``SFTConfig``; keys the section leaves out come from ``engine_defaults()``
-(``sft_defaults.yaml`` beside this file: the engine keys that are no study choice, their meaning
-and source). The study's values (the mix, its size and sources, the answer format, steps, lr,
-batch size, how the --v1 model is sampled, the seed) have no default here: the section holds them,
-as the study layer resolves them (``gentax.study.plan.study_sft``: a workflow job's section, or the
-study's section that ``gentax sft``'s ``--config`` is laid over); this module reads no workflow
-config. A study key the section leaves out is a ``KeyProblem`` naming it, but the episodes budget of
-a source the mix takes no domain from (``BUDGETS``), which is null. The keys of its two parts,
-``SFTData`` (what ``gentax sft build-data`` reads: the mix and how it is collected) and
-``SFTTrain`` (what ``gentax sft train`` reads: LlamaFactory's training), each with the ``seed``;
-``cfg.data()`` / ``cfg.train()`` are the parts. A job spec holds its verb's part only, read back by
-``sft_data_config`` / ``sft_train_config`` (its keys as they are). Keys the section gives replace
-the defaults' whole (a mapping such as ``extra`` is never merged). An unknown key or a bad value is
-a ``KeyProblem`` naming it (the closest valid key for an unknown one, the number hint; the study
-config's check words it under ``inits.v2.sft.`` or ``embedded_base.`` with the file that set it).
+``load_sft_config(section) -> SFTConfig``: an SFT section (a plain dict) over ``engine_defaults()``
+(``sft_defaults.yaml``: the engine keys that are no study choice), checked and frozen; keys the
+section gives replace the defaults' whole. The study's values (the mix, its size and sources, steps,
+lr, batch size, how the --v1 model is sampled, the seed) have no default here: the section holds
+them (``gentax.study.config.study_sft``). Its two parts are ``SFTData`` (what ``gentax sft
+build-data`` reads: the mix and how it is collected) and ``SFTTrain`` (what ``gentax sft train``
+reads: LlamaFactory's training), each with the ``seed``: ``cfg.data()`` / ``cfg.train()``; a job's
+spec holds its verb's part. An unknown key or a bad value is a ``KeyProblem`` naming it, and so is a
+study key the section leaves out, but the episodes budget of a source the mix takes no domain from
+(``BUDGETS``), which is null.
 
-``PRESETS`` are the SFT stages' names (a job spec's ``preset``, the ``--preset`` of ``gentax sft
-build-data`` and ``train``): ``v2``, Ckpt V2's warmup, and ``embedded-base``, the embedded model's
-warm start. ``read_sft_file(path, preset) -> (section, domains, seed)`` reads a YAML file for the
-CLI: the section is the file's ``sft:`` block (``embedded_base:`` for that stage) or else the
-whole mapping without the reserved keys ``domains``, ``seed`` and ``tracking``; ``domains`` maps a
-domain to ``{max_steps, options}`` (the envs the data is collected in).
+``PRESETS`` are the SFT stages (a job's ``preset``): ``v2``, Ckpt V2's warmup, and ``embedded-base``,
+the embedded model's warm start. ``read_sft_file(path, preset) -> (section, domains, seed)`` reads a
+command line's ``--config``: the file's ``sft:`` block (``embedded_base:`` for that stage) or else the
+whole mapping without ``domains``, ``seed`` and ``tracking``; ``domains`` maps a domain to
+``{max_steps, options}``.
 """
 
 from __future__ import annotations
@@ -32,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from gentax.errors import ConfigError, KeyProblem, is_integer, key_problems, number_hint, unknown_key
+from gentax.errors import ConfigError, KeyProblem, is_integer, number_hint, unknown_key
 from gentax.io import read_yaml
 
 DEFAULTS_FILE = Path(__file__).with_name("sft_defaults.yaml")
@@ -146,33 +139,11 @@ def load_sft_config(section: Mapping[str, Any]) -> SFTConfig:
     missing = [key for key in known if key not in merged]
     if missing:
         raise KeyProblem("SFT config", (missing[0],), "missing: a study value, which the study's SFT section holds "
-                                                       "(gentax.study.plan.study_sft: config/config.yaml inits.v2.sft / "
+                                                       "(gentax.study.config.study_sft: config/config.yaml inits.v2.sft / "
                                                        "embedded_base and what it takes from the study; gentax sft: "
                                                        "--study-preset)")
     cfg = SFTConfig(**merged)
     _validate(cfg)
-    return cfg
-
-
-def sft_data_config(resolved: Mapping[str, Any], preset: str) -> SFTData:
-    """A resolved ``SFTData`` part as it is (every key given; what a build-data job spec holds),
-    validated, with no defaults merged in."""
-    return _resolved(SFTData, resolved, preset, _validate_data)
-
-
-def sft_train_config(resolved: Mapping[str, Any], preset: str) -> SFTTrain:
-    """A resolved ``SFTTrain`` part as it is (what a train job spec holds), validated."""
-    return _resolved(SFTTrain, resolved, preset, _validate_train)
-
-
-def _resolved(part: type, resolved: Mapping[str, Any], preset: str, validate):
-    problems = key_problems(resolved, [f.name for f in dataclasses.fields(part)])
-    if problems:
-        raise ConfigError(f"resolved SFT section: {problems}")
-    if preset not in PRESETS:
-        raise ConfigError(f"unknown SFT preset {preset!r}; valid: {', '.join(PRESETS)}")
-    cfg = part(**dict(resolved))
-    validate(cfg)
     return cfg
 
 

@@ -113,7 +113,7 @@ def verl_overrides(
     from gentax.train import tracking as gtracking
 
     v = cfg.verl
-    if v["n_gpus_per_node"] is None:  # the study fills it (plan.study_rl); a section built without it has none
+    if v["n_gpus_per_node"] is None:  # the study fills it (config.study_rl); a section built without it has none
         raise ConfigError("RL config key verl.n_gpus_per_node: not set: a verl run needs its GPUs per node (the "
                           "study's cluster.gpus_per_node; gentax train rl: --preset, or rl.verl.n_gpus_per_node in --config)")
     run_dir = Path(run_dir).resolve()

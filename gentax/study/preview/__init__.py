@@ -1,1 +1,1 @@
-"""What the study will take before it is launched: cost, power, memory, settings (above the plan)."""
+"""Previews of a study before it runs: its settings and their sources, the GPU memory check, power (and the cost)."""

@@ -1,45 +1,22 @@
-"""Plan-time GPU memory check of the training jobs: does each fit its GPUs, and by how much?
+"""The GPU memory check of a study's training jobs: does each fit its GPUs, and by how much?
 
-Contract: ``job_estimates(cfg) -> list[JobMemory]`` for a workflow config (``gentax.study.plan``), one per
-GPU training job kind of the preset (``sft_v2``; ``rl`` when ``engines.rl`` is verl), each with its
-numbers in GiB; ``check_memory(cfg)`` raises ``ConfigError`` naming the job and its numbers when
-one does not fit. ``gentax.study.config.validate`` calls it when ``cluster.memory_check`` is on, so a
-preset that cannot run is an error at plan time, not after hours in a cluster queue.
+``check(cfg)`` is the check a study runs before any job (``gentax plan`` and the workflow's start,
+with config ``cluster.memory_check``): a ``ConfigError`` naming the job and its numbers when one
+does not fit. ``job_estimates(cfg)``: one ``JobMemory`` per GPU training job kind of the study
+(``sft_v2``; the verl actor's phases when ``engines.rl`` is verl), in GiB.
 
-Model states (parameters, gradients, optimizer states) come from DeepSpeed's OWN estimators
-(``deepspeed.runtime.zero.stage3.estimate_zero3_model_states_mem_needs``,
-``stage_1_and_2.estimate_zero2_model_states_mem_needs``), fed with the parameter count of the base
-model's architecture (``cluster.model_config``, an HF ``config.json``) instantiated on torch's meta
-device, so no weights are needed:
-
-- SFT (LlamaFactory, full fine-tuning): the DeepSpeed JSON it is handed (``inits.v2.sft.deepspeed``)
-  over ``cluster.gpus_per_node`` GPUs: ZeRO-3 -> the stage-3 estimate, ZeRO-2 -> the stage-2 one,
-  offload flags from the JSON's ``offload_optimizer`` / ``offload_param``; ZeRO-3 without offload
-  at the measured bytes a parameter (``ZERO3_STATE_BYTES``) in the stage-3 estimate's place.
-  Without DeepSpeed (or stage 0) nothing is partitioned: every GPU holds all states, DeepSpeed's
-  stage-2 estimate for one GPU. Stage 1 has no DeepSpeed estimator and is refused.
-- RL (verl's FSDP actor): FSDP FULL_SHARD partitions like ZeRO-3, over ``trainer.n_gpus_per_node``
-  x ``trainer.nnodes``, with ``param_offload`` / ``optimizer_offload`` as verl receives them
-  (``gentax.study.settings.rl_settings``). The phases outside the update hold the measured bytes a
-  parameter (``FSDP_RESIDENT_BYTES``, ``FSDP_SAVE_BYTES``): the rollout (vLLM's
-  ``gpu_memory_utilization`` share of the GPU beside them), the log-prob pass and the checkpoint save.
-
-Activations are our estimate (bf16; FlashAttention/SDPA, so no sequence x sequence scores), per
-token of the largest micro-batch a GPU processes:
-
-- with gradient checkpointing, each layer's input is kept (``L h`` values) and one layer is
-  recomputed at a time in the backward pass: its RMSNorm inputs/outputs, q/o projections,
-  attention output and residuals (``9 h``), k/v before and after RoPE (``3 kv``), and the
-  SwiGLU MLP's gate, up, activation and product (``4 I``); without checkpointing every layer's;
-- the LM head's logits, ``V`` x bytes per entry: with Hugging Face's loss (LlamaFactory) the figure
-  fitted to the measured SFT step (``LOGIT_BYTES["hf_loss"]``); 4 with verl (bf16 logits and their
-  gradient; flash-attn's in-place cross entropy), plus 4 when verl computes entropies
-  (``entropy_coeff`` != 0: softmax and product).
-
-Tokens per micro-batch: SFT ``micro_batch_size`` x sequence length (``cutoff_len``, or when null
-``max_prompt_tokens + max_new_tokens``, the longest step the agent sees); RL verl's
-``ppo_max_token_len_per_gpu``. A job fits when its estimate is at most ``(1 - memory_margin)`` x
-``gpu_memory_gib`` (the margin covers the CUDA context, NCCL buffers and allocator fragmentation).
+Model states (parameters, gradients, optimizer states) are DeepSpeed's own estimators
+(``estimate_zero3_model_states_mem_needs``, ``estimate_zero2_model_states_mem_needs``) on the
+parameter count of ``cluster.model_config`` (an HF ``config.json`` instantiated on torch's meta
+device: no weights). SFT (LlamaFactory, full fine-tuning) partitions as its DeepSpeed JSON says
+(``inits.v2.sft.deepspeed``; none: every GPU holds everything); verl's FSDP actor as ZeRO-3 over its
+GPUs, with its offload flags as verl receives them (``gentax.study.preview.settings.rl_settings``).
+Activations are counted per token of the largest micro-batch a GPU processes (bf16, no sequence x
+sequence scores): with gradient checkpointing each layer's input and one layer recomputed at a
+time, without it every layer's; plus the LM head's logits. A job fits when its estimate is at most
+``(1 - memory_margin)`` x ``gpu_memory_gib`` (the margin: the CUDA context, NCCL, fragmentation).
+The figures marked *measured* were fitted to peaks measured on one H200 at the paper's shape
+(benchmarks/paper_shape; tests/test_paper_shape.py checks the check against them within 15 %).
 """
 
 from __future__ import annotations
@@ -53,40 +30,27 @@ from typing import Any
 
 from gentax.errors import ConfigError
 from gentax.io import repo_path
-from gentax.study.plan import study_rl, study_sft
+from gentax.study.config import study_rl, study_sft
+from gentax.train.config import load_rl_config
 from gentax.train.sft_config import load_sft_config
 
 GIB = 1024**3
 BF16 = 2
-#: bytes per logit entry (token x vocabulary) beside a micro-batch's layer activations. verl, verl_entropy:
-#: our count of the tensors (module doc), for the cluster's path (flash-attn installed: verl's in-place cross
-#: entropy). hf_loss (LlamaFactory's SFT step): a ONE-DEPTH FIT to the measured step (the paper's shape at 8
-#: layers on one GPU, ZeRO-3): torch's peak less the states at ZERO3_STATE_BYTES (and DeepSpeed's 4 x the
-#: largest layer) leaves 7.6 bytes a logit entry, rounded up. One depth cannot tell the loss's temporaries from
-#: the layers' or from states the step holds only at its peak: this is the figure that makes states +
-#: activations meet that peak, not a count (ours was 14: bf16 logits, their fp32 copy, fp32 log-softmax, fp32
-#: gradient, all at once). verl_unfused / verl_unfused_log_probs: MEASURED for verl without flash-attn
-#: (attn_implementation sdpa/eager: padded batches, torch's log-softmax, entropies for the metrics) at 4 and 8
-#: layers of the paper's shape, per token of ppo_max_token_len_per_gpu (fitted at 4 layers; 8 layers within 2 %);
-#: verl_log_probs: the cluster path's log-prob pass, NOT measured: verl's figure scaled by the measured
-#: log-prob / update ratio of the unfused path (51 / 20). The measurement: docs/paper_shape.md.
+#: bytes per logit entry (token x vocabulary) beside a micro-batch's layer activations: ``verl``, ``verl_entropy``
+#: (with ``entropy_coeff``): our count of the tensors on the cluster's path (flash-attn's in-place cross entropy);
+#: ``hf_loss`` (LlamaFactory's SFT step): measured, the figure that makes states + activations meet the step's
+#: peak; ``verl_unfused`` / ``verl_unfused_log_probs``: measured for verl without flash-attn (sdpa/eager), per token
+#: of ppo_max_token_len_per_gpu; ``verl_log_probs``: the cluster path's log-prob pass, verl's figure scaled by the
+#: unfused path's measured log-prob / update ratio
 LOGIT_BYTES = {"hf_loss": 8, "verl": 4, "verl_entropy": 8, "verl_log_probs": 11,
                "verl_unfused": 20, "verl_unfused_log_probs": 51}
-#: bytes a parameter of verl's FSDP actor on its GPUs outside the update's passes, MEASURED (torch's peak
-#: allocated) at 4 and 8 layers of the paper's shape: the line through the two depths over their parameters has
-#: slope 12 in the rollout and 16 in the checkpoint save, intercept ~0. Read as fp32 parameters (4) and Adam's two
-#: moments (8), the gradients freed, in the rollout and the log-prob passes; the fp32 gradients (4) still held
-#: when verl saves after the update. The update keeps DeepSpeed's ZeRO-3 estimate (18 and the largest layer): its
-#: own line's slope, 18.7 bytes a parameter (1.0 of them the kept layer inputs), is nearer 18 than 16.
+#: bytes a parameter of verl's FSDP actor outside the update's passes, measured: fp32 parameters (4) and Adam's two
+#: moments (8) in the rollout and the log-prob pass, the fp32 gradients (4) too in the checkpoint save
 FSDP_RESIDENT_BYTES = 12
 FSDP_SAVE_BYTES = 16
-#: what each offload flag takes off the GPU outside the update (our reading, not measured): param_offload the
-#: fp32 parameters, which verl loads back for the save (its FSDP engine's save_checkpoint; counted there with
-#: their gradients); optimizer_offload Adam's moments, in the save too
+#: what each offload flag takes off the GPU outside the update (our reading): the fp32 parameters, Adam's moments
 FSDP_OFFLOADED_BYTES = {"param_offload": 4, "optimizer_offload": 8}
-#: bytes a parameter of LlamaFactory's ZeRO-3 states without offload, MEASURED at 8 layers of the paper's shape
-#: (the HF Trainer's tracker: allocated after the two steps, the states alone, activations freed: 16.05).
-#: DeepSpeed's stage-3 estimator counts 18; its 4 x the largest layer (a gathered layer, transient) is kept.
+#: bytes a parameter of LlamaFactory's ZeRO-3 states without offload, measured (DeepSpeed's estimator counts 18)
 ZERO3_STATE_BYTES = 16
 
 
@@ -225,8 +189,6 @@ def _budget(cluster: dict) -> float:
 
 def sft_estimate(cfg: dict, arch: Architecture) -> JobMemory | None:
     """The V2 SFT job (LlamaFactory), or None when it is not full fine-tuning (see the module doc)."""
-    from gentax.train.config import load_rl_config  # function-local: defers numpy (gentax.train.grpo)
-
     sft = load_sft_config(study_sft(cfg, "v2"))
     if sft.lora_rank or sft.freeze_layers:
         return None
@@ -253,7 +215,7 @@ def sft_estimate(cfg: dict, arch: Architecture) -> JobMemory | None:
 
 def rl_estimates(cfg: dict, arch: Architecture) -> list[JobMemory]:
     """The verl actor update and the rollout phase of an RL run (its settings as verl receives them)."""
-    from gentax.study.settings import rl_settings  # function-local: defers numpy and hydra (the verl view)
+    from gentax.study.preview.settings import rl_settings  # function-local: defers hydra (the verl view)
 
     v = rl_settings(cfg)
     actor, model = "actor_rollout_ref.actor.", "actor_rollout_ref.model."
@@ -309,3 +271,8 @@ def check_memory(cfg: dict) -> list[JobMemory]:
         raise ConfigError(f"config key cluster: a job does not fit its {gpu} GiB GPUs (margin {margin:.0%}): "
                           + "; ".join(f"{job.line()}: {job.advice}" for job in bad))
     return jobs
+
+
+def check(cfg: dict) -> list[JobMemory]:
+    """The study's memory check: with ``cluster.memory_check``, ``check_memory(cfg)``; else []."""
+    return check_memory(cfg) if (cfg.get("cluster") or {}).get("memory_check") else []

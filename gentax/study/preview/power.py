@@ -1,43 +1,20 @@
 """Power preview (``gentax plan --power``): the smallest ΔID and ΔOOD each table can resolve.
 
-Before GPU-hours are spent: for the configured held-out tasks per domain (``plan.eval_episodes``),
-checkpoints per run's number (``eval.window``), seeds (``grid.seeds``), the level
-(``eval.test_level``) and the seed spread (``eval.power_seed_sd``), the smallest effect that the
-tables' decision rule resolves with probability ``POWER`` (80 %). The rule is the tables' own
-(``gentax.analysis.stats``, docs/tables.md "Resolved"): the task-paired exact test AND the
-seed-level test both reject, Holm over the table's cells. A cell's power is that of Holm's first
-step, both p ≤ level / cells: what the cell needs when it is the table's strongest effect and the
-other cells are null. With one seed on a trained side the rule never resolves: "none".
-
-Model (stated, not hidden):
-
-- every task of a domain alike, every evaluation of a task an independent Bernoulli draw at the
-  policy's success rate, a seed's window checkpoints alike (repeated evaluations of one policy:
-  optimistic where a seed's checkpoints differ); the initial policy evaluated once per task. Tasks
-  that differ in difficulty give fewer discordant tasks for the same Δ: the task test's cautious end;
-- a trained seed's success rate on a domain is Beta-distributed with the side's mean and standard
-  deviation τ (``eval.power_seed_sd``: ``id`` for ΔID, ``ood`` for ΔOOD; where the mean is too
-  close to 0 or 1 for that spread, the largest the range allows, sd² ≤ mean (1 − mean) / 2); a
-  seed's rates on the OOD domains are the same quantile of each domain's Beta (a better seed is
-  better everywhere: the larger spread of the summed ΔOOD numerator);
-The tables priced are those whose registry entry says what their rule tests
-(``gentax.analysis.artifacts.Tested``: today Tables 2 and 4, ΔID; Tables 5 and 7, ΔOOD).
-
-- ΔID (Tables 2, 4): base rate p0 of the training domain -> the run's mean p0 + Δ; the smallest Δ
-  (points). ΔOOD (Tables 5, 7: intervention run vs default run, both trained, the OOD domains'
-  tasks pooled): every OOD domain's mean moves by the same relative change r (percent, the ΔOOD
-  formula's value); the smallest increase and the smallest decrease.
-
-Computed by simulation through the rule's batched functions (``stats.sign_test_p``,
-``stats.one_before_permutation_p``, ``stats.seed_level_rejects``), ``DRAWS`` seeded replicates
-per effect size with common random numbers: the same uniforms for every effect size (inverse-CDF
-draws), so a replicate's data grow with the effect and the search is a bisection on the 0.5 grid.
-A power estimate's Monte Carlo standard error is at most sqrt(0.8 x 0.2 / DRAWS) = 0.63 points
-near 80 %; ``tests/test_power.py`` checks the smallest effects against independent simulations to
-better than 1 point.
-
-Base rates: each domain's mean success of the initial policy's base evaluation
-(``<results>/summary/base/<init>/default.csv``) where it exists, else ``eval.power_base_success``.
+For the configured held-out tasks per domain, window checkpoints, seeds, level (``eval.test_level``)
+and seed spread (``eval.power_seed_sd``): the smallest effect the tables' own rule
+(``gentax.analysis.stats``: the task-paired exact test AND the seed-level test, Holm over a table's
+cells) resolves with probability ``POWER``, for the cell that is its table's strongest (Holm's first
+step). The tables priced are the registry entries that say what their rule tests
+(``gentax.analysis.artifacts.Tested``). Model: every task of a domain alike, each evaluation an
+independent Bernoulli draw, a seed's window checkpoints alike (optimistic where they differ); a
+trained seed's rate Beta-distributed around its side's mean with sd τ (a seed's OOD rates the same
+quantile of each domain's Beta: a better seed is better everywhere). ΔID: base rate p0 of the
+training domain -> p0 + Δ (points). ΔOOD: every OOD domain's mean moves by the same relative change
+(percent); the smallest increase and decrease. Simulated through the rule's batched functions with
+``DRAWS`` replicates per effect and common random numbers (one bisection on a 0.5 grid); with one
+seed on a trained side the rule never resolves ("none"). Base rates: the initial policy's base
+evaluation where it exists (``<results>/summary/base/<init>/default.csv``), else
+``eval.power_base_success``. tests/test_power.py checks it against independent simulations.
 """
 
 from __future__ import annotations
@@ -54,9 +31,10 @@ from scipy.stats import binom
 from gentax.analysis import artifacts, stats
 from gentax.domains.spec import is_mixture
 from gentax.errors import ConfigError
-from gentax.io import repo_path
+from gentax.io import read_result_csv, repo_path
 from gentax.study import paths
 from gentax.study import plan as gplan
+from gentax.study.jobs import eval_episodes
 
 POWER = 0.8
 #: replicates per power estimate (Monte Carlo standard error <= 0.63 points near 80 % power)
@@ -244,7 +222,7 @@ def delta_id_power(p0: float, delta_points: float, tasks: int, design: Design, t
     """Share of ``draws`` simulated ΔID cells (module doc) that the rule resolves."""
     if design.seeds < 2:
         return 0.0
-    return float(delta_id_rejections(p0, delta_points, tasks, design, tau, _id_draws(tasks, design, draws, seed)).rule.mean())
+    return float(delta_id_rejections(p0, delta_points, tasks, design, tau, _id_draws(tasks, design.seeds, draws, seed)).rule.mean())
 
 
 def smallest_delta_id(p0: float, tasks: int, design: Design, tau: float, draws: int = DRAWS, seed: int = 0) -> float:
@@ -254,16 +232,7 @@ def smallest_delta_id(p0: float, tasks: int, design: Design, tau: float, draws: 
         return math.nan
     grid = np.arange(_STEP, 100.0 * (1.0 - p0) + 1e-9, _STEP)
     return _smallest(lambda delta, part: delta_id_rejections(p0, delta, tasks, design, tau, part),
-                     _id_draws(tasks, design, draws, seed), grid)
-
-
-def delta_ood_power(rates: Sequence[float], tasks: Sequence[int], change_pct: float, design: Design, tau: float,
-                    draws: int = DRAWS, seed: int = 0) -> float:
-    """Share of ``draws`` simulated ΔOOD cells (module doc) that the rule resolves."""
-    if design.seeds < 2:
-        return 0.0
-    uniforms = _ood_draws(tuple(tasks), design, draws, seed)
-    return float(delta_ood_rejections(rates, tasks, change_pct, design, tau, uniforms).rule.mean())
+                     _id_draws(tasks, design.seeds, draws, seed), grid)
 
 
 def smallest_delta_ood(rates: Sequence[float], tasks: Sequence[int], design: Design, tau: float, sign: int,
@@ -276,27 +245,12 @@ def smallest_delta_ood(rates: Sequence[float], tasks: Sequence[int], design: Des
     top = 100.0 if sign < 0 else 100.0 * (1.0 / max(max(rates), 1e-9) - 1.0)
     grid = np.arange(_STEP, min(top, 1000.0) + 1e-9, _STEP)
     return sign * _smallest(lambda size, part: delta_ood_rejections(rates, tasks, sign * size, design, tau, part),
-                            _ood_draws(tuple(tasks), design, draws, seed), grid)
+                            _ood_draws(tuple(tasks), design.seeds, draws, seed), grid)
 
 
-def _id_draws(tasks: int, design: Design, draws: int, seed: int) -> DeltaIdDraws:
-    """The replicates' uniforms for a ΔID design (the same for every level, cell count and effect)."""
-    return _cached_id_draws(tasks, design.seeds, draws, seed)
-
-
-def _ood_draws(tasks: tuple[int, ...], design: Design, draws: int, seed: int) -> DeltaOodDraws:
-    """The replicates' uniforms for a ΔOOD design (the same for every level, cell count and effect)."""
-    return _cached_ood_draws(tasks, design.seeds, draws, seed)
-
-
-@lru_cache(maxsize=2)
-def _cached_id_draws(tasks: int, seeds: int, draws: int, seed: int) -> DeltaIdDraws:
-    return DeltaIdDraws(tasks, seeds, draws, seed)
-
-
-@lru_cache(maxsize=2)
-def _cached_ood_draws(tasks: tuple[int, ...], seeds: int, draws: int, seed: int) -> DeltaOodDraws:
-    return DeltaOodDraws(tasks, seeds, draws, seed)
+#: the replicates' uniforms of a design (the same for every level, cell count and effect)
+_id_draws = lru_cache(maxsize=2)(lambda tasks, seeds, draws, seed: DeltaIdDraws(tasks, seeds, draws, seed))
+_ood_draws = lru_cache(maxsize=2)(lambda tasks, seeds, draws, seed: DeltaOodDraws(tasks, seeds, draws, seed))
 
 
 # ---------------------------------------------------------------- the configured study
@@ -304,8 +258,6 @@ def _cached_ood_draws(tasks: tuple[int, ...], seeds: int, draws: int, seed: int)
 
 def base_rates(cfg: dict, init: str) -> tuple[dict[str, float], str]:
     """Each domain's assumed base success and where it came from (module doc)."""
-    from gentax.io import read_result_csv
-
     assumed = {d: float(v) for d, v in cfg["eval"].get("power_base_success", {}).items()}
     path = repo_path(paths.base_summary(cfg, init, "default"))
     source = "config eval.power_base_success"
@@ -374,14 +326,14 @@ def preview(cfg: dict) -> dict:
         rows = []
         for init, train in dict.fromkeys(t.cells):
             if t.kind == "ΔID":
-                tasks = gplan.eval_episodes(cfg, train)
+                tasks = eval_episodes(cfg, train)
                 p0 = rates[init][train]
                 rows.append({"init": init, "train_domain": train, "tasks": tasks, "base_pct": 100 * p0,
                              "smallest": smallest_id(p0, tasks, design, tau["id"])})
             else:
                 ood = [e for e in gplan.eval_domains(cfg, init) if e != train]
                 ood_rates = tuple(rates[init][e] for e in ood)
-                ood_tasks = tuple(gplan.eval_episodes(cfg, e) for e in ood)
+                ood_tasks = tuple(eval_episodes(cfg, e) for e in ood)
                 rows.append({"init": init, "train_domain": train, "tasks": sum(ood_tasks),
                              "base_pct": 100 * float(np.mean(ood_rates)),
                              "smallest_up": smallest_ood(ood_rates, ood_tasks, design, tau["ood"], +1),
@@ -419,5 +371,5 @@ def render(result: dict) -> str:
         lines.append("one seed: the variance between training seeds cannot be estimated, so no cell can be resolved")
     lines.append(f"none: not even success 0 % / 100 % would be resolved that often. Model: tasks alike, evaluations "
                  f"independent, a seed's rate Beta with sd τ; Holm's first step (level / cells); {DRAWS} simulated "
-                 "tables per effect; gentax/study/power.py")
+                 "tables per effect; gentax/study/preview/power.py")
     return "\n".join(lines) + "\n"

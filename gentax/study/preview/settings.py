@@ -1,31 +1,13 @@
-"""The effective settings of every job kind of a preset, each with its source (``gentax plan --settings``).
+"""The effective settings of every job kind of a study, each with its source (``gentax plan --settings``):
+one place to audit a preset against the paper.
 
-One place to audit a preset against the paper. Contract:
-
-``effective_settings(cfg) -> {kind: {name: value}}`` for a validated workflow config, kinds:
-
-- ``rl``: the first grid run (else V1's) as its engine receives it: for verl the Hydra overrides of
-  ``verl_engine.verl_overrides`` (parsed back with Hydra's own override parser) on the RL section
-  ``gentax.study.jobs.rl_section`` builds and that run's spec (``gentax.runspec``, under ``gentax.run.*``);
-  for the local engine its ``RLConfig`` and ``run_spec``;
-- ``sft``: the ``llamafactory-cli train`` arguments of the V2 SFT (``sft.llamafactory_args``) on
-  ``cluster.gpus_per_node`` devices, plus ``global_batch_size``;
-- ``sft_data``: what ``gentax sft build-data`` collects, plus ``epochs_over_mix`` (steps x batch / pairs);
-- ``eval`` / ``properties``: what the workflow hands ``gentax eval`` / ``gentax properties``
-  (``plan.rollout_settings``, the rules' own params);
-- ``domains``: every domain's episode step limit;
-- ``study``: the initial policies, the grid and the interventions' settings (with each domain's
-  augmentation unit, ``DomainSpec.augmentation``);
-- ``runs``: every planned RL run (grid and controls): its run spec's steps, thinking mode,
-  augmentation and domain settings, so no run's settings hide behind the first's.
-
-``verl_config(cfg)`` is the verl config the shown run composes (``verl_engine.compose_verl_config``
-on the same overrides), as YAML: ``gentax plan --settings --verl``.
-
-``SOURCES`` (``settings_sources.yaml``) gives ``[source, note]`` per printed name;
-``render(cfg)`` is the text: one line per setting, ``[source] note`` beside the sourced ones (or
-``[changed]`` and the paper preset's value where the config departs from it), then the memory
-check's numbers when ``cluster.memory_check`` is on.
+``effective_settings(cfg) -> {kind: {name: value}}``: ``rl``, the first grid run (else Ckpt V1's) as
+its engine receives it (for verl, the Hydra overrides ``verl_engine.verl_overrides`` makes of the
+job's ``RLConfig`` and run spec; ``verl_config(cfg)`` composes them: ``--verl``); ``sft``, the
+``llamafactory-cli train`` arguments of the V2 SFT; ``sft_data``, what its data job collects;
+``eval`` / ``properties``, what those jobs receive; ``domains``, ``study`` and ``runs`` (every
+planned run's own settings). ``render`` prints them with each one's ``[source] note`` from
+``settings_sources.yaml`` (or ``[changed]`` and the paper preset's value) and the memory check's lines.
 """
 
 from __future__ import annotations
@@ -38,7 +20,8 @@ import yaml
 
 from gentax.io import read_yaml
 from gentax.study import plan as gplan
-from gentax.study.jobs import rl_section
+from gentax.study.config import study_sft
+from gentax.study.jobs import rl_config
 from gentax.train.sft import llamafactory_args
 from gentax.train.sft_config import load_sft_config
 
@@ -62,32 +45,25 @@ def sources() -> dict[str, dict[str, list[str]]]:
     return read_yaml(SOURCES_FILE)
 
 
-def shown_run(cfg: dict) -> gplan.Run:
+def shown_run(cfg: dict):
     """The run whose RL settings are shown: the grid's first, else Ckpt V1's training."""
     runs = gplan.runs(cfg)
     return runs[0] if runs else gplan.v1_run(cfg)
 
 
-def _rl_config(cfg: dict):
-    from gentax.train.config import load_rl_config  # function-local: defers numpy (gentax.train.grpo)
-
-    section = rl_section(gplan.study_rl(cfg), save_every=cfg["rl"]["save_every"], dtype=cfg["engines"].get("dtype", "auto"))
-    return load_rl_config(section)
-
-
 def _verl_overrides(cfg: dict) -> list[str]:
     """The Hydra overrides the verl engine hands verl for the shown run."""
-    from gentax.train.verl_engine import verl_overrides  # function-local: defers numpy, like load_rl_config
+    from gentax.train.verl_engine import verl_overrides  # function-local: defers verl's imports
 
     run = shown_run(cfg)
-    return verl_overrides(_rl_config(cfg), model_path=f"<Ckpt {run.init}>", run=run, run_dir="RUN_DIR",
+    return verl_overrides(rl_config(cfg, save_every=cfg["rl"]["save_every"]), model_path=f"<Ckpt {run.init}>", run=run, run_dir="RUN_DIR",
                           end_step=run.steps, train_file="train.parquet", val_file="val.parquet")
 
 
 def rl_settings(cfg: dict) -> dict[str, Any]:
     """The first grid run's RL settings as its engine receives them."""
     if cfg["engines"]["rl"] != "verl":
-        return {**_rl_config(cfg).to_dict(), "run_spec": shown_run(cfg).to_dict()}
+        return {**rl_config(cfg, save_every=cfg["rl"]["save_every"]).to_dict(), "run_spec": shown_run(cfg).to_dict()}
     from hydra.core.override_parser.overrides_parser import OverridesParser  # function-local: hydra is verl's
 
     return {o.key_or_group: o.value() for o in OverridesParser.create().parse_overrides(_verl_overrides(cfg))}
@@ -133,7 +109,7 @@ def augmentation_units() -> dict[str, Any]:
 
 def sft_settings(cfg: dict) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the LlamaFactory arguments, the data settings) of the V2 SFT."""
-    sft = load_sft_config(gplan.study_sft(cfg, "v2"))
+    sft = load_sft_config(study_sft(cfg, "v2"))
     gpus = int(cfg.get("cluster", {}).get("gpus_per_node", 1))
     args = llamafactory_args(sft.train(), Path("SFT_DATA"), Path("<Ckpt v1>"), Path("OUT"), 0, gpus)
     args["cutoff_len"] = sft.cutoff_len if sft.cutoff_len is not None else "the longest example (measured at run time)"
@@ -184,7 +160,7 @@ def effective_settings(cfg: dict) -> dict[str, dict[str, Any]]:
 
 def render(cfg: dict, paper_cfg: dict, memory_lines: list[str] = ()) -> str:
     """The settings as text, sources beside them, then ``memory_lines`` (the memory check's
-    figures, ``gentax.study.memory``: the caller's, since that module reads these settings).
+    figures, ``gentax.study.preview.memory``: the caller's, since that module reads these settings).
 
     A value that differs from the paper preset's (``paper_cfg``: the caller's, resolved by
     ``gentax.study.config.study_config``, which this module is below) shows that value instead of
