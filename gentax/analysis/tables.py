@@ -84,6 +84,9 @@ class Settings:
     error_mark_pct: float
     #: the decision rule's level: a cell is resolved when its Holm-adjusted p is at or below it (``eval.test_level``)
     test_level: float
+    #: τ, the seed spread the rule allows for at least (``eval.seed_sd``: ``id`` for ΔID, ``ood`` for ΔOOD;
+    #: ``stats.seed_side``'s floor)
+    seed_sd: Mapping[str, float]
     rank_decimals: int | None = ranking.RANK_DECIMALS
     tie_points: float = ranking.TIE_POINTS
     aug_variants: tuple[str, ...] = ("aug",)
@@ -117,6 +120,8 @@ class Settings:
             raise GentaxError(f"error_mark_pct must be in [0, 100], got {self.error_mark_pct}")
         if not 0 < self.test_level < 1:
             raise GentaxError(f"test_level must be in (0, 1), got {self.test_level}")
+        if set(self.seed_sd) != {"id", "ood"} or not all(0 <= float(v) <= 0.5 for v in self.seed_sd.values()):
+            raise GentaxError(f"seed_sd must be {{id: τ, ood: τ}} with each τ in [0, 0.5], got {dict(self.seed_sd)!r}")
         if self.sft_mix is not None:
             unknown = sorted(set(self.sft_mix) - set(DOMAINS))
             if unknown:
@@ -141,7 +146,7 @@ class Settings:
 #: a table job's settings (``gentax.study.plan.table_settings``: its spec's, ``gentax tables``'
 #: defaults) by their ``Settings`` field
 _STUDY_FIELDS = {"window": "window", "bootstrap": "n_boot", "seed": "seed", "error_mark_pct": "error_mark_pct",
-                 "test_level": "test_level", "sft_mix": "sft_mix", "init_domains": "init_domains",
+                 "test_level": "test_level", "seed_sd": "seed_sd", "sft_mix": "sft_mix", "init_domains": "init_domains",
                  "augmented": "augmented"}
 
 
@@ -218,7 +223,7 @@ class Values:
         base = (init, BASE, self.base_variant(init, train, variant), train)
         cell = (init, train, variant, train)
         low, high, method = self.delta_id_interval(self.rows, init, train, variant, draws)
-        test = stats.delta_id_rule(self.rows, cell, base)
+        test = stats.delta_id_rule(self.rows, cell, base, seed_sd=self.settings.seed_sd["id"])
         per_seed = stats.per_seed_delta_id(self.rows, cell, base)
         return {"delta_id_ci_low_pct": low, "delta_id_ci_high_pct": high, "delta_id_ci": method,
                 **_test_columns("delta_id", test),
@@ -535,7 +540,8 @@ def _intervention_table(
             "n_seeds": min(values.cell(init, train, v, e)["n_seeds"] for v in (without_variant, with_variant)
                            for e in ood_without) if ood_without else math.nan,
             **_test_columns("delta_ood", None if math.isnan(change) else stats.delta_ood_rule(
-                values.rows, [((init, train, without_variant, e), (init, train, with_variant, e)) for e in ood_without])),
+                values.rows, [((init, train, without_variant, e), (init, train, with_variant, e)) for e in ood_without],
+                seed_sd=values.settings.seed_sd["ood"])),
         }
         if has_invalid:
             for label, variant in ((without_label, without_variant), (with_label, with_variant)):
@@ -894,7 +900,8 @@ def mixture_ood(values: Values, variants_present: set[tuple], draws: stats.Boots
             low, high = (ci.low, ci.high) if ci is not None else (math.nan, math.nan)
             note = "; ".join(n for n in (note, ci.note() if ci is not None else "") if n)
             test = None if math.isnan(change) else stats.delta_ood_rule(
-                values.rows, [(base_keys[e], (init, run, variant, e)) for e in ood_domains])
+                values.rows, [(base_keys[e], (init, run, variant, e)) for e in ood_domains],
+                seed_sd=values.settings.seed_sd["ood"])
             records.append({
                 "init": init, "mixture": train, "variant": variant, "run": run,
                 "ood_domains": " ".join(ood_domains),
