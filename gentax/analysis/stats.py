@@ -37,17 +37,20 @@ the seed-level test both reject, Holm over the cells one table tests, at ``p ≤
   Σ_tasks (after mean − before mean), exact for 0/1 outcomes, Monte Carlo with
   (count + 1) / (draws + 1) for fractional ones. ``PairedTest.method`` says which ran. This test
   holds the trained seeds fixed: its null treats a task's evaluations as exchangeable between the
-  sides, which a seed-to-seed shift of the policy breaks (benchmarks/records/seed_rule.txt: with a
-  seed sd τ of 0.10 it rejects several times its nominal rate of null cells).
+  sides, which a seed-to-seed shift of the policy breaks: alone, it rejects null cells far above its
+  level once seeds spread (docs/tables.md "Resolved").
 - Seed-level (``seed_side``, ``seed_test``, ``seed_level_p``): each trained side's per-seed value
   (Σ over the comparison's domains of the seed's mean over its window rows and the shared tasks),
-  its mean, and its sample variance / seeds with seeds − 1 degrees of freedom; a fixed side (the
-  initial policy) its mean and a binomial bound on that mean's variance, df ∞. Banerjee's (1961)
-  test: reject when effect² > Σ_sides q² variance, q the side's t (normal) quantile; valid for
-  any ratio of the unknown seed variance to the evaluation noise when a side's seed values are near
-  normal (proof in ``seed_level_rejects``); a seed law skewed far beyond that (a spread above the
-  mean rate) is where it is not (benchmarks/records/seed_rule.txt, docs/tables.md "Resolved").
-  One seed on a trained side: no test (NaN), the cell cannot be resolved.
+  its mean, and max(sample variance, floor) / seeds with seeds − 1 degrees of freedom, the floor
+  being one seed's own evaluation noise plus the seed spread τ the rule allows for (config
+  ``eval.seed_sd``); a fixed side (the initial policy) its mean and a binomial bound on that mean's
+  variance, df ∞. Banerjee's (1961) test: reject when effect² > Σ_sides q² variance, q the side's t
+  (normal) quantile; valid for any ratio of the unknown seed variance to the evaluation noise when
+  a side's seed values are near normal (proof in ``seed_level_rejects``). The floor keeps tied seeds
+  (s² = 0) from resolving a cell on the initial policy's noise alone, and a seed law with two modes,
+  or one skewed above a low rate, from faking a difference when all seeds land on one side: the
+  rule holds its level for seed spreads up to τ under each of those laws (docs/tables.md "Resolved"). One seed on a trained side: no test (NaN),
+  the cell cannot be resolved.
 - ``RuleTest.p_value`` = max of the two p's, a valid p whichever of the two assumptions holds;
   ``holm``: Holm's step-down adjustment over a table's cells with both tests.
 

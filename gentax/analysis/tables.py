@@ -350,20 +350,23 @@ def _test_text(record: dict, prefix: str) -> str:
     return f"{record[f'{prefix}_wins']:.0f}/{record[f'{prefix}_losses']:.0f}, p {stats.format_p(p)}; {seeds}{mark}"
 
 
-def rule_notes(what: str, family: Family, level: float) -> list[str]:
-    """The notes of a table's decision rule: the task tests that ran, the seed-level test, what
-    resolved means and how many cells Holm's family holds."""
+def rule_notes(what: str, family: Family, settings: Settings, kind: str) -> list[str]:
+    """The notes of a table's decision rule: the task tests that ran, the seed-level test with the
+    seed spread it allows for (``settings.seed_sd[kind]``, kind "id" or "ood"), what resolved means,
+    that not resolved is no evidence of no effect, and how many cells Holm's family holds."""
     if not family.methods:
         return []
+    level, tau = settings.test_level, float(settings.seed_sd[kind])
     ran = "; ".join(f"{stats.PAIRED_METHODS[m].format(draws=stats.PERMUTATION_DRAWS)} in {n} cell(s)"
                     for m, n in sorted(family.methods.items()))
     notes = [f"{what}, task-paired test (won/lost tasks, p): {ran}",
-             "seeds p: Banerjee's (1961) conservative test over seeds of the difference of the per-seed values "
-             "(a trained side: its seeds' sample variance, t with seeds − 1 degrees of freedom; the initial policy: "
-             "its binomial variance bound), valid whatever the variance between training seeds when each side's seed "
-             "values are near normal (not for a seed spread above a low mean rate: docs/tables.md)",
+             "seeds p: Banerjee's (1961) test over seeds of the difference of the per-seed values (a trained side: "
+             f"its seeds' variance, at least its own evaluation noise plus τ² = {tau:g}² a domain (eval.seed_sd.{kind}), "
+             "t with seeds − 1 degrees of freedom; the initial policy: its binomial variance bound); it holds its level "
+             f"for any seed law whose spread is at most τ (docs/tables.md \"Resolved\")",
              f"{RESOLVED_MARK} = resolved: both tests reject, i.e. Holm-adjusted max(p, seeds p) ≤ {level:g} over the "
-             f"{family.tested} cell(s) this table tests (docs/tables.md \"Resolved\")"]
+             f"{family.tested} cell(s) this table tests; a cell not resolved is not shown to have no effect: its test "
+             "may lack the power (gentax plan --power)"]
     if family.one_seed:
         notes.append(f"{family.one_seed} cell(s) with one seed on a trained side (\"one seed\"): the variance between "
                      "training seeds cannot be estimated from one, so they cannot be resolved and are not in Holm's family")
@@ -436,7 +439,8 @@ def table2_success(values: Values, intervals: pd.DataFrame | None = None,
             row[r["eval_domain"]] = text
         display_rows.append(row)
     display = pd.DataFrame(display_rows, columns=["init", "train_domain", *DOMAINS]).fillna(MISSING)
-    notes = error_notes(values) + interval_notes(data) + rule_notes("ΔID (run vs initial policy)", family, level)
+    notes = error_notes(values) + interval_notes(data)
+    notes += rule_notes("ΔID (run vs initial policy)", family, values.settings, "id")
     return Table("table2_success", "Table 2: success (%) on every eval domain, mean ± std over seeds; "
                  "ΔID on the diagonal", data, display, notes)
 
@@ -573,7 +577,7 @@ def _intervention_table(
     notes = [f"{without_label} → {with_label}; ΔOOD = 100 × Σ_e (G_{with_label}(e) − G_{without_label}(e)) "
              f"/ Σ_e G_{without_label}(e) over the OOD domains e (undefined when that sum is 0)"]
     notes += rule_notes(f"ΔOOD ({with_label} vs {without_label} run, the OOD domains' tasks pooled)", family,
-                        values.settings.test_level)
+                        values.settings, "ood")
     return Table(name, title, data, pd.DataFrame(display_rows) if display_rows else data.copy(), notes)
 
 
@@ -697,7 +701,7 @@ def table4_extended(summary: pd.DataFrame, values: Values) -> tuple[Table, pd.Da
         notes.append(f"no default-variant run has checkpoints beyond step {max(s.window)}")
     notes.append("at the late window the run is ranked against the other training domains' default-window values")
     notes += interval_notes(pd.DataFrame.from_records(records, columns=["delta_id_ci"]))
-    notes += rule_notes("ΔID (run vs initial policy)", family, s.test_level)
+    notes += rule_notes("ΔID (run vs initial policy)", family, s, "id")
     table = Table("table4_extended", "Table 4: longer training, default window vs the run's last checkpoints",
                   pd.DataFrame.from_records(records, columns=columns), None, notes)
     late = pd.concat(late_rows) if late_rows else summary.iloc[0:0]
@@ -918,7 +922,7 @@ def mixture_ood(values: Values, variants_present: set[tuple], draws: stats.Boots
                  "its members' single-domain runs, over the domains outside the mixture, with 95% bootstrap "
                  "intervals", pd.DataFrame.from_records(records, columns=columns), None,
                  rule_notes("ΔOOD (run vs initial policy, the OOD domains' tasks pooled)", family,
-                            values.settings.test_level))
+                            values.settings, "ood"))
 
 
 def analyse(summary, properties, settings: Settings, controls=None) -> Analysis:

@@ -445,7 +445,7 @@ def render(result: dict) -> str:
              f"test AND seed-level test) resolves with {result['power']:.0%} power at level {result['level']:g}, "
              f"Holm over each table's cells; {result['seeds']} seed(s) x {result['checkpoints']} checkpoint(s) per "
              f"run's number; seed sd τ {100 * tau['id']:.1f} points (ΔID), {100 * tau['ood']:.1f} (ΔOOD) "
-             "(config eval.seed_sd)",
+             "(config eval.seed_sd: the seeds' spread simulated and the floor the rule allows for)",
              "assumed base success: " + "; ".join(
                  f"{init.upper()} " + ", ".join(f"{d} {100 * r:.0f}%" for d, r in sorted(rates.items()))
                  + f" ({result['base_rate_sources'][init]})" for init, rates in result["base_rates"].items())]
@@ -460,7 +460,8 @@ def render(result: dict) -> str:
                                      f"down {_fmt(r['smallest_down'], ' %')}")
     if result["seeds"] < 2:
         lines.append("one seed: the variance between training seeds cannot be estimated, so no cell can be resolved")
-    lines.append(f"none: not even success 0 % / 100 % would be resolved that often. Model: tasks alike, evaluations "
-                 f"independent, a seed's rate Beta with sd τ; Holm's first step (level / cells); {DRAWS} simulated "
-                 "tables per effect; gentax/study/power.py")
+    lines.append(f"none: not even success 0 % / 100 % would be resolved that often (fewer cells, more seeds or a "
+                 f"smaller τ lower it). Model: tasks alike, evaluations independent, a seed's rate Beta with sd τ; "
+                 f"the cell the table's strongest, the others null (Holm's first step, level / cells); {DRAWS} "
+                 "simulated tables per effect; gentax/study/power.py. A cell not resolved is not shown to have no effect")
     return "\n".join(lines) + "\n"
