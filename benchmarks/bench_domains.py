@@ -16,20 +16,22 @@ a ``Runner``: ``reset(task)``, ``prepare(action) -> native action`` (untimed) an
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
-from typing import Any, Callable, Protocol
+from typing import Any
 
 from gentax.domains import Task, make
 
 
-class Runner(Protocol):
-    def reset(self, task: Task) -> None: ...
-    def prepare(self, action: str) -> Any: ...
-    def step(self, native: Any) -> Any: ...
+class Runner:
+    """``reset(task)``, ``prepare(action) -> native`` (untimed; the action text by default), ``step(native)``."""
+
+    def prepare(self, action: str) -> Any:
+        return action
 
 
-class GentaxRunner:
+class GentaxRunner(Runner):
     """Any domain through the protocol (``env.step`` with the action text)."""
 
     def __init__(self, domain: str, split: str):
@@ -38,14 +40,11 @@ class GentaxRunner:
     def reset(self, task: Task) -> None:
         self.env.reset(task)
 
-    def prepare(self, action: str) -> str:
-        return action
-
     def step(self, native: str):
         return self.env.step(native)
 
 
-class RawSokoban:
+class RawSokoban(Runner):
     """gym-sokoban's own SokobanEnv room stepping: what ``SokobanEnv.step`` does (push/move,
     reward, done check) without drawing the RGB frame it renders every step."""
 
@@ -70,7 +69,7 @@ class RawSokoban:
         return env.reward_last, env._check_if_done()
 
 
-class RawWebShop:
+class RawWebShop(Runner):
     """gentax's WebShop IS the package: its engine (site state machine + score) without the
     protocol layer (action-text checks, Observation, info, step counting)."""
 
@@ -80,14 +79,11 @@ class RawWebShop:
     def reset(self, task: Task) -> None:
         self.env.engine.reset(task.spec)
 
-    def prepare(self, action: str) -> str:
-        return action
-
     def step(self, native: str):
         return self.env.engine.act(native)
 
 
-class RawAlfworld:
+class RawAlfworld(Runner):
     """alfworld's TextWorld stack (PddlEnv -> AlfredDemangler -> AlfredInfos) stepped directly."""
 
     def __init__(self, split: str):
@@ -100,14 +96,11 @@ class RawAlfworld:
     def reset(self, task: Task) -> None:
         self.alf.load_game(self.engine, self.games.game_file(task))
 
-    def prepare(self, action: str) -> str:
-        return action
-
     def step(self, native: str):
         return self.engine.step(native)
 
 
-class RawSciworld:
+class RawSciworld(Runner):
     """The scienceworld package's ``ScienceWorldEnv`` in this process, stepped through its
     simulator handle with the work gentax's worker does per step (step, answer an ambiguity
     prompt with "0", score, completed) — so the difference is gentax's process hop + protocol.
@@ -137,9 +130,6 @@ class RawSciworld:
         self.env.load(spec["task_name"], spec["variation"], spec["simplifications"])
         self.server.step("look around")
 
-    def prepare(self, action: str) -> str:
-        return action
-
     def step(self, native: str):
         text = self.server.step(native)
         if text.startswith("Ambiguous request"):
@@ -147,16 +137,9 @@ class RawSciworld:
         return text, self.server.getScore(), self.server.getCompleted()
 
 
-def _gentax(domain: str) -> Callable[[str], Runner]:
-    return lambda split: GentaxRunner(domain, split)
-
-
-ROWS: dict[str, tuple[Callable[[str], Runner], Callable[[str], Runner]]] = {
-    "sokoban": (_gentax("sokoban"), RawSokoban),
-    "webshop": (_gentax("webshop"), RawWebShop),
-    "alfworld": (_gentax("alfworld"), RawAlfworld),
-    "sciworld": (_gentax("sciworld"), RawSciworld),
-}
+#: domain -> (its gentax runner, its raw runner), each made from the split
+ROWS = {domain: (functools.partial(GentaxRunner, domain), raw) for domain, raw in (
+    ("sokoban", RawSokoban), ("webshop", RawWebShop), ("alfworld", RawAlfworld), ("sciworld", RawSciworld))}
 
 
 def expert_scripts(domain: str, split: str, n: int) -> list[tuple[Task, list[str]]]:

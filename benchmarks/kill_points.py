@@ -1,6 +1,6 @@
 """SIGKILL every kind of gentax job at every atomic write it makes, rerun it, and print what was recovered.
 
-    python benchmarks/kill_points.py [--out DIR] [--only KIND,...] [--record FILE]
+    python benchmarks/kill_points.py [--out DIR] [--only KIND,...] [--write]
 
 Each job kind is the ``gentax`` command a workflow rule runs, on the smallest inputs that exercise
 it (a tiny random-init Llama with the embedded model's tokenizer; the expert generator; synthetic
@@ -20,18 +20,16 @@ whether every output equals the uninterrupted run's (file by file; timings, wall
 logs left out; Parquet and torch files by content; the saved torch RNG state apart, see
 ``is_rng_state``); that every folder manifest matches its files; no temporary
 left; and what was done twice (RL: checkpointed steps trained again; other kinds are one unit: a
-killed job redoes its own work, nothing else). ``--record FILE`` also writes the report with the
-commit, date and machine (benchmarks/records/). Exit status 1 when a point is not recovered. A
-fault probe: no timing.
+killed job redoes its own work, nothing else). ``--write`` makes the report, headed by the commit,
+date and machine, the record benchmarks/records/kill_points.txt. Exit status 1 when a point is not
+recovered. A fault probe: no timing.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import re
 import shutil
 import signal
@@ -42,15 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import REPO as ROOT
+from common import record_header, untimed, untimed_frame, write_record
+
 HOOK = ROOT / "benchmarks" / "kill_hook"
-sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # rl_helpers: the tiny model the RL tests train
 
 KILL_STEP = 2
-#: what differs between two correct runs: wall-clock keys of JSON files and columns of CSV files
-VOLATILE_KEYS = {"timing", "seconds", "cpu_s", "rollout_s", "update_s", "tokens_per_s", "train_tokens_per_s",
-                 "since", "created", "elapsed_s", "wall_s"}
 #: files and folders whose content is a log of the run (times, progress), not a result
 LOG_NAMES = {"tensorboard", "llamafactory.log", "trainer_log.jsonl", "train_results.json"}
 
@@ -66,60 +62,41 @@ class Job:
 
 
 def run(argv: list[str], *, log: Path | None = None, kill_at: str | None = None, nth: int = 1):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HOOK), str(ROOT)])}
-    env.pop("GENTAX_KILL_AT", None)
-    if log is not None:
+    env = {k: v for k, v in os.environ.items() if k != "GENTAX_KILL_AT"}
+    env["PYTHONPATH"] = os.pathsep.join([str(HOOK), str(ROOT)])
+    if log:
         env["GENTAX_KILL_LOG"] = str(log)
-    if kill_at is not None:
+    if kill_at:
         env.update(GENTAX_KILL_AT=kill_at, GENTAX_KILL_NTH=str(nth))
     return subprocess.run([sys.executable, "-m", "gentax", *argv], env=env, capture_output=True, text=True,
                           timeout=1800, cwd=ROOT)
-
-
-def writes(log: Path) -> list[str]:
-    return log.read_text().splitlines() if log.is_file() else []
 
 
 def temporaries(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob(".*.tmp"))
 
 
-def site(path: str) -> str:
-    """A write site: the path with step numbers as N."""
-    return re.sub(r"(step_?)\d+", r"\1N", path)
-
-
 def kill_points(log: list[str]) -> list[tuple[str, int]]:
-    """(path, k-th write of it) for each write site of an uninterrupted run's write log: the
-    step-``KILL_STEP`` write where a site repeats, else its first."""
+    """(path, k-th write of it) for each write site (a path, its step numbers as one site) of an
+    uninterrupted run's write log: the step-``KILL_STEP`` write where a site repeats, else its first."""
     occurrences: dict[str, list[tuple[str, int]]] = {}
     counts: dict[str, int] = {}
     for path in log:
         counts[path] = counts.get(path, 0) + 1
-        occurrences.setdefault(site(path), []).append((path, counts[path]))
+        occurrences.setdefault(re.sub(r"(step_?)\d+", r"\1N", path), []).append((path, counts[path]))
     at_step = re.compile(rf"step_?{KILL_STEP}(?!\d)")
     return [next(((path, nth) for path, nth in found if at_step.search(path) or nth == KILL_STEP), found[0])
             for found in occurrences.values()]
 
 
 # ---- comparing a job's outputs with the uninterrupted run's -----------------------------------------
-def _without_volatile(value):
-    if isinstance(value, dict):
-        return {k: _without_volatile(v) for k, v in value.items() if k not in VOLATILE_KEYS}
-    if isinstance(value, list):
-        return [_without_volatile(v) for v in value]
-    return value
-
-
 def _same_file(a: Path, b: Path) -> bool:
     import pandas as pd
 
     if a.suffix == ".json":
-        return _without_volatile(json.loads(a.read_text())) == _without_volatile(json.loads(b.read_text()))
+        return untimed(json.loads(a.read_text())) == untimed(json.loads(b.read_text()))
     if a.suffix == ".csv":
-        fa, fb = pd.read_csv(a), pd.read_csv(b)
-        drop = [c for c in fa.columns if c in VOLATILE_KEYS]
-        return fa.drop(columns=drop).equals(fb.drop(columns=[c for c in drop if c in fb]))
+        return untimed_frame(a).equals(untimed_frame(b))
     if a.suffix == ".parquet":
         return pd.read_parquet(a).equals(pd.read_parquet(b))
     if a.suffix == ".pt":  # torch.save stamps each file with a fresh serialization id: compare what it holds
@@ -208,7 +185,7 @@ def jobs(work: Path) -> list[Job]:
 
     def eval_left(job: Path) -> str | None:
         from gentax.errors import GentaxError
-        from gentax.rollout.evaluation import read_eval
+        from gentax.evalfile import read_eval
 
         if not (job / "eval" / "sokoban.json").is_file():
             return None
@@ -263,7 +240,7 @@ def probe(job: Job, work: Path) -> None:
     if straight.returncode:
         raise SystemExit(f"the uninterrupted {job.kind} job failed:\n{straight.stdout}{straight.stderr}")
     shutil.move(folder, reference)  # every point runs at the same path, so paths inside outputs agree
-    points = kill_points(writes(log))
+    points = kill_points(log.read_text().splitlines() if log.is_file() else [])
     if job.sample:
         keep = job.sample([path for path, _ in points])
         points = [(path, nth) for path, nth in points if path in keep]
@@ -316,20 +293,11 @@ def report(all_jobs: list[Job]) -> str:
     return "\n".join(lines)
 
 
-def _provenance() -> str:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True).stdout.strip()
-    date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    machine = f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()})"
-    return f"commit {commit}{' + uncommitted changes' if dirty else ''}, {date}, {machine}"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="work folder (default: a temporary one, removed at the end)")
     parser.add_argument("--only", help="comma-separated job kinds (default: all)")
-    parser.add_argument("--record", help="also write the report, with commit, date and machine, to this file")
+    parser.add_argument("--write", action="store_true", help="write the record benchmarks/records/kill_points.txt")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gentax-kill-") as tmp:
         work = Path(args.out or tmp)
@@ -341,11 +309,10 @@ def main() -> int:
         for job in all_jobs:
             shutil.rmtree(work / job.kind, ignore_errors=True)
             probe(job, work)
-    text = f"python benchmarks/kill_points.py{' --only ' + args.only if args.only else ''}\n{_provenance()}\n" + report(all_jobs)
+    text = record_header(f"python benchmarks/kill_points.py{' --only ' + args.only if args.only else ''}") + "\n" + report(all_jobs)
     print(text)
-    if args.record:
-        Path(args.record).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.record).write_text(text + "\n")
+    if args.write:
+        write_record("kill_points.txt", text + "\n")
     return 0 if all(p["ok"] for job in all_jobs for p in job.points) else 1
 
 

@@ -7,7 +7,7 @@ too, for a GPU without bf16); anything but ``auto`` is returned as it is. ``auto
 
 - CPU: ``bfloat16`` when /proc/cpuinfo lists a native bf16 instruction (``avx512_bf16``:
   AVX-512 BF16 dot products; ``amx_bf16``: AMX tiles), where a bf16 matrix product runs ~2x an
-  fp32 one (benchmarks/records/roofline_*.tsv); ``float32`` elsewhere
+  fp32 one (the roofline, docs/performance.md); ``float32`` elsewhere
   (AVX2-only CPUs emulate bf16 and run it slower than fp32);
 - CUDA: ``bfloat16`` when the GPU supports it (Ampere and newer), else ``float32``.
 
@@ -123,8 +123,8 @@ def deterministic_kernels(device) -> None:
     cuBLAS's reproducible workspace and torch's deterministic algorithms where they exist (a warning
     where an op has none, not an error: the sampler's float ``cumsum`` has none on CUDA), so that two
     runs of a job give the same bits whatever else shares the GPU. Not enough for training: the
-    attention backward needs ``strict_determinism`` (the 2026-12-03 twin on the H200, whose V1
-    checkpoints differed, benchmarks/gpu1/runs/2026-12-03b). Call it before the process's first CUDA
+    attention backward needs ``strict_determinism`` (without it two runs' trained weights differed
+    on a GPU: docs/gpu1.md "Two runs agree"). Call it before the process's first CUDA
     product: cuBLAS reads the variable when it starts."""
     if not str(device).startswith("cuda"):
         return
@@ -141,8 +141,7 @@ def strict_determinism(device):
     CUDA ``device``; else nothing. For a backward pass: the attention backward of sdpa's cuDNN and
     memory-efficient kernels takes its deterministic algorithm only in the strict mode (torch's
     attention_backward.cu; in warn-only mode it warns "cuDNN Attention defaults to a
-    non-deterministic algorithm" and splits the keys, so two runs' weights differ: measured on the
-    H200, 2026-12-03). The mode is global: the autograd threads see it. Restored after. Not
+    non-deterministic algorithm" and splits the keys, so two runs' weights differ). The mode is global: the autograd threads see it. Restored after. Not
     enough alone: sdpa picks its kernel in the forward (``deterministic_attention``)."""
     if not str(device).startswith("cuda"):
         yield
@@ -161,15 +160,13 @@ def strict_determinism(device):
 def deterministic_attention(device):
     """Within, on a CUDA ``device``: sdpa may not pick cuDNN attention; flash, memory-efficient and
     math attention stay (their backward is deterministic in ``strict_determinism``); else nothing.
-    sdpa chooses its kernel in the forward, where the jobs' mode is warn-only. Measured on the H200
-    (benchmarks/gpu1/runs/2026-12-04b/update_twice.json: the engine's update pass on a step's padded
-    shape, 2 processes x 3 repeats beside 2 busy processes): gradients bit-equal within and across processes with sdpa limited to flash+math, to
-    memory-efficient or to math attention, or with eager attention; different with cuDNN attention
-    alone and with sdpa as the model loads (presumably what the jobs' forward picked). Memory-efficient
-    attention stays because math attention keeps each layer's (rows x heads x tokens x tokens) weights
-    for the backward: with flash+math only, 12 jobs sharing the H200 peaked at 139.8 GiB (104.3 GiB the
-    run before) and two RL runs failed twice out of memory (runs/2026-12-04b). With this set, 12 jobs
-    peaked at 95.7 GiB and two runs of the initial chain agreed bit for bit (runs/2026-12-04c).
+    sdpa chooses its kernel in the forward, where the jobs' mode is warn-only. On a GPU shared by
+    several processes, the engine's update pass gives bit-equal gradients within and across
+    processes with sdpa limited to flash, memory-efficient or math attention, or with eager
+    attention, and different ones with cuDNN attention (what sdpa may pick as the model loads).
+    Memory-efficient attention stays because math attention keeps each layer's (rows x heads x tokens
+    x tokens) weights for the backward, which ran 12 jobs sharing a GPU out of memory; with this set
+    two runs of the initial chain agree bit for bit (docs/gpu1.md "Two runs agree").
     Strict mode around the whole forward would choose the same way but raises at any op without a
     deterministic CUDA kernel (float ``cumsum`` has none). For a training forward whose backward runs
     in ``strict_determinism``."""

@@ -5,10 +5,9 @@
 glibc serves an allocation above its mmap threshold (128 kB at start, raised only as freed
 blocks teach it) with a fresh ``mmap`` and gives it back on ``free``; it also trims freed memory
 at the top of the heap. A forward pass allocates and frees the same tens-of-MB activations at
-every call, so each call page-faults its memory in again, zeroed by the kernel. Measured on the
-embedded model (bf16, one thread, 8 prompts of 300-417 tokens, 10 prefills in a fresh process;
-``python benchmarks/malloc_prefill.py``): 575 prefill tokens/s and 8.8 s of system time with
-glibc's defaults, 697 tokens/s and 1.2 s with the settings below.
+every call, so each call page-faults its memory in again, zeroed by the kernel: the embedded
+model's prefill ran ~20 % faster with the settings below, with a fraction of the system time
+(docs/performance.md).
 
 ``tune`` sets them in this process (``mallopt``) and exports glibc's environment variables for
 its children (LlamaFactory, the JVM, verl's workers); a value the user already exported wins.

@@ -283,12 +283,12 @@ def readme() -> str:
     from gentax.domains import domain_class
     from gentax.domains.spec import ENV_VAR, names
     from gentax.io import read_yaml
-    from gentax.study.config import PRESET_OVERLAYS, STUDY_FILE, schema
+    from gentax.study.config import PRESET_OVERLAYS, STUDY_FILE, schema, with_step_limits
 
     added = os.environ.pop(ENV_VAR, None)
     try:
         knobs = {name: dict(domain_class(name).default_options) for name in names()}
-        return Readme(schema(), read_yaml(STUDY_FILE)).text(PRESET_OVERLAYS, knobs)
+        return Readme(schema(), with_step_limits(read_yaml(STUDY_FILE))).text(PRESET_OVERLAYS, knobs)
     finally:
         if added is not None:
             os.environ[ENV_VAR] = added

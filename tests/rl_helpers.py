@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 from gentax.io import read_yaml
-from gentax.study.config import command_line_defaults
+from gentax.study.config import command_line_defaults, with_step_limits
 from gentax.study.plan import study_rl
 
 
@@ -46,7 +46,7 @@ def copy_model(src: Path, dst: Path) -> Path:
 #: the paper study's RL block (config/config.yaml's ``rl:``, the paper preset as it is, with the RL keys the
 #: study sets elsewhere: gentax.study.plan.study_rl): the study values an RL section holds, which the
 #: engines' loader has no default for (gentax.train.config)
-PAPER_STUDY = read_yaml(Path(__file__).resolve().parents[1] / "config" / "config.yaml")  # the paper preset as it is
+PAPER_STUDY = with_step_limits(read_yaml(Path(__file__).resolve().parents[1] / "config" / "config.yaml"))  # the paper preset
 PAPER_RL = study_rl(PAPER_STUDY)
 TINY_RL = {
     **PAPER_RL,

@@ -24,6 +24,7 @@ from gentax.study import cost, dag
 from gentax.study import plan as gplan
 from gentax.study import config as gconfig
 from gentax.errors import ConfigError
+from gentax.io import deep_merge, read_yaml
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -186,10 +187,6 @@ def test_a_profile_named_relative_to_the_checkout_is_shown_so():
 def test_the_one_gpu_profile_prices_its_shared_gpu():
     """profiles/gpu1: 12 `gpu_jobs` slots of one GPU; a GPU job holds one, so 1/12 of the GPU, and
     the study is priced in GPU-hours (what the one GPU is busy), not as CPU jobs."""
-    from gentax.study import config as gconfig
-
-    from gentax.io import read_yaml
-
     gpu1 = gconfig.load_config(gconfig.with_preset(read_yaml(REPO / "config" / "config.yaml"), {"preset": "gpu1"}))
     resources = cost.profile_resources(REPO / "profiles" / "gpu1")
     assert resources["rl_segment"]["gpu"] == resources["eval_checkpoint_v2"]["gpu"] == pytest.approx(1 / 12)
@@ -206,7 +203,11 @@ def test_the_one_gpu_profile_prices_its_shared_gpu():
 
 
 def gpu1(*layers):
-    return gconfig.load_config([REPO / "config" / "config.yaml", REPO / "config" / "gpu1.yaml", *layers, {"preset": "gpu1"}])
+    """The gpu1 study (its overlay over config/config.yaml, as the preset lays it) under ``layers``."""
+    overrides = {"preset": "gpu1"}
+    for layer in layers:
+        overrides = deep_merge(overrides, layer if isinstance(layer, dict) else read_yaml(layer))
+    return gconfig.load_config(gconfig.with_preset(read_yaml(REPO / "config" / "config.yaml"), overrides))
 
 
 def test_the_disk_estimate_counts_the_checkpoints_each_run_keeps():

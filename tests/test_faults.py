@@ -1,8 +1,8 @@
-"""Faults lose nothing and hide nothing: kills around a checkpoint save and during an eval write,
-temporaries left by killed writes (of every output), one writer per output (run folder, SFT,
-evaluation), a trainer's processes ended with it (vLLM engines outside its process group
-included), damaged checkpoints and eval files named with their recovery, every reader of a result
-file (JSON, CSV, Parquet, YAML, safetensors, optimizer state) naming a cut one and the job that
+"""Faults lose nothing and hide nothing: kills around a checkpoint save (during an eval write:
+tests/test_evalfile.py), temporaries left by killed writes (of every output), one writer per output
+(run folder, SFT, evaluation), a trainer's processes ended with it (vLLM engines outside its
+process group included), damaged checkpoints named with their recovery (eval files:
+tests/test_evalfile.py), every reader of a result file (JSON, CSV, Parquet, YAML, safetensors, optimizer state) naming a cut one and the job that
 rebuilds it, bad outputs refused before any work.
 
 A kill is simulated in-process by raising ``Killed`` (a BaseException, so no ``except Exception``
@@ -32,6 +32,7 @@ from gentax.rollout import evaluation
 from gentax.train import local_engine, runs
 from gentax.train.cli import train_rl
 from rl_helpers import TINY_RL, make_run, make_tiny_model
+from test_evalfile import expert_eval
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -119,33 +120,6 @@ def test_temporaries_of_killed_writes_are_removed(tiny, tmp_path, capsys):
     (folder / ".other.json.k1ll3d.tmp").mkdir()  # another output's write in progress: not ours to remove
     expert_eval(folder / "sokoban", 2)
     assert temporaries(folder) == [folder / ".other.json.k1ll3d.tmp"]
-
-
-# ---- 3. an old summary beside new trajectories ------------------------------------------------------
-def expert_eval(prefix: Path, episodes: int) -> dict:
-    from gentax.rollout.collector import CollectConfig
-    from gentax.rollout.generators import make_generator
-
-    cfg = CollectConfig(domain="sokoban", split="eval", max_steps=15)
-    return evaluation.evaluate(make_generator("expert", None), list(range(episodes)), cfg, str(prefix), progress=False)
-
-
-def test_a_kill_after_the_tables_never_leaves_the_old_summary(tmp_path, monkeypatch):
-    prefix = tmp_path / "sokoban"
-    assert expert_eval(prefix, 2)["episodes"] == 2
-
-    def killed(*_args, **_kwargs):
-        raise Killed
-
-    monkeypatch.setattr(evaluation, "write_json", killed)
-    with pytest.raises(Killed):
-        expert_eval(prefix, 6)
-    monkeypatch.undo()
-    assert not Path(f"{prefix}.json").exists()  # no complete result: Snakemake reruns the job
-    assert pd.read_parquet(f"{prefix}.episodes.parquet")["task_seed"].tolist() == list(range(6))
-    expert_eval(prefix, 6)
-    summary = json.loads(Path(f"{prefix}.json").read_text())
-    assert summary["episodes"] == 6 == len(pd.read_parquet(f"{prefix}.episodes.parquet"))
 
 
 # ---- 6. two trainers on one run folder ------------------------------------------------------------
@@ -496,31 +470,6 @@ def test_a_stopped_trainer_ends_its_processes(tmp_path):
                 os.kill(pid, signal.SIGKILL)
 
 
-def test_the_gpu_smokes_kill_ends_the_vllm_engines_outside_the_trainers_group(tmp_path, monkeypatch):
-    import uuid
-
-    from by_path import load
-
-    smoke = load("benchmarks/verl_gpu_smoke/smoke.py", "verl_gpu_smoke")
-    monkeypatch.setattr(smoke, "LEFT_BEHIND", ())  # by the marker alone: other users' Ray on this machine is not ours
-    marker = uuid.uuid4().hex
-    script = ("import subprocess, sys, time\n"
-              "engines = [subprocess.Popen(['setsid', 'bash', '-c', f'exec -a {t} sleep 600']) for t in sys.argv[1:]]\n"
-              "print(' '.join(str(e.pid) for e in engines), flush=True)\ntime.sleep(600)\n")
-    trainer = subprocess.Popen([sys.executable, "-c", script, *VLLM_TITLES], stdout=subprocess.PIPE, text=True,
-                               env={"PATH": "/usr/bin:/bin", smoke.ATTEMPT_ENV: marker}, start_new_session=True)
-    trainer.gentax_attempt = marker
-    engines = [int(pid) for pid in trainer.stdout.readline().split()]
-    try:
-        wait_until_titled(engines, VLLM_TITLES)  # started as the trainer's engines are: running, not in exec
-        assert smoke.kill_everything(trainer) == []
-        assert not any(alive(pid) for pid in engines)
-    finally:
-        for pid in engines:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-
-
 # ---- 10. damaged files are found, named, and recovered from ---------------------------------------
 def test_a_truncated_checkpoint_is_named_and_the_run_resumes_from_the_one_before(tiny, straight_run, tmp_path, capsys):
     import shutil
@@ -542,44 +491,6 @@ def test_a_truncated_checkpoint_is_named_and_the_run_resumes_from_the_one_before
                                   pd.read_csv(straight_run / runs.METRICS_FILE)[["step", "loss"]])
 
 
-def test_a_damaged_eval_result_names_the_file_and_the_command_that_rebuilds_it(tmp_path):
-    prefix = tmp_path / "step3" / "sokoban"
-    expert_eval(prefix, 2)
-    json_path = f"{prefix}.json"
-    summary, episodes = evaluation.read_eval(json_path)
-    assert summary["episodes"] == len(episodes) == 2
-    table = Path(f"{prefix}.episodes.parquet")
-    size = table.stat().st_size
-    with open(table, "r+b") as fh:
-        fh.truncate(size - 7)
-    with pytest.raises(GentaxError, match=rf"^{table} is corrupt \({size - 7} bytes, {size} written\); "
-                                          rf"rebuild it: snakemake --force {json_path} "):
-        evaluation.read_eval(json_path)
-    table.unlink()
-    with pytest.raises(GentaxError, match=rf"^{table} is missing; rebuild it: snakemake --force {json_path}"):
-        evaluation.read_eval(json_path)
-    Path(json_path).write_text('{"episodes": 2, "succ')  # a JSON cut short
-    with pytest.raises(GentaxError, match=rf"^{json_path} is corrupt \(not JSON"):
-        evaluation.read_eval(json_path)
-    Path(json_path).unlink()
-    with pytest.raises(GentaxError, match=rf"^{json_path} is missing; rebuild it"):
-        evaluation.read_eval(json_path)
-
-
-def test_an_eval_that_only_met_env_errors_says_how_to_recover(tmp_path, monkeypatch):
-    from gentax.domains.sokoban import SokobanEnv
-
-    def dies(self, action):
-        raise RuntimeError("Answer from Java side is empty")
-
-    monkeypatch.setattr(SokobanEnv, "_step", dies)
-    expert_eval(tmp_path / "sokoban", 2)
-    with pytest.raises(GentaxError, match=r"an env error ended every one of its 2 episodes \(RuntimeError: Answer from "
-                                          r"Java side is empty\); fix the cause .*snakemake --force .*"
-                                          r"eval.errors_as_losses: true"):
-        evaluation.read_eval(tmp_path / "sokoban.json")
-
-
 def test_an_unwritable_eval_output_fails_before_any_episode(tmp_path, monkeypatch, capsys):
     from gentax.cli import main
 
@@ -597,7 +508,7 @@ def test_an_unwritable_eval_output_fails_before_any_episode(tmp_path, monkeypatc
 
 def test_two_evaluations_of_one_output_do_not_run_at_once(tmp_path, monkeypatch):
     prefix = tmp_path / "sokoban"
-    with lock_held_elsewhere("gentax.rollout import evaluation", "evaluation.output_lock(sys.argv[1])", prefix) as holder:
+    with lock_held_elsewhere("gentax import evalfile", "evalfile.output_lock(sys.argv[1])", prefix) as holder:
         with pytest.raises(GentaxError, match=f"evaluation output {prefix}.json is in use by pid {holder.pid}"):
             expert_eval(prefix, 2)
     assert expert_eval(prefix, 2)["episodes"] == 2
@@ -874,10 +785,10 @@ LOCKS = {
     "train rl": (lambda spec: spec["out"], "gentax.train import runs", "runs.locked(sys.argv[1])"),
     "sft train": (lambda spec: spec["out"], "gentax import io", "io.output_lock(sys.argv[1], 'SFT output')"),
     "sft build-data": (lambda spec: spec["out"], "gentax import io", "io.output_lock(sys.argv[1], 'SFT dataset')"),
-    "eval": (lambda spec: spec["domains"][-1]["out"][: -len(".parquet")], "gentax.rollout import evaluation",
-             "evaluation.output_lock(sys.argv[1])"),  # its last domain's: every domain's lock is taken first
-    "properties": (lambda spec: spec["out"][: -len(".parquet")], "gentax.rollout import evaluation",
-                   "evaluation.output_lock(sys.argv[1])"),
+    "eval": (lambda spec: spec["domains"][-1]["out"][: -len(".parquet")], "gentax import evalfile",
+             "evalfile.output_lock(sys.argv[1])"),  # its last domain's: every domain's lock is taken first
+    "properties": (lambda spec: spec["out"][: -len(".parquet")], "gentax import evalfile",
+                   "evalfile.output_lock(sys.argv[1])"),
     "model embedded": (lambda spec: spec["out"], "gentax import io", "io.output_lock(sys.argv[1], 'model folder')"),
 }
 #: what makes a job slow to start: none of it may load before the lock refuses a second job

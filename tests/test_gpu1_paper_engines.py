@@ -14,7 +14,7 @@ from snakemake_plans import REPO, dry_run_text, job_counts
 
 OVERLAY = REPO / "config" / "gpu1_paper_engines.yaml"
 PROFILE = REPO / "profiles" / "gpu1"
-#: what benchmarks/gpu1/device.sh is given for the slice (docs/gpu1.md)
+#: the targets benchmarks/gpu1/device.sh is given for the slice (docs/gpu1.md)
 TARGETS = ("tables/table2_success.csv", "tables/table4_extended.csv", "properties/properties.csv")
 DOMAINS = {"alfworld", "webshop", "sokoban", "sciworld"}
 

@@ -75,6 +75,28 @@ def test_gentax_plan_counts_the_grid(sized):
     assert counts["checkpoint_evals"] == (9 * 3 + 11 * 4) * seeds
 
 
+def test_the_overlay_restates_nothing_of_the_embedded_sections_beneath_it():
+    """config/gpu1.yaml is laid over config/embedded.yaml's model, engines, domains and cluster
+    (gconfig.OVERLAY_PARENTS) and sets only what differs from them; the study still runs the embedded
+    model with the embedded knobs but those it changes."""
+    def leaves(node, path=()):
+        if isinstance(node, dict) and node:
+            for key, value in node.items():
+                yield from leaves(value, path + (key,))
+        else:
+            yield path, node
+
+    (parent, inherited), (own_file, own) = gconfig.overlay_layers("gpu1")
+    assert (parent.name, own_file.name, set(inherited)) == ("embedded.yaml", "gpu1.yaml",
+                                                           {"model", "engines", "domains", "cluster"})
+    beneath = dict(leaves(inherited))
+    assert {path for path, value in leaves(own) if beneath.get(path, object()) == value} == set()
+    cfg = study()
+    assert cfg["model"]["embedded"] is True and cfg["cluster"]["gpus_per_node"] == 1
+    assert cfg["domains"]["sokoban"] == {"max_steps": 6, "options": inherited["domains"]["sokoban"]["options"]}
+    assert cfg["domains"]["webshop"]["options"]["goal_options"] == 0  # gpu1's own
+
+
 def test_an_unknown_preset_names_the_valid_ones():
     with pytest.raises(gplan.ConfigError, match="gpu1"):
         gconfig.with_preset({}, {"preset": "gpu9"})

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
 from gentax.train import grpo
+from gentax.train.config import load_rl_config
 from rl_helpers import PAPER_RL
 
 core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
+#: the paper study's advantage and loss settings (config/config.yaml's rl block as the study resolves it)
+PAPER_ADVANTAGES = {"mode": PAPER_RL["advantage_normalisation"], "invalid_penalty": PAPER_RL["invalid_penalty"],
+                    "penalty_placement": PAPER_RL["invalid_penalty_placement"]}
+PAPER_LOSS = grpo.LossConfig.from_rl(load_rl_config(PAPER_RL))
+
+
+def step_advantages(*args, **changes):
+    """``grpo.step_advantages`` with the paper's settings but ``changes``."""
+    return grpo.step_advantages(*args, **{**PAPER_ADVANTAGES, **changes})
 
 
 def verl_grpo(scores, group_ids, eps=1e-6, norm_by_std=True):
@@ -65,7 +77,7 @@ def test_step_advantages_trajectory_mode():
     traj_groups = ["A", "A", "A", "B", "B"]
     step_traj = [0, 0, 0, 1, 2, 2, 3, 4]
     invalid = [False, True, False, False, False, False, True, False]
-    adv = grpo.step_advantages(outcomes, traj_groups, step_traj, invalid)
+    adv = step_advantages(outcomes, traj_groups, step_traj, invalid)
     traj_adv = grpo.group_advantages(outcomes, traj_groups)
     expected = traj_adv[step_traj] - 0.1 * np.array(invalid)
     np.testing.assert_allclose(adv, expected)
@@ -79,14 +91,14 @@ def test_step_advantages_step_mode_equals_verl_on_samples():
     traj_groups = np.array([0, 0, 1, 1])
     step_traj = np.array([0, 0, 1, 1, 1, 2, 3, 3])
     invalid = np.array([0, 1, 0, 0, 1, 0, 0, 0], dtype=bool)
-    adv = grpo.step_advantages(outcomes, traj_groups, step_traj, invalid, mode="cross_step", penalty_placement="in_return")
+    adv = step_advantages(outcomes, traj_groups, step_traj, invalid, mode="cross_step", penalty_placement="in_return")
     np.testing.assert_allclose(
         adv, verl_grpo(outcomes[step_traj] - 0.1 * invalid, traj_groups[step_traj]), rtol=1e-5, atol=1e-4
     )
     with pytest.raises(ValueError, match="unknown advantage mode"):
-        grpo.step_advantages(outcomes, traj_groups, step_traj, invalid, mode="nope")
+        step_advantages(outcomes, traj_groups, step_traj, invalid, mode="nope")
     with pytest.raises(ValueError, match="unknown penalty placement"):
-        grpo.step_advantages(outcomes, traj_groups, step_traj, invalid, penalty_placement="before")
+        step_advantages(outcomes, traj_groups, step_traj, invalid, penalty_placement="before")
 
 
 # three tasks x 2 trajectories; task C's outcomes are equal (std 0), with an invalid second step
@@ -101,9 +113,9 @@ PLACEMENT_CASE = dict(
 def test_penalty_after_normalisation_in_both_modes():
     c = PLACEMENT_CASE
     penalty = -0.1 * c["invalid"]
-    traj = grpo.step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], c["invalid"])
+    traj = step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], c["invalid"])
     np.testing.assert_allclose(traj, verl_grpo(c["outcomes"], c["traj_groups"])[c["step_traj"]] + penalty, rtol=1e-5, atol=1e-4)
-    cross = grpo.step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], c["invalid"], mode="cross_step")
+    cross = step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], c["invalid"], mode="cross_step")
     step_groups = c["traj_groups"][c["step_traj"]]
     np.testing.assert_allclose(cross, verl_grpo(c["outcomes"][c["step_traj"]], step_groups) + penalty, rtol=1e-5, atol=1e-4)
     assert traj[8] == pytest.approx(-0.1) and cross[8] == pytest.approx(-0.1)  # std-0 group: just the penalty
@@ -114,7 +126,7 @@ def test_penalty_in_return_with_trajectory_statistics_is_verl_agents_episode_nor
     normalised by the mean/std of ONE score per trajectory: that of its first sample."""
     c = PLACEMENT_CASE
     scores = c["outcomes"][c["step_traj"]] - 0.1 * c["invalid"]
-    adv = grpo.step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], c["invalid"], penalty_placement="in_return")
+    adv = step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], c["invalid"], penalty_placement="in_return")
     first = {0: 0, 1: 3, 2: 4, 3: 5, 4: 7, 5: 9}  # trajectory -> index of its first sample
     groups = c["traj_groups"][c["step_traj"]]
     expected = []
@@ -127,8 +139,8 @@ def test_penalty_in_return_with_trajectory_statistics_is_verl_agents_episode_nor
     assert adv[7] == adv[9] == 0.0
     # no invalid step: every placement and mode gives the paper's trajectory advantages
     none = np.zeros_like(c["invalid"])
-    base = grpo.step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], none)
-    np.testing.assert_allclose(grpo.step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], none,
+    base = step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], none)
+    np.testing.assert_allclose(step_advantages(c["outcomes"], c["traj_groups"], c["step_traj"], none,
                                                     penalty_placement="in_return"), base)
 
 
@@ -147,7 +159,7 @@ def test_policy_loss_equals_verl_vanilla():
     from omegaconf import OmegaConf
 
     logp, old, ref, adv, mask = _loss_inputs()
-    cfg = grpo.LossConfig(clip_low=0.2, clip_high=0.28, clip_ratio_c=3.0, kl_coef=0.0)
+    cfg = dataclasses.replace(PAPER_LOSS, clip_low=0.2, clip_high=0.28, clip_ratio_c=3.0, kl_coef=0.0)
     loss, sums = grpo.grpo_loss(logp, old, ref, adv, mask, num_tokens=mask.sum().item(), cfg=cfg)
     actor_cfg = OmegaConf.create(
         {"clip_ratio": 0.2, "clip_ratio_low": 0.2, "clip_ratio_high": 0.28, "clip_ratio_c": 3.0, "global_batch_info": {}}
@@ -169,7 +181,7 @@ def test_kl_equals_verl_low_var_kl_and_total_loss():
     torch.testing.assert_close(ours, theirs)
     assert torch.all(ours >= 0)
     # total loss = verl policy loss + 0.01 * token-mean(k3), as verl's actor adds kl_loss_coef * kl_loss
-    cfg = grpo.LossConfig(kl_coef=0.01)
+    cfg = dataclasses.replace(PAPER_LOSS, kl_coef=0.01)
     loss, sums = grpo.grpo_loss(logp, old, ref, adv, mask, num_tokens=mask.sum().item(), cfg=cfg)
     actor_cfg = OmegaConf.create({"clip_ratio": 0.2, "clip_ratio_low": None, "clip_ratio_high": None, "global_batch_info": {}})
     pg = core_algos.compute_policy_loss_vanilla(old, logp, adv[:, None].expand_as(logp), mask, config=actor_cfg)[0]
@@ -184,14 +196,15 @@ def test_entropy_term_equals_verls_actor_loss():
 
     logp, old, ref, adv, mask = _loss_inputs(seed=3)
     entropy = torch.rand_like(logp) * 2
-    cfg = grpo.LossConfig(kl_coef=0.01, entropy_coeff=0.001)
+    cfg = dataclasses.replace(PAPER_LOSS, kl_coef=0.01, entropy_coeff=0.001)
     loss, _ = grpo.grpo_loss(logp, old, ref, adv, mask, num_tokens=mask.sum().item(), cfg=cfg, entropy=entropy)
     actor_cfg = OmegaConf.create({"clip_ratio": 0.2, "clip_ratio_low": None, "clip_ratio_high": None, "global_batch_info": {}})
     pg = core_algos.compute_policy_loss_vanilla(old, logp, adv[:, None].expand_as(logp), mask, config=actor_cfg)[0]
     kl = core_algos.agg_loss(core_algos.kl_penalty(logp, ref, "low_var_kl"), mask, "token-mean")
     ent = core_algos.agg_loss(entropy, mask, "token-mean")
     assert loss.item() == pytest.approx((pg - 0.001 * ent + 0.01 * kl).item(), rel=1e-5, abs=1e-6)
-    without, _ = grpo.grpo_loss(logp, old, ref, adv, mask, num_tokens=mask.sum().item(), cfg=grpo.LossConfig(kl_coef=0.01))
+    without, _ = grpo.grpo_loss(logp, old, ref, adv, mask, num_tokens=mask.sum().item(),
+                                cfg=dataclasses.replace(cfg, entropy_coeff=0.0))
     assert without.item() == pytest.approx((pg + 0.01 * kl).item(), rel=1e-5, abs=1e-6)
     with pytest.raises(ValueError, match="needs the per-token entropy"):
         grpo.grpo_loss(logp, old, ref, adv, mask, num_tokens=1.0, cfg=cfg)
@@ -201,15 +214,16 @@ def test_micro_batches_add_up_to_token_mean_and_gradients_flow():
     logp, old, ref, adv, mask = _loss_inputs(seed=2)
     logp = logp.clone().requires_grad_(True)
     n = mask.sum().item()
-    whole, _ = grpo.grpo_loss(logp, old, ref, adv, mask, num_tokens=n)
-    parts = sum(grpo.grpo_loss(logp[i : i + 2], old[i : i + 2], ref[i : i + 2], adv[i : i + 2], mask[i : i + 2], n)[0]
+    whole, _ = grpo.grpo_loss(logp, old, ref, adv, mask, num_tokens=n, cfg=PAPER_LOSS)
+    parts = sum(grpo.grpo_loss(logp[i : i + 2], old[i : i + 2], ref[i : i + 2], adv[i : i + 2], mask[i : i + 2], n,
+                                PAPER_LOSS)[0]
                 for i in range(0, 6, 2))
     assert whole.item() == pytest.approx(parts.item(), rel=1e-6)
     whole.backward()
     assert torch.isfinite(logp.grad).all() and logp.grad[mask == 0].abs().max() == 0
     # on-policy (old == current), the gradient pushes up tokens with positive advantage
     lp = old.clone().requires_grad_(True)
-    grpo.grpo_loss(lp, old, old, adv, mask, n, grpo.LossConfig(kl_coef=0.0))[0].backward()
+    grpo.grpo_loss(lp, old, old, adv, mask, n, dataclasses.replace(PAPER_LOSS, kl_coef=0.0))[0].backward()
     row = int(torch.argmax(adv))
     assert (lp.grad[row][mask[row] > 0] < 0).all()
 

@@ -1,6 +1,6 @@
 """The layering docs/contracts.md "Layers" states, read from the source with ast: every import of
 a gentax module (module-level and function-local alike) goes down the layer order or stays in its
-layer, no import cycle joins gentax modules, verl_engine / verl_agent do not import each other at
+layer, no import cycle joins gentax modules, analysis never imports rollout, verl_engine / verl_agent do not import each other at
 module level, and a function-local gentax import in the converted packages says why it is deferred."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ GENTAX = ROOT / "gentax"
 
 #: bottom to top; a module belongs to the layer of its longest listed prefix (docs/contracts.md "Layers")
 LAYERS = (
-    ("base", ("gentax", "gentax.errors", "gentax.io", "gentax.dtype", "gentax.malloc", "gentax.provenance",
-              "gentax.jobspec")),
+    ("base", ("gentax", "gentax.errors", "gentax.io", "gentax.evalfile", "gentax.dtype", "gentax.malloc",
+              "gentax.provenance", "gentax.jobspec")),
     ("domains", ("gentax.domains",)),
     ("agent", ("gentax.agent",)),
     ("runspec", ("gentax.runspec",)),
@@ -142,6 +142,16 @@ def test_domains_import_nothing_above_them():
     above = {name for name, _ in LAYERS[2:]}
     offenders = [f"{m} imports {t}" for m in MODULES if _layer(m) == 1 for t, _, _ in _imports(m)
                  if LAYERS[_layer(t)][0] in above]
+    assert offenders == []
+
+
+def test_analysis_never_imports_rollout():
+    """The tables read evaluations through their file format (gentax.evalfile), not the rollout stack
+    that writes them: no analysis module imports gentax.rollout, function-local imports counted."""
+    analysis = [m for m in MODULES if _layer(m) == [name for name, _ in LAYERS].index("analysis")]
+    assert "gentax.analysis.summary" in analysis
+    offenders = [f"{m}:{line} imports {t}" for m in analysis for t, line, _ in _imports(m)
+                 if t == "gentax.rollout" or t.startswith("gentax.rollout.")]
     assert offenders == []
 
 

@@ -43,6 +43,20 @@ def test_with_preset_layers_base_overlay_then_overrides():
         gconfig.with_preset(base, {"preset": "tiny"})
 
 
+def test_a_domain_section_without_a_step_limit_takes_its_envs_own():
+    """The step limit's one home is the env class (``default_max_steps``); the study config's
+    ``domains.<d>.max_steps`` overrides it (the embedded overlay does), else is derived from it."""
+    from gentax.domains import domain_class
+
+    base = read_yaml(REPO / "config" / "config.yaml")
+    assert all("max_steps" not in section for section in base["domains"].values())
+    paper = gconfig.with_preset(base, {"preset": "paper", "domains": {"webshop": {"max_steps": 9}}})
+    assert {d: s["max_steps"] for d, s in paper["domains"].items()} == {
+        "alfworld": 50, "webshop": 9, "sokoban": 15, "sciworld": 50} == {
+        **{d: domain_class(d).default_max_steps for d in paper["domains"]}, "webshop": 9}
+    assert gconfig.with_preset(base, {})["domains"]["sokoban"]["max_steps"] == 6  # config/embedded.yaml's
+
+
 def test_gentax_plan_layers_the_same_way(tmp_path):
     mine = tmp_path / "mine.yaml"
     mine.write_text(TWO_SEEDS)

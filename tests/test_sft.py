@@ -79,6 +79,14 @@ def test_study_sections_and_errors(tmp_path):
     base = load_sft_config(study_section("embedded-base", steps=5))
     assert base.steps == 5 and set(base.mix) == {"alfworld", "webshop", "sokoban", "sciworld"}
     assert set(base.sources.values()) == {"expert"}
+    # a source the mix takes no domain from needs no episodes budget; one it takes a domain from does
+    assert base.v1_episodes_per_domain is None and "v1_episodes_per_domain" not in study_section("embedded-base")
+    v1_source = study_section("embedded-base", sources={**base.sources, "webshop": "v1"})
+    with pytest.raises(ConfigError, match="SFT config key v1_episodes_per_domain: missing: a study value"):
+        load_sft_config(v1_source)
+    assert load_sft_config({**v1_source, "v1_episodes_per_domain": 3}).v1_episodes_per_domain == 3
+    with pytest.raises(ConfigError, match="v1_episodes_per_domain: must be an integer >= 1"):
+        load_sft_config({**v1_source, "v1_episodes_per_domain": 0})
     assert load_sft_config(study_section(mix={"webshop": 1})).mix == {"webshop": 1}  # replaced whole, not merged
     with pytest.raises(ConfigError, match="SFT config key .*: unknown key"):
         load_sft_config(study_section(stepz=3))
@@ -115,10 +123,10 @@ def test_a_mix_weight_of_0_drops_the_domain_and_its_source():
 
 
 def test_no_sft_default_is_a_study_value():
-    """sft_defaults.yaml holds engine internals only (issue #41 item 2): none of its keys is one the
-    paper's SFT block (config/config.yaml inits.v2.sft) sets or one the study fills from another setting
-    (plan.SFT_FROM_STUDY), and no SFT block of config/config.yaml or a preset's overlay repeats one of its
-    values (a stage that changes an engine key, as the embedded warm start does, holds its own value)."""
+    """sft_defaults.yaml holds engine internals only (issue #41 item 2, #56 item 6): none of its keys is
+    one the paper's SFT block (config/config.yaml inits.v2.sft) sets or one the study fills from another
+    setting (plan.SFT_FROM_STUDY); no SFT block of config/config.yaml or a preset's overlay sets one of
+    them but a memory knob sized for the stage's machine (micro_batch_size), nor repeats its value."""
     from gentax.io import read_yaml
     from gentax.study.config import PRESET_OVERLAYS, STUDY_FILE
     from gentax.study.plan import SFT_BLOCKS, SFT_FROM_STUDY
@@ -134,6 +142,7 @@ def test_no_sft_default_is_a_study_value():
                 section = section.get(part) if isinstance(section, dict) else None
             repeated = {key: value for key, value in (section or {}).items() if defaults.get(key, object()) == value}
             assert not repeated, f"{path.name} {block} repeats sft_defaults.yaml: {repeated}"
+            assert set(section or {}) & set(defaults) <= {"micro_batch_size"}, f"{path.name} {block} sets an engine key"
 
 
 def test_a_preset_restates_no_sft_value_of_config_yaml():

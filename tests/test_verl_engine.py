@@ -253,7 +253,8 @@ def test_outputs_become_verl_rows_and_advantages(agent_outputs):
     assert fields[2]["rm_scores"][-1] == 0.0 and fields[5]["rm_scores"][-1] == 10.0
     table = list_of_dict_to_tensordict(fields)
     infos = [f["gentax"] for f in list(table["extra_fields"])]
-    adv = step_sample_advantages(keys, infos, [False] * 6, mode="trajectory", invalid_penalty=0.1)
+    adv = step_sample_advantages(keys, infos, [False] * 6, mode="trajectory", invalid_penalty=0.1,
+                                 penalty_placement="after_normalisation")
     winner, loser = grpo.group_advantages([0.0, 10.0], ["u1", "u1"])[::-1]
     np.testing.assert_allclose(adv, [loser, loser - 0.1, loser, winner, winner - 0.1, winner])
 
@@ -283,7 +284,8 @@ def test_step_sample_advantages_equal_verls_multi_trajectory_grpo():
     data = DataProto.from_dict(tensors={"token_level_rewards": rewards, "response_mask": mask},
                                non_tensors={"uid": np.array([k.rsplit("_", 2)[0] for k in keys], dtype=object)})
     verl_adv = compute_advantage_for_multi_trajectories(data, batch_keys=keys, adv_estimator="grpo").batch["advantages"]
-    ours = step_sample_advantages(keys, infos, [False] * (n - 1) + [True], mode="trajectory", invalid_penalty=0.1)
+    ours = step_sample_advantages(keys, infos, [False] * (n - 1) + [True], mode="trajectory", invalid_penalty=0.1,
+                                  penalty_placement="after_normalisation")
     np.testing.assert_allclose(ours[:-1], verl_adv[:-1, 0].numpy(), rtol=1e-5, atol=1e-5)
     assert ours[-1] == 0.0
 
@@ -304,10 +306,11 @@ def test_entropy_coeff_and_penalty_placement_reach_verl(tmp_path):
     shuffled = step_sample_advantages([keys[i] for i in order], [infos[i] for i in order], [False] * 5,
                                       mode="trajectory", invalid_penalty=0.1, penalty_placement="in_return")
     expected = grpo.step_advantages([10.0, 0.0], ["g", "g"], [0, 0, 0, 1, 1], [False, True, False, True, False],
-                                    invalid_penalty=0.1, penalty_placement="in_return")
+                                    mode="trajectory", invalid_penalty=0.1, penalty_placement="in_return")
     np.testing.assert_allclose(shuffled, expected[order])
     assert not np.allclose(expected, grpo.step_advantages([10.0, 0.0], ["g", "g"], [0, 0, 0, 1, 1],
-                                                          [False, True, False, True, False]))
+                                                          [False, True, False, True, False], mode="trajectory",
+                                                          invalid_penalty=0.1, penalty_placement="after_normalisation"))
 
 
 def test_registered_trainer_agent_loop_and_task_runner():

@@ -9,7 +9,8 @@
   calls through verl's client whose log-probs equal teacher forcing of the same model; a weight
   sync through the worker-side adapter, after which greedy output equals a reference model holding
   the synced weights; micro-batching of concurrent requests.
-What still needs a GPU (FSDP, the trainer's fit loop, CUDA) is run by benchmarks/verl_gpu_smoke/run.sh.
+What still needs a GPU (FSDP, the trainer's fit loop, CUDA) ran in the GPU smoke on 1 and 2 H200s
+(benchmarks/gpu_runs/verl_smoke_2026-11-30.md).
 """
 
 from __future__ import annotations

@@ -5,29 +5,22 @@ workflow, the four envs, LlamaFactory (SFT), the local engine, verl 0.9.1 with i
 
     python benchmarks/gpu1/bundle.py OUT_DIR [--part-mib 57] [--carry-root REPO] [--without PART,...]
 
---without PART,...   leaves parts out for GPU work that imports none of them (OPTIONAL_PARTS: gguf, jre,
-                     vllm, verl, deepspeed; a part's own roots, PART_ROOTS, go with it, and so does every
-                     requirement no remaining root reaches; docs/gpu1.md and docs/paper_shape.md say which
-                     work leaves out what); the manifest's rebuild command names the same selection
-OUT_DIR/tree/site/   every distribution the jobs import beyond the machine's image:
-                     - the study's (ROOTS and PART_ROOTS with their requirements, EXACT without) copied file by file
-                       from the venvs that scripts/setup.sh made (pure-Python files run under 3.12 as
-                       they are; ctypes libraries too), except those with CPython extensions, which are
-                       downloaded as cp312 manylinux wheels and unpacked; ray without what verl's trainer
-                       never imports (RAY_UNUSED);
-                     - vLLM and what it needs beyond the image and the above, resolved by pip for the
-                       machine (``vllm_closure``: the image and the site stand in as installed), without
-                       the optional GPU kernel packages (VLLM_OPTIONAL) and the kernels a Hopper GPU never
-                       loads (VLLM_UNUSED); where pip needs another version of a distribution the site
-                       holds (fastapi, starlette), vLLM's replaces it. One version of each: checked.
-OUT_DIR/tree/jre/    a Java runtime cut by jlink to the modules ScienceWorld's jar needs (jdeps)
-OUT_DIR/tree/bin/    llamafactory-cli (its console script, which a file-by-file copy leaves out)
-OUT_DIR/parts/       tree/ as one tar.xz stream cut into parts of at most --part-mib MiB (each fits one
-                     device call's carry beside the working tree) and manifest.json: every part's size
-                     and sha256, the stream's, and the command that rebuilds them
---carry-root REPO    also puts part k and the manifest into REPO/.gpu1p<k>/ (git-ignored folders; carry
-                     one a call: `carry: [".gpu1p<k>"]`); benchmarks/gpu1/install.py on the GPU machine
-                     checks, joins and unpacks them (benchmarks/gpu1/device.sh calls it)
+- OUT_DIR/tree/site/: every distribution the jobs import beyond the machine's image: the study's (ROOTS,
+  PART_ROOTS and their requirements; EXACT without) copied file by file from the venvs scripts/setup.sh
+  made, but those with CPython extensions, downloaded as cp312 manylinux wheels; ray without what
+  verl's trainer never imports (RAY_UNUSED); vLLM and what it needs beyond the image and the above, as
+  pip resolves it for the machine (``vllm_closure``), without the optional GPU kernel packages
+  (VLLM_OPTIONAL) and the kernels a Hopper GPU never loads (VLLM_UNUSED). One version of each: checked.
+- OUT_DIR/tree/jre/: a Java runtime cut by jlink to the modules ScienceWorld's jar needs (jdeps);
+  OUT_DIR/tree/bin/: llamafactory-cli (a file-by-file copy leaves console scripts out).
+- OUT_DIR/parts/: tree/ as one tar.xz stream cut into parts of at most --part-mib MiB (each fits one
+  device call's carry beside the working tree) and manifest.json (every part's size and sha256, the
+  stream's, the command that rebuilds them); --carry-root REPO also puts part k and the manifest into
+  REPO/.gpu1p<k>/ (git-ignored; carry one a call), which benchmarks/gpu1/install.py checks, joins and
+  unpacks on the GPU machine (benchmarks/gpu1/device.sh calls it).
+- --without PART,... leaves out parts the GPU work imports nothing of (OPTIONAL_PARTS; a part's own
+  roots go with it, and every requirement no remaining root reaches): the one-GPU preset runs with
+  ``--without vllm,verl,deepspeed`` (docs/gpu1.md).
 """
 
 from __future__ import annotations
@@ -50,6 +43,9 @@ from packaging.requirements import Requirement
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+from install import MANIFEST, PART_PREFIX, sha256_file  # noqa: E402  (the carry's contract, checked there)
+
 VENVS = [Path("/opt/gentax/venv-sft"), Path("/opt/gentax/venv")]  # LlamaFactory's own versions first
 #: distributions taken from the main venv although the SFT venv has them: hydra-core 1.3.8 (verl's
 #: config) needs omegaconf < 2.4, LlamaFactory takes any
@@ -125,8 +121,6 @@ PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x
 TARGET_MARKERS = {"python_version": "3.12", "python_full_version": "3.12.3", "sys_platform": "linux",
                   "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
                   "implementation_name": "cpython", "platform_python_implementation": "CPython"}
-PART_PREFIX = ".gpu1p"  # REPO/.gpu1p<k>/: the carry folders (git-ignored)
-MANIFEST = "manifest.json"
 REBUILD = "python benchmarks/gpu1/bundle.py OUT_DIR --carry-root ."
 
 
@@ -364,14 +358,6 @@ def build_bin(bin_dir: Path) -> None:
     cli.chmod(0o755)
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def pack(tree: Path, parts: Path, part_bytes: int, *, xz_level: str = "-9", source: str = "",
          rebuild: str = REBUILD) -> dict:
     """``tree`` as one tar.xz stream cut into ``parts/part.NN`` of at most ``part_bytes`` each, and
@@ -394,7 +380,7 @@ def pack(tree: Path, parts: Path, part_bytes: int, *, xz_level: str = "-9", sour
             part = parts / f"part.{index:02d}"
             part.write_bytes(block)
             entries.append({"name": part.name, "bytes": len(block), "sha256": hashlib.sha256(block).hexdigest()})
-    manifest = {"bundle": sha256(stream), "bytes": stream.stat().st_size, "parts": entries,
+    manifest = {"bundle": sha256_file(stream), "bytes": stream.stat().st_size, "parts": entries,
                 "unpacked_bytes": sum(f.stat().st_size for f in tree.rglob("*") if f.is_file() and not f.is_symlink()),
                 "built": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "source": source,
                 "rebuild": rebuild}

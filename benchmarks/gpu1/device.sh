@@ -1,42 +1,41 @@
 #!/usr/bin/env bash
 # Every GPU job of the workflow on the lent GPU machine, in consecutive device calls (each at most
 # 10 minutes). Run from the repository's root on the device (its working tree):
-#   bash benchmarks/gpu1/device.sh [--parts-root DIR] [--detach] [--kill K ...] [--compare ARGS] SECONDS [snakemake args...]
+#   bash benchmarks/gpu1/device.sh [--parts-root DIR] [--detach] [--compare ARGS] [--commit C] SECONDS [snakemake args...]
 #   bash benchmarks/gpu1/device.sh --collect WAIT_SECONDS
 #   bash benchmarks/gpu1/device.sh --detach --twin 'TARGETS' SECONDS [snakemake args...]
 # The bundle (benchmarks/gpu1/bundle.py: site, jre, bin; one part carried a call in the git-ignored
 # folders DIR/.gpu1p<k>/, DIR default the working tree) is copied to /tmp/gpu1dev/carry and checked
 # part by part as the parts arrive (benchmarks/gpu1/install.py: a missing or damaged part stops here,
 # named, with the rebuild command); /tmp lasts only while the machine stays warm (30 s after a call),
-# so the calls must follow each other at once. Once all are there it is unpacked into
-# /tmp/gpu1dev/bundle, the code is copied to
+# so the calls must follow each other at once. A call that brings one part of several ends there.
+# Once all are there the bundle is unpacked into /tmp/gpu1dev/bundle, the code is copied to
 # /tmp/gpu1dev/repo (where results/ and .snakemake/ outlive the call while the machine stays up)
 # and benchmarks/gpu1/drive.py runs Snakemake there (profiles/gpu1, greedy scheduler) for at most
 # SECONDS, then stops it (SIGINT: running jobs are marked incomplete and rerun by the next call),
-# sampling the GPU and carrying out the kill plan (--kill, drive.py's doc). --detach runs it in a
-# session of its own (past this call; collect it with a later call's --collect, which waits until it
-# is done or WAIT_SECONDS have passed). $OUT gets results.tar.xz (everything but weights) and
-# record/ (drive.json, gpu_samples.csv, the Snakemake logs) for benchmarks/gpu1/report.py.
+# sampling the GPU. --detach runs it in a session of its own (past this call; collect it with a later
+# call's --collect, which waits until it is done or WAIT_SECONDS have passed). $OUT gets
+# results.tar.xz (everything but weights) and record.tar.xz (drive.json, gpu_samples.csv, the
+# Snakemake log) for benchmarks/gpu1/report.py.
 # --twin 'TARGETS' (with --detach) also runs Snakemake for TARGETS, with the same arguments, in a second
-# copy of the code from its own empty results folder at the same time (Snakemake's own, unwatched; the
-# targets go first: an option such as --configfile takes every word up to the next option as its value):
-# two runs of one config on one GPU; --collect then compares what both made (benchmarks/gpu1/twin.py,
-# $OUT/twin.json) and brings the twin's log and results (no weights: twin_results.tar.xz).
+# copy of the code from its own empty results folder at the same time (the targets go first: an option
+# such as --configfile takes every word up to the next option as its value): two runs of one config on
+# one GPU; --collect then compares what both made (benchmarks/equivalence.py --folders, $OUT/twin.json)
+# and brings the twin's log and results (no weights: twin_results.tar.xz).
 set -u
 S=/tmp/gpu1dev
 here=$(pwd)
 parts_root=$here detach=0 drive_args=() twin_targets=
+no_weights=(--exclude='*.safetensors' --exclude='*.pt' --exclude='*.bin' --exclude='*.gguf' --exclude='optimizer*'
+            --exclude='global_step_*')
 collect() {  # results (no weights) and the drive's record into $OUT
-  [ -d "$S/repo/results" ] && tar -C "$S/repo" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.bin' \
-      --exclude='*.gguf' --exclude='optimizer*' --exclude='global_step_*' -cf - results | xz -3 -T8 > "$OUT/results.tar.xz"
+  [ -d "$S/repo/results" ] && tar -C "$S/repo" "${no_weights[@]}" -cf - results | xz -3 -T8 > "$OUT/results.tar.xz"
   [ -d "$S/record" ] && tar -C "$S" -cf - record | xz -3 -T8 > "$OUT/record.tar.xz"
   cp "$S/drive.log" "$OUT/" 2>/dev/null
   if [ -d "$S/twin/results" ]; then
     [ -e "$S/twin.done" ] && echo "twin done: $(cat "$S/twin.done")" || echo "twin still running"
-    python3 "$here/benchmarks/gpu1/twin.py" "$S/repo" "$S/twin" --out "$OUT/twin.json"
-    # the twin's own results (no weights): where two runs part, step by step (metrics.csv digests)
-    tar -C "$S/twin" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.bin' --exclude='*.gguf' \
-        --exclude='optimizer*' -cf - results | xz -3 -T8 > "$OUT/twin_results.tar.xz"
+    python3 "$here/benchmarks/equivalence.py" --folders "$S/repo" "$S/twin" --out "$OUT/twin.json"
+    tar -C "$S/twin" "${no_weights[@]}" -cf - results | xz -3 -T8 > "$OUT/twin_results.tar.xz"
     tail -c 200000 "$S/twin.log" > "$OUT/twin.log" 2>/dev/null
   fi
   ls -la "$OUT"
@@ -45,10 +44,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --parts-root) parts_root=$2; shift 2 ;;
     --detach) detach=1; shift ;;
-    --kill) drive_args+=(--kill "$2"); shift 2 ;;
-    --kill-until) drive_args+=(--kill-until "$2"); shift 2 ;;
-    --compare) drive_args+=(--compare "$2"); shift 2 ;;
-    --commit) drive_args+=(--commit "$2"); shift 2 ;;
+    --compare|--commit) drive_args+=("$1" "$2"); shift 2 ;;
     --twin) twin_targets=$2; shift 2 ;;
     --collect)
       end=$(( $(date +%s) + $2 ))
@@ -60,8 +56,17 @@ while [ $# -gt 0 ]; do
   esac
 done
 seconds=$1; shift
-. "$here/benchmarks/gpu1/bundle_env.sh"  # the carried bundle: checked, installed, exported
+# the carried bundle: this call's part(s) kept in /tmp, each checked; unpacked once all are there
+nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader
+mkdir -p "$S/carry" && cp -r "$parts_root"/.gpu1p* "$S/carry/" 2>/dev/null
+python3 "$here/benchmarks/gpu1/install.py" "$S/carry" "$S/bundle" --check
 case $? in 0) ;; 1) exit 0 ;; *) exit 2 ;; esac  # 1: this call brought one part of several
+python3 "$here/benchmarks/gpu1/install.py" "$S/carry" "$S/bundle" || exit 2
+B=$S/bundle
+export PYTHONPATH=$B/site PATH=$B/bin:$B/jre/bin:$PATH JAVA_HOME=$B/jre DISABLE_VERSION_CHECK=1 \
+       HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+# NVLink multicast stays off (the lent machines ask for it); vLLM without flashinfer (not carried)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 VLLM_USE_FLASHINFER_SAMPLER=0
 # up to 12 jobs share the GPU (profiles/gpu1): each evaluation's vLLM engine takes 6 % of it (8.6 GB
 # of an H200: the 135M model's weights, its profile run and KV for thousands of tokens), eager mode
 # (a few hundred decode steps a job: start-up matters more; gentax.rollout.generators.VLLM_ENGINE_ENV)
@@ -75,8 +80,7 @@ for name in ("torch", "transformers", "snakemake", "vllm", "verl", "ray"):
         print(name, importlib.import_module(name).__version__, end="  ")
     except ImportError:
         print(name, "-", end="  ")
-print()' || exit 3
-python3 -c 'import torch, transformers, snakemake' || exit 3
+print()' && python3 -c 'import torch, transformers, snakemake' || exit 3
 mkdir -p "$S/repo" "$S/record"
 # the code only: results/ and .snakemake/ of earlier calls stay
 tar --exclude='./.gpu1p*' --exclude=./results --exclude=./.snakemake -cf - . | tar -C "$S/repo" -xf -

@@ -6,10 +6,10 @@ generation speed and their successes side by side with the tables' exact paired 
 tasks (gentax.analysis.stats.paired_test, before = hf).
 
     python3 benchmarks/gpu1/generators.py MODEL --tasks TASKS.json --work DIR [--domain sokoban]
-        [--configfile config/gpu1_paper_engines.yaml ...] [--record FILE]
+        [--configfile config/gpu1_paper_engines.yaml ...]
 
-Prints a table and writes FILE (JSON: model, settings, per generator success / tokens/s / seconds /
-engine start-up, the paired test; with commit, machine and date when given them).
+Prints a table (per generator success, tokens/s, generation seconds, engine start-up, job wall) and
+the paired test: the part of a GPU run's summary (benchmarks/gpu_runs/) it measured.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ def main(argv=None) -> int:
     import numpy as np
 
     from gentax.analysis.stats import format_p, paired_test
+    from gentax.jobspec import evaluations
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model")
@@ -66,9 +67,6 @@ def main(argv=None) -> int:
     ap.add_argument("--work", type=Path, required=True)
     ap.add_argument("--domain", default="sokoban")
     ap.add_argument("--configfile", type=Path, action="append", default=[], help="laid over the gpu1 preset, in order")
-    ap.add_argument("--record", type=Path)
-    ap.add_argument("--commit", default=None)
-    ap.add_argument("--machine", default=None)
     args = ap.parse_args(argv)
     cfg = study_config(args.configfile)
     specs = job_specs(cfg, args.model, args.domain, args.tasks, args.work)
@@ -81,7 +79,6 @@ def main(argv=None) -> int:
     results = {}
     for generator, process in running.items():
         rc = process.wait()
-        wall = time.perf_counter() - started
         log_text = (args.work / generator / "eval.log").read_text()
         if rc != 0:
             print(f"{generator}: gentax eval failed (exit {rc}); its log: {args.work / generator / 'eval.log'}")
@@ -89,41 +86,22 @@ def main(argv=None) -> int:
             return 1
         summary = json.loads((args.work / generator / f"{args.domain}.json").read_text())
         ready = re.search(r"vllm engine ready in ([0-9.]+) s", log_text)
-        timing = summary["timing"]
-        results[generator] = {
-            "success_rate": summary["success_rate"], "episodes": summary["episodes"],
-            "tokens_per_s": timing.get("tokens_per_s"), "generate_s": timing.get("generate_s"),
-            "response_tokens": timing.get("response_tokens"), "job_wall_s": round(wall, 1),
-            "collect_wall_s": timing.get("wall_s"), "engine_start_s": float(ready.group(1)) if ready else None,
-            "compute_dtype": summary.get("meta", {}).get("dtype") if isinstance(summary.get("meta"), dict) else None,
-            "outcomes": task_outcomes(args.work / generator / f"{args.domain}.episodes.parquet")}
+        results[generator] = {**summary["timing"], "success_rate": summary["success_rate"],
+                              "job_wall_s": time.perf_counter() - started, "engine_start": ready.group(1) if ready else "-",
+                              "outcomes": task_outcomes(args.work / generator / f"{args.domain}.episodes.parquet")}
     tasks = sorted(set(results["hf"]["outcomes"]) & set(results["vllm"]["outcomes"]))
-    before = np.array([[results["hf"]["outcomes"][t] for t in tasks]])
-    after = np.array([[results["vllm"]["outcomes"][t] for t in tasks]])
-    test = paired_test([(before, after)])
+    test = paired_test([tuple(np.array([[results[g]["outcomes"][t] for t in tasks]]) for g in GENERATORS)])
     speed = (results["vllm"]["tokens_per_s"] or float("nan")) / (results["hf"]["tokens_per_s"] or float("nan"))
-    from gentax.jobspec import evaluations
-
-    spec = evaluations(specs["vllm"])[0]
-    settings = {k: spec[k] for k in ("domain", "episodes", "temperature", "top_p", "max_new_tokens", "history_length",
-                                     "max_steps", "options", "seed", "tasks")}
-    lines = [f"{args.domain}, {len(tasks)} paired tasks, temperature {spec['temperature']}, model {args.model}",
+    lines = [f"# {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; {args.domain}, {len(tasks)} paired tasks, "
+             f"temperature {evaluations(specs['vllm'])[0]['temperature']}, model {args.model}",
              "generator  success  tokens/s  generate s  engine start s  job wall s"]
     for generator in GENERATORS:
         r = results[generator]
         lines.append(f"{generator:9}  {r['success_rate']:7.3f}  {r['tokens_per_s']:8.1f}  {r['generate_s']:10.1f}  "
-                     f"{r['engine_start_s'] if r['engine_start_s'] is not None else '-':>14}  {r['job_wall_s']:10.1f}")
+                     f"{r['engine_start']:>14}  {r['job_wall_s']:10.1f}")
     lines.append(f"vllm / hf tokens/s: {speed:.2f}; paired test (before = hf): vllm won {test.wins}, lost {test.losses} "
                  f"of {test.tasks} tasks, p {format_p(test.p_value)}")
     print("\n".join(lines))
-    if args.record:
-        for r in results.values():
-            r["outcomes"] = {str(k): v for k, v in r["outcomes"].items()}
-        args.record.write_text(json.dumps({
-            "commit": args.commit, "machine": args.machine, "date": dt.date.today().isoformat(),
-            "model": args.model, "settings": settings, "generators": results, "tokens_per_s_ratio_vllm_over_hf": speed,
-            "paired_test": {"wins_vllm": test.wins, "losses_vllm": test.losses, "tasks": test.tasks, "p": test.p_value},
-            "printout": lines}, indent=1) + "\n")
     return 0
 
 

@@ -1,58 +1,61 @@
 """Rebuild the one-GPU reference run's tables from its committed summaries, under the current code.
 
-The reference run (docs/gpu1.md) finished 27 of its 40 RL runs, so its own table jobs built Tables 2,
-3, 4, 6 and 8 only. This builds every table (``gentax.analysis.tables.build_all``, no figures) from
-the run summaries and base summaries that finished (``reference/run/summary/``), with the run's
-settings (window = its last checkpoint, step 6; bootstrap seed 0; its V2 SFT mix), into
-``reference/rebuilt/``, and writes ``reference/rebuilt/RECORD.txt`` (commit, date, machine, the
-command) beside them. Cells whose aug / nothink run did not finish are empty; some arms have one
-seed where the default has two (Tables 5 and 7: such cells cannot be resolved).
+The reference run (benchmarks/gpu_runs/gpu1_reference_2026-12-02.md) finished 27 of its 40 RL runs,
+so its own table jobs built Tables 2, 3, 4, 6 and 8 only. This builds every table
+(``gentax.analysis.tables.build_all``, no figures) from the run and base summaries that finished and
+its property table (``gpu1_reference_2026-12-02.tar.gz`` beside the summary), with the run's settings
+(window = its last checkpoint, step 6; bootstrap seed 0; its V2 SFT mix), and writes Tables 2, 4, 5,
+6 and 7 with the commit, date and machine as one record, benchmarks/records/gpu1_reference_tables.md.
+Cells whose aug / nothink run did not finish are empty; some arms have one seed where the default has
+two (Tables 5 and 7: such cells cannot be resolved).
 
     python benchmarks/gpu1/rebuild_tables.py
 """
 
 from __future__ import annotations
 
-import datetime
-import glob
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
-REFERENCE = REPO / "benchmarks" / "gpu1" / "reference"
-OUT = REFERENCE / "rebuilt"
+from common import record_header, write_record  # noqa: E402
+
+ARCHIVE = REPO / "benchmarks" / "gpu_runs" / "gpu1_reference_2026-12-02.tar.gz"
+RECORD = "gpu1_reference_tables.md"
 #: the reference run's settings (its Snakemake log's `gentax table --job` lines)
 WINDOW = (6,)
 SFT_MIX = ("alfworld", "webshop", "sciworld")
 BOOTSTRAP, ERROR_MARK_PCT, TEST_LEVEL = 1000, 5.0, 0.05
+SHOWN = ("table2_success", "table4_extended", "table5_augmentation", "table6_relative_change", "table7_thinking")
+
+
+def reference_inputs():
+    """(summary, properties) of the reference run as DataFrames: every run and base summary that
+    finished (the summaries' rows, in the order of their files' paths) and the property table."""
+    import pandas as pd
+
+    with tarfile.open(ARCHIVE) as tar:
+        return tuple(pd.read_csv(tar.extractfile(name)) for name in ("summary.csv", "properties.csv"))
 
 
 def main() -> int:
-    import os
-
-    import pandas as pd
-
-    from gentax import provenance
     from gentax.analysis.tables import build_all
 
-    os.chdir(REPO)  # the manifest names its inputs relative to the repository, not this machine
-    reference = REFERENCE.relative_to(REPO)
-    files = sorted(glob.glob(str(reference / "run" / "summary" / "**" / "*.csv"), recursive=True))
-    summary = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
-    analysis = build_all(summary, reference / "run" / "properties" / "properties.csv", OUT, window=WINDOW, seed=0,
-                         n_boot=BOOTSTRAP, error_mark_pct=ERROR_MARK_PCT, test_level=TEST_LEVEL, figures=False,
-                         sft_mix=SFT_MIX)
-    code, machine = provenance.code_version(), provenance.machine()
-    (OUT / "RECORD.txt").write_text(
-        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {code['commit']}"
-        f"{' (dirty)' if code['dirty'] else ''}, {machine['cpu']}, {machine['cores']} cores; "
-        "python benchmarks/gpu1/rebuild_tables.py\n"
-        f"{len(files)} summaries ({len(summary)} rows) of benchmarks/gpu1/reference/run/summary/, window "
-        f"{','.join(map(str, WINDOW))}, bootstrap seed 0, {analysis.settings.n_boot} draws, test level "
-        f"{analysis.settings.test_level:g}, SFT mix {', '.join(SFT_MIX)}\n")
-    print(f"wrote {OUT.relative_to(REPO)}: {', '.join(sorted(analysis.tables))}")
+    summary, properties = reference_inputs()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "tables"
+        analysis = build_all(summary, properties, out, window=WINDOW, seed=0, n_boot=BOOTSTRAP,
+                             error_mark_pct=ERROR_MARK_PCT, test_level=TEST_LEVEL, figures=False, sft_mix=SFT_MIX)
+        tables = [(out / f"{name}.md").read_text().strip() for name in SHOWN if (out / f"{name}.md").is_file()]
+    header = record_header("python benchmarks/gpu1/rebuild_tables.py")
+    settings = (f"{len(summary)} summary rows of {ARCHIVE.relative_to(REPO)}, window {','.join(map(str, WINDOW))}, "
+                f"bootstrap seed 0, {analysis.settings.n_boot} draws, test level {analysis.settings.test_level:g}, "
+                f"SFT mix {', '.join(SFT_MIX)}; built: {', '.join(sorted(analysis.tables))}")
+    write_record(RECORD, "\n\n".join([f"{header}\n{settings}", *tables]) + "\n")
     return 0
 
 

@@ -49,8 +49,8 @@ the seed-level test both reject, Holm over the cells one table tests, at ``p ≤
   a side's seed values are near normal (proof in ``seed_level_rejects``). The floor keeps tied seeds
   (s² = 0) from resolving a cell on the initial policy's noise alone, and a seed law with two modes,
   or one skewed above a low rate, from faking a difference when all seeds land on one side: the
-  rule holds its level for seed spreads up to τ under each of those laws (docs/tables.md "Resolved"). One seed on a trained side: no test (NaN),
-  the cell cannot be resolved.
+  rule holds its level for seed spreads up to τ under each of those laws (docs/tables.md
+  "Resolved"). One seed on a trained side: no test (NaN), the cell cannot be resolved.
 - ``RuleTest.p_value`` = max of the two p's, a valid p whichever of the two assumptions holds;
   ``holm``: Holm's step-down adjustment over a table's cells with both tests.
 

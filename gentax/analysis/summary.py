@@ -47,6 +47,7 @@ import pandas as pd
 from gentax.domains import DOMAINS
 from gentax.domains.spec import MIX_SEP, mixture_weights
 from gentax.errors import GentaxError
+from gentax.evalfile import read_eval, task_outcomes
 from gentax.io import read_result_csv, read_result_parquet
 
 INITS = ("v1", "v2")
@@ -359,11 +360,7 @@ def summarize_evals(paths, keys) -> "pd.DataFrame":
     policy, each row with its success per task from the episodes table beside its JSON.
     ``keys``: the run's identity columns (init, train_domain, variant, seed). A missing or damaged
     eval file, or one whose every episode an env error ended, is one GentaxError naming it and its
-    recovery (``gentax.rollout.evaluation.read_eval``)."""
-    from pathlib import Path
-
-    from gentax.rollout.evaluation import read_eval, task_outcomes  # function-local: defers the rollout stack
-
+    recovery (``gentax.evalfile.read_eval``)."""
     rows = []
     for path in paths:
         data, episodes = read_eval(path)

@@ -70,7 +70,7 @@ FIXED_TEXT = "This is fixed filler text that carries no information about the ta
 
 #: Per-domain tables, derived from each domain's spec (``gentax.domains.spec.Augmentation``):
 #: DOMAINS (the domains with augmentation sources), NOMINAL_TOKENS, DONOR_CHARS_PER_TOKEN (characters
-#: per token of a domain's observations, measured with the SmolLM2 tokenizer, benchmarks/agent_sizes.py),
+#: per token of a domain's observations under the SmolLM2 tokenizer, as each domain's spec gives them),
 #: SEPARATORS (how a domain's text is joined to a snippet; a domain's ``layout`` may use another
 #: for a given text: WebShop pages without ``[SEP]`` take lines) and MONITOR_SHOWS.
 _DERIVED = {

@@ -17,7 +17,8 @@ exactly this and nothing domain-specific)::
 Step rules (STUDY.md "Domains"):
 - reward is ``SUCCESS_REWARD`` (10) on the step that wins, else 0;
 - an invalid step (empty / oversized / binary-looking text, an action that is not admissible,
-  or one the engine rejects, or ``step_invalid``) gives ``INVALID_PENALTY`` (-0.1), leaves the
+  or one the engine rejects, or ``step_invalid``) gives ``INVALID_PENALTY`` (-0.1; the RL penalty
+  of its sample too, unless the study config's ``rl.invalid_penalty`` sets another), leaves the
   state unchanged (the same observation is returned) and sets ``info["valid"] = False`` with
   ``info["reason"]``; it still uses up one step, so a stuck agent cannot loop forever;
 - ``max_steps`` steps without a win end the episode as a failure (``info["truncated"]``);

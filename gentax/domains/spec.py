@@ -19,8 +19,8 @@ this registry.
 The spec holds:
 
 - ``env``: the environment class ("module:Class", imported on first use), which owns the
-  difficulty knobs (``default_options`` + ``check_options``), its own step limit when made without
-  one (``default_max_steps``; the study's are config ``domains.<d>.max_steps``) and the expert
+  difficulty knobs (``default_options`` + ``check_options``), its step limit (``default_max_steps``:
+  the study's, unless config ``domains.<d>.max_steps`` sets another, as the presets do) and the expert
   (``expert_action``);
 - ``intro`` and ``rule`` of the step prompt (``rule_when`` decides per observation whether the
   rule line is shown; ``None`` = whenever it is non-empty) and ``max_admissible_shown``;
@@ -122,7 +122,7 @@ def _modules() -> list[str]:
 #: DomainSpec fields that were removed, and where their values live now (a study value is the config's)
 REMOVED_FIELDS = {
     "aug_eps": "the study config's augmentation.v1.eps.<domain>",
-    "max_steps": "the study config's domains.<domain>.max_steps (and the env class's default_max_steps)",
+    "max_steps": "the env class's default_max_steps (the study config's domains.<domain>.max_steps overrides it)",
 }
 
 

@@ -285,7 +285,7 @@ def _generator(s: dict):
 
 
 def _prefix(s: dict) -> str:
-    from gentax.rollout.evaluation import output_prefix
+    from gentax.evalfile import output_prefix
 
     return output_prefix(s["out"])
 
@@ -322,9 +322,9 @@ def _embed_job_provenance(s: dict, job: dict | None, prefix: str) -> None:
 
 
 def _output_lock(s: dict):
-    """The evaluation output's lock (``gentax.rollout.evaluation.output_lock``), taken before the model
+    """The evaluation output's lock (``gentax.evalfile.output_lock``), taken before the model
     loads: a second job on the output is refused at once; ``evaluate`` takes it again."""
-    from gentax.rollout.evaluation import output_lock, output_prefix
+    from gentax.evalfile import output_lock, output_prefix
 
     return output_lock(output_prefix(s["out"]))
 

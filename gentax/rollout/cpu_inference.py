@@ -7,8 +7,7 @@ and the same attention for the local engine's bf16 log-prob passes.
 Two levers for a bf16 model that samples on a CPU (the ``hf`` generator's models and the local RL
 engine's bf16 rollout copy; ``HFGenerator`` applies them). They act on the model's forward: the
 prefill, and decode steps where the generator's own step (gentax.rollout.llama_decode, which
-packs its fused weights itself) does not run. Measured on the embedded model, one
-thread, 330 cached tokens (``python benchmarks/roofline.py``, rows "decode ... levers"):
+packs its fused weights itself) does not run. Each shortens a decode step (docs/performance.md):
 
 - **grouped attention**: transformers' eager attention, except that grouped-query attention folds
   a KV head's query heads into the query-length axis instead of copying the KV cache once per
@@ -21,9 +20,8 @@ thread, 330 cached tokens (``python benchmarks/roofline.py``, rows "decode ... l
   the local engine refreshes its copy in place every step).
 
 Contract: the same matrix products in the same order. On a CPU with AVX-512 BF16 and no AMX
-(seen: AMD EPYC, 2026-11-30) oneDNN runs them with the same kernels and the logits equal the eager
-path's bit for bit; with AMX tiles (``amx_bf16``; seen: an Intel Xeon, 2026-12-01) it picks other
-kernels for the grouped shapes (a product of 3 query rows is not run as three products of one),
+oneDNN runs them with the same kernels and the logits equal the eager path's bit for bit; with AMX
+tiles (``amx_bf16``) it picks other kernels for the grouped shapes (a product of 3 query rows is not run as three products of one),
 and logits differ by bf16 rounding (log-probs up to ~0.25 nats, the same greedy tokens in
 tests/test_cpu_inference.py, which checks prefill and decode logits either way). Only under
 ``torch.inference_mode`` with bf16 inputs and weights (a ``PackedLinear`` otherwise runs
@@ -31,9 +29,8 @@ tests/test_cpu_inference.py, which checks prefill and decode logits either way).
 the last bits, which would change sampled tokens). ``enabled=False`` restores the eager kernels.
 
 ``attention_for``: the local engine's trained model keeps ``sdpa`` (torch's CPU flash kernel); under
-bf16 autocast on a CPU, its log-prob passes run the grouped eager attention instead, which was
-~10 % faster for a whole update (interleaved runs: 7.8-8.3 vs 8.8-10.0 s, 4 x 370 tokens) and
-closer to fp32 (gradients of the first layers 7 % off fp32's, flash's 15 %). Eager keeps each
+bf16 autocast on a CPU, its log-prob passes run the grouped eager attention instead, which makes
+a whole update faster and its gradients closer to fp32's (docs/performance.md). Eager keeps each
 layer's attention matrices for the backward, so a pass with gradients uses it only while they stay
 under ``TRAIN_ATTENTION_BYTES``.
 """

@@ -5,17 +5,11 @@ Contract::
 
     evaluate(generator, task_seeds, cfg, out_prefix, *, run_id="", meta=None) -> summary dict
     measure_properties(generator, task_seeds, cfg, out_prefix, *, t_max=50, ...) -> report dict
-    output_prefix("results/x.parquet") -> "results/x"
-    read_eval("results/x.json") -> (summary dict, episodes DataFrame)   # checked, see below
 
-Both write ``<prefix>.steps.parquet`` and ``<prefix>.episodes.parquet`` (the collector's
-tables) and then, LAST, ``<prefix>.json`` with the tables' sizes and sha256 (``DIGESTS``) — so a
-present JSON means a complete result, and ``read_eval`` (what a consumer of results calls) tells
-an intact one from a damaged one, naming the file and the command that rebuilds it. One writer
-per result: both hold ``output_lock(prefix)`` while they work (taken before any episode runs,
-so an unwritable output fails at once). The three are replaced as one unit: once the rollouts are done, an earlier result's files are deleted, its
-JSON first, before the new ones are written, so a kill never leaves an old JSON beside new
-tables. Temporaries of killed writes of these three names are removed at start and at the end.
+Both write one result at ``out_prefix`` in the format of ``gentax.evalfile`` (the collector's two
+tables, then LAST the JSON with their digests; ``gentax.evalfile.read_eval`` reads it back,
+checked), holding ``output_lock(prefix)`` from before any episode runs (so an unwritable output
+fails at once); an earlier result is replaced only once the rollouts are done.
 ``evaluate``'s JSON is ``summarize(rollouts)`` plus ``meta``; success = the episode was won.
 An episode that an env failure ended (``error`` set: a dead JVM, an engine bug) says nothing
 about the policy: ``success_rate`` leaves it out by default and counts it as a failure with
@@ -31,75 +25,20 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import glob
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from gentax import io as gio
 from gentax import progress as gprogress
 from gentax.errors import GentaxError, short_reason
-from gentax.io import write_json
+from gentax.evalfile import output_lock, remove_temporaries, replace, scored_episodes
 from gentax.rollout.collector import CollectConfig, collect
 from gentax.rollout.schema import Rollouts
 
 
-#: key of the result JSON: {table file name: gentax.io.file_digest} of the tables written before it
-DIGESTS = "file_digests"
-
-
-def output_lock(prefix: str):
-    """The lock every writer of the result at ``prefix`` holds while it works (``gentax.io``);
-    GentaxError at once when its folder cannot be written."""
-    return gio.output_lock(output_files(prefix)[0], "evaluation output")
-
-
-def output_prefix(out: str | os.PathLike) -> str:
-    """``x.parquet`` -> ``x`` (any other name is taken as the prefix itself)."""
-    out = str(out)
-    return out[: -len(".parquet")] if out.endswith(".parquet") else out
-
-
-def output_files(prefix: str) -> list[str]:
-    """The files of one result, the marker of completeness (the JSON) first."""
-    return [prefix + ".json", prefix + ".steps.parquet", prefix + ".episodes.parquet"]
-
-
-def _remove_temporaries(prefix: str) -> None:
-    folder = Path(prefix).parent
-    gio.remove_temporaries(folder, [glob.escape(Path(f).name) for f in output_files(prefix)])
-
-
-def _replace_result(rollouts: Rollouts, prefix: str, document: Callable[[dict[str, str]], dict]) -> dict:
-    """Write the tables, then ``document(files)`` with the tables' digests as the JSON, in place
-    of any earlier result."""
-    json_path = output_files(prefix)[0]
-    gio.remove_outputs(output_files(prefix))
-    steps_path, episodes_path = rollouts.write(prefix)
-    doc = document({"steps": str(steps_path), "episodes": str(episodes_path)})
-    doc[DIGESTS] = {Path(path).name: gio.file_digest(path) for path in (steps_path, episodes_path)}
-    write_json(json_path, doc)
-    _remove_temporaries(prefix)
-    return doc
-
-
 def _json_number(value: float) -> float | None:
     return None if value != value else value  # NaN -> null
-
-
-def scored_episodes(episodes, errors_as_losses: bool = False):
-    """The episodes behind a success rate (an episodes frame): all of them with
-    ``errors_as_losses``, else those no env error ended."""
-    return episodes if errors_as_losses else episodes[episodes["error"].isna()]
-
-
-def task_outcomes(episodes, errors_as_losses: bool = False) -> dict[int, float]:
-    """Success per held-out task (``task_seed`` -> share of its scored episodes won; one episode
-    per task in an evaluation, so 0 or 1): what a paired comparison of two checkpoints on the same
-    tasks needs (``gentax.analysis.stats.delta_id_interval``)."""
-    scored = scored_episodes(episodes, errors_as_losses)
-    won = scored.groupby("task_seed", sort=True)["won"].mean()
-    return {int(seed): float(value) for seed, value in won.items()}
 
 
 def summarize(rollouts: Rollouts, errors_as_losses: bool = False) -> dict[str, Any]:
@@ -139,9 +78,9 @@ def evaluate(generator, task_seeds: list[int], cfg: CollectConfig, out_prefix: s
     """Roll out ``task_seeds`` under ``cfg``, write the tables and the summary JSON."""
     with output_lock(out_prefix), gprogress.job(f"eval {cfg.domain} {run_id}".strip(), len(task_seeds) * cfg.group_size,
                                                 "episode"):
-        _remove_temporaries(out_prefix)
+        remove_temporaries(out_prefix)
         rollouts = collect(generator, task_seeds, cfg, run_id=run_id, pool=pool, progress=progress)
-        return _replace_result(rollouts, out_prefix, lambda files: {
+        return replace(out_prefix, rollouts.write, lambda files: {
             **(meta or {}),
             **_config_meta(cfg),
             "task_seeds": [int(s) for s in task_seeds],
@@ -166,10 +105,10 @@ def measure_properties(generator, task_seeds: list[int], cfg: CollectConfig, out
     cfg.validate()
     with output_lock(out_prefix), gprogress.job(f"properties {cfg.domain} {run_id}".strip(),
                                                 len(task_seeds) * cfg.group_size, "episode"):
-        _remove_temporaries(out_prefix)
+        remove_temporaries(out_prefix)
         rollouts = collect(generator, task_seeds, cfg, run_id=run_id, progress=progress)
         measures = property_measures(rollouts.steps_frame(), rollouts.episodes_frame(), t_max=t_max, tokenizer=tokenizer)
-        return _replace_result(rollouts, out_prefix, lambda files: {
+        return replace(out_prefix, rollouts.write, lambda files: {
             **(meta or {}),
             **_config_meta(cfg),
             "t_max": t_max,
@@ -178,34 +117,6 @@ def measure_properties(generator, task_seeds: list[int], cfg: CollectConfig, out
             "summary": summarize(rollouts, errors_as_losses),
             "files": files,
         })
-
-
-def read_eval(json_path: str | os.PathLike) -> tuple[dict[str, Any], Any]:
-    """(summary dict, episodes DataFrame) of the evaluation result ``json_path``, checked: the
-    JSON parses, each table matches the digest the JSON recorded for it and reads as Parquet,
-    and some episode was scored. Else GentaxError naming the file and the command that rebuilds
-    it (or, when an env error ended every episode, how to recover)."""
-    json_path = Path(json_path)
-    prefix = output_prefix(str(json_path)[: -len(".json")] if json_path.suffix == ".json" else json_path)
-    json_path = Path(output_files(prefix)[0])
-    hint = gio.rebuild_hint(json_path)
-    doc = gio.read_result_json(json_path, fix=hint)
-    tables = {}
-    for name, path in zip(("steps", "episodes"), output_files(prefix)[1:]):
-        expected = doc.get(DIGESTS, {}).get(Path(path).name)
-        problem = gio.digest_problem(path, expected) if expected else None
-        if problem:
-            state = "is missing" if problem == "missing" else f"is corrupt ({problem})"
-            raise GentaxError(f"{path} {state}; {hint}")
-        tables[name] = gio.read_result_parquet(path, fix=hint)
-    summary = doc.get("summary", doc)  # a property log nests its summary
-    if summary.get("success_rate") is None:
-        reasons = "; ".join(summary.get("error_reasons") or {}) or "no reason recorded"
-        raise GentaxError(
-            f"{json_path}: an env error ended every one of its {summary.get('episodes')} episodes ({reasons}); "
-            f"fix the cause (see the eval job's log), then {hint}; or set eval.errors_as_losses: true to "
-            "count such episodes as failures")
-    return doc, tables["episodes"].to_pandas()
 
 
 def filler_for_eval(reference: str | os.PathLike, *, source: str = "repeat", token: str = ".",

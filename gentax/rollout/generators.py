@@ -349,12 +349,11 @@ class HFGenerator:
         #: model in float32 or bf16 on a CPU or a CUDA GPU, not under autocast (the local engine's
         #: LoRA sampling; its full fine-tuning samples a bf16 copy, which this runs); else
         #: transformers' forward. The same tokens to float rounding (bit for bit in bf16 where oneDNN
-        #: runs fused products as separate ones; on a GPU: benchmarks/gpu1/decode.py)
+        #: runs fused products as separate ones)
         self.fast_decode = autocast_dtype is None
         #: on a CUDA GPU, each micro-batch's fast decode steps replay one captured CUDA graph
         #: (gentax.rollout.llama_decode's ``_GraphedStep``): finished rows stay in the batch, computed
-        #: and ignored. Off: one Python call a kernel, finished rows dropped (benchmarks/gpu1/decode.py
-        #: measures both)
+        #: and ignored. Off: one Python call a kernel, finished rows dropped
         self.cuda_graphs = True
         self._decoder = None  # built on first use: (model, LlamaDecoder or None)
         self._kept: list[_KeptPrompt] = []  # the previous call's prompts with their KV cache
@@ -672,7 +671,7 @@ def generation_from_vllm(request_output) -> Generation:
 #: holds them, as none holds the hf generator's micro-batch: the engine owns them): vLLM's keyword ->
 #: (environment variable, parser). Unset, vLLM's defaults hold (a job with a GPU to itself, as on a
 #: cluster: 0.85 of its memory, compiled graphs). Where several jobs share one GPU each engine must
-#: take a small share (benchmarks/gpu1/device.sh: 12 jobs on one H200), and where each engine plays
+#: take a small share (profiles/gpu1: 12 jobs on one GPU), and where each engine plays
 #: a few hundred decode steps, eager mode's ~35 s less start-up outweighs its slower steps.
 VLLM_ENGINE_ENV = {
     "gpu_memory_utilization": ("GENTAX_VLLM_GPU_MEMORY_UTILIZATION", float),

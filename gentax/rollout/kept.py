@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from gentax import io as gio
+from gentax.evalfile import DIGESTS, output_files
 
 KEPT = ".kept"
 REPLAY_ENV = "GENTAX_EVAL_REPLAY"
-_SUFFIXES = (".json", ".steps.parquet", ".episodes.parquet")  # as evaluation.output_files orders them
 
 
 @functools.lru_cache(maxsize=1)
@@ -68,15 +68,13 @@ def result_key(settings: Mapping[str, Any], *, model: str | None, tasks: str, fi
 def _kept(prefix: str, key: str) -> list[Path]:
     folder, name = Path(prefix).parent, Path(prefix).name
     # ".kept" last: a glob for the results' *.json or *.parquet does not find what is kept
-    return [folder / KEPT / f"{name}.{key}{suffix}{KEPT}" for suffix in _SUFFIXES]
+    return [folder / KEPT / f"{name}.{key}{path.removeprefix(prefix)}{KEPT}" for path in output_files(prefix)]
 
 
 def restore(prefix: str, key: str) -> dict | None:
     """Put the result kept under ``key`` back at ``prefix`` (tables first, the JSON last, each
     linked to a temporary name and renamed); its summary, or None when there is none to put back
     (or ``GENTAX_EVAL_REPLAY=1``)."""
-    from gentax.rollout.evaluation import DIGESTS, output_files
-
     if os.environ.get(REPLAY_ENV) == "1":
         return None
     kept = _kept(prefix, key)
@@ -99,8 +97,6 @@ def restore(prefix: str, key: str) -> dict | None:
 
 def keep(prefix: str, key: str) -> None:
     """Keep the result at ``prefix`` under ``key``, in place of what was kept for it before."""
-    from gentax.rollout.evaluation import output_files
-
     kept = _kept(prefix, key)
     kept[0].parent.mkdir(exist_ok=True)
     name = Path(prefix).name

@@ -14,9 +14,9 @@ Why the outputs do not change: transformers builds each step's mask from the cac
 position, masking key columns past it (causal), so a step attends to exactly the columns the
 dynamic cache would hold, plus masked columns of zeros, whose softmax weight is exactly 0. The
 attention products run over a wider key axis, so kernels picked by shape can round differently:
-with the bf16 grouped eager attention of a CPU the test's logits are the same bit for bit (an AMX
-Xeon, 2026-12-01), as were a whole SciWorld evaluation's responses, but one WebShop evaluation's
-responses differed (``benchmarks/prefill_levers.py``: bf16 rounding, as the prefill levers bring); with sdpa (float32) the reductions run over the longer key axis and log-probs move by
+with the bf16 grouped eager attention of a CPU the test's logits are the same bit for bit (with
+AMX too), but a whole evaluation's responses can differ by bf16 rounding, as the prefill levers'
+batch shapes bring; with sdpa (float32) the reductions run over the longer key axis and log-probs move by
 ~1e-5, under bf16 autocast (float32 weights, sdpa in bf16) by bf16 rounding (up to 0.11 nats,
 as padding moves bf16 log-probs), with the same tokens in tests/test_generators.py. The prefill's own KV tensors are not touched (the generator keeps
 them for the next call's prefix reuse).

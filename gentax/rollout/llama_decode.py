@@ -10,18 +10,18 @@ On a GPU, where each call is a kernel launch, that count is the step's time at s
 
 On a CUDA GPU, ``start(..., graph=True)`` runs every step of the micro-batch as one CUDA graph,
 captured at its first step (``_GraphedStep``): the ~1,257 kernels of a step launched by one call
-instead of one Python call each (at batch 64 the eager step took 14 ms on an H200, nearly all of
-it launches: benchmarks/gpu1/decode.py). A graph's shapes are fixed, so there the rows stay in the
+instead of one Python call each (on a GPU the eager step's time is nearly all launches:
+docs/performance.md). A graph's shapes are fixed, so there the rows stay in the
 buffers to the end of the micro-batch and ``keep`` only narrows which rows are read; finished rows
 are computed and ignored (a step is launch-bound at these sizes, not arithmetic-bound).
 
-Why it is faster (docs/performance.md; ``python benchmarks/roofline.py``, rows "decode"): a decode
+Why it is faster (docs/performance.md, the roofline's "decode" rows): a decode
 step of a 135M model on one CPU thread streams its weights through small products and spends the
 rest on small calls. Here
 
 - each layer's q/k/v and gate/up weights are concatenated into one product each, and every weight
-  is kept in oneDNN's blocked layout (``_reorder_linear_weight``; in float32 too, where MKL's
-  ``F.linear`` streamed a 4-row decode's weights at ~6 GB/s and oneDNN's kernel at ~10), rebuilt
+  is kept in oneDNN's blocked layout (``_reorder_linear_weight``; in float32 too, where oneDNN's
+  kernel streams a few-row decode's weights faster than MKL's ``F.linear``), rebuilt
   when a parameter changed (its version counter: the local engine updates weights in place
   between calls). The cost: one more copy of the weights in memory;
 - the KV cache of every layer is one tensor for keys and one for values, allocated once per
@@ -35,12 +35,11 @@ Contract: the arithmetic of transformers' eager forward with gentax.rollout.cpu_
 (RMSNorm, rotary, attention, MLP: the same ops in the same dtype and order; the attention over
 the whole preallocated width, its unwritten columns masked). bf16: equal to that path bit for bit
 where the fused products round as the separate ones (checked on an AVX2 CPU, where bf16 runs
-``F.linear``; oneDNN's packed bf16 kernels gave fused and separate products the same bits on the
-AVX-512 BF16 EPYC, benchmarks/fused_projections.py, and may not with AMX: bf16 rounding then).
+``F.linear``; oneDNN's packed bf16 kernels give fused and separate products the same bits on an
+AVX-512 BF16 CPU without AMX, and may not with AMX: bf16 rounding then).
 float32: transformers runs sdpa's flash kernel and MKL's products there, this step eager attention
 and oneDNN's products, so logits differ by float32 rounding (~1e-4 of logits up to ~30). Bounded
-in tests/test_llama_decode.py; greedy tokens of every domain's prompts against those recorded
-before this step existed: benchmarks/decode_equivalence.py. Only under ``torch.inference_mode``.
+in tests/test_llama_decode.py. Only under ``torch.inference_mode``.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gentax.errors import GentaxError
+from gentax.evalfile import output_files
 from gentax.io import atomic_path
 
 SCHEMA_VERSION = "2"  # 2: think_tokens, filler
@@ -150,8 +151,8 @@ class Rollouts:
     # ---- files -------------------------------------------------------------------------------
     @staticmethod
     def paths(prefix: str | os.PathLike) -> tuple[Path, Path]:
-        prefix = str(prefix)
-        return Path(prefix + ".steps.parquet"), Path(prefix + ".episodes.parquet")
+        steps, episodes = output_files(str(prefix))[1:]  # the names of an evaluation's tables
+        return Path(steps), Path(episodes)
 
     def write(self, prefix: str | os.PathLike) -> tuple[Path, Path]:
         """Write ``<prefix>.steps.parquet`` and ``<prefix>.episodes.parquet`` (each atomically)."""

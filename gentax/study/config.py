@@ -12,7 +12,9 @@ Contract:
   ``train rl``, ``sft``, ``augment preview``), the study values its options default to.
 - ``with_preset(base, overrides)`` builds the study from config/config.yaml (``base``), the preset's
   overlay (``PRESET_OVERLAYS``: ``paper`` none, ``embedded`` config/embedded.yaml, ``gpu1``
-  config/gpu1.yaml) and the user's layers; ``cli_overrides`` types nested ``--config`` values as
+  config/gpu1.yaml over config/embedded.yaml's sections that ``OVERLAY_PARENTS`` names: ``overlay_layers``)
+  and the user's layers, each domain section that sets no step limit given its
+  domain's own (``with_step_limits``: the env's ``default_max_steps``); ``cli_overrides`` types nested ``--config`` values as
   in a file; ``check_configfiles`` reads files the way ``snakemake --configfile`` will.
 - ``load_config(paths_or_dict)`` merges YAML files (later ones override, dicts deep-merged, lists
   replaced, as Snakemake merges ``--configfile``) and validates.
@@ -97,6 +99,9 @@ def schema_file() -> Iterator[Path]:
 #: embedded-base: ``plan.SFT_BLOCKS``).
 PRESET_OVERLAYS = {"paper": None, "embedded": REPO_ROOT / "config" / "embedded.yaml",
                    "gpu1": REPO_ROOT / "config" / "gpu1.yaml"}
+#: a preset whose overlay is laid over sections of another preset's overlay, so it sets only what differs:
+#: the workstation study runs the embedded model with the embedded study's engines, domain knobs and cluster
+OVERLAY_PARENTS = {"gpu1": ("embedded", ("model", "engines", "domains", "cluster"))}
 #: the workflow's config file, the paper's study: the base every preset's overlay is laid over
 STUDY_FILE = REPO_ROOT / "config" / "config.yaml"
 
@@ -158,9 +163,34 @@ def with_preset(base: dict, overrides: dict, default: str = "embedded") -> dict:
     if preset not in PRESET_OVERLAYS:
         raise ConfigError(f"config key preset: unknown preset {preset!r}{did_you_mean(str(preset), PRESET_OVERLAYS)}; "
                           f"valid: {', '.join(PRESET_OVERLAYS)}")
-    overlay = PRESET_OVERLAYS[preset]
-    cfg = deep_merge(deep_merge(base, read_yaml(overlay) if overlay else {}), overrides)
+    cfg = base
+    for _, layer in overlay_layers(preset):
+        cfg = deep_merge(cfg, layer)
+    cfg = deep_merge(cfg, overrides)
     cfg["preset"] = preset
+    return with_step_limits(cfg)
+
+
+def overlay_layers(preset: str) -> list[tuple[Path, dict]]:
+    """(file, what it lays) of each layer of ``preset``'s overlay, in merge order: its parent's sections
+    (``OVERLAY_PARENTS``), then its own file (``PRESET_OVERLAYS``); none for paper."""
+    overlay = PRESET_OVERLAYS[preset]
+    if overlay is None:
+        return []
+    parent, sections = OVERLAY_PARENTS.get(preset, (None, ()))
+    inherited = [(path, {key: value for key, value in layer.items() if key in sections})
+                 for path, layer in overlay_layers(parent)] if parent else []
+    return inherited + [(overlay, read_yaml(overlay))]
+
+
+def with_step_limits(cfg: dict) -> dict:
+    """``cfg`` with each registered domain's section that sets no ``max_steps`` given the domain's own
+    step limit (its env's ``default_max_steps``, the limit's one home); ``max_steps`` comes first in
+    every section; every other key and section is left as it is, for the schema to judge."""
+    sections = cfg.get("domains")
+    if isinstance(sections, dict):
+        cfg["domains"] = {d: {"max_steps": domain_class(d).default_max_steps, **s}
+                          if d in names() and isinstance(s, dict) else s for d, s in sections.items()}
     return cfg
 
 
@@ -192,9 +222,9 @@ def config_sources(preset: str, configfiles: Iterable[str | Path] = (), cli: dic
     def label(path: Path) -> str:
         return str(path.resolve().relative_to(REPO_ROOT)) if path.resolve().is_relative_to(REPO_ROOT) else str(path)
 
-    overlay = PRESET_OVERLAYS.get(preset)
-    files = [STUDY_FILE, *([overlay] if overlay else []), *map(Path, configfiles)]
-    out = [(label(path), read_yaml(path)) for path in files]
+    layers = [(STUDY_FILE, read_yaml(STUDY_FILE)), *(overlay_layers(preset) if preset in PRESET_OVERLAYS else []),
+              *((path, read_yaml(path)) for path in map(Path, configfiles))]
+    out = [(label(path), data) for path, data in layers]
     return out + ([("--config", dict(cli))] if cli else [])
 
 
@@ -255,6 +285,7 @@ def load_config(sources: str | Path | dict | Iterable[str | Path | dict]) -> dic
         data = src if isinstance(src, dict) else read_yaml(src)
         named.append((f"layer {i}" if isinstance(src, dict) else str(src), data))
         cfg = deep_merge(cfg, data)
+    cfg = with_step_limits(cfg)
     validate(cfg, sources=named)
     return cfg
 

@@ -59,7 +59,7 @@ def _v1_episodes(spec: Mapping[str, Any]) -> int | None:
         return None
     sft = spec["sft"]
     from_v1 = [domain for domain, weight in sft["mix"].items() if weight > 0 and sft["sources"][domain] == "v1"]
-    return int(sft["v1_episodes_per_domain"]) * len(from_v1)
+    return int(sft["v1_episodes_per_domain"]) * len(from_v1) if from_v1 else 0
 
 
 #: a job's timed work, by the verb its one command runs: (unit, config key of the time figure,

@@ -60,40 +60,33 @@ GIB = 1024**3
 BF16 = 2
 #: bytes per logit entry (token x vocabulary) beside a micro-batch's layer activations. verl, verl_entropy:
 #: our count of the tensors (module doc), for the cluster's path (flash-attn installed: verl's in-place cross
-#: entropy). hf_loss (LlamaFactory's SFT step): a ONE-DEPTH FIT to the measured step (one H200, 8 layers, ZeRO-3,
-#: micro-batch 2 x 6,656 tokens; record 2026-12-03, sft_L8.train_results.json): torch's peak 43,627,953,152
-#: bytes less the states at ZERO3_STATE_BYTES (and DeepSpeed's 4 x the largest layer) leaves 635,651 bytes a
-#: token, 7.6 a logit entry beside the counted layer activations; rounded up to 8. One depth cannot tell the
-#: loss's temporaries from the layers' or from states the step holds only at its peak: this is the figure that
-#: makes states + activations meet that peak, not a count (ours was 14: bf16 logits, their fp32 copy, fp32
-#: log-softmax, fp32 gradient, all at once). verl_unfused / verl_unfused_log_probs: MEASURED for verl without
-#: flash-attn (attn_implementation sdpa/eager: padded batches, torch's log-softmax, entropies for the metrics) on one
-#: H200, at 4 and 8 layers of the paper's shape (benchmarks/paper_shape/records/2026-12-03/report.txt:
-#: fitted at 4 layers, 20.0 bytes in the update and 51.3 in the log-prob pass, per token of
-#: ppo_max_token_len_per_gpu; at 8 layers the same fit gives 19.8 and 49.8); verl_log_probs: the
-#: cluster path's log-prob pass, NOT measured: verl's figure scaled by the measured log-prob / update
-#: ratio of the unfused path (51 / 20)
+#: entropy). hf_loss (LlamaFactory's SFT step): a ONE-DEPTH FIT to the measured step (the paper's shape at 8
+#: layers on one GPU, ZeRO-3): torch's peak less the states at ZERO3_STATE_BYTES (and DeepSpeed's 4 x the
+#: largest layer) leaves 7.6 bytes a logit entry, rounded up. One depth cannot tell the loss's temporaries from
+#: the layers' or from states the step holds only at its peak: this is the figure that makes states +
+#: activations meet that peak, not a count (ours was 14: bf16 logits, their fp32 copy, fp32 log-softmax, fp32
+#: gradient, all at once). verl_unfused / verl_unfused_log_probs: MEASURED for verl without flash-attn
+#: (attn_implementation sdpa/eager: padded batches, torch's log-softmax, entropies for the metrics) at 4 and 8
+#: layers of the paper's shape, per token of ppo_max_token_len_per_gpu (fitted at 4 layers; 8 layers within 2 %);
+#: verl_log_probs: the cluster path's log-prob pass, NOT measured: verl's figure scaled by the measured
+#: log-prob / update ratio of the unfused path (51 / 20). The measurement: docs/paper_shape.md.
 LOGIT_BYTES = {"hf_loss": 8, "verl": 4, "verl_entropy": 8, "verl_log_probs": 11,
                "verl_unfused": 20, "verl_unfused_log_probs": 51}
 #: bytes a parameter of verl's FSDP actor on its GPUs outside the update's passes, MEASURED (torch's peak
-#: allocated) on one H200 at 4 and 8 layers (benchmarks/paper_shape/records/2026-12-03/report.txt): the line
-#: through the two depths over their parameters (1,275,105,280 and 2,147,553,280, the stand-in's vocabulary
-#: 49,152) has slope 12.00 in the rollout and 16.00 in the checkpoint save (3.250 GiB a layer of 218,112,000
-#: parameters), intercept 0.06 GiB in both. Read as fp32 parameters (4) and Adam's two moments (8), the
-#: gradients freed, in the rollout and the log-prob passes; the fp32 gradients (4) still held when verl saves
-#: after the update. The update keeps DeepSpeed's ZeRO-3 estimate (18 and the largest layer): its own line's
-#: slope is 18.7 bytes a parameter, 1.0 of them the kept layer inputs, nearer 18 than 16.
+#: allocated) at 4 and 8 layers of the paper's shape: the line through the two depths over their parameters has
+#: slope 12 in the rollout and 16 in the checkpoint save, intercept ~0. Read as fp32 parameters (4) and Adam's two
+#: moments (8), the gradients freed, in the rollout and the log-prob passes; the fp32 gradients (4) still held
+#: when verl saves after the update. The update keeps DeepSpeed's ZeRO-3 estimate (18 and the largest layer): its
+#: own line's slope, 18.7 bytes a parameter (1.0 of them the kept layer inputs), is nearer 18 than 16.
 FSDP_RESIDENT_BYTES = 12
 FSDP_SAVE_BYTES = 16
 #: what each offload flag takes off the GPU outside the update (our reading, not measured): param_offload the
 #: fp32 parameters, which verl loads back for the save (its FSDP engine's save_checkpoint; counted there with
 #: their gradients); optimizer_offload Adam's moments, in the save too
 FSDP_OFFLOADED_BYTES = {"param_offload": 4, "optimizer_offload": 8}
-#: bytes a parameter of LlamaFactory's ZeRO-3 states without offload, MEASURED on one H200 at 8 layers (record
-#: 2026-12-03, sft_L8.train_results.json, the HF Trainer's tracker): allocated after the two steps (the states
-#: alone, activations freed) = before_init_mem_gpu + init_mem_gpu_alloc_delta + train_mem_gpu_alloc_delta =
-#: 34,461,520,384 bytes, 16.05 a parameter of 2,147,553,280. DeepSpeed's stage-3 estimator counts 18; its
-#: 4 x the largest layer (a gathered layer, transient) is kept.
+#: bytes a parameter of LlamaFactory's ZeRO-3 states without offload, MEASURED at 8 layers of the paper's shape
+#: (the HF Trainer's tracker: allocated after the two steps, the states alone, activations freed: 16.05).
+#: DeepSpeed's stage-3 estimator counts 18; its 4 x the largest layer (a gathered layer, transient) is kept.
 ZERO3_STATE_BYTES = 16
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import Any
 
+from gentax.evalfile import output_files
 from gentax.runspec import run_path
 
 
@@ -67,14 +68,13 @@ def tasks(cfg: dict, domain: str) -> str:
 
 def trajectories(summary: str) -> dict[str, str]:
     """The trajectory tables an evaluation or a property log writes before its summary ``X.json``
-    (gentax.rollout.evaluation): ``{"steps": X.steps.parquet, "episodes": X.episodes.parquet}``."""
-    stem = summary.removesuffix(".json")
-    return {"steps": f"{stem}.steps.parquet", "episodes": f"{stem}.episodes.parquet"}
+    (gentax.evalfile): ``{"steps": X.steps.parquet, "episodes": X.episodes.parquet}``."""
+    return dict(zip(("steps", "episodes"), output_files(summary.removesuffix(".json"))[1:]))
 
 
 def rollout_out(summary: str) -> str:
     """The ``out`` of the rollout (``gentax eval`` / ``gentax properties``) that writes the summary
-    ``X.json`` and its ``trajectories``: ``X.parquet`` (gentax.rollout.evaluation.output_prefix)."""
+    ``X.json`` and its ``trajectories``: ``X.parquet`` (gentax.evalfile.output_prefix)."""
     return f"{summary.removesuffix('.json')}.parquet"
 
 

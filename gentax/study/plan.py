@@ -31,6 +31,7 @@ from typing import Any
 
 from gentax import runspec
 from gentax.analysis import artifacts
+from gentax.domains.base import INVALID_PENALTY
 from gentax.domains.spec import is_mixture, mixture_weights, names, specs
 from gentax.dtype import sft_precision
 from gentax.errors import ConfigError, KeyProblem, is_integer
@@ -133,10 +134,12 @@ def study_rl(cfg: dict) -> dict[str, Any]:
     """The study's RL block as the RL engines' loader reads it: config ``rl:`` with the RL keys whose
     value is another setting's (``RL_FROM_STUDY``): the validation inside an RL run plays at the
     evaluations' temperature. A config that sets one of them under ``rl:`` is refused, naming the key
-    that holds it. A run's GPUs (``verl.n_gpus_per_node``) are the cluster's (``cluster.gpus_per_node``,
+    that holds it. The penalty of an invalid step's sample is the envs' (``INVALID_PENALTY``) unless
+    ``rl.invalid_penalty`` sets another. A run's GPUs (``verl.n_gpus_per_node``) are the cluster's (``cluster.gpus_per_node``,
     the SFT job's too) unless ``rl.verl.n_gpus_per_node`` gives RL its own count."""
     rl = _filled_from_study(cfg, cfg["rl"], RL_FROM_STUDY, "RL config", "rl",
                             "the RL run's validation plays as the evaluations do")
+    rl.setdefault("invalid_penalty", -INVALID_PENALTY)  # the envs' reward of an invalid step, unless rl sets one
     verl = dict(rl.get("verl") or {})
     if verl.get("n_gpus_per_node") is None and "cluster" in cfg:
         rl["verl"] = {**verl, "n_gpus_per_node": cfg["cluster"]["gpus_per_node"]}

@@ -6,12 +6,12 @@ A *group* is the G trajectories of one task (same env seed); ``group_ids`` name 
 
 1. Scores. A trajectory's *outcome* is the sum of its env rewards on valid steps (10 on the
    winning step, else 0). An invalid step (no parsable action, or one the env rejected) carries
-   the penalty ``-invalid_penalty`` (0.1) on that step's sample only.
+   the penalty ``-invalid_penalty`` (the study's: ``gentax.study.plan.study_rl``) on that step's sample only.
 2. Advantages. ``group_advantages`` is GRPO's outcome normalisation, identical to verl's
    ``compute_grpo_outcome_advantage``: ``(score - group mean) / (group std + eps)`` with the
    unbiased std, and mean 0 / std 1 for a group of one (tests/test_grpo.py checks it against
    verl). ``step_advantages`` turns trajectories into per-sample advantages, two ways:
-   - ``"trajectory"`` (the paper; default): every trajectory's outcome counts once in its
+   - ``"trajectory"`` (the paper's): every trajectory's outcome counts once in its
      group's mean/std, and every step of the trajectory gets that advantage. The invalid-step
      penalty is added to that step's advantage *after* normalisation, in advantage units: added
      before it, a group whose outcomes are all equal (std 0, the usual case for a weak policy)
@@ -20,7 +20,7 @@ A *group* is the G trajectories of one task (same env seed); ``group_ids`` name 
      is normalised by the mean/std over all samples of its group, so a long trajectory weighs once
      per step.
    Where the invalid-step penalty goes (``penalty_placement``):
-   - ``"after_normalisation"`` (default): the advantage as above from the outcomes alone, then
+   - ``"after_normalisation"`` (the study's): the advantage as above from the outcomes alone, then
      ``-invalid_penalty`` added to the invalid step's advantage, in advantage units.
    - ``"in_return"`` (verl-agent's literal reading: the penalty is part of the step sample's reward,
      ``apply_invalid_action_penalty``): each sample's score is ``outcome - invalid_penalty`` when its
@@ -90,9 +90,9 @@ def step_advantages(
     step_traj,
     step_invalid,
     *,
-    mode: str = "trajectory",
-    invalid_penalty: float = 0.1,
-    penalty_placement: str = "after_normalisation",
+    mode: str,
+    invalid_penalty: float,
+    penalty_placement: str,
     eps: float = 1e-6,
     norm_by_std: bool = True,
 ) -> np.ndarray:
@@ -127,11 +127,19 @@ def step_advantages(
 
 @dataclass(frozen=True)
 class LossConfig:
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    clip_ratio_c: float = 3.0  # dual clip: bounds the loss of negative-advantage tokens
-    kl_coef: float = 0.01  # low-variance KL (k3) to the reference policy
-    entropy_coeff: float = 0.0  # entropy bonus (verl's actor.entropy_coeff); 0: no entropy term
+    """The loss's settings, no defaults: the study's are its RL config's (``from_rl``)."""
+
+    clip_low: float
+    clip_high: float
+    clip_ratio_c: float  # dual clip: bounds the loss of negative-advantage tokens
+    kl_coef: float  # low-variance KL (k3) to the reference policy
+    entropy_coeff: float  # entropy bonus (verl's actor.entropy_coeff); 0: no entropy term
+
+    @classmethod
+    def from_rl(cls, rl) -> "LossConfig":
+        """The loss of an RL config (``gentax.train.config.RLConfig``): PPO's clip on both sides."""
+        return cls(clip_low=rl.clip_ratio, clip_high=rl.clip_ratio, clip_ratio_c=rl.clip_ratio_c, kl_coef=rl.kl_coef,
+                   entropy_coeff=rl.entropy_coeff)
 
 
 def masked_sum(x, mask):
@@ -146,7 +154,7 @@ def kl_k3(logprobs, ref_logprobs):
     return torch.clamp(torch.exp(log_ratio) - log_ratio - 1.0, -10.0, 10.0)
 
 
-def clipped_policy_loss(logprobs, old_logprobs, advantages, cfg: LossConfig = LossConfig()):
+def clipped_policy_loss(logprobs, old_logprobs, advantages, cfg: LossConfig):
     """Per-token PPO loss with verl's dual clip; returns (loss, clipped) tensors of the input shape."""
     import torch
 
@@ -159,7 +167,7 @@ def clipped_policy_loss(logprobs, old_logprobs, advantages, cfg: LossConfig = Lo
     return loss, (clipped > unclipped).float()
 
 
-def grpo_loss(logprobs, old_logprobs, ref_logprobs, advantages, mask, num_tokens: float, cfg: LossConfig = LossConfig(),
+def grpo_loss(logprobs, old_logprobs, ref_logprobs, advantages, mask, num_tokens: float, cfg: LossConfig,
               entropy=None):
     """Token-mean GRPO loss of one (micro-)batch and its summed statistics.
 

@@ -331,7 +331,7 @@ def micro_batch_backward(policy: Policy, prompts, responses, advantages, tokens:
                          old=None, ref=None, entropy_grad: bool = False, attention=deterministic_attention):
     """One micro-batch's forward and backward of the update, its gradients added to the model's: the
     responses' log-probs with sdpa's kernel chosen by ``attention(device)`` (the engine's:
-    ``gentax.dtype.deterministic_attention``; benchmarks/gpu1/update_twice.py tries others), the
+    ``gentax.dtype.deterministic_attention``; a diagnostic may pass another), the
     GRPO loss (``tokens``: the mini-batch's response tokens), the backward in strict deterministic
     mode. ``old`` / ``ref``: per-sample log-prob rows; None: this pass's own, detached (the policy
     still is the old one; the reference is the old one). Returns (logp, mask, entropy, loss, sums)."""
@@ -359,8 +359,7 @@ def update_policy(policy: Policy, optimizer, samples: Samples, cfg: RLConfig, rn
     import torch
 
     model, micro = policy.model, cfg.micro_batch_size
-    loss_cfg = grpo.LossConfig(clip_low=cfg.clip_ratio, clip_high=cfg.clip_ratio, clip_ratio_c=cfg.clip_ratio_c,
-                               kl_coef=cfg.kl_coef, entropy_coeff=cfg.entropy_coeff)
+    loss_cfg = grpo.LossConfig.from_rl(cfg)
     n = len(samples)
     updates = cfg.epochs_per_step * -(-n // cfg.mini_batch_size)
     zeros = [torch.zeros(len(r)) for r in samples.responses]

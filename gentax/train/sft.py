@@ -29,12 +29,9 @@ cast to a float32 copy first, since LlamaFactory trains in the stored dtype); co
 ``engines.dtype`` overrides it for the workflow's SFT jobs (``gentax.dtype.sft_precision``), as it
 does for the generators and the local RL engine. ``bf16`` on a CPU trains under bf16 autocast with
 the frozen layers in the stored bf16 and the trained ones in float32 master weights and optimizer
-state (HF Trainer ``use_cpu``). Why ``auto`` stays fp32 on a CPU even with native bf16, measured
-on the embedded warm start (2 threads): on AVX-512 BF16 (2026-11-30) 144.7 s against fp32's
-192.7 s, final loss 0.107 against 0.096; on an AMX Xeon (2026-12-01) 126 s against 167 s, final
-loss 0.110 against 0.096, and the bf16-trained base then won 0 of 8 WebShop, SciWorld and ALFWorld
-tasks against 1 of 8 each for the fp32 one (Sokoban 9 against 6 of 16; ``python
-benchmarks/eval_model.py``): its initial policies would read 0 in three domains.
+state (HF Trainer ``use_cpu``). Why ``auto`` stays fp32 on a CPU even with native bf16: the bf16
+warm start of the embedded base trains ~25 % faster but to a higher loss, and its initial policies
+then win nothing in three domains where the fp32 one wins a task each (docs/performance.md).
 
 One SFT job per output: ``train_sft`` holds ``gentax.io.output_lock(out_dir)`` while it works (a
 second one fails at once naming the first), and the LlamaFactory process gets SIGTERM when the job

@@ -7,7 +7,8 @@ and source). The study's values (the mix, its size and sources, the answer forma
 batch size, how the --v1 model is sampled, the seed) have no default here: the section holds them,
 as the study layer resolves them (``gentax.study.plan.study_sft``: a workflow job's section, or the
 study's section that ``gentax sft``'s ``--config`` is laid over); this module reads no workflow
-config. A study key the section leaves out is a ``KeyProblem`` naming it. The keys of its two parts,
+config. A study key the section leaves out is a ``KeyProblem`` naming it, but the episodes budget of
+a source the mix takes no domain from (``BUDGETS``), which is null. The keys of its two parts,
 ``SFTData`` (what ``gentax sft build-data`` reads: the mix and how it is collected) and
 ``SFTTrain`` (what ``gentax sft train`` reads: LlamaFactory's training), each with the ``seed``;
 ``cfg.data()`` / ``cfg.train()`` are the parts. A job spec holds its verb's part only, read back by
@@ -37,6 +38,9 @@ from gentax.io import read_yaml
 DEFAULTS_FILE = Path(__file__).with_name("sft_defaults.yaml")
 PRESETS = ("v2", "embedded-base")
 SOURCES = ("expert", "v1")
+#: each source's episodes per collection round and domain: a study key only where the mix takes a domain
+#: from that source (unset otherwise: null, as the embedded warm start's V1 budget)
+BUDGETS = {"expert": "expert_episodes_per_domain", "v1": "v1_episodes_per_domain"}
 GENERATORS = ("hf", "vllm")
 PRECISIONS = ("auto", "bf16", "fp32")
 SWITCHES = ("auto", True, False)
@@ -62,8 +66,8 @@ class SFTData(_Mix):
     pairs: int
     mix: dict[str, int]
     sources: dict[str, str]
-    v1_episodes_per_domain: int
-    expert_episodes_per_domain: int
+    v1_episodes_per_domain: int | None
+    expert_episodes_per_domain: int | None
     max_rounds: int
     split: str
     # what the agent sees, how the --v1 model is sampled
@@ -135,6 +139,10 @@ def load_sft_config(section: Mapping[str, Any]) -> SFTConfig:
         raise KeyProblem("SFT config", (unknown[0],), f"{unknown_key(unknown[0], known)} ({DEFAULTS_FILE.name} "
                                                        "and config/config.yaml's inits.v2.sft document each)")
     merged = {**engine_defaults(), **section}
+    mix, sources = merged.get("mix"), merged.get("sources")
+    if isinstance(mix, dict) and isinstance(sources, dict):  # else the check below names what is wrong
+        used = {sources.get(domain) for domain, weight in mix.items() if weight}
+        merged.update({key: None for source, key in BUDGETS.items() if source not in used and key not in merged})
     missing = [key for key in known if key not in merged]
     if missing:
         raise KeyProblem("SFT config", (missing[0],), "missing: a study value, which the study's SFT section holds "
@@ -223,7 +231,7 @@ def _validate_data(cfg: SFTData) -> None:
     from gentax.domains import REGISTRY, SPLITS
 
     need, integer = _needs(cfg)
-    for key in ("pairs", "v1_episodes_per_domain", "expert_episodes_per_domain", "max_rounds", "max_new_tokens"):
+    for key in ("pairs", "max_rounds", "max_new_tokens"):
         need(integer(getattr(cfg, key), 1), key, "must be an integer >= 1", integer=True)
     for key in ("history_length", "env_workers", "seed"):
         need(integer(getattr(cfg, key), 0), key, "must be an integer >= 0", integer=True)
@@ -238,6 +246,10 @@ def _validate_data(cfg: SFTData) -> None:
     need(isinstance(cfg.sources, dict) and all(cfg.sources.get(d) in SOURCES for d in cfg.active_domains()), "sources",
          f"must give every domain of the mix a source ({', '.join(SOURCES)})")
     need(cfg.pairs >= len(cfg.active_domains()), "pairs", "must be at least the number of domains in the mix")
+    used = {cfg.sources[domain] for domain in cfg.active_domains()}
+    for source, key in BUDGETS.items():
+        if source in used or getattr(cfg, key) is not None:
+            need(integer(getattr(cfg, key), 1), key, "must be an integer >= 1", integer=True)
     need(cfg.split in SPLITS, "split", f"must be one of {', '.join(SPLITS)}")
     need(isinstance(cfg.think, bool), "think", "must be true or false")
     need(cfg.generator in GENERATORS, "generator", f"must be one of {', '.join(GENERATORS)}")

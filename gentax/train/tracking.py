@@ -131,7 +131,7 @@ def open_tracker(section: dict[str, Any], run_dir: str | Path, *, experiment: st
 class _TensorBoardOnly:
     """TensorBoard alone, written as verl's Tracking writes it (torch's ``SummaryWriter``, one scalar
     per name and step, in the same folder) without importing verl: importing verl (and Ray with it)
-    added ~7 s to each local RL job's start-up (measured with ``python -X importtime``)."""
+    adds seconds to each local RL job's start-up (docs/performance.md)."""
 
     def __init__(self, folder: str):
         from torch.utils.tensorboard import SummaryWriter

@@ -17,7 +17,7 @@
 - Phase trace (measurement only, off unless ``PHASE_TRACE_ENV`` names a file): the trainer appends
   one JSON line per timed phase of verl's step (gen, old_log_prob, ref, adv, update_actor,
   update_weights, save_checkpoint): its wall-clock interval and the actor worker's torch peak
-  memory over it (benchmarks/paper_shape/measure.py).
+  memory over it (what the paper-shape measurement read: docs/paper_shape.md).
 - ``ExportCheckpoint``: verl checkpoint callback converting each saved FSDP checkpoint into the
   HF folder ``RUN_DIR/checkpoints/step_<N>`` (``verl_engine.export_checkpoint``).
 
@@ -231,7 +231,7 @@ def step_sample_advantages(
     *,
     mode: str,
     invalid_penalty: float,
-    penalty_placement: str = "after_normalisation",
+    penalty_placement: str,
 ) -> np.ndarray:
     """One advantage per TransferQueue row (0 for verl's padding rows).
 

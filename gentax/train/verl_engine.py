@@ -54,11 +54,9 @@ What ran where. CPU tests (tests/test_verl_engine.py, tests/test_verl_ray.py) co
 mapping, the agent loop, the TransferQueue reads/writes of our trainer against verl's real queue and
 verl's own ``_compute_metrics``, and the ``hf`` rollout backend under verl's ``LLMServerManager``;
 for a mixture: the composed config, the rows, each slot's domain per step, episodes of both domains
-through verl's postprocess and the per-domain metrics row. A mixture run under ``run_ppo`` has
-not run yet (benchmarks/verl_gpu_smoke phase ``verl1-mixture`` is the GPU check).
-``run_ppo`` itself (Ray, FSDP workers, weight sync, checkpoint save/resume after a SIGKILL, the merger
-on 2-rank shards) ran on 1 and 2 H200s with the ``hf`` backend (benchmarks/verl_gpu_smoke,
-docs/training.md section 5.3). Only a GPU cluster exercises: vLLM servers (``rollout.name=vllm``) and
+through verl's postprocess and the per-domain metrics row. ``run_ppo`` itself (Ray, FSDP workers,
+weight sync, checkpoint save/resume after a SIGKILL, the merger on 2-rank shards, a 3-step mixture)
+ran on 1 and 2 GPUs with the ``hf`` backend (docs/training.md section 5.3). Only a GPU cluster exercises: vLLM servers (``rollout.name=vllm``) and
 their CUDA-IPC weight sync; more than 2 GPUs (8 ranks, lcm(dp, mini-batch) padding at that width),
 multi-node Ray; an 8B model under FSDP; in-training validation.
 """

@@ -18,7 +18,7 @@ from gentax.errors import GentaxError
 AGENT_NAME = "gentax_env"
 TRAINER_MODE = "gentax_sync"
 #: a file path here turns on the trainer's phase trace (verl_agent.traced_timer; measurement only:
-#: benchmarks/paper_shape/measure.py); verl_engine hands it to the Ray processes
+#: docs/paper_shape.md); verl_engine hands it to the Ray processes
 PHASE_TRACE_ENV = "GENTAX_PHASE_TRACE"
 
 #: metrics.csv column -> verl metric key (the rest of a row comes from runs.rollout_metrics); also the

@@ -18,8 +18,8 @@ Traps handled here, in one place:
 - TextWorld parses a game's grammar (120 ms) and translates its PDDL (70 ms on a small scene,
   350 ms on a whole floor plan) on every ``load``: most of a reset. Inside ``engine_call`` both
   go through ``GAME_CACHE``, a per-process LRU (``GameCache``), so a game is parsed and
-  translated once per process, however many episodes and envs reset it (a reset: 240 -> 35 ms
-  on a small scene, 460 -> 85 ms on a whole one; ``benchmarks/alfworld_reset.py``).
+  translated once per process, however many episodes and envs reset it (a reset then takes a
+  fifth to a seventh of its time: docs/performance.md).
 - Each ``PddlEnv`` loads a private 33 MB copy of ``libdownward.so`` (the library keeps one
   global planning state, so every live engine needs its own); unloading one crashes the next
   load, so ``close_engine`` keeps the copy for the next engine of the process instead: a process
