@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import glob
 import math
 import sys
 import time
@@ -41,7 +40,6 @@ OOD_TRAIN = ("v2", "sokoban")
 TRUE_TAUS = (0.0, 0.025, 0.05, 0.10)
 SMALL_TAU = {"id": 0.05, "ood": 0.05}
 MEASURED_OOD_TAU = 0.025
-SUMMARIES = REPO / "benchmarks" / "gpu1" / "reference" / "run" / "summary" / "main"
 
 
 def load(preset: str, extra: str | None) -> dict:
@@ -70,9 +68,11 @@ def seed_spread() -> list[str]:
     """The between-seed spread of the one-GPU reference run (the default of eval.seed_sd)."""
     import pandas as pd
 
-    frames = [pd.read_csv(f) for f in sorted(glob.glob(str(SUMMARIES / "**" / "*.csv"), recursive=True))]
-    rows = pd.concat(frames)
-    rows = rows[rows["variant"] == "default"]
+    sys.path.insert(0, str(REPO / "benchmarks" / "gpu1"))
+    from rebuild_tables import reference_inputs
+
+    rows = reference_inputs()[0]
+    rows = rows[(rows["variant"] == "default") & (rows["train_domain"] != "base")]
     lines = []
     for label, chosen in (("id", rows["train_domain"] == rows["eval_domain"]),
                           ("ood", rows["train_domain"] != rows["eval_domain"])):
