@@ -321,11 +321,71 @@ def test_seed_level_test_holds_its_level_whatever_the_seed_variance():
 def test_the_rule_takes_the_larger_p_and_needs_two_seeds():
     rows = base("v1", {"sokoban": 0.0}, **outcomes(set()))
     rows += run("v1", "sokoban", {"sokoban": 0.375}, seeds=(0, 1), **outcomes(set(range(6))))
-    rule = stats.delta_id_rule(windowed(rows), SOKOBAN_RUN, SOKOBAN_BASE)
+    rule = stats.delta_id_rule(windowed(rows), SOKOBAN_RUN, SOKOBAN_BASE, seed_sd=0.0)
     assert rule.tasks.method == "permutation" and rule.seeds.seeds_after == 2 and rule.seeds.seeds_before == 0
     assert rule.p_value == max(rule.tasks.p_value, rule.seeds.p_value)
     assert rule.seeds.effect_pct == pytest.approx(37.5)
     one = base("v1", {"sokoban": 0.0}, **outcomes(set()))
     one += run("v1", "sokoban", {"sokoban": 0.375}, seeds=(0,), **outcomes(set(range(6))))
-    rule = stats.delta_id_rule(windowed(one), SOKOBAN_RUN, SOKOBAN_BASE)
+    rule = stats.delta_id_rule(windowed(one), SOKOBAN_RUN, SOKOBAN_BASE, seed_sd=0.0)
     assert math.isnan(rule.seeds.p_value) and math.isnan(rule.p_value) and rule.seeds.text() == "one seed"
+
+
+def _seeds_winning(won_per_seed, tasks, steps=(150,)):
+    """Rows of a V1 Sokoban run whose seed i wins the first ``won_per_seed[i]`` of ``tasks`` tasks at
+    every checkpoint of ``steps``."""
+    rows = []
+    for seed, won in enumerate(won_per_seed):
+        rows += run("v1", "sokoban", {"sokoban": won / tasks}, seeds=(seed,), steps=steps,
+                    **outcomes(set(range(won)), tasks))
+    return rows
+
+
+def _one_checkpoint(rows) -> pd.DataFrame:
+    return window_rows(load_summary(pd.DataFrame(rows)), (150,))[0]
+
+
+def test_seeds_that_tie_do_not_resolve_a_cell():
+    """Two seeds both at 44 of 64 tasks against a base at 16 of 64 (ΔID +43.8), one checkpoint each:
+    the seeds' sample variance is 0, which alone would leave the base's noise as all the variance
+    (p 1e-15: how the one-GPU record's only "resolved" cell came about). Each seed's value varies
+    at least by its own evaluation noise over its 64 tasks: with 2 seeds (1 degree of freedom) the
+    seed-level p is above 0.05, so not even a lone cell at 0.05 is resolved, whatever τ."""
+    rows = base("v1", {"sokoban": 16 / 64}, **outcomes(set(range(16)), 64)) + _seeds_winning((44, 44), 64)
+    for seed_sd in (0.0, 0.21):
+        rule = stats.delta_id_rule(_one_checkpoint(rows), SOKOBAN_RUN, SOKOBAN_BASE, seed_sd=seed_sd)
+        assert rule.seeds.effect_pct == pytest.approx(43.75) and rule.tasks.p_value < 1e-6
+        assert rule.seeds.p_value > 0.05 and not stats.rejects(rule.p_value, 0.05)
+    # without the floor (the rule before it): the base's binomial bound alone
+    tied = stats.seed_level_p(0.4375, [(17 / 66) * (49 / 66) / 64, 0.0], [math.inf, 1.0])
+    assert tied < 1e-12
+
+
+def test_a_real_gain_over_three_spread_seeds_still_resolves():
+    """Three seeds at 41, 45 and 49 of 64 tasks (ΔID +42 on average, spread 4 tasks) against a base
+    at 18 of 64, four checkpoints each: with the seed spread assumed at most 0.05 the floor leaves the
+    cell resolved at 0.05 (seed-level p well below it); at the configured 0.21 three seeds cannot tell
+    +42 from a spread that large: not resolved."""
+    rows = base("v1", {"sokoban": 18 / 64}, **outcomes(set(range(18)), 64))
+    rows += _seeds_winning((41, 45, 49), 64, steps=(105, 120, 135, 150))
+    small = stats.delta_id_rule(windowed(rows), SOKOBAN_RUN, SOKOBAN_BASE, seed_sd=0.05)
+    assert small.seeds.seeds_after == 3 and small.seeds.effect_pct == pytest.approx(100 * (45 - 18) / 64)
+    assert small.seeds.p_value < 0.01 and stats.rejects(small.p_value, 0.05)
+    configured = stats.delta_id_rule(windowed(rows), SOKOBAN_RUN, SOKOBAN_BASE, seed_sd=0.21)
+    assert configured.seeds.p_value > 0.05 and not stats.rejects(configured.p_value, 0.05)
+
+
+def test_a_trained_sides_seed_variance_is_floored():
+    """``seed_side``: max(the seeds' sample variance, (domains x τ)² + one seed's binomial bound) /
+    seeds; the sample variance where it is larger; the fixed side unchanged."""
+    tied = [stats.CellValues(np.array([[1, 1, 0, 0], [1, 1, 0, 0]], dtype=float), np.array([0, 1]))]
+    side = stats.seed_side(tied, fixed=False)
+    one_seed = 2 * (5 / 10) * (5 / 10) / 8  # p̃ = (4 + 1) / (8 + 2); per seed: x seeds over all 8 values
+    assert (side.value, side.df, side.seeds) == (0.5, 1.0, 2)
+    assert side.variance == pytest.approx(one_seed / 2)
+    assert stats.seed_side(tied, fixed=False, seed_sd=0.1).variance == pytest.approx((0.01 + one_seed) / 2)
+    two_domains = stats.seed_side(tied * 2, fixed=False, seed_sd=0.1)  # the domains of a seed move together
+    assert two_domains.variance == pytest.approx((0.04 + 2 * one_seed) / 2)
+    apart = [stats.CellValues(np.array([[1, 1, 1, 1], [0, 0, 0, 0]], dtype=float), np.array([0, 1]))]
+    assert stats.seed_side(apart, fixed=False).variance == pytest.approx(0.5 / 2)  # sample variance 0.5 wins
+    assert stats.seed_side(tied, fixed=True) == stats.SeedSide(0.5, (5 / 10) * (5 / 10) / 8, math.inf, 1)

@@ -1,13 +1,14 @@
-"""Rebuild the one-GPU reference run's tables from its committed summaries, under the current code.
+"""Rebuild the one-GPU runs' tables from their committed summaries, under the current code.
 
-The reference run (benchmarks/gpu_runs/gpu1_reference_2026-12-02.md) finished 27 of its 40 RL runs,
-so its own table jobs built Tables 2, 3, 4, 6 and 8 only. This builds every table
-(``gentax.analysis.tables.build_all``, no figures) from the run and base summaries that finished and
-its property table (``gpu1_reference_2026-12-02.tar.gz`` beside the summary), with the run's settings
-(window = its last checkpoint, step 6; bootstrap seed 0; its V2 SFT mix), and writes Tables 2, 4, 5,
-6 and 7 with the commit, date and machine as one record, benchmarks/records/gpu1_reference_tables.md.
-Cells whose aug / nothink run did not finish are empty; some arms have one seed where the default has
-two (Tables 5 and 7: such cells cannot be resolved).
+Two runs of the reference size (2 seeds, 6 RL steps; docs/gpu1.md): the reference run
+(benchmarks/gpu_runs/gpu1_reference_2026-12-02.md: 27 of its 40 RL runs finished, so its own table
+jobs built Tables 2, 3, 4, 6 and 8 only; its property table too) and the run of 2026-12-04c (150 of
+157 jobs; its Table 2 had the records' only "resolved" cell). Each run's summaries are one archive in
+benchmarks/gpu_runs/; this builds every table (``gentax.analysis.tables.build_all``, no figures) with
+the run's settings (window = its last checkpoint, step 6; bootstrap seed 0; its V2 SFT mix) and
+today's rule (``eval.seed_sd`` of the gpu1 preset), and writes Tables 2, 4, 5, 6 and 7 of each with
+the commit, date and machine as one record, benchmarks/records/gpu1_reference_tables.md. Cells whose
+aug / nothink run did not finish are empty; some arms have one seed (such cells cannot be resolved).
 
     python benchmarks/gpu1/rebuild_tables.py
 """
@@ -24,7 +25,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from common import record_header, write_record  # noqa: E402
 
-ARCHIVE = REPO / "benchmarks" / "gpu_runs" / "gpu1_reference_2026-12-02.tar.gz"
+RUNS = {"gpu1_reference_2026-12-02": "the reference run", "gpu1_2026-12-04c": "the run of 2026-12-04c"}
 RECORD = "gpu1_reference_tables.md"
 #: the reference run's settings (its Snakemake log's `gentax table --job` lines)
 WINDOW = (6,)
@@ -33,29 +34,40 @@ BOOTSTRAP, ERROR_MARK_PCT, TEST_LEVEL = 1000, 5.0, 0.05
 SHOWN = ("table2_success", "table4_extended", "table5_augmentation", "table6_relative_change", "table7_thinking")
 
 
-def reference_inputs():
-    """(summary, properties) of the reference run as DataFrames: every run and base summary that
-    finished (the summaries' rows, in the order of their files' paths) and the property table."""
+def archive(run: str) -> Path:
+    return REPO / "benchmarks" / "gpu_runs" / f"{run}.tar.gz"
+
+
+def reference_inputs(run: str = "gpu1_reference_2026-12-02"):
+    """(summary, properties or None) of a run as DataFrames: every run and base summary that
+    finished (the summaries' rows, in the order of their files' paths) and its property table."""
     import pandas as pd
 
-    with tarfile.open(ARCHIVE) as tar:
-        return tuple(pd.read_csv(tar.extractfile(name)) for name in ("summary.csv", "properties.csv"))
+    with tarfile.open(archive(run)) as tar:
+        names = tar.getnames()
+        return tuple(pd.read_csv(tar.extractfile(name)) if name in names else None
+                     for name in ("summary.csv", "properties.csv"))
 
 
 def main() -> int:
     from gentax.analysis.tables import build_all
+    from gentax.study.config import study_config
 
-    summary, properties = reference_inputs()
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "tables"
-        analysis = build_all(summary, properties, out, window=WINDOW, seed=0, n_boot=BOOTSTRAP,
-                             error_mark_pct=ERROR_MARK_PCT, test_level=TEST_LEVEL, figures=False, sft_mix=SFT_MIX)
-        tables = [(out / f"{name}.md").read_text().strip() for name in SHOWN if (out / f"{name}.md").is_file()]
-    header = record_header("python benchmarks/gpu1/rebuild_tables.py")
-    settings = (f"{len(summary)} summary rows of {ARCHIVE.relative_to(REPO)}, window {','.join(map(str, WINDOW))}, "
-                f"bootstrap seed 0, {analysis.settings.n_boot} draws, test level {analysis.settings.test_level:g}, "
-                f"SFT mix {', '.join(SFT_MIX)}; built: {', '.join(sorted(analysis.tables))}")
-    write_record(RECORD, "\n\n".join([f"{header}\n{settings}", *tables]) + "\n")
+    seed_sd = study_config("gpu1")["eval"]["seed_sd"]  # the rule's bound today (the runs had none)
+    parts = [record_header("python benchmarks/gpu1/rebuild_tables.py")]
+    for run, what in RUNS.items():
+        summary, properties = reference_inputs(run)
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "tables"
+            analysis = build_all(summary, properties, out, window=WINDOW, seed=0, n_boot=BOOTSTRAP,
+                                 error_mark_pct=ERROR_MARK_PCT, test_level=TEST_LEVEL, seed_sd=seed_sd, figures=False,
+                                 sft_mix=SFT_MIX)
+            tables = [(out / f"{name}.md").read_text().strip() for name in SHOWN if (out / f"{name}.md").is_file()]
+        parts += [f"## {what}\n\n{len(summary)} summary rows of {archive(run).relative_to(REPO)}, window "
+                  f"{','.join(map(str, WINDOW))}, bootstrap seed 0, {analysis.settings.n_boot} draws, test level "
+                  f"{analysis.settings.test_level:g}, seed sd {seed_sd['id']:g} (ΔID) / {seed_sd['ood']:g} (ΔOOD), "
+                  f"SFT mix {', '.join(SFT_MIX)}; built: {', '.join(sorted(analysis.tables))}", *tables]
+    write_record(RECORD, "\n\n".join(parts) + "\n")
     return 0
 
 

@@ -50,6 +50,7 @@ class TableJob(JobKind):
     seed: int
     error_mark_pct: float
     test_level: float
+    seed_sd: dict[str, float]
     sft_mix: list[str]
     init_domains: dict[str, list[str]]
     augmented: dict[str, list[str]]

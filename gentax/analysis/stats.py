@@ -37,17 +37,20 @@ the seed-level test both reject, Holm over the cells one table tests, at ``p ≤
   Σ_tasks (after mean − before mean), exact for 0/1 outcomes, Monte Carlo with
   (count + 1) / (draws + 1) for fractional ones. ``PairedTest.method`` says which ran. This test
   holds the trained seeds fixed: its null treats a task's evaluations as exchangeable between the
-  sides, which a seed-to-seed shift of the policy breaks (with a seed spread it rejects null cells
-  several times as often as its level: docs/tables.md "Resolved").
+  sides, which a seed-to-seed shift of the policy breaks: alone, it rejects null cells far above its
+  level once seeds spread (docs/tables.md "Resolved").
 - Seed-level (``seed_side``, ``seed_test``, ``seed_level_p``): each trained side's per-seed value
   (Σ over the comparison's domains of the seed's mean over its window rows and the shared tasks),
-  its mean, and its sample variance / seeds with seeds − 1 degrees of freedom; a fixed side (the
-  initial policy) its mean and a binomial bound on that mean's variance, df ∞. Banerjee's (1961)
-  test: reject when effect² > Σ_sides q² variance, q the side's t (normal) quantile; valid for
-  any ratio of the unknown seed variance to the evaluation noise when a side's seed values are near
-  normal (proof in ``seed_level_rejects``); a seed law skewed far beyond that (a spread above the
-  mean rate) is where it is not (docs/tables.md "Resolved").
-  One seed on a trained side: no test (NaN), the cell cannot be resolved.
+  its mean, and max(sample variance, floor) / seeds with seeds − 1 degrees of freedom, the floor
+  being one seed's own evaluation noise plus the seed spread τ the rule allows for (config
+  ``eval.seed_sd``); a fixed side (the initial policy) its mean and a binomial bound on that mean's
+  variance, df ∞. Banerjee's (1961) test: reject when effect² > Σ_sides q² variance, q the side's t
+  (normal) quantile; valid for any ratio of the unknown seed variance to the evaluation noise when
+  a side's seed values are near normal (proof in ``seed_level_rejects``). The floor keeps tied seeds
+  (s² = 0) from resolving a cell on the initial policy's noise alone, and a seed law with two modes,
+  or one skewed above a low rate, from faking a difference when all seeds land on one side: the
+  rule holds its level for seed spreads up to τ under each of those laws (docs/tables.md
+  "Resolved"). One seed on a trained side: no test (NaN), the cell cannot be resolved.
 - ``RuleTest.p_value`` = max of the two p's, a valid p whichever of the two assumptions holds;
   ``holm``: Holm's step-down adjustment over a table's cells with both tests.
 
@@ -462,35 +465,43 @@ class SeedSide(NamedTuple):
     seeds: int
 
 
-def seed_side(domains: Sequence[CellValues], fixed: bool) -> SeedSide:
+def _binomial_variance(values: np.ndarray) -> float:
+    """A bound on the variance of the mean of ``values`` (0/1 outcomes, or fractions of episodes):
+    p̃ (1 − p̃) / count with p̃ = (successes + 1) / (count + 2). Tasks that differ in difficulty, or
+    several episodes a value, vary less; the +1 / +2 keeps 0 % or 100 % from claiming no variance."""
+    smoothed = (float(values.sum()) + 1.0) / (values.size + 2.0)
+    return smoothed * (1.0 - smoothed) / values.size
+
+
+def seed_side(domains: Sequence[CellValues], fixed: bool, seed_sd: float = 0.0) -> SeedSide:
     """A side's ``SeedSide`` from its evaluations on each domain of the comparison (one
     ``CellValues`` per domain: rows = evaluations, columns = the shared tasks).
 
-    Trained (``fixed=False``, a run's seeds are independent training runs): a seed's value is
-    Σ_domains the mean over its rows (window checkpoints) and the domain's tasks, over the seeds
-    every domain has; the side's value is the mean over seeds, its variance the sample variance of
-    the seed values / seeds with seeds − 1 degrees of freedom (none with one seed: df 0, NaN).
-
     Fixed (the initial policy, one model; its rows, whatever their seed, are repeated evaluations
-    and are averaged): value Σ_domains the mean over all its rows and tasks; variance
-    Σ_domains p̃ (1 − p̃) / (tasks x rows) with p̃ = (successes + 1) / (tasks x rows + 2), df ∞. That
-    bounds the variance of the mean of 0/1 outcomes whose tasks differ in difficulty (their
-    variance is below p̄ (1 − p̄)), and of fractional task values (several episodes each, less
-    variable still); the +1 / +2 keeps a 0 % or 100 % base from claiming no variance at all."""
+    and are averaged): value Σ_domains the mean over all its rows and tasks, variance
+    Σ_domains ``_binomial_variance``, df ∞.
+
+    Trained (a run's seeds are independent training runs): a seed's value is Σ_domains the mean
+    over its rows (window checkpoints) and the domain's tasks, over the seeds every domain has; the
+    side's value is the mean over seeds. Its variance is max(s², floor) / seeds with seeds − 1
+    degrees of freedom, s² the seed values' sample variance and floor what one seed's value varies
+    at least: its own evaluation noise over its tasks and checkpoints (Σ_domains, binomial) plus
+    the seed spread the rule assumes, ``seed_sd`` per domain (config ``eval.seed_sd``; the domains
+    of a seed move together, so (domains x seed_sd)²). The floor keeps seeds that tie (2 seeds both
+    at 44/64: s² = 0) from claiming no variance, and a seed law with two modes (a run took off or
+    it did not) from being judged by seeds that all landed in one mode. One seed: no estimate
+    (variance NaN, df 0)."""
     if fixed:
-        value, variance = 0.0, 0.0
-        for cell in domains:
-            evaluations = cell.values.size
-            value += float(cell.values.mean())
-            smoothed = (float(cell.values.sum()) + 1.0) / (evaluations + 2.0)
-            variance += smoothed * (1.0 - smoothed) / evaluations
-        return SeedSide(value, variance, math.inf, 1)
+        return SeedSide(sum(float(c.values.mean()) for c in domains), sum(_binomial_variance(c.values) for c in domains),
+                        math.inf, 1)
     common = sorted(set.intersection(*(set(cell.seeds.tolist()) for cell in domains)))
     per_seed = np.array([sum(float(cell.values[cell.seeds == s].mean()) for cell in domains) for s in common])
-    if len(common) < 2:
-        return SeedSide(float(per_seed.mean()) if len(common) else math.nan, math.nan, 0.0, len(common))
-    return SeedSide(float(per_seed.mean()), float(per_seed.var(ddof=1)) / len(common), len(common) - 1.0,
-                    len(common))
+    seeds = len(common)
+    if seeds < 2:
+        return SeedSide(float(per_seed.mean()) if seeds else math.nan, math.nan, 0.0, seeds)
+    own = [cell.values[np.isin(cell.seeds, common)] for cell in domains]
+    floor = (seed_sd * len(domains)) ** 2 + seeds * sum(_binomial_variance(values) for values in own)
+    return SeedSide(float(per_seed.mean()), max(float(per_seed.var(ddof=1)), floor) / seeds, seeds - 1.0, seeds)
 
 
 #: the smallest p the seed-level test reports (its bisection's lower end)
@@ -591,9 +602,10 @@ class RuleTest:
         return max(self.tasks.p_value, self.seeds.p_value)
 
 
-def _rule_test(rows: pd.DataFrame, pairs: Sequence[tuple[tuple, tuple]]) -> RuleTest | None:
+def _rule_test(rows: pd.DataFrame, pairs: Sequence[tuple[tuple, tuple]], seed_sd: float) -> RuleTest | None:
     """``RuleTest`` of (before cell, after cell) pairs, one per domain, the domains pooled; a cell
-    whose training domain is ``BASE`` is a fixed policy; None without task outcomes."""
+    whose training domain is ``BASE`` is a fixed policy; a trained side's seed spread is at least
+    ``seed_sd`` (``seed_side``); None without task outcomes."""
     befores, afters = [], []
     for before, after in pairs:
         cells = cell_task_values(rows, [before, after])
@@ -604,20 +616,22 @@ def _rule_test(rows: pd.DataFrame, pairs: Sequence[tuple[tuple, tuple]]) -> Rule
     if not pairs:
         return None
     tasks = paired_test([(b.values, a.values) for b, a in zip(befores, afters)])
-    sides = [seed_side(side, fixed=pairs[0][i][1] == BASE) for i, side in enumerate((befores, afters))]
+    sides = [seed_side(side, fixed=pairs[0][i][1] == BASE, seed_sd=seed_sd) for i, side in enumerate((befores, afters))]
     return RuleTest(tasks, seed_test(*sides))
 
 
-def delta_id_rule(rows: pd.DataFrame, run: tuple, base: tuple) -> RuleTest | None:
-    """The decision rule of a ΔID: the run's cell against the base cell (``RuleTest``)."""
-    return _rule_test(rows, [(base, run)])
+def delta_id_rule(rows: pd.DataFrame, run: tuple, base: tuple, *, seed_sd: float) -> RuleTest | None:
+    """The decision rule of a ΔID: the run's cell against the base cell (``RuleTest``), the run's
+    seeds spreading at least ``seed_sd`` (config ``eval.seed_sd.id``)."""
+    return _rule_test(rows, [(base, run)], seed_sd)
 
 
-def delta_ood_rule(rows: pd.DataFrame, pairs: Sequence[tuple[tuple, tuple]]) -> RuleTest | None:
+def delta_ood_rule(rows: pd.DataFrame, pairs: Sequence[tuple[tuple, tuple]], *, seed_sd: float) -> RuleTest | None:
     """The decision rule of a ΔOOD: ``pairs`` = (without cell, with cell) per OOD domain, the
     domains' tasks pooled for the task test and the domains' successes summed per seed for the
-    seed test (the ΔOOD formula's numerator, Σ_e G_with(e) − G_without(e))."""
-    return _rule_test(rows, pairs)
+    seed test (the ΔOOD formula's numerator, Σ_e G_with(e) − G_without(e)), each domain's seeds
+    spreading at least ``seed_sd`` (config ``eval.seed_sd.ood``)."""
+    return _rule_test(rows, pairs, seed_sd)
 
 
 def per_seed_success(rows: pd.DataFrame, cell: tuple) -> dict[int, float]:

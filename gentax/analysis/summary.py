@@ -85,12 +85,13 @@ def domains_of(init: str, init_domains: Mapping[str, Sequence[str]] | None = Non
 
 def config_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The tables' settings a study config declares (``gentax.analysis.tables.Settings`` fields, as
-    plain lists): ``test_level`` (``eval.test_level``), ``sft_mix`` (``sft_mix_domains`` of
+    plain lists): ``test_level`` (``eval.test_level``), ``seed_sd`` (``eval.seed_sd``), ``sft_mix`` (``sft_mix_domains`` of
     ``inits.v2.sft.mix``), ``init_domains`` (each init's ``inits.<init>.domains``) and ``augmented``
     (each init's domains with an augmentation budget, ``augmentation.<init>.eps`` > 0: Table 5's
     rows). What a table job's spec carries (``gentax.study.jobs.artifact``) and what ``gentax
     tables`` defaults to."""
     return {"test_level": float(cfg["eval"]["test_level"]),
+            "seed_sd": {kind: float(tau) for kind, tau in cfg["eval"]["seed_sd"].items()},
             "sft_mix": list(sft_mix_domains(cfg["inits"]["v2"]["sft"]["mix"])),
             "init_domains": {init: list(domains_of(init, {init: cfg["inits"][init]["domains"]})) for init in INITS},
             "augmented": {init: [d for d in DOMAINS if float(cfg["augmentation"][init]["eps"].get(d, 0)) > 0]

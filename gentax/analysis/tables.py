@@ -84,6 +84,9 @@ class Settings:
     error_mark_pct: float
     #: the decision rule's level: a cell is resolved when its Holm-adjusted p is at or below it (``eval.test_level``)
     test_level: float
+    #: τ, the seed spread the rule allows for at least (``eval.seed_sd``: ``id`` for ΔID, ``ood`` for ΔOOD;
+    #: ``stats.seed_side``'s floor)
+    seed_sd: Mapping[str, float]
     rank_decimals: int | None = ranking.RANK_DECIMALS
     tie_points: float = ranking.TIE_POINTS
     aug_variants: tuple[str, ...] = ("aug",)
@@ -117,6 +120,8 @@ class Settings:
             raise GentaxError(f"error_mark_pct must be in [0, 100], got {self.error_mark_pct}")
         if not 0 < self.test_level < 1:
             raise GentaxError(f"test_level must be in (0, 1), got {self.test_level}")
+        if set(self.seed_sd) != {"id", "ood"} or not all(0 <= float(v) <= 0.5 for v in self.seed_sd.values()):
+            raise GentaxError(f"seed_sd must be {{id: τ, ood: τ}} with each τ in [0, 0.5], got {dict(self.seed_sd)!r}")
         if self.sft_mix is not None:
             unknown = sorted(set(self.sft_mix) - set(DOMAINS))
             if unknown:
@@ -141,7 +146,7 @@ class Settings:
 #: a table job's settings (``gentax.study.plan.table_settings``: its spec's, ``gentax tables``'
 #: defaults) by their ``Settings`` field
 _STUDY_FIELDS = {"window": "window", "bootstrap": "n_boot", "seed": "seed", "error_mark_pct": "error_mark_pct",
-                 "test_level": "test_level", "sft_mix": "sft_mix", "init_domains": "init_domains",
+                 "test_level": "test_level", "seed_sd": "seed_sd", "sft_mix": "sft_mix", "init_domains": "init_domains",
                  "augmented": "augmented"}
 
 
@@ -218,7 +223,7 @@ class Values:
         base = (init, BASE, self.base_variant(init, train, variant), train)
         cell = (init, train, variant, train)
         low, high, method = self.delta_id_interval(self.rows, init, train, variant, draws)
-        test = stats.delta_id_rule(self.rows, cell, base)
+        test = stats.delta_id_rule(self.rows, cell, base, seed_sd=self.settings.seed_sd["id"])
         per_seed = stats.per_seed_delta_id(self.rows, cell, base)
         return {"delta_id_ci_low_pct": low, "delta_id_ci_high_pct": high, "delta_id_ci": method,
                 **_test_columns("delta_id", test),
@@ -345,20 +350,23 @@ def _test_text(record: dict, prefix: str) -> str:
     return f"{record[f'{prefix}_wins']:.0f}/{record[f'{prefix}_losses']:.0f}, p {stats.format_p(p)}; {seeds}{mark}"
 
 
-def rule_notes(what: str, family: Family, level: float) -> list[str]:
-    """The notes of a table's decision rule: the task tests that ran, the seed-level test, what
-    resolved means and how many cells Holm's family holds."""
+def rule_notes(what: str, family: Family, settings: Settings, kind: str) -> list[str]:
+    """The notes of a table's decision rule: the task tests that ran, the seed-level test with the
+    seed spread it allows for (``settings.seed_sd[kind]``, kind "id" or "ood"), what resolved means,
+    that not resolved is no evidence of no effect, and how many cells Holm's family holds."""
     if not family.methods:
         return []
+    level, tau = settings.test_level, float(settings.seed_sd[kind])
     ran = "; ".join(f"{stats.PAIRED_METHODS[m].format(draws=stats.PERMUTATION_DRAWS)} in {n} cell(s)"
                     for m, n in sorted(family.methods.items()))
     notes = [f"{what}, task-paired test (won/lost tasks, p): {ran}",
-             "seeds p: Banerjee's (1961) conservative test over seeds of the difference of the per-seed values "
-             "(a trained side: its seeds' sample variance, t with seeds − 1 degrees of freedom; the initial policy: "
-             "its binomial variance bound), valid whatever the variance between training seeds when each side's seed "
-             "values are near normal (not for a seed spread above a low mean rate: docs/tables.md)",
+             "seeds p: Banerjee's (1961) test over seeds of the difference of the per-seed values (a trained side: "
+             f"its seeds' variance, at least its own evaluation noise plus τ² = {tau:g}² a domain (eval.seed_sd.{kind}), "
+             "t with seeds − 1 degrees of freedom; the initial policy: its binomial variance bound); it holds its level "
+             f"for any seed law whose spread is at most τ (docs/tables.md \"Resolved\")",
              f"{RESOLVED_MARK} = resolved: both tests reject, i.e. Holm-adjusted max(p, seeds p) ≤ {level:g} over the "
-             f"{family.tested} cell(s) this table tests (docs/tables.md \"Resolved\")"]
+             f"{family.tested} cell(s) this table tests; a cell not resolved is not shown to have no effect: its test "
+             "may lack the power (gentax plan --power)"]
     if family.one_seed:
         notes.append(f"{family.one_seed} cell(s) with one seed on a trained side (\"one seed\"): the variance between "
                      "training seeds cannot be estimated from one, so they cannot be resolved and are not in Holm's family")
@@ -431,7 +439,8 @@ def table2_success(values: Values, intervals: pd.DataFrame | None = None,
             row[r["eval_domain"]] = text
         display_rows.append(row)
     display = pd.DataFrame(display_rows, columns=["init", "train_domain", *DOMAINS]).fillna(MISSING)
-    notes = error_notes(values) + interval_notes(data) + rule_notes("ΔID (run vs initial policy)", family, level)
+    notes = error_notes(values) + interval_notes(data)
+    notes += rule_notes("ΔID (run vs initial policy)", family, values.settings, "id")
     return Table("table2_success", "Table 2: success (%) on every eval domain, mean ± std over seeds; "
                  "ΔID on the diagonal", data, display, notes)
 
@@ -535,7 +544,8 @@ def _intervention_table(
             "n_seeds": min(values.cell(init, train, v, e)["n_seeds"] for v in (without_variant, with_variant)
                            for e in ood_without) if ood_without else math.nan,
             **_test_columns("delta_ood", None if math.isnan(change) else stats.delta_ood_rule(
-                values.rows, [((init, train, without_variant, e), (init, train, with_variant, e)) for e in ood_without])),
+                values.rows, [((init, train, without_variant, e), (init, train, with_variant, e)) for e in ood_without],
+                seed_sd=values.settings.seed_sd["ood"])),
         }
         if has_invalid:
             for label, variant in ((without_label, without_variant), (with_label, with_variant)):
@@ -567,7 +577,7 @@ def _intervention_table(
     notes = [f"{without_label} → {with_label}; ΔOOD = 100 × Σ_e (G_{with_label}(e) − G_{without_label}(e)) "
              f"/ Σ_e G_{without_label}(e) over the OOD domains e (undefined when that sum is 0)"]
     notes += rule_notes(f"ΔOOD ({with_label} vs {without_label} run, the OOD domains' tasks pooled)", family,
-                        values.settings.test_level)
+                        values.settings, "ood")
     return Table(name, title, data, pd.DataFrame(display_rows) if display_rows else data.copy(), notes)
 
 
@@ -691,7 +701,7 @@ def table4_extended(summary: pd.DataFrame, values: Values) -> tuple[Table, pd.Da
         notes.append(f"no default-variant run has checkpoints beyond step {max(s.window)}")
     notes.append("at the late window the run is ranked against the other training domains' default-window values")
     notes += interval_notes(pd.DataFrame.from_records(records, columns=["delta_id_ci"]))
-    notes += rule_notes("ΔID (run vs initial policy)", family, s.test_level)
+    notes += rule_notes("ΔID (run vs initial policy)", family, s, "id")
     table = Table("table4_extended", "Table 4: longer training, default window vs the run's last checkpoints",
                   pd.DataFrame.from_records(records, columns=columns), None, notes)
     late = pd.concat(late_rows) if late_rows else summary.iloc[0:0]
@@ -894,7 +904,8 @@ def mixture_ood(values: Values, variants_present: set[tuple], draws: stats.Boots
             low, high = (ci.low, ci.high) if ci is not None else (math.nan, math.nan)
             note = "; ".join(n for n in (note, ci.note() if ci is not None else "") if n)
             test = None if math.isnan(change) else stats.delta_ood_rule(
-                values.rows, [(base_keys[e], (init, run, variant, e)) for e in ood_domains])
+                values.rows, [(base_keys[e], (init, run, variant, e)) for e in ood_domains],
+                seed_sd=values.settings.seed_sd["ood"])
             records.append({
                 "init": init, "mixture": train, "variant": variant, "run": run,
                 "ood_domains": " ".join(ood_domains),
@@ -911,7 +922,7 @@ def mixture_ood(values: Values, variants_present: set[tuple], draws: stats.Boots
                  "its members' single-domain runs, over the domains outside the mixture, with 95% bootstrap "
                  "intervals", pd.DataFrame.from_records(records, columns=columns), None,
                  rule_notes("ΔOOD (run vs initial policy, the OOD domains' tasks pooled)", family,
-                            values.settings.test_level))
+                            values.settings, "ood"))
 
 
 def analyse(summary, properties, settings: Settings, controls=None) -> Analysis:

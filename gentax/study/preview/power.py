@@ -1,13 +1,14 @@
 """Power preview (``gentax plan --power``): the smallest ΔID and ΔOOD each table can resolve.
 
 For the configured held-out tasks per domain, window checkpoints, seeds, level (``eval.test_level``)
-and seed spread (``eval.power_seed_sd``): the smallest effect the tables' own rule
+and seed spread (``eval.seed_sd``: both the seeds' simulated spread and the floor the rule
+allows for): the smallest effect the tables' own rule
 (``gentax.analysis.stats``: the task-paired exact test AND the seed-level test, Holm over a table's
 cells) resolves with probability ``POWER``, for the cell that is its table's strongest (Holm's first
 step). The tables priced are the registry entries that say what their rule tests
 (``gentax.analysis.artifacts.Tested``). Model: every task of a domain alike, each evaluation an
 independent Bernoulli draw, a seed's window checkpoints alike (optimistic where they differ); a
-trained seed's rate Beta-distributed around its side's mean with sd τ (a seed's OOD rates the same
+trained seed's rate Beta-distributed around its side's mean with sd τ (``SEED_LAWS``: or two modes) (a seed's OOD rates the same
 quantile of each domain's Beta: a better seed is better everywhere). ΔID: base rate p0 of the
 training domain -> p0 + Δ (points). ΔOOD: every OOD domain's mean moves by the same relative change
 (percent); the smallest increase and decrease. Simulated through the rule's batched functions with
@@ -46,12 +47,15 @@ _STEP = 0.5
 @dataclass(frozen=True)
 class Design:
     """What one tested cell looks like: seeds per trained side, window checkpoints per seed, the
-    cells of its table (Holm's family) and the level."""
+    cells of its table (Holm's family), the level and the seed spread the rule assumes at least
+    (``seed_sd``, config ``eval.seed_sd``: the floor of a trained side's seed variance,
+    ``stats.seed_side``)."""
 
     seeds: int
     checkpoints: int
     cells: int
     level: float
+    seed_sd: float = 0.0
 
     @property
     def cell_level(self) -> float:
@@ -59,11 +63,23 @@ class Design:
         return self.level / max(self.cells, 1)
 
 
-def seed_rates(quantiles: np.ndarray, mean, sd: float) -> np.ndarray:
-    """Success rates of trained seeds: the ``quantiles`` (uniforms) of a Beta with ``mean`` and
-    standard deviation ``sd`` (capped at sqrt(mean (1 − mean) / 2), where the range [0, 1] allows
-    no more; ``mean`` itself at sd 0)."""
+#: the seed laws the simulation draws a trained seed's success from (``seed_rates``): a Beta, or two
+#: modes ("a run took off or it did not") with the high mode's probability q
+SEED_LAWS = {"beta": None, "two-mode": 0.5, "take-off": 0.2}
+
+
+def seed_rates(quantiles: np.ndarray, mean, sd: float, law: str = "beta") -> np.ndarray:
+    """Success rates of trained seeds: the ``quantiles`` (uniforms) of a law with ``mean`` and
+    standard deviation ``sd`` (``SEED_LAWS``), increasing in the quantile. Beta: sd capped at
+    sqrt(mean (1 − mean) / 2), where the range [0, 1] allows no more. Two modes: mean + a with
+    probability q (quantile above 1 − q), else mean − b, a = sd sqrt((1 − q) / q), b = sd sqrt(q / (1 − q)),
+    sd capped so that both stay in [0, 1]. ``mean`` itself at sd 0."""
     mean = np.clip(np.asarray(mean, dtype=float), 0.0, 1.0)
+    q = SEED_LAWS[law]
+    if q is not None:
+        up, down = math.sqrt((1.0 - q) / q), math.sqrt(q / (1.0 - q))
+        spread = np.minimum(sd, np.minimum((1.0 - mean) / up, mean / down))
+        return np.where(quantiles > 1.0 - q, mean + spread * up, mean - spread * down)
     variance = np.minimum(sd ** 2, mean * (1.0 - mean) / 2.0)
     inner = (mean > 0) & (mean < 1) & (variance > 0)
     safe_mean = np.where(inner, mean, 0.5)
@@ -100,43 +116,68 @@ class DeltaIdDraws:
         return part
 
 
+class Tests(NamedTuple):
+    """Per replicate, the two p-values of the rule: the seed-level test's and the task-paired test's
+    (``stats.RuleTest``: the rule's p is the larger, NaN where a trained side has one seed)."""
+
+    seeds: np.ndarray
+    tasks: np.ndarray
+
+    @property
+    def rule(self) -> np.ndarray:
+        return np.maximum(self.seeds, self.tasks)
+
+
 class Rejections(NamedTuple):
-    """Per replicate: whether the rule resolves the cell and (where asked for) whether the
-    task-paired test alone rejects (None otherwise: the rule computes it only where the seed test
-    rejects)."""
+    """Per replicate: whether the rule resolves the cell, and whether the task-paired test alone rejects."""
 
     rule: np.ndarray
-    tasks: np.ndarray | None
+    tasks: np.ndarray
 
 
-def delta_id_rejections(p0: float, delta_points: float, tasks: int, design: Design, tau: float,
-                        draws: DeltaIdDraws, task_test_everywhere: bool = False) -> Rejections:
-    """Per replicate, whether the rule resolves a ΔID of ``delta_points`` from base rate ``p0`` at
-    ``design.cell_level``: the run's seeds (``seed_rates`` around p0 + Δ, sd ``tau``) x checkpoints
-    against one evaluation of the initial policy per task, through the tables' batched tests."""
-    level, m = design.cell_level, design.seeds * design.checkpoints
-    rates = seed_rates(draws.seed_quantiles, p0 + delta_points / 100.0, tau)
+def _trained_variance(per_seed: np.ndarray, evaluations: list[np.ndarray], design: Design) -> np.ndarray:
+    """``stats.seed_side``'s variance of a trained side, batched: ``per_seed`` (draws, seeds) the
+    seed values, ``evaluations`` per domain (draws, seeds, tasks) the successes out of
+    ``design.checkpoints`` per task; NaN with one seed."""
+    seeds = design.seeds
+    if seeds < 2:
+        return np.full(per_seed.shape[0], np.nan)
+    floor = (design.seed_sd * len(evaluations)) ** 2
+    for successes_ in evaluations:
+        count = successes_[0].size * design.checkpoints
+        smoothed = (successes_.sum(axis=(1, 2)) + 1.0) / (count + 2.0)
+        floor = floor + seeds * smoothed * (1.0 - smoothed) / count
+    return np.maximum(per_seed.var(axis=1, ddof=1), floor) / seeds
+
+
+def delta_id_tests(p0: float, delta_points: float, tasks: int, design: Design, tau: float, draws: DeltaIdDraws,
+                   law: str = "beta") -> Tests:
+    """Per replicate, the rule's two p-values for a ΔID of ``delta_points`` from base rate ``p0``: the
+    run's seeds (``seed_rates`` around p0 + Δ, sd ``tau``, ``law``) x checkpoints against one
+    evaluation of the initial policy per task, through the tables' batched tests."""
+    m = design.seeds * design.checkpoints
+    rates = seed_rates(draws.seed_quantiles, p0 + delta_points / 100.0, tau, law)
     run = successes(draws.evaluations, rates[:, :, None], design.checkpoints)  # (draws, seeds, tasks)
     base = (draws.base < p0).astype(np.int64)
     # the seed-level test: the run's per-seed means against the base's mean and binomial bound
     per_seed = run.mean(axis=2) / design.checkpoints
     smoothed = (base.sum(axis=1) + 1.0) / (tasks + 2.0)
     effect = per_seed.mean(axis=1) - base.mean(axis=1)
-    seed_variance = per_seed.var(axis=1, ddof=1) / design.seeds if design.seeds > 1 else np.full(effect.shape, np.nan)
-    seeds_reject = (stats.seed_level_rejects(effect, [smoothed * (1 - smoothed) / tasks, seed_variance],
-                                             [math.inf, design.seeds - 1.0], level)
-                    if design.seeds > 1 else np.zeros(effect.shape, dtype=bool))
-    # the task-paired test: where the seed test rejects (all the rule needs), or everywhere
-    chosen = np.arange(effect.size) if task_test_everywhere else np.flatnonzero(seeds_reject)
-    tasks_reject = np.zeros(effect.shape, dtype=bool)
-    if chosen.size:
-        after = run[chosen].sum(axis=1)
-        if m == 1:  # one evaluation a side: the sign test
-            p = stats.sign_test_p((after > base[chosen]).sum(axis=1), (after < base[chosen]).sum(axis=1))
-        else:
-            p = stats.one_before_permutation_p(after, m, base[chosen])
-        tasks_reject[chosen] = stats.rejects(p, level)
-    return Rejections(seeds_reject & tasks_reject, tasks_reject if task_test_everywhere else None)
+    seeds_p = stats.seed_level_p(effect, [smoothed * (1 - smoothed) / tasks, _trained_variance(per_seed, [run], design)],
+                                 [math.inf, design.seeds - 1.0])
+    after = run.sum(axis=1)
+    if m == 1:  # one evaluation a side: the sign test
+        tasks_p = stats.sign_test_p((after > base).sum(axis=1), (after < base).sum(axis=1))
+    else:
+        tasks_p = stats.one_before_permutation_p(after, m, base)
+    return Tests(seeds_p, tasks_p)
+
+
+def delta_id_rejections(p0: float, delta_points: float, tasks: int, design: Design, tau: float,
+                        draws: DeltaIdDraws, law: str = "beta") -> Rejections:
+    """Per replicate, whether the rule resolves a ΔID (``delta_id_tests``) at ``design.cell_level``."""
+    tests = delta_id_tests(p0, delta_points, tasks, design, tau, draws, law)
+    return Rejections(stats.rejects(tests.rule, design.cell_level), stats.rejects(tests.tasks, design.cell_level))
 
 
 class DeltaOodDraws:
@@ -157,31 +198,34 @@ class DeltaOodDraws:
         return part
 
 
-def delta_ood_rejections(rates: Sequence[float], tasks: Sequence[int], change_pct: float, design: Design,
-                         tau: float, draws: DeltaOodDraws, task_test_everywhere: bool = False) -> Rejections:
-    """Per replicate, whether the rule resolves a ΔOOD of ``change_pct`` (every OOD domain's rate x
+def delta_ood_tests(rates: Sequence[float], tasks: Sequence[int], change_pct: float, design: Design,
+                    tau: float, draws: DeltaOodDraws, law: str = "beta") -> Tests:
+    """Per replicate, the rule's two p-values for a ΔOOD of ``change_pct`` (every OOD domain's rate x
     (1 + change / 100)) of the intervention run against the default run, both with ``design``'s
-    seeds x checkpoints, at ``design.cell_level``."""
-    level, bounds = design.cell_level, np.cumsum([0, *tasks])
+    seeds x checkpoints."""
+    bounds = np.cumsum([0, *tasks])
     arms = []
     for arm, factor in enumerate((1.0, 1.0 + change_pct / 100.0)):
-        arms.append(np.concatenate([  # (draws, seeds, tasks): each domain's tasks at its seeds' rates
-            successes(draws.evaluations[arm][:, :, lo:hi], seed_rates(draws.seed_quantiles[arm], rate * factor, tau)[:, :, None],
-                      design.checkpoints) for rate, lo, hi in zip(rates, bounds[:-1], bounds[1:])], axis=2))
+        arms.append([  # per domain (draws, seeds, tasks): its tasks at its seeds' rates
+            successes(draws.evaluations[arm][:, :, lo:hi],
+                      seed_rates(draws.seed_quantiles[arm], rate * factor, tau, law)[:, :, None], design.checkpoints)
+            for rate, lo, hi in zip(rates, bounds[:-1], bounds[1:])])
     # the seed-level test: Σ_domains a seed's mean success, Banerjee over the two arms' seeds
-    seed_values = [sum(a[:, :, lo:hi].mean(axis=2) for lo, hi in zip(bounds[:-1], bounds[1:])) / design.checkpoints
-                   for a in arms]
+    seed_values = [sum(domain.mean(axis=2) for domain in arm) / design.checkpoints for arm in arms]
     effect = seed_values[1].mean(axis=1) - seed_values[0].mean(axis=1)
-    if design.seeds > 1:
-        variances = [v.var(axis=1, ddof=1) / design.seeds for v in seed_values]
-        seeds_reject = stats.seed_level_rejects(effect, variances, [design.seeds - 1.0] * 2, level)
-    else:
-        seeds_reject = np.zeros(effect.shape, dtype=bool)
+    variances = [_trained_variance(values, arm, design) for values, arm in zip(seed_values, arms)]
+    seeds_p = stats.seed_level_p(effect, variances, [design.seeds - 1.0] * 2)
     # the task-paired test: both arms have seeds x checkpoints evaluations per task, so the sign test
-    totals = [a.sum(axis=1) for a in arms]
-    p = stats.sign_test_p((totals[1] > totals[0]).sum(axis=1), (totals[1] < totals[0]).sum(axis=1))
-    tasks_reject = stats.rejects(p, level)
-    return Rejections(seeds_reject & tasks_reject, tasks_reject if task_test_everywhere else None)
+    totals = [np.concatenate(arm, axis=2).sum(axis=1) for arm in arms]
+    tasks_p = stats.sign_test_p((totals[1] > totals[0]).sum(axis=1), (totals[1] < totals[0]).sum(axis=1))
+    return Tests(seeds_p, tasks_p)
+
+
+def delta_ood_rejections(rates: Sequence[float], tasks: Sequence[int], change_pct: float, design: Design,
+                         tau: float, draws: DeltaOodDraws, law: str = "beta") -> Rejections:
+    """Per replicate, whether the rule resolves a ΔOOD (``delta_ood_tests``) at ``design.cell_level``."""
+    tests = delta_ood_tests(rates, tasks, change_pct, design, tau, draws, law)
+    return Rejections(stats.rejects(tests.rule, design.cell_level), stats.rejects(tests.tasks, design.cell_level))
 
 
 #: a bisection step first looks at this share of the replicates, and at all of them only where that
@@ -273,8 +317,8 @@ def base_rates(cfg: dict, init: str) -> tuple[dict[str, float], str]:
 
 def seed_spread(cfg: dict) -> dict[str, float]:
     """τ, the standard deviation of a trained seed's success, for ΔID (``id``) and ΔOOD (``ood``):
-    config ``eval.power_seed_sd``."""
-    spread = cfg["eval"]["power_seed_sd"]
+    config ``eval.seed_sd``."""
+    spread = cfg["eval"]["seed_sd"]
     return {"id": float(spread["id"]), "ood": float(spread["ood"])}
 
 
@@ -322,7 +366,7 @@ def preview(cfg: dict) -> dict:
     smallest_id = lru_cache(maxsize=None)(smallest_delta_id)  # rows of one table often share a design
     smallest_ood = lru_cache(maxsize=None)(smallest_delta_ood)
     for t in tested_cells(cfg):
-        design = Design(seeds, checkpoints, len(t.cells), level)
+        design = Design(seeds, checkpoints, len(t.cells), level, tau["id" if t.kind == "ΔID" else "ood"])
         rows = []
         for init, train in dict.fromkeys(t.cells):
             if t.kind == "ΔID":
@@ -354,7 +398,7 @@ def render(result: dict) -> str:
              f"test AND seed-level test) resolves with {result['power']:.0%} power at level {result['level']:g}, "
              f"Holm over each table's cells; {result['seeds']} seed(s) x {result['checkpoints']} checkpoint(s) per "
              f"run's number; seed sd τ {100 * tau['id']:.1f} points (ΔID), {100 * tau['ood']:.1f} (ΔOOD) "
-             "(config eval.power_seed_sd)",
+             "(config eval.seed_sd: the seeds' spread simulated and the floor the rule allows for)",
              "assumed base success: " + "; ".join(
                  f"{init.upper()} " + ", ".join(f"{d} {100 * r:.0f}%" for d, r in sorted(rates.items()))
                  + f" ({result['base_rate_sources'][init]})" for init, rates in result["base_rates"].items())]
@@ -369,7 +413,8 @@ def render(result: dict) -> str:
                                      f"down {_fmt(r['smallest_down'], ' %')}")
     if result["seeds"] < 2:
         lines.append("one seed: the variance between training seeds cannot be estimated, so no cell can be resolved")
-    lines.append(f"none: not even success 0 % / 100 % would be resolved that often. Model: tasks alike, evaluations "
-                 f"independent, a seed's rate Beta with sd τ; Holm's first step (level / cells); {DRAWS} simulated "
-                 "tables per effect; gentax/study/preview/power.py")
+    lines.append(f"none: not even success 0 % / 100 % would be resolved that often (fewer cells, more seeds or a "
+                 f"smaller τ lower it). Model: tasks alike, evaluations independent, a seed's rate Beta with sd τ; "
+                 f"the cell the table's strongest, the others null (Holm's first step, level / cells); {DRAWS} "
+                 "simulated tables per effect; gentax/study/preview/power.py. A cell not resolved is not shown to have no effect")
     return "\n".join(lines) + "\n"
