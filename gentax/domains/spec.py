@@ -91,6 +91,13 @@ def _modules() -> list[str]:
     return list(BUILTIN_MODULES) + [m for m in extra if m not in BUILTIN_MODULES]
 
 
+#: DomainSpec fields that were removed, and where their values live now (a study value is the config's)
+REMOVED_FIELDS = {
+    "aug_eps": "the study config's augmentation.v1.eps.<domain>",
+    "max_steps": "the env class's default_max_steps (the study config's domains.<domain>.max_steps overrides it)",
+}
+
+
 @functools.lru_cache(maxsize=None)
 def _load(modules: tuple[str, ...]) -> dict[str, DomainSpec]:
     out: dict[str, DomainSpec] = {}
@@ -99,6 +106,12 @@ def _load(modules: tuple[str, ...]) -> dict[str, DomainSpec]:
             module = importlib.import_module(module_name)
         except ImportError as exc:
             raise GentaxError(f"domain module {module_name!r} (from {ENV_VAR}) cannot be imported: {exc}") from None
+        except TypeError as exc:  # SPEC = DomainSpec(...) with a field it no longer has
+            removed = [f for f in REMOVED_FIELDS if f"unexpected keyword argument '{f}'" in str(exc)]
+            if not removed:
+                raise
+            raise GentaxError(f"domain module {module_name!r}: DomainSpec has no field {removed[0]!r} any more; "
+                              f"its value belongs in {REMOVED_FIELDS[removed[0]]}") from None
         found = getattr(module, "SPEC", None)
         if not isinstance(found, DomainSpec):
             raise GentaxError(f"domain module {module_name!r} has no SPEC = DomainSpec(...)")
