@@ -100,15 +100,10 @@ def strip_inserted(domain: str, text: str, inserted: list[str]) -> str:
 
 
 class TrajectoryAugmenter:
-    """Augmentation of one trajectory: on with probability ``p``, decided once from ``seed``.
-
-    ``active`` depends only on ``(seed, p)`` — not on domain, eps or kind — so arms that differ
-    only in eps or kind augment the same trajectories. Step ``t`` draws from its own RNG keyed by
-    ``(seed, t)``: the result does not depend on call order, and the whole trajectory is
-    deterministic given the seed. Pass the task's goal (``obs.goal``) to the constructor or to a
-    call so distractors avoid goal words; without it the goal is read from the first
-    observation that states it (ALFWorld's first observation does).
-    """
+    """Augmentation of one trajectory: on with probability ``p`` by a draw from ``seed`` alone, so
+    arms that differ only in eps or kind augment the same trajectories. Step ``t`` draws from an RNG
+    keyed by ``(seed, t)``, independent of call order. Pass the task's goal (``obs.goal``) so
+    distractors avoid its words; without it, the first observation stating a goal gives it."""
 
     def __init__(self, domain: str, eps: int, p: float, kind: str = "distractor", seed: int = 0, goal: str = ""):
         _check(domain, kind, eps)

@@ -117,12 +117,8 @@ _TRANSLATOR_UNSOLVABLE = "Atom dummy(val1)"
 
 @contextlib.contextmanager
 def engine_call() -> Iterator[None]:
-    """Scope for engine calls that load games or translate PDDL: ``sys.argv`` kept, grammar
-    parses and translations served by ``GAME_CACHE``.
-
-    Nested scopes share the outer one's cache (with ``GAME_CACHE`` None, a game checked by
-    the generator and then played is still translated once).
-    """
+    """Scope for engine calls that load games or translate PDDL: ``sys.argv`` kept, grammar parses
+    and translations served by ``GAME_CACHE``; a nested scope shares the outer one's cache."""
     global _ENGINE_CALL_ACTIVE
     if _ENGINE_CALL_ACTIVE:
         yield
@@ -254,11 +250,8 @@ def close_engine(engine) -> None:
 
 
 def plan_game(engine, game: dict) -> tuple[bool, list[str]]:
-    """Load ``game`` (parsed JSON) without starting it: (goal already holds, planner's plan).
-
-    When fast-downward's translator already proves the goal unreachable (no relaxed plan) it
-    emits a dummy task that TextWorld cannot load; that case returns (False, []) directly.
-    """
+    """Load ``game`` (parsed JSON) without starting it: (goal already holds, planner's plan). A goal
+    the translator proves unreachable gives a dummy task TextWorld cannot load: (False, []) then."""
     import fast_downward
 
     with engine_call():

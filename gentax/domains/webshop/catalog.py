@@ -347,11 +347,8 @@ def load_catalog(raw: dict[str, Any], num_products: int | None = None) -> Catalo
 
 @functools.lru_cache(maxsize=8)
 def get_catalog(catalog_dir: str | None, catalog_size: int | None, goal_attributes: int, goal_options: int, seed: int) -> Catalog:
-    """The catalog an env uses, cached per process (envs of one process share it).
-
-    ``catalog_dir`` None: the committed generated catalog when the generator parameters are its
-    defaults (truncated to ``catalog_size``), else a catalog generated in memory.
-    """
+    """The catalog an env uses, cached per process. Without ``catalog_dir``: the committed generated
+    catalog (cut to ``catalog_size``) for the default generator parameters, else one made in memory."""
     if catalog_dir is not None:
         return load_catalog(read_catalog_files(catalog_dir), catalog_size)
     size = DEFAULT_PARAMS["num_products"] if catalog_size is None else catalog_size

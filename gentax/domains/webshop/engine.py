@@ -46,6 +46,11 @@ def check_action(action: str, done: bool, has_search_bar: bool, clickables: Coll
     return verb, arg
 
 
+def admissible_actions(has_search_bar: bool, clickables: Collection[str]) -> tuple[str, ...]:
+    """A page's admissible actions as verl-agent lists them."""
+    return ((SEARCH_TEMPLATE,) if has_search_bar else ()) + tuple(f"click[{c}]" for c in clickables)
+
+
 class WebShopEngine:
     def __init__(self, catalog: Catalog, show_attrs: bool = False, results_per_page: int = PRODUCT_WINDOW):
         self.catalog = catalog
@@ -162,8 +167,7 @@ class WebShopEngine:
             clicks = [BACK, PREV]
         self.text = SEP.join(p.strip() for p in parts)
         self.clickables = {c: links.get(c) for c in clicks}
-        head = (SEARCH_TEMPLATE,) if page == "search" else ()
-        self.admissible = head + tuple(f"click[{c}]" for c in self.clickables)
+        self.admissible = admissible_actions(page == "search", self.clickables)
 
     # ---- expert ------------------------------------------------------------------------------------
     def expert_action(self) -> str:

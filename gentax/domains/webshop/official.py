@@ -16,7 +16,7 @@ import random
 import re
 from typing import Any, Mapping
 
-from gentax.domains.webshop.engine import PRODUCT_WINDOW, SEARCH_TEMPLATE, SEP, ExpertView, check_action, expert_action
+from gentax.domains.webshop.engine import PRODUCT_WINDOW, SEP, ExpertView, admissible_actions, check_action, expert_action
 from gentax.errors import GentaxError
 
 SUPPORTED_SIZES = (None, 100, 1000, 100000)  # the official search indexes
@@ -112,8 +112,7 @@ class OfficialEngine:
         available_actions = self.env.get_available_actions()
         self.has_search_bar = bool(available_actions["has_search_bar"])
         self.clickables = [c for c in available_actions["clickables"] if c != "search"]
-        head = (SEARCH_TEMPLATE,) if self.has_search_bar else ()
-        self.admissible = head + tuple(f"click[{c}]" for c in self.clickables)
+        self.admissible = admissible_actions(self.has_search_bar, self.clickables)
 
     def expert_action(self) -> str:
         session = self.server.user_sessions[self.env.session]

@@ -112,12 +112,8 @@ def option_matches(chosen: Iterable[str], goal_options: Sequence[str]) -> int:
 def purchase_score(
     purchased: Mapping[str, Any], goal: Mapping[str, Any], price: float, chosen_options: Mapping[str, str]
 ) -> tuple[float, dict[str, Any]]:
-    """WebShop's score in [0, 1] for buying ``purchased`` at ``price`` with ``chosen_options``.
-
-    ``purchased`` is a loaded product (keys query, product_category, name, Title, BulletPoints,
-    Description, Attributes); ``goal`` has query, product_category, name, attributes,
-    goal_options (a list of option texts) and price_upper.
-    """
+    """WebShop's score in [0, 1] for buying ``purchased`` (a loaded product, ``catalog.load_catalog``)
+    at ``price`` with ``chosen_options``, and its parts."""
     r_type = type_reward(purchased, goal)
     attributes = list(goal["attributes"])
     options = list(goal["goal_options"].values() if isinstance(goal["goal_options"], dict) else goal["goal_options"])
