@@ -1,14 +1,9 @@
 """``gentax augment preview``: one real observation before and after augmentation.
 
-    gentax augment preview --domain D --eps E [--kind K] [--seed S] [--split train] [--json]
-                           [--preset paper|embedded|gpu1] [--study-config FILE ...]
-
-Takes the first observation of task seed S of domain D (a real env), and augments it the way
-the collector would for a trajectory with seed S at step 0 (``TrajectoryAugmenter`` with
-p = 1, the task's goal passed along). Plain output shows both texts and the inserted snippets;
-``--json`` writes ``{"original", "augmented", "inserted": [...]}`` to stdout, ``inserted``
-listing every inserted snippet exactly as it appears in ``augmented``. ``--kind`` defaults to the
-study's ``augmentation.kind`` (``--preset``, default paper).
+Takes the first observation of task seed S of a domain and augments it as the collector would a
+trajectory with seed S at step 0 (``TrajectoryAugmenter`` with p = 1, the task's goal passed).
+``--json`` writes ``{"original", "augmented", "inserted": [...]}``; ``--kind`` defaults to the
+study's ``augmentation.kind``. docs/agent.md "State Information Augmentation".
 """
 
 from __future__ import annotations

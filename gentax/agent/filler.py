@@ -1,30 +1,12 @@
 """Filler thinking: a ``<think>`` block of a promised token count that carries no reasoning.
 
-Contract (docs/agent.md "Filler thinking")::
-
-    spec = FillerSpec(tokens=N, source="repeat" | "shuffle", token=".", texts=(real thinking, ...))
-    ids  = filler_ids(spec, tokenizer, seed)         # exactly N token ids
-    pre  = think_prefix_ids(tokenizer, ids)          # ids of "<think>" + filler + "</think>\\n"
-
-The filler arm asks the same question as the default (thinking) arm — the prompt asks for
-reasoning then an action — but the policy does not write the reasoning: the generator gets the
-chat prompt followed by the forced assistant prefix ``<think>FILLER</think>\\n`` and generates
-the action only. The filler tokens sit in the context (they cost the same attention compute as
-thinking of that length), carry no reasoning, and are never trained on: they are prompt tokens
-of the training sample, outside the loss mask (only generated tokens are).
-
-Exact counts: the filler is built and handed on as TOKEN IDS, never as text to re-tokenise
-(``"." * 5`` re-tokenises to fewer tokens under a BPE tokenizer), so the context holds exactly
-``tokens`` filler ids between the tag ids. Sources:
-
-- ``repeat``: ``tokens`` copies of ``token``, which must be ONE token under the policy's
-  tokenizer (a ConfigError names it otherwise): no word of any real thinking appears.
-- ``shuffle``: the token ids of real thinking (``texts``: the thinking run's think blocks at
-  that training step), tiled until there are at least ``tokens`` of them, randomly permuted
-  (numpy, seeded by ``seed``) and cut to ``tokens``. When ``tokens`` equals the texts' token
-  count the filler is a permutation of exactly their tokens (same multiset), never in their
-  original order when another order exists. It keeps the words the policy used (object names)
-  but not their order: a control for "domain words in the think block" without reasoning.
+The filler arm's prompt is the thinking arm's, but the think block is forced: the generator gets
+the prompt plus ``<think>FILLER</think>\\n`` as an assistant prefix and writes the action only, so
+the filler tokens cost the attention of thinking of that length, carry no reasoning, and are never
+trained on (prompt tokens, outside the loss mask). The filler travels as token IDS, never as text
+to re-tokenise (``"." * 5`` re-tokenises to fewer tokens), so the count is exact. Sources:
+``repeat`` (one single-token ``token``) and ``shuffle`` (the real think blocks' ids, tiled,
+permuted, cut). docs/agent.md "Filler thinking".
 """
 
 from __future__ import annotations

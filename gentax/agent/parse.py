@@ -1,38 +1,11 @@
 """Parse a model response into an action, or an invalid result with a reason code.
 
-Contract (docs/contracts.md)::
-
-    parse_response(text, *, domain, admissible=(), think=True) -> Parsed(action, reason, think)
-    # think: True/"on", False/"off", or "filler" (gentax.agent.prompts.MODES)
-    format_response(action, think_text) -> text   # the inverse (what an expert "says")
-
 A response is ``<think>reasoning</think><action>command</action>`` (think mode) or
-``<action>command</action>`` (no-think mode). In filler mode the think block was forced into
-the context (``gentax.agent.filler``) and ``text`` is what the policy generated after it: it is
-read by the no-think rules (an action, no think block required). Tags are matched case-insensitively. Rules, in
-the order they are checked (the first failing one is the reason):
-
-``no_action_tag``     no ``<action>…</action>`` block outside the think block;
-``unclosed_think``    think mode and a ``<think>`` that is never closed (typically a response
-                      cut off by the token limit while reasoning) — also reported instead of
-                      ``no_action_tag``/``no_think`` when that is what went wrong;
-``unclosed_action``   an ``<action>`` tag that is never closed (cut off while answering);
-``multiple_actions``  more than one ``<action>…</action>`` block outside the think block
-                      (action tags quoted inside ``<think>…</think>`` are reasoning, ignored);
-``no_think``          think mode and no complete ``<think>…</think>`` block before the action;
-``empty``             the action tag holds only whitespace (or ``search[]``/``click[]``);
-``not_admissible``    the command is not among the admissible actions (or not a WebShop
-                      ``search[...]``/``click[...]`` command).
-
-Normalisation before the admissibility check: whitespace is collapsed and trimmed; one pair of
-surrounding quotes (the prompt lists actions in quotes) and a trailing period are dropped.
-
-The admissibility rule is the domain's spec's ``action_syntax`` (``gentax.domains.spec``):
-``exact_action`` there (ALFWorld, Sokoban: a case-insensitive exact match, the env's spelling
-returned), ``template_action`` in ``gentax.domains.sciworld`` (OBJ/LOC templates),
-``webshop_action`` in ``gentax.domains.webshop`` (free ``search[...]`` queries, ``click[...]``
-on a shown target), or a domain's own function; an unknown domain is a ``GentaxError``. With an
-empty ``admissible`` the admissibility check is skipped (the env decides).
+``<action>command</action>`` (no-think mode; filler mode reads the generated text by the no-think
+rules). Tags are case-insensitive; action tags inside the think block are reasoning, ignored. The
+reasons (``REASONS``, checked in that order) are tabled in docs/agent.md "Parser". The command is
+normalised (whitespace collapsed, one pair of surrounding quotes and a trailing period dropped),
+then judged by the domain spec's ``action_syntax``; an empty ``admissible`` leaves it to the env.
 """
 
 from __future__ import annotations

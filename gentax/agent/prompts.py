@@ -1,39 +1,12 @@
 """Step prompts: ONE fresh user message per step, in the structure verl-agent uses.
 
-Contract (docs/contracts.md)::
-
-    build_messages(domain, obs, history, step, *, think=True, history_length=2)
-        -> [{"role": "user", "content": text}]
-
-The trajectory is NOT one growing chat: every step the agent gets a new single user message
-holding, in this order,
-
-1. the domain intro and ``Your task is to: {obs.goal}`` (a goal that already starts "Your task
-   is to", as ScienceWorld's do, is not doubled), plus a one-line rule reminder where the
-   domain needs one (WebShop's action syntax; SciWorld's OBJ templates when the admissible list
-   has them; Sokoban's goal text states its move rules itself);
-2. ``Prior to this step, you have already taken {step} step(s).`` and the last
-   ``history_length`` (observation the agent SAW, action it took) pairs as
-   ``[Observation i: '...', Action i: '...']`` lines (omitted at step 0);
-3. ``You are now at step {step + 1}. Current observation:`` and ``obs.text`` (what the agent
-   sees now, already augmented when augmentation is on);
-4. ``Admissible actions: ['a', 'b', ...]`` — at most ``max_admissible`` entries (default
-   ``max_admissible_shown`` of the domain's spec, ``gentax.domains.spec``: 50 for SciWorld, whose valid-action lists run into the
-   thousands; unlimited elsewhere); a capped list ends with ``... (N more not shown)``;
-5. the answer instruction: think mode asks for reasoning in ``<think> </think>`` then one
-   action in ``<action> </action>``; no-think mode asks for ``<action> </action>`` only.
-
-Think modes (``MODES``; ``mode_of`` normalises ``True``/``False`` to ``"on"``/``"off"``; which
-mode a run variant uses is ``gentax.runspec``'s registry):
-``on`` the policy reasons, then acts; ``off`` it acts only; ``filler`` the prompt is the ``on``
-prompt, word for word, but the think block is forced: the generator gets the prompt plus
-``<think>FILLER</think>`` as a prefilled assistant prefix (``gentax.agent.filler``) and writes
-the action only, so the filler arm differs from the thinking arm in the think block's content
-alone.
-
-Messages stay chat messages; the generator applies the tokenizer's chat template. The
-current observation can be recovered from a rendered prompt with ``observation_from_prompt``
-(the property measures use it when step logs carry only the prompt).
+The trajectory is not one growing chat: every step the agent gets a new message holding the
+domain intro and goal (and the spec's rule line), the last ``history_length`` (observation seen,
+action taken) pairs, the current observation, the admissible actions (capped at the spec's
+``max_admissible_shown``) and the answer instruction; docs/agent.md "Step prompts" shows the
+layout with rendered examples. Think modes (``MODES``): ``on`` reasons then acts, ``off`` acts
+only, ``filler`` uses the ``on`` prompt with a forced think block (``gentax.agent.filler``).
+``observation_from_prompt`` recovers the current observation from a rendered prompt.
 """
 
 from __future__ import annotations

@@ -1,32 +1,12 @@
 """Environment property measures (STUDY.md "Environment properties", Table 3, and more).
 
-Contract (docs/contracts.md)::
-
-    property_measures(steps, episodes, *, t_max=50, tokenizer=None) -> dict[str, float]
-
-``steps`` and ``episodes`` are the collector's step and episode tables (pandas DataFrames).
-Returned measures:
-
-``richness``             state information richness: mean characters per observation (paper);
-``complexity``           planning complexity: mean trajectory length, a failed trajectory (not
-                         ``won``) counted as ``t_max`` (paper; default 50 for every domain);
-``tokens_per_obs``       mean tokens per observation under ``tokenizer`` (only when given);
-``zlib_bytes_per_obs``   mean zlib-compressed size (level 9, UTF-8) per observation — how much
-                         non-repetitive information an observation carries;
-``admissible_per_step``  mean number of admissible actions per step (``admissible_count``);
-``success``              fraction of episodes won;
-``n_episodes``, ``n_steps``, ``augmented_fraction``  bookkeeping.
-
-Choices (the paper is silent on them):
-- An observation is the state the agent acted on at a step: one per step row, so a state
-  repeated after an invalid action counts again, and the final state after the last step
-  (never shown to the agent) is not counted. Means are pooled over all step rows.
-- The text is the one the agent saw: the ``observation`` column when the step table has one,
-  else the current observation recovered from the ``prompt`` column
-  (``gentax.agent.prompts.observation_from_prompt``); with neither, ``richness`` falls back to
-  ``obs_chars`` and the text measures are NaN. Property logs are collected WITHOUT
-  augmentation, so this is the original state text; ``augmented_fraction`` reports the share
-  of augmented steps so a mistaken input is visible.
+``property_measures(steps, episodes)`` reads the collector's step and episode tables (pandas) and
+returns richness, complexity (a failed trajectory counted as ``t_max``), tokens, zlib bytes and
+admissible actions per observation, success and bookkeeping; docs/agent.md "Property measures"
+defines each. An observation is the state the agent acted on, one per step row; its text is the
+``observation`` column, else the one recovered from ``prompt``, else only ``obs_chars`` is known
+(text measures NaN). Property logs are collected without augmentation (``augmented_fraction``
+shows a mistaken input).
 """
 
 from __future__ import annotations

@@ -1,51 +1,12 @@
 """State Information Augmentation: insert goal-irrelevant text into what the agent sees.
 
-Contract (docs/contracts.md)::
-
-    augment(domain, observation, eps, rng, kind="distractor", *, goal="") -> Augmented(text, inserted)
-    TrajectoryAugmenter(domain, eps, p, kind, seed, goal="")  # .active; (observation_text, step, goal="") -> Augmented
-
-Only the agent's view changes: the collector puts ``Augmented.text`` into the prompt while the
-env keeps stepping on its original state, so transitions and rewards are those of the plain
-episode (STUDY.md "Interventions"). ``Augmented.inserted`` lists every inserted snippet exactly
-as it appears in ``text``; ``strip_inserted`` removes them again and gives back the original.
-
-Budget: ``eps`` is a token budget. Each distractor has a nominal size in tokens (the spec's
-``Augmentation.nominal_tokens``, ``NOMINAL_TOKENS``) and ``floor(eps / size)`` of them are
-inserted. Each domain's distractors, goal reader and insertion layout are declared in its own
-module (``gentax.domains.alfworld``, ``.webshop``, ``.sokoban``, ``.sciworld``) on its spec; this
-module holds what they share: the kinds, the budget, the goal-word filter (``allowed``), the
-layouts (``Layout``, ``sentence_layout``, ``line_layout``) and the insertion itself.
-
-Kinds (the two last are control arms the paper lacked):
-
-``distractor``        the domain's distractors above;
-``cross_domain``      "There is a monitor showing <another domain>: <its observation>" — a real
-                      observation of another domain from the committed bank
-                      (``augment_bank.json``, built by ``scripts/make_augment_bank.py``),
-                      flattened to one line and, when too long, cut to a window of whole
-                      words from a random word on (``...`` marks cuts) to the token budget (the
-                      caption at ``CHARS_PER_TOKEN`` = 4 characters per token, the shown
-                      observation at its domain's ``DONOR_CHARS_PER_TOKEN``); monitors are added
-                      while the budget left holds the caption plus ``MIN_MONITOR_TOKENS`` (10)
-                      tokens, so small eps (below ~20 tokens) insert nothing;
-``fixed_boilerplate`` the ``distractor`` arm's snippets (same count, same positions) with each
-                      one replaced by the same number of characters of one fixed text;
-``shuffled``          the ``distractor`` arm's snippets with their words shuffled.
-
-For the same ``rng`` state ``distractor``, ``fixed_boilerplate`` and ``shuffled`` insert at the
-same positions with the same lengths (before shuffling), so the arms differ only in content.
-
-Safety rules (why a distractor never changes the task):
-- distractors are never admissible/clickable: admissible actions come from the env's real
-  state, which augmentation never touches; each domain's vocabulary uses objects the domain
-  does not have (its module says how);
-- no distractor (or cross-domain sample) shares a content word with the goal: the goal is
-  ``goal=`` when given, else read from the observation by the spec's ``goal_in``. Candidates
-  sharing a word (plural-insensitive, words of 3+ letters minus a few stopwords) are dropped
-  (``allowed``);
-- insertions go only at the layout's boundaries (after a sentence, at a line end, or where the
-  domain's layout says), never inside a sentence.
+Only the agent's view changes: the collector puts ``Augmented.text`` into the prompt while the env
+steps on its original state, so transitions and rewards are those of the plain episode.
+``augment`` inserts ``floor(eps / nominal_tokens)`` snippets at the layout's boundaries;
+``Augmented.inserted`` lists them exactly as they appear, and ``strip_inserted`` removes them.
+Each domain declares its distractors, goal reader and layout on its spec (``Augmentation``); this
+module holds what they share. docs/agent.md "State Information Augmentation" describes the kinds,
+the budget and the safety rules (never admissible, no goal word, only at boundaries).
 """
 
 from __future__ import annotations
@@ -68,15 +29,10 @@ BANK_PATH = Path(__file__).with_name("augment_bank.json")
 
 FIXED_TEXT = "This is fixed filler text that carries no information about the task or the state. "
 
-#: Per-domain tables, derived from each domain's spec (``gentax.domains.spec.Augmentation``):
-#: DOMAINS (the domains with augmentation sources), NOMINAL_TOKENS, DONOR_CHARS_PER_TOKEN (characters
-#: per token of a domain's observations under the SmolLM2 tokenizer, as each domain's spec gives them),
-#: SEPARATORS (how a domain's text is joined to a snippet; a domain's ``layout`` may use another
-#: for a given text: WebShop pages without ``[SEP]`` take lines) and MONITOR_SHOWS.
+#: per-domain tables derived from the specs' ``Augmentation`` (and DOMAINS: the domains that have one)
 _DERIVED = {
     "NOMINAL_TOKENS": "nominal_tokens",
     "DONOR_CHARS_PER_TOKEN": "donor_chars_per_token",
-    "SEPARATORS": "separator",
     "MONITOR_SHOWS": "monitor_shows",
 }
 
@@ -114,7 +70,7 @@ _STOPWORDS = frozenset(
 def augment(
     domain: str, observation: str, eps: int, rng: random.Random, kind: str = "distractor", *, goal: str = ""
 ) -> Augmented:
-    """Insert ``floor(eps / NOMINAL_TOKENS[domain])`` snippets of ``kind`` (module docstring)."""
+    """Insert ``floor(eps / NOMINAL_TOKENS[domain])`` snippets of ``kind`` (docs/agent.md)."""
     _check(domain, kind, eps)
     count = eps // _source(domain).nominal_tokens
     if count == 0:
@@ -144,15 +100,10 @@ def strip_inserted(domain: str, text: str, inserted: list[str]) -> str:
 
 
 class TrajectoryAugmenter:
-    """Augmentation of one trajectory: on with probability ``p``, decided once from ``seed``.
-
-    ``active`` depends only on ``(seed, p)`` — not on domain, eps or kind — so arms that differ
-    only in eps or kind augment the same trajectories. Step ``t`` draws from its own RNG keyed by
-    ``(seed, t)``: the result does not depend on call order, and the whole trajectory is
-    deterministic given the seed. Pass the task's goal (``obs.goal``) to the constructor or to a
-    call so distractors avoid goal words; without it the goal is read from the first
-    observation that states it (ALFWorld's first observation does).
-    """
+    """Augmentation of one trajectory: on with probability ``p`` by a draw from ``seed`` alone, so
+    arms that differ only in eps or kind augment the same trajectories. Step ``t`` draws from an RNG
+    keyed by ``(seed, t)``, independent of call order. Pass the task's goal (``obs.goal``) so
+    distractors avoid its words; without it, the first observation stating a goal gives it."""
 
     def __init__(self, domain: str, eps: int, p: float, kind: str = "distractor", seed: int = 0, goal: str = ""):
         _check(domain, kind, eps)

@@ -1,43 +1,10 @@
 """The one environment protocol every domain implements: text reset/step, gymnasium-style.
 
-Contract (everything downstream — prompts, rollouts, RL, SFT data, property logs — relies on
-exactly this and nothing domain-specific)::
-
-    env  = gentax.domains.make(name, split="train" | "eval", seed=0, **options)
-    task = env.task(seed)        # deterministic: same (domain, split, options, seed) -> same task
-    obs  = env.reset(task)       # env.reset() == env.reset(env.task(env.seed))
-    obs.text                     # the state the agent sees now
-    obs.goal                     # the task text
-    obs.admissible               # admissible actions (or action templates), in a stable order
-    obs, reward, done, info = env.step(action)      # action: the parsed action string
-    obs, reward, done, info = env.step_invalid(reason)  # the agent gave no usable action
-    env.expert_action()          # the domain expert's next action from the current state
-    env.close()
-
-Step rules (STUDY.md "Domains"):
-- reward is ``SUCCESS_REWARD`` (10) on the step that wins, else 0;
-- an invalid step (empty / oversized / binary-looking text, an action that is not admissible,
-  or one the engine rejects, or ``step_invalid``) gives ``INVALID_PENALTY`` (-0.1; the RL penalty
-  of its sample too, unless the study config's ``rl.invalid_penalty`` sets another), leaves the
-  state unchanged (the same observation is returned) and sets ``info["valid"] = False`` with
-  ``info["reason"]``; it still uses up one step, so a stuck agent cannot loop forever;
-- ``max_steps`` steps without a win end the episode as a failure (``info["truncated"]``);
-- a domain may also end an episode as a failure before the limit (a WebShop purchase that is
-  not a perfect match, a SciWorld task the agent made impossible): ``done`` with ``won`` False.
-
-``info`` always has ``won``, ``valid``, ``reason`` (None when valid), ``steps`` and
-``truncated``; ``error`` is added only when an env worker crashed (see ``gentax.domains.pool``).
-A domain may add its own keys for a valid step by setting ``self._extra_info`` (a dict) in
-``_step`` (e.g. WebShop's raw score on the purchase step).
-
-Options (difficulty knobs) are declared by each domain: ``default_options`` names every knob
-and its default, and the classmethod ``check_options(options)`` checks every value without
-building anything (no engine, catalog or JVM), so a config is checked at plan time
-(``gentax.study.plan``) with the same code the env runs; ``__init__`` calls it first.
-
-Subclasses implement ``_make_task``, ``_reset``, ``_step`` (returning ``(obs, won)`` or
-``(obs, won, ended)``; raising ``InvalidAction`` to reject an action without touching the
-state) and ``expert_action``; the base class owns step
+docs/domains.md "The protocol" states the contract and the step rules (``SUCCESS_REWARD`` on the
+winning step; ``INVALID_PENALTY`` for an invalid step, which leaves the state unchanged and still
+uses a step; ``max_steps`` steps without a win truncate), docs/contracts.md "Domains" the
+signatures. Subclasses implement ``_make_task``, ``_reset``, ``_step`` (raising ``InvalidAction``
+to reject an action without touching the state) and ``expert_action``; the base class owns step
 counting, rewards, limits and the action-text checks, so every domain behaves alike.
 """
 
@@ -72,8 +39,7 @@ class Task:
 
 
 class Observation(NamedTuple):
-    """What the agent is shown. Immutable; a NamedTuple rather than a frozen dataclass because
-    one is built every step and this is three times cheaper (``obs._replace(text=...)`` copies)."""
+    """What the agent is shown: a NamedTuple, cheaper to build than a frozen dataclass (one per step)."""
 
     text: str
     goal: str
@@ -90,7 +56,7 @@ class InvalidAction(Exception):
 
 
 class DomainEnv:
-    """Base class of all domains; see the module docstring for the contract."""
+    """Base class of all domains (module docstring)."""
 
     name: ClassVar[str] = ""
     default_max_steps: ClassVar[int] = 50
@@ -111,15 +77,16 @@ class DomainEnv:
         if self.max_steps < 1:
             raise GentaxError(f"max_steps must be >= 1, got {self.max_steps}")
         self.current_task: Task | None = None
-        self._extra_info: dict[str, Any] | None = None
+        self._extra_info: dict[str, Any] | None = None  # set by ``_step``: extra keys of a valid step's info
         self._obs: Observation | None = None
         self._steps = 0
         self._done = True
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> dict[str, Any]:
-        """``options`` over ``default_options``, every value checked (see module doc); raises
-        GentaxError naming the bad option. Subclasses extend it with their value checks."""
+        """``options`` over ``default_options``, every value checked without building anything (so
+        the plan checks a config with this code); GentaxError names the bad option. Subclasses
+        extend it; ``__init__`` calls it first."""
         unknown = sorted(set(options) - set(cls.default_options))
         if unknown:
             valid = ", ".join(sorted(cls.default_options)) or "(none)"

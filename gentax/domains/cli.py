@@ -1,14 +1,7 @@
-"""``gentax domains check``: play a domain's expert on N tasks and report what it measures; and
-``gentax tasks``: a domain's held-out task manifest (``gentax.domains.tasks``).
-
-    gentax domains check --domain sokoban --episodes 20 --split eval --seed 0 [--json FILE]
-                         [--num-workers W] [--max-steps M] [--option KEY=VALUE ...]
-
-Episodes use task seeds ``seed .. seed + episodes - 1``, played in lockstep batches of
-``max(1, W)`` slots through ``gentax.domains.pool.EnvPool``. Prints and (with ``--json``,
-atomically) writes ``success_rate``, ``mean_obs_chars`` (mean length of the observations the
-expert acted on), ``mean_length`` (steps per episode), plus episodes, failed seeds, errors and
-throughput. Exit code 1 when the expert failed any episode, 2 on bad input.
+"""``gentax domains check``: play a domain's expert on N tasks (seeds ``seed ..``, in lockstep batches
+through ``EnvPool``) and report success rate, observation size and episode length; exit 1 when the
+expert failed an episode (docs/domains.md "Checking a domain"). ``gentax tasks``: a domain's
+held-out task manifest (``gentax.domains.tasks``).
 """
 
 from __future__ import annotations

@@ -1,28 +1,13 @@
-"""A batch of domain envs stepped together, in-process or in worker processes.
+"""A batch of domain envs stepped together, in-process or in worker processes (docs/domains.md
+"Env pool").
 
-``EnvPool(domain, split, num_workers=W, seed=S, max_steps=M, **options)`` holds one env per
-*slot*. ``reset(tasks)`` puts ``tasks[i]`` in slot ``i`` (envs are created on first use and
-reused; earlier episodes are dropped); ``step({slot: action})``, ``step_invalid({slot: reason})``
-and ``expert_actions([slot, ...])`` touch only the slots named. Results are per slot, exactly
-what ``DomainEnv.step`` returns (see ``gentax.domains.base``).
-
-- ``num_workers == 0``: envs live in this process (cheap domains, tests).
-- ``num_workers > 0``: slot ``i`` lives in worker ``i % W`` (a ``spawn``ed process, safe next to
-  torch threads); one call sends every worker its share first, then collects, so workers step in
-  parallel. Slot ``i``'s env is built with seed ``seed + i``.
-- Either way, a domain whose envs each wait on a process of their own (``concurrent_calls``:
-  SciWorld's JVMs) has a call's envs called from threads at once, so a batch's JVMs start, load
-  and step side by side instead of one after another.
-
-Failures never pass as a plain zero:
-- an exception while stepping (an engine bug, a dead JVM) ends that slot's episode as failed:
-  reward 0, ``done`` True, ``info["error"]`` set; the env is rebuilt at the next reset;
-- a dead worker (killed, crashed) is restarted; every episode it held ends the same way, either
-  in the current call's result or, for slots not in the call, in the next result asked for them;
-- either case is logged as a warning, with the full message once; ``info["error"]`` holds its
-  one-line reason (``gentax.errors.short_reason``). Stepping a slot whose episode is over raises RuntimeError.
-Errors while *resetting* (bad options, a task that cannot load) are raised to the caller; a
-worker that dies during a reset is restarted and the reset retried once.
+``EnvPool`` holds one env per slot: ``reset(tasks)`` puts ``tasks[i]`` in slot ``i``; ``step``,
+``step_invalid`` and ``expert_actions`` touch only the slots named and return per slot what
+``DomainEnv.step`` returns. With ``num_workers=W > 0`` slot ``i`` lives in spawned worker
+``i % W`` (env seed ``seed + i``), and one call steps the workers in parallel. A failure never
+passes as a plain zero: an exception while stepping, or a worker that died (it is restarted), ends
+the slots' episodes as failed (reward 0, ``done``, ``info["error"]``, a warning logged). Errors
+while resetting are raised; a reset that a worker died in is retried once.
 """
 
 from __future__ import annotations
@@ -46,10 +31,8 @@ _MAX_THREADS = 64
 
 
 class _Slots:
-    """The envs of one process (the pool's own in inline mode, or one worker's).
-
-    For a domain whose envs set ``concurrent_calls`` (each waits on a process of its own), a
-    call's envs run from threads at once; results keep the items' order either way."""
+    """The envs of one process (the pool's own in inline mode, or one worker's); a domain whose
+    envs set ``concurrent_calls`` has a call's envs run from threads at once."""
 
     def __init__(self, domain: str, split: str, seed: int, max_steps: int | None, options: dict[str, Any]):
         self.args = (domain, split, seed, max_steps, options)

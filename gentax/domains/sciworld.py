@@ -1,85 +1,11 @@
 """SciWorld: ScienceWorld tasks (the ``scienceworld`` 1.2.3 package, a Scala simulator on a JVM).
 
-Process model (the study's "client/server wrapper"). A ``SciworldEnv`` object holds no JVM: it
-talks, over a socket pair, to a worker process it starts on first ``reset`` (``_serve`` below),
-which owns one ScienceWorld JVM, started by the package through py4j with ``-Xmx<jvm_heap_mb>m``
-(and the determinism flags below) passed in ``JAVA_TOOL_OPTIONS``; worker and JVM share a
-process group of their own. A worker or JVM that dies, hangs past ``timeout_s`` or fails ends
-the episode as failed: ``step`` returns reward 0, ``done`` and ``info["error"]``;
-``expert_action`` raises ``WorkerError`` (``gentax.domains.pool`` turns that into the same
-failed episode). The next ``reset`` starts a fresh worker when the old one is gone. A worker
-whose caller dies exits (it watches its parent pid), and py4j's ``--die-on-broken-pipe`` takes
-the JVM down with it. A failure is reported as one short reason (``info["error"]``: the Java or
-Python exception line); its traceback goes to the worker's stderr (the job log) once, and py4j's
-own logging, which repeats a traceback at every call to a dead JVM, is silenced.
-
-Determinism (option ``deterministic``, default on). ScienceWorld seeds its RNG with the
-variation index at every load, but its world loop walks sets ordered by identity hash codes,
-which differ from run to run: animals wander and heat spreads differently each time, and gold
-sequences fail on replay now and then. The JVM runs with a constant identity hash
-(``DETERMINISTIC_JVM_OPTIONS``), which makes every run of a variation identical, at about 30 %
-slower steps. The gold agent also caches search paths across loads, so a gold sequence would
-depend on what the JVM ran before: the worker clears that cache before generating one.
-
-Tasks. The package's 30 tasks each have their own train/dev/test variation split
-(``get_variations_train/dev/test``). gentax ``train`` draws from the package's train variations,
-``eval`` from dev (option ``eval_split="test"`` for test). Which variations may be drawn, and
-how long their gold sequences are, comes from ``sciworld_tasks.json`` next to this module: a
-survey (``python -m gentax.domains.sciworld survey``) that played the expert through this env
-on a seeded sample of each split's variations, with the default simplifications, and recorded
-the steps it needed to win (null: it did not win). A task seed picks a task first (seed modulo
-the number of allowed tasks, in an order shuffled per split, so every task comes up equally
-often), then one of that task's eligible variations (``seed // n_tasks`` into a list shuffled
-per task). Eligible = surveyed, won, in at least ``min_gold_length`` (3: as for Sokoban, tasks
-done in one or two steps -- "focus on" the right animal -- teach nothing) and at most
-``max_gold_length`` steps (default: the step limit, so the expert wins every task drawn). With
-simplifications other than the surveyed ones there is no length information: every variation
-of the split is eligible and neither length option may be given.
-
-Observations. ``reset`` returns the output of "look around" (ScienceWorld's own first move) as
-``text`` and the task description as ``goal``; a step returns the engine's answer to the action.
-That answer does not say what a room holds ("You move to the outside."): an agent that sees no
-history cannot tell which animals are outside. Option ``describe_new_room`` (default off; on in
-the embedded preset, which shows no history) appends the room's description -- ScienceWorld's
-free look, which takes no time step -- to the answer of every step that lands in another room.
-When the engine answers "Ambiguous request" (several objects fit, e.g. identical seeds), the env
-answers "0" (the first reading) itself, so every action is one step. ``admissible``:
-``"templates"`` (default) gives the task's action templates ("open OBJ", "move OBJ to OBJ",
-...; fixed per task, fetched once at reset, nothing per step); ``"valid"`` gives the engine's
-valid action-object combinations of the current state (~30 ms, often hundreds of entries, so
-fetched only in this mode, once per state), capped at ``admissible_cap`` by taking the
-templates in turn so every kind of action stays represented.
-
-Admissibility rule (one cheap, exact rule): an action is not admissible when the engine answers
-"No known action matches that input." -- its parser found no reading of the text. The engine
-then changes nothing (no tick, same move count), so the base class's invalid step (-0.1, same
-observation) is exactly right. The valid-action list never judges: it costs ~30 ms per state
-and omits readings the parser accepts (aliases such as "go to kitchen").
-
-Win: the score (``getScore`` x 100) reaches 100, or the task completes with a positive score
-(reward 10 via the base class). Completion otherwise, or a negative score (focusing on the
-wrong object), ends the episode as a failure.
-
-Expert: the package's gold action sequence (``getGoldActionSequence``) as this env plays it:
-the worker generates it (0.2 s to minutes per variation, so only on the first
-``expert_action()`` of an episode, cached per variation), replays it once to drop the actions
-the engine rejects (the generator also tries names that no longer fit, and answers ambiguity
-prompts with digits, which the env already did) and to cut it at the win, then reloads the
-variation and replays the episode's valid actions so far. The expert plays ``gold[i]``, ``i``
-counting the gold actions already played; off the gold path it keeps proposing the next one
-(exact only on its own path), and after the sequence it says "look around".
-
-Options (difficulty knobs): ``tasks`` (None = all surveyed tasks; or names / ids like "1-1"),
-``eval_split`` ("dev"), ``min_gold_length`` (3), ``max_gold_length`` (None = the step limit),
-``simplifications``
-(``DEFAULT_SIMPLIFICATIONS`` = "easy": teleport, open doors and containers, self-watering
-flower pots, no electrical actions -- the last dropped for the electrical tasks, which need
-them), ``admissible`` ("templates"), ``admissible_cap`` (64), ``jvm_heap_mb`` (768),
-``jvm_options`` ([]: more JVM flags; ``["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]`` -- one
-garbage-collector thread, the quick compiler only -- cut a JVM's start-up CPU where many start at
-once, and change no result),
-``deterministic`` (True), ``describe_new_room`` (False), ``timeout_s`` (120 per call to the
-worker; start-up and gold generation get at least ``SLOW_TIMEOUT_S``).
+docs/sciworld.md is the full description: process model, determinism, tasks and splits,
+observations, admissibility, win and failure, the expert and the knobs. In short, a
+``SciworldEnv`` holds no JVM: on the first ``reset`` it starts a worker process (``_serve``) that
+owns one. A worker or JVM that dies, hangs past ``timeout_s`` or fails ends the episode as failed
+(``info["error"]``; ``expert_action`` raises ``WorkerError``), and the next ``reset`` starts a
+fresh worker. Tasks are drawn from the survey in ``sciworld_tasks.json`` (``survey`` below).
 """
 
 from __future__ import annotations
@@ -114,7 +40,7 @@ DEFAULT_SIMPLIFICATIONS = "easy"
 EVAL_SPLITS = ("dev", "test")
 ADMISSIBLE_MODES = ("templates", "valid")
 FALLBACK_ACTION = "look around"
-#: a constant identity hash code: see "Determinism" in the module docstring
+#: a constant identity hash code: every run of a variation is identical (docs/sciworld.md "Determinism")
 DETERMINISTIC_JVM_OPTIONS = ("-XX:+UnlockExperimentalVMOptions", "-XX:hashCode=2")
 SLOW_TIMEOUT_S = 600.0  # JVM start-up and gold generation (up to a minute per variation, more under load)
 
@@ -136,7 +62,7 @@ def outcome(score: int, completed: bool) -> tuple[bool, bool]:
 # ---- task table ---------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=1)
 def task_table() -> dict[str, Any]:
-    """The committed survey (see the module docstring and ``survey``)."""
+    """The committed survey (``survey``)."""
     return json.loads(TABLE_PATH.read_text())
 
 
@@ -181,11 +107,6 @@ def _resolve_task_names(tasks: Any, table: dict[str, Any]) -> list[str]:
     if not names:
         raise GentaxError("sciworld option tasks is empty")
     return list(dict.fromkeys(names))
-
-
-def _split_variations(info: dict[str, Any], package_split: str) -> list[int]:
-    lo, hi = info["splits"][package_split]
-    return list(range(lo, hi))
 
 
 # ---- the environment (caller side) --------------------------------------------------------------
@@ -242,7 +163,7 @@ class SciworldEnv(DomainEnv):
         self._length_options = sorted({"min_gold_length", "max_gold_length"} & set(options))
         # bound now: eligibility must not follow a later change of env.max_steps
         self.length_limit = self.max_steps if limit is None else limit
-        self.simplifications = _check_simplifications(opts["simplifications"])
+        self.simplifications = opts["simplifications"]
         self.package_split = "train" if split == "train" else opts["eval_split"]
         if opts["tasks"] is not None or self._length_options:
             self.eligible  # bad task names or an impossible filter fail here, not at the first task()
@@ -271,7 +192,7 @@ class SciworldEnv(DomainEnv):
                 lengths = info["gold_steps"].get(self.package_split, {})
                 variations = sorted(int(v) for v, n in lengths.items() if n is not None and shortest <= n <= limit)
             else:
-                variations = _split_variations(info, self.package_split)
+                variations = list(range(*info["splits"][self.package_split]))
             if variations:
                 pool[name] = random.Random(f"sciworld/{self.package_split}/{name}").sample(variations, len(variations))
         if not pool:
@@ -458,18 +379,14 @@ class _WorkerClient:
                 raise WorkerError(f"worker pid {self.proc.pid} gave no answer to {what!r} within {timeout:g} s (killed)")
             status, value = self.conn.recv()
         except (EOFError, ConnectionResetError, OSError):
-            code = self._reap()
-            raise WorkerError(f"worker pid {self.proc.pid} died during {what!r} (exit code {code})") from None
+            self.close()
+            raise WorkerError(f"worker pid {self.proc.pid} died during {what!r} (exit code {self.proc.returncode})") from None
         if status == "ok":
             return value
         if status == "engine_error":  # a Java exception: the JVM lives on, this episode does not
             raise WorkerError(f"ScienceWorld failed on {what!r}: {value}", fatal=False)
         self.close()
         raise WorkerError(f"worker pid {self.proc.pid} failed during {what!r}: {value}")
-
-    def _reap(self) -> int | None:
-        self.close()
-        return self.proc.returncode
 
     def close(self) -> None:
         if not self.alive:

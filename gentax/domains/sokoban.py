@@ -1,32 +1,11 @@
 """Sokoban: push the box onto the target in a small room (gym-sokoban rooms, text state).
 
-Rooms come from gym-sokoban's own generator (``gym_sokoban.envs.room_utils.generate_room``:
-random-walk topology, then reverse play from the solved state, so every room is solvable). The
-generator reads Python's *and* numpy's global RNGs, so a task is drawn by seeding both from the
-task seed and restoring both states afterwards: nothing leaks into the caller's RNG streams.
-Rooms whose shortest solution is shorter than ``min_solution_length`` (default 3: rooms solvable
-in two moves or fewer are dropped) or longer than ``max_solution_length`` (default 15, the step
-limit, so every task can be won) are redrawn with the next attempt seed.
-
-The observation is NOT a grid (the study's change: a grid made RL fail). It lists coordinates,
-``(row, col)``, 0-based, row 0 at the top, one kind per line, in exactly this line format::
-
-    Room 6x6; coordinates are (row, col), 0-based, (0, 0) is the top-left corner.
-    Walls: (0, 0), (0, 1), ...
-    Floor: (1, 1), ...          (every non-wall cell, also those under the player/box/target)
-    Player: (r, c)
-    Box: (r, c)                 (several boxes: comma-separated, as for walls)
-    Target: (r, c)
-
-Actions: ``up``/``down``/``left``/``right`` (case-insensitive); anything else is invalid.
-Walking into a wall, or pushing a box into a wall or another box, is a *valid* move that
-changes nothing (as in gym-sokoban and verl-agent: the player "bumps"). Win = every box on a
-target (reward 10). The expert is a breadth-first search over (player, boxes) states from the
-current state, so it always plays a shortest solution.
-
-Options (difficulty knobs): ``room_size`` (6 or [rows, cols]), ``num_boxes`` (1),
-``num_steps`` (generator random-walk length; None = gym-sokoban's default 1.7 * (rows + cols)),
-``min_solution_length`` (3), ``max_solution_length`` (15; 0 = no upper bound).
+docs/domains.md "Sokoban" describes the observation, the actions, the expert and the knobs.
+Rooms come from gym-sokoban's own generator (every room is solvable); a room whose shortest
+solution is outside ``min_solution_length``..``max_solution_length`` is redrawn. The observation
+lists ``(row, col)`` coordinates, one kind per line, not a grid (the study's change: a grid made
+RL fail). Bumping into a wall or a blocked box is a valid move that changes nothing, as in
+gym-sokoban. The expert is a breadth-first search, so it plays a shortest solution.
 """
 
 from __future__ import annotations
@@ -58,13 +37,9 @@ _ALIAS = "_gentax_gym_sokoban"
 
 
 def gym_sokoban_module(name: str) -> types.ModuleType:
-    """Import ``gym_sokoban.envs.<name>`` without running the package's ``__init__``.
-
-    gym-sokoban 0.0.6's ``__init__`` (and its render module) import ``pkg_resources``, which
-    setuptools >= 81 no longer ships, and register gym envs we do not use. The modules are
-    loaded under a private alias so nothing named ``gym_sokoban`` is half-imported. Rendering is
-    replaced by a stub that raises: gentax never draws images.
-    """
+    """Import ``gym_sokoban.envs.<name>`` without the package's ``__init__``, which (like its render
+    module) imports ``pkg_resources``, gone from setuptools >= 81. The modules load under a private
+    alias, so nothing named ``gym_sokoban`` is half-imported; rendering is a stub that raises."""
     spec = importlib.util.find_spec("gym_sokoban")
     if spec is None or not spec.submodule_search_locations:
         raise GentaxError("the sokoban domain needs gym-sokoban (pip install gym-sokoban==0.0.6)")

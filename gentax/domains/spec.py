@@ -1,38 +1,10 @@
 """What a domain is: everything domain-specific, declared once per domain, and the one registry.
 
-Contract (docs/contracts.md "Domains")::
-
-    SPEC = DomainSpec(name=..., env="module:Class", intro=..., ...)   # in the domain's module
-    specs() -> {name: DomainSpec}       # built-ins, then GENTAX_DOMAINS modules, in that order
-    spec(name) -> DomainSpec            # an unknown name is one GentaxError listing the valid ones
-    names() -> tuple[str, ...]
-
-A domain module (``gentax.domains.sokoban`` or any importable module outside the package)
-declares a module-level ``SPEC``. The built-in domains are listed in ``BUILTIN_MODULES``; other
-modules are registered by naming them in the environment variable ``GENTAX_DOMAINS``
-(comma-separated module names, e.g. ``GENTAX_DOMAINS=tests.toy_domain``). The variable is read
-by every process (the Snakefile, its jobs, the CLIs), so one setting reaches the whole workflow.
-Every other list of domains (config schema, Snakemake wildcard constraints, parser, prompts,
-augmentation, engine defaults, the embedded warm-start mix, summaries, tables) is derived from
-this registry.
-
-The spec holds:
-
-- ``env``: the environment class ("module:Class", imported on first use), which owns the
-  difficulty knobs (``default_options`` + ``check_options``), its step limit (``default_max_steps``:
-  the study's, unless config ``domains.<d>.max_steps`` sets another, as the presets do) and the expert
-  (``expert_action``);
-- ``intro`` and ``rule`` of the step prompt (``rule_when`` decides per observation whether the
-  rule line is shown; ``None`` = whenever it is non-empty) and ``max_admissible_shown``;
-- ``action_syntax``: ``(command, admissible) -> (action | None, reason | None)``, the parser's
-  per-domain normaliser (``gentax.agent.parse`` applies it): ``exact_action`` here (a
-  case-insensitive exact match, ALFWorld's and Sokoban's), or the domain's own function in its
-  module (WebShop's ``webshop_action``, SciWorld's ``template_action``);
-- ``augmentation``: the State Information Augmentation sources (``Augmentation``: distractors,
-  goal reader, insertion layout, all in the domain's module), or None when the domain has none
-  (then only ``eps = 0`` or augmentation off is allowed for it);
-- ``warm_start``: whether the embedded base model's SFT warm start has expert demos of it;
-- ``properties``: optional ``(steps) -> {measure: value}`` extra property measures.
+A domain module declares ``SPEC = DomainSpec(...)``; ``specs()`` collects the built-in modules
+(``BUILTIN_MODULES``), then those named in the environment variable ``GENTAX_DOMAINS``
+(comma-separated module names, read by every process of the workflow). Every other list of
+domains is derived from this registry. docs/domains.md "What a domain is" describes the fields
+and how to add a domain; docs/contracts.md "Domains" the signatures.
 """
 
 from __future__ import annotations
@@ -91,15 +63,15 @@ class Augmentation:
 @dataclasses.dataclass(frozen=True)
 class DomainSpec:
     name: str
-    env: str  # "module:Class"
-    intro: str
+    env: str  # "module:Class": owns the knobs, the step limit and the expert; imported on first use
+    intro: str  # the step prompt's opening line
+    #: (command, admissible) -> (action | None, reason | None): ``exact_action`` or the domain's own
     action_syntax: ActionSyntax
-    rule: str = ""
+    rule: str = ""  # a rule line of the step prompt, shown when ``rule_when(obs)`` (None: always)
     rule_when: Callable[[Any], bool] | None = None
-    max_admissible_shown: int | None = None
-    augmentation: Augmentation | None = None
-    warm_start: bool = True
-    properties: Callable[..., dict] | None = None
+    max_admissible_shown: int | None = None  # the prompt's cap on the admissible list
+    augmentation: Augmentation | None = None  # None: no sources, so only eps 0 is allowed
+    warm_start: bool = True  # the embedded base model's SFT warm start has expert demos of it
 
     def env_class(self):
         module, cls = self.env.split(":")

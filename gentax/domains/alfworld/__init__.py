@@ -1,12 +1,7 @@
-"""ALFWorld domain: the real TextWorld engine on official or procedurally generated games.
-
-``AlfworldEnv`` (``env.py``) is the protocol class; ``scenegen`` writes games in the official
-format from the floor plans the alfworld wheel ships; ``engine`` assembles TextWorld's PDDL
-environment with alfworld's wrappers and the fast-downward planner expert. This module declares
-the domain (``SPEC``) with its augmentation sources: 12-token distractor sentences ("Near the
-entrance, there is a guitar 3 that is covered in dust.") built from 28 object types that are no
-ALFWorld object or receptacle type x 19 descriptions (x 10 places), as in the paper, inserted at
-sentence boundaries before the "Your task is to:" statement.
+"""ALFWorld domain: the real TextWorld engine on official or procedurally generated games
+(docs/alfworld.md). ``env`` is the protocol class, ``scenegen`` writes games, ``engine`` assembles
+TextWorld's PDDL environment. This module declares the domain (``SPEC``) and its augmentation
+sources: 12-token sentences about objects ALFWorld does not have, at sentence ends before the task.
 """
 
 import re

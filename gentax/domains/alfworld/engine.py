@@ -1,35 +1,13 @@
 """The real ALFWorld engine (TextWorld's PDDL environment), assembled by hand, traps defused.
 
-What ``alfworld.agents.environment.AlfredTWEnv`` would build, minus its bugs: TextWorld's
-``PddlEnv`` (fast-downward state + the alfworld grammar) wrapped in alfworld's own
-``AlfredDemangler`` (``Cabinet_bar_...`` ids -> "cabinet 1") and ``AlfredInfos``. Its
-``AlfredExpert`` is not used: with the planner type it replans on *every* step (the planner is
-a blind uniform-cost search, seconds per call on a full scene), and its hand-coded type fails
-pick-two tasks. ``replan`` below calls the same fast-downward planner, only when asked.
-
-Traps handled here, in one place:
-
-- ``import alfworld`` runs ``alfworld.info``, which creates ``$ALFWORLD_DATA`` (default
-  ``~/.cache/alfworld``) and writes the variable into ``os.environ``. ``import_alfworld`` points
-  the variable at a temporary folder for the import only, then removes the folder and restores
-  the variable: nothing is written outside gentax's own cache.
-- ``fast_downward.pddl2sas`` (called by TextWorld twice per ``PddlState``, and a ``PddlState``
-  is built by both ``load`` and ``reset``) overwrites ``sys.argv``; ``engine_call`` restores it.
-- TextWorld parses a game's grammar (120 ms) and translates its PDDL (70 ms on a small scene,
-  350 ms on a whole floor plan) on every ``load``: most of a reset. Inside ``engine_call`` both
-  go through ``GAME_CACHE``, a per-process LRU (``GameCache``), so a game is parsed and
-  translated once per process, however many episodes and envs reset it (a reset then takes a
-  fifth to a seventh of its time: docs/performance.md).
-- Each ``PddlEnv`` loads a private 33 MB copy of ``libdownward.so`` (the library keeps one
-  global planning state, so every live engine needs its own); unloading one crashes the next
-  load, so ``close_engine`` keeps the copy for the next engine of the process instead: a process
-  holds as many copies as it ever had engines open at once (an evaluation batch of 64 ALFWorld
-  episodes: 64), never one per game. fast-downward's own ``load_lib`` writes each copy to a
-  temporary folder under $TMPDIR and deletes it at once, but a loaded library keeps its file's
-  33 MB allocated on that disk until the process ends (64 copies: 2.1 GB per job, up to 12 jobs at
-  once on the one-GPU machine's one disk). ``make_engine`` loads each copy from memory instead
-  (``load_library``: the library is read once per process, each copy is a memfd): no disk, and the
-  memory goes with the process.
+What ``alfworld``'s ``AlfredTWEnv`` would build (``PddlEnv`` -> ``AlfredDemangler`` ->
+``AlfredInfos``), with the fast-downward planner called only when asked (``replan``) rather than
+``AlfredExpert``'s replanning at every step. The traps handled here, in one place (docs/alfworld.md
+"The engine" says why each matters): ``import alfworld`` writes ``$ALFWORLD_DATA``
+(``import_alfworld``); the translator overwrites ``sys.argv`` (``engine_call``); the grammar parse
+and PDDL translation redone at every load are cached per process (``GameCache``); each engine's
+private copy of ``libdownward.so`` is handed on, never unloaded (``close_engine``), and loaded
+from memory rather than a temporary file that would hold its disk space (``load_library``).
 """
 
 from __future__ import annotations
@@ -108,23 +86,12 @@ class _LRU:
 class GameCache:
     """What TextWorld parses from a game's text, kept for the next ``load`` of the same game.
 
-    Two kinds of entries, each keyed by the very text it is computed from (an edited or
-    regenerated game is a new key, never a stale hit):
-
-    - ``grammars``: the parse of a game's ``grammar`` (its actions and text grammar, what
-      ``GameLogic`` is built from). Each use gets a deep copy (2-4 ms against 120 ms to
-      parse), so no engine can change the grammar another engine is playing with.
-    - ``translations``: fast-downward's translation of (domain, problem, optimize), a
-      (PDDL task, SAS text) pair, shared: the SAS is a ``str`` and TextWorld only reads the task
-      (the same pair already served both ``PddlState``s of one ``load`` + ``reset``).
-
-    Everything that changes during an episode (fast-downward's loaded state, the facts, the
-    entity names) is still built per ``load``/``reset``, so an episode plays exactly as without
-    the cache. ``max_games`` bounds the grammars at that many games and the translations at
-    two per game (plain and optimized). The default, 64, holds a 64-task evaluation set or an
-    RL batch's tasks; one game's entries take 1.2 MB (small scene) to 1.7 MB (whole floor
-    plan), so at most about 110 MB per process. ``grammars.made`` / ``translations.made``
-    count parses and translations, ``.reused`` the loads spared them.
+    Entries are keyed by the very text they are computed from, so an edited game is a new key.
+    ``grammars``: a game grammar's parse, handed out as a deep copy (far cheaper than parsing), so
+    no engine changes another's. ``translations``: fast-downward's (PDDL task, SAS text) of
+    (domain, problem, optimize), shared, since TextWorld only reads them. What changes during an
+    episode is still built per ``load``/``reset``, so an episode plays exactly as without the
+    cache. ``max_games`` (64: an evaluation set or an RL batch; 1-2 MB a game) bounds both.
     """
 
     def __init__(self, max_games: int = 64):
@@ -150,12 +117,8 @@ _TRANSLATOR_UNSOLVABLE = "Atom dummy(val1)"
 
 @contextlib.contextmanager
 def engine_call() -> Iterator[None]:
-    """Scope for engine calls that load games or translate PDDL: ``sys.argv`` kept, grammar
-    parses and translations served by ``GAME_CACHE``.
-
-    Nested scopes share the outer one's cache (with ``GAME_CACHE`` None, a game checked by
-    the generator and then played is still translated once).
-    """
+    """Scope for engine calls that load games or translate PDDL: ``sys.argv`` kept, grammar parses
+    and translations served by ``GAME_CACHE``; a nested scope shares the outer one's cache."""
     global _ENGINE_CALL_ACTIVE
     if _ENGINE_CALL_ACTIVE:
         yield
@@ -264,35 +227,22 @@ def make_engine():
 
 
 def load_game(engine, game: str | os.PathLike | dict):
-    """Load a game (a ``game.tw-pddl`` path or its parsed JSON) and start it.
-
-    Returns TextWorld's first game state.
-    """
+    """Load a game (a ``game.tw-pddl`` path or its parsed JSON) and start it: TextWorld's first state."""
     with engine_call():
         engine.load(game if isinstance(game, dict) else str(game))
         return engine.reset()
 
 
 def replan(engine) -> list[str]:
-    """The fast-downward planner's commands from the engine's current state ([] when none).
-
-    The same call TextWorld makes for ``policy_commands`` (what ``AlfredExpert`` reads in its
-    planner mode). An empty list means the goal holds already or cannot be reached.
-    """
+    """The fast-downward planner's commands from the engine's current state (the call behind
+    TextWorld's ``policy_commands``); [] when the goal holds already or cannot be reached."""
     core = engine.unwrapped
     return list(core._pddl_state.replan(core._entity_infos))
 
 
-def goal_reached(engine) -> bool:
-    return bool(engine.unwrapped._pddl_state.check_goal())
-
-
 def close_engine(engine) -> None:
-    """Release the engine's copy of fast-downward's library for the next engine to reuse.
-
-    Unloading it instead (``fast_downward.close_lib``) makes the next ``load_lib`` of the
-    process crash; a reused copy starts clean, since ``load_sas`` resets its state.
-    """
+    """Hand the engine's copy of fast-downward's library to the next engine: unloading it
+    (``fast_downward.close_lib``) crashes the next ``load_lib``; ``load_sas`` resets a reused copy."""
     lib = getattr(engine.unwrapped, "downward_lib", None)
     if lib is not None:
         engine.unwrapped.downward_lib = None
@@ -300,11 +250,8 @@ def close_engine(engine) -> None:
 
 
 def plan_game(engine, game: dict) -> tuple[bool, list[str]]:
-    """Load ``game`` (parsed JSON) without starting it: (goal already holds, planner's plan).
-
-    When fast-downward's translator already proves the goal unreachable (no relaxed plan) it
-    emits a dummy task that TextWorld cannot load; that case returns (False, []) directly.
-    """
+    """Load ``game`` (parsed JSON) without starting it: (goal already holds, planner's plan). A goal
+    the translator proves unreachable gives a dummy task TextWorld cannot load: (False, []) then."""
     import fast_downward
 
     with engine_call():
@@ -312,4 +259,4 @@ def plan_game(engine, game: dict) -> tuple[bool, list[str]]:
         if _TRANSLATOR_UNSOLVABLE in sas:
             return False, []
         engine.load(game)
-        return goal_reached(engine), replan(engine)
+        return bool(engine.unwrapped._pddl_state.check_goal()), replan(engine)

@@ -1,33 +1,10 @@
 """ALFWorld behind the gentax protocol: the real TextWorld engine on official or generated games.
 
-Games (``source`` option):
-
-- ``"official"``: the ALFWorld release under ``$ALFWORLD_DATA/json_2.1.1`` (or ``data_dir``),
-  listed by alfworld's own ``AlfredTWEnv.collect_game_files`` (solvable games of the chosen
-  task types; movable-receptacle and sliced trials skipped). Our split ``train`` -> ``train``;
-  ``eval`` -> ``eval_out_of_distribution`` (``valid_unseen``), or ``eval_in_distribution``
-  (``valid_seen``) with ``eval_split="eval_in_distribution"``. Task seed ``s`` plays game
-  ``s mod N`` of the split's list in a fixed shuffled order.
-- ``"generated"``: games written by ``gentax.domains.alfworld.scenegen`` from the floor plans
-  the alfworld wheel ships (train and eval on disjoint floor plans), into ``cache_dir``
-  (default ``$GENTAX_CACHE`` or ``~/.cache/gentax``). A game is generated the first time a
-  task is reset (in whichever process resets it), then reused.
-- ``"auto"`` (default): official when ``json_2.1.1`` exists there, else generated.
-
-Observations are the engine's text: on reset the official intro ("-= Welcome to TextWorld,
-ALFRED! =-\\n\\nYou are in the middle of a room. ... \\n\\nYour task is to: put a clean mug in
-coffeemachine."), then the feedback of each command. ``goal`` is the task sentence;
-``admissible`` the engine's admissible commands without "help" (as verl-agent drops it).
-A command that is not admissible is an invalid step (reason ``not_admissible``); an admissible
-command the engine answers with "Nothing happens." is a valid step.
-
-Expert: the fast-downward planner (the planner ``AlfredExpert`` uses). A generated game stores
-the plan found when it was checked; the expert follows it while the agent does, and replans
-from the current state (seconds on a full scene) once the agent leaves it.
-
-Options: ``source``, ``eval_split``, ``data_dir``, ``cache_dir``, ``task_types`` (official or
-short names, see ``scenegen.TASK_TYPES``), ``max_receptacles`` and ``max_objects`` (scene
-size of generated games; None = the whole floor plan). The step limit is ``max_steps``.
+docs/alfworld.md describes the games and splits, the observations, the step rules and the expert.
+Option ``source``: ``"official"`` (the release under ``$ALFWORLD_DATA/json_2.1.1`` or ``data_dir``),
+``"generated"`` (``scenegen``'s games, written into ``cache_dir`` on a task's first reset) or
+``"auto"`` (official when present). The expert follows a generated game's stored plan while the
+agent does, and replans with fast-downward once the agent leaves it.
 """
 
 from __future__ import annotations

@@ -1,51 +1,13 @@
-"""Procedural ALFWorld games in the official format, built from the floor plans alfworld ships.
+"""Procedural ALFWorld games in the official format, built from what the ``alfworld`` wheel ships.
 
-The official ALFWorld games (``$ALFWORLD_DATA/json_2.1.1``) are ALFRED trajectories turned into
-PDDL problems; they are downloaded from a file host, which gentax cannot do at run time. This
-module writes games of the same format and kind from what the ``alfworld`` wheel itself ships:
-
-- the ~120 ALFRED floor plans (``alfworld/gen/layouts/FloorPlanN-objects.json``: the object and
-  receptacle classes in the room; ``-openable.json``: receptacle instances with their real
-  AI2-THOR ids and navigation poses; ``-layout.npy``: reachable floor points);
-- alfworld's object tables (``alfworld.gen.constants``: which receptacle class can hold which
-  object class, which objects can be cleaned / heated / cooled / sliced, which open);
-- alfworld's goal library (``alfworld.gen.goal_library``: the PDDL goal and the two sentence
-  templates of each task type) and its PDDL domain and grammar (``alfworld/data``).
-
-A game is a folder with ``game.tw-pddl`` (JSON: ``pddl_domain``, ``grammar`` with the task
-sentence filled in, ``pddl_problem``, ``solvable``, ``walkthrough``) and ``traj_data.json``
-(``task_type``, ``pddl_params``, ``scene``, ``turk_annotations``...), like an official trial
-folder, so alfworld's own loaders accept it.
-
-Scene recipe (one attempt, all choices from ``random.Random`` seeded by the attempt):
-
-1. Floor plan: uniform among the split's floor plans that can host the task type
-   (``host_floor_plans``: heat / cool need a microwave / fridge, clean a sink basin, look-at a
-   desk lamp on a desk, side table, dresser or shelf). Train and eval use DISJOINT floor plans (``EVAL_FLOOR_PLANS``: ALFRED's
-   unseen-validation rooms 10, 219, 308, 424 plus the 24 test rooms 1-6, 201-206, 301-306,
-   401-406 of ``alfworld.gen.constants``; train: the other 92).
-2. Receptacles: the instances in ``-openable.json`` (real ids and poses), plus one instance of
-   every other receptacle class the room lists (four stove burners, two per pose), placed at
-   random reachable floor points.
-3. Task: uniform among the (object class, receptacle class) pairs valid for the task type in
-   this room (the object class must fit the receptacle; clean/heat/cool targets must be
-   cleanable/heatable/coolable and are never placed in the sink/microwave/fridge itself).
-4. Objects: every placeable object class of the room gets 1-3 instances (pick-two targets 2-3),
-   each in a random receptacle that can hold it; target objects never start in a receptacle of
-   the goal class, so a fresh scene is not already solved. A desk lamp stands on a lamp holder;
-   for look-at tasks it is the toggleable target. Non-placeable room objects (windows, light
-   switches...) are listed at their own floor points, as in official games.
-5. Knobs: ``max_receptacles`` keeps the receptacles the task needs and a random subset of the
-   rest; ``max_objects`` caps placed objects (task objects always kept).
-6. Check with the real engine and its planner (fast downward), on the scene's planning core
-   (the scene without objects the task never touches; see ``pddl_problem``): a scene whose goal
-   already holds, that the planner cannot solve, or whose plan is longer than
-   ``MAX_PLAN_LENGTH`` is rejected and the next attempt is drawn. The plan is stored as the
-   game's ``walkthrough``; the tests replay such walkthroughs on the full games.
-
-Determinism: a game is a pure function of (split, task seed, ``SceneOptions``,
-``GENERATOR_VERSION``); its folder under the cache is named by all four, so equal requests
-share one folder and files are written atomically (parallel workers may race; the bytes agree).
+The official games cannot be downloaded at run time, so this module writes games of the same
+format and kind (a folder with ``game.tw-pddl`` and ``traj_data.json``, which alfworld's own
+loaders accept) from the wheel's ~120 ALFRED floor plans, object tables, goal library, PDDL domain
+and grammar. docs/alfworld.md "Generated games" gives the recipe: floor plan (train and eval on
+disjoint ones, ``EVAL_FLOOR_PLANS``), receptacles, task, objects, knobs, and the check by the real
+engine and planner (``check_game``), whose plan becomes the game's walkthrough. A game is a pure
+function of (split, task seed, ``SceneOptions``, ``GENERATOR_VERSION``), all four in its folder's
+name, so racing workers write the same bytes (atomically).
 """
 
 from __future__ import annotations
@@ -169,10 +131,6 @@ class FloorPlan:
     classes: frozenset[str]  # object and receptacle classes present in the room
     receptacles: tuple[tuple[str, tuple[float, float, int, int]], ...]  # (thor id, pose)
     floor: tuple[tuple[float, float], ...]  # reachable (x, z) points
-
-    @property
-    def name(self) -> str:
-        return f"FloorPlan{self.number}"
 
 
 @functools.lru_cache(maxsize=None)
@@ -348,7 +306,6 @@ def build_scene(plan: FloorPlan, task_type: str, opts: SceneOptions, rng: random
     kept = sorted(required + others)
     if lamp_holder not in kept:
         lamp_holder = None
-    kept_classes = {recs[r][0] for r in kept}
 
     # objects: targets first (always kept), then the room's other classes
     def instances(cls: str) -> int:
@@ -404,12 +361,9 @@ def build_scene(plan: FloorPlan, task_type: str, opts: SceneOptions, rng: random
 def pddl_problem(scene: Scene, name: str, *, task_objects_only: bool = False) -> str:
     """The scene as a PDDL problem laid out like the official ``initial_state.pddl``.
 
-    ``task_objects_only`` keeps only objects of the task's classes (target and lamp): the
-    planning core of the scene. No action's precondition depends on an object the plan never
-    touches, and picking up a non-target object never helps, so this problem is solvable
-    (already solved) exactly when the full one is, and its plans are plans of the full game
-    with the same command text (the same receptacles and target objects get the same names).
-    The blind planner searches it many times faster.
+    ``task_objects_only`` keeps only the task's objects (target and lamp): the planning core, which
+    is solvable (or already solved) exactly when the full problem is, with plans of the same command
+    text, and which the blind planner searches many times faster (docs/alfworld.md, step 5).
     """
     tables = _tables()
     recs = {r: _class_of(r) for r in scene.receptacles}
@@ -487,10 +441,8 @@ def traj_data(scene: Scene, name: str, meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_game(engine, game: dict[str, Any]) -> tuple[str | None, list[str]]:
-    """(rejection reason or None, planner walkthrough) for a candidate game, by the real engine.
-
-    The generator passes the game's planning core (``pddl_problem(task_objects_only=True)``).
-    """
+    """(rejection reason or None, planner walkthrough) for a candidate game (the generator passes
+    its planning core), by the real engine."""
     already, plan = alf_engine.plan_game(engine, game)
     if already:
         return "already_solved", []

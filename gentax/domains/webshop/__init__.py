@@ -1,11 +1,9 @@
 """WebShop: search a product catalog and buy what the instruction asks for (see ``env``).
 
 This module declares the domain (``SPEC``): its action syntax (``webshop_action``) and its
-augmentation sources. Distractors (10 tokens) fit any page: "[AD] 30% off — shop cozy cardigans
-today!" anywhere; "Warning: out of stock wool hoodie (cannot be selected)" after a price on
-result lists; "Extra feature: ..." trivia on item pages. They go between ``[SEP]`` segments but
-never right after a label such as "Instruction:" (pages without ``[SEP]``: at line ends), and no
-button carries their text.
+augmentation sources, 10-token ads, unselectable listings (results pages) and extra features
+(item pages), inserted between ``[SEP]`` segments but never right after a label (pages without
+``[SEP]``: at line ends); no button carries their text.
 """
 
 from __future__ import annotations

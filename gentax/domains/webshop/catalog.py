@@ -1,33 +1,13 @@
 """WebShop product catalogs: a deterministic generator and a reader of the official JSON schema.
 
-The official WebShop data cannot be fetched offline, so gentax ships a generated catalog in the
-official file formats (``data/``, gzipped) and reads official files unchanged when pointed at
-them. The three files, as the official ``web_agent_site`` reads them:
-
-- products, ``items_shuffle*.json``: a list of ``{asin, name, full_description,
-  small_description (list or str), pricing ("$12.99" or "$10.99 - $24.99"),
-  customization_options ({Name: [{value, image}]} or null), images, query, category,
-  product_category ("A › B › C"), ...}``;
-- attributes, ``items_ins_v2*.json``: ``{asin: {attributes, instruction, instruction_attributes}}``;
-- human instructions, ``items_human_ins.json``: ``{asin: [{instruction, instruction_attributes,
-  instruction_options}]}``.
-
-Loading follows the official loader: ASINs longer than 10 characters or duplicated are
-skipped; option names and values are lower-cased ("/" becomes " | "); products without
-annotated attributes get ``["DUMMY_ATTR"]``; a price range is paid at a price drawn uniformly
-inside it. Goals are the human instructions that name at least one attribute; each gets a price
-bound drawn as the official one does (the larger of two of the four next multiples of $10
-above the price) and the text ", and price lower than X dollars". Where the official code draws
-from the global RNG (price in a range, price bound, goal order) we draw from RNGs seeded by the
-ASIN, so a catalog loads identically everywhere. Goal order: shuffled with seed 233 (as
-upstream); the first ``min(500, n // 5)`` goals are the ``eval`` split, the rest ``train``.
-
-Generator (``generate_catalog``): product ``i`` is drawn from its own RNG (seeded by catalog seed
-and ``i``), cycling over 20 product types in five categories (beauty, electronics, fashion, food,
-furniture), so a smaller catalog is exactly a prefix of a larger one. Each product has four
-annotated attributes from its type's pool, some of them in its title and text, and one to two
-option groups. Its human instruction names ``goal_attributes`` of its attributes and
-``goal_options`` of its option values. Regenerate the committed files with
+The official data cannot be fetched offline, so gentax ships a generated catalog in the official
+file formats (``data/``, gzipped: products ``items_shuffle*``, attributes ``items_ins_v2*``, human
+instructions ``items_human_ins*``) and reads official files unchanged (``catalog_dir``).
+``load_catalog`` follows the official loader, except that where it draws from the global RNG
+(price in a range, price bound, goal order) we draw from RNGs seeded by the ASIN, so a catalog
+loads identically everywhere. Goals are shuffled with seed 233 as upstream; the first
+``min(500, n // 5)`` are ``eval``. Product ``i`` of a generated catalog comes from its own RNG, so
+a smaller catalog is a prefix of a larger one. Regenerate the committed files with
 ``python -m gentax.domains.webshop.catalog --out gentax/domains/webshop/data``.
 """
 
@@ -257,9 +237,6 @@ class Catalog:
     goals: list[dict[str, Any]]
     engine: SearchEngine
 
-    def split_goals(self, split: str) -> list[dict[str, Any]]:
-        return split_goals(self.goals, split)
-
 
 def split_goals(goals: list[dict[str, Any]], split: str) -> list[dict[str, Any]]:
     """The ``eval`` goals are the first ``min(500, n // 5)`` of the fixed order, ``train`` the rest."""
@@ -301,7 +278,9 @@ def _parse_pricing(pricing: Any) -> tuple[list[float], str]:
 
 
 def load_catalog(raw: dict[str, Any], num_products: int | None = None) -> Catalog:
-    """Load official-schema objects (see the module docstring) into products, goals and an index."""
+    """Load official-schema objects as the official loader does (ASINs over 10 characters or repeated
+    skipped, options lower-cased, ``DUMMY_ATTR`` for unannotated products) into products, goals
+    (human instructions naming an attribute, with a price bound) and a search index."""
     products, by_asin, prices = [], {}, {}
     items = raw["products"] if num_products is None else raw["products"][:num_products]
     for item in items:
@@ -343,7 +322,7 @@ def load_catalog(raw: dict[str, Any], num_products: int | None = None) -> Catalo
             wanted = instruction.get("instruction_attributes") or []
             if not wanted:
                 continue
-            bounds = [p for p in PRICE_STEPS if p > prices[asin]][:4]
+            bounds = [p for p in PRICE_STEPS if p > prices[asin]][:4]  # upstream: the larger of two of these
             if len(bounds) >= 2:
                 price_upper = max(random.Random(f"goal-price/{asin}/{k}").sample(bounds, 2))
                 price_text = f", and price lower than {price_upper:.2f} dollars"
@@ -368,11 +347,8 @@ def load_catalog(raw: dict[str, Any], num_products: int | None = None) -> Catalo
 
 @functools.lru_cache(maxsize=8)
 def get_catalog(catalog_dir: str | None, catalog_size: int | None, goal_attributes: int, goal_options: int, seed: int) -> Catalog:
-    """The catalog an env uses, cached per process (envs of one process share it).
-
-    ``catalog_dir`` None: the committed generated catalog when the generator parameters are its
-    defaults (truncated to ``catalog_size``), else a catalog generated in memory.
-    """
+    """The catalog an env uses, cached per process. Without ``catalog_dir``: the committed generated
+    catalog (cut to ``catalog_size``) for the default generator parameters, else one made in memory."""
     if catalog_dir is not None:
         return load_catalog(read_catalog_files(catalog_dir), catalog_size)
     size = DEFAULT_PARAMS["num_products"] if catalog_size is None else catalog_size

@@ -1,25 +1,11 @@
 """The WebShop site as a text state machine, without the gentax protocol (what the env wraps).
 
-Pages and their text follow the official WebShop text env (``observation_mode="text"``: the
-visible strings of the page joined by `` [SEP] ``), minus the "WebShop / Instruction: / <goal>"
-header that verl-agent strips too (the goal travels separately):
-
-- search:   ``Search``
-- results:  ``Back to Search [SEP] Page 1 (Total results: 50) [SEP] [< Prev [SEP]] Next > [SEP]
-  <ASIN> [SEP] <title> [SEP] <price> ...`` (10 products a page, top 50 hits)
-- item:     ``Back to Search [SEP] < Prev [SEP] <option name> [SEP] <value> ... [SEP] <title> [SEP]
-  Price: <price> [SEP] Rating: N.A. [SEP] Description [SEP] Features [SEP] Reviews [SEP] Buy Now``
-- Description / Features / Reviews (/ Attributes with ``show_attrs``): ``Back to Search [SEP]
-  < Prev [SEP] <content>``
-- done:     ``Thank you for shopping with us! [SEP] Your score (min 0.0, max 1.0) [SEP] <score>``
-
-Actions, exactly as upstream: ``search[query]`` and ``click[<clickable>]``, where clickables are
-the page's buttons and product links, lower-cased, and the item page's option values. Admissible
-actions are listed as verl-agent lists them: ``search[<your query>]`` when the page has a search
-bar, then ``click[...]`` per clickable. Unlike upstream's text env (which runs a search from any
-page and ignores unknown clicks with reward 0), an action the current page does not offer is
-rejected with ``InvalidAction`` and changes nothing. ``Buy Now`` ends the episode with
-WebShop's purchase score (``gentax.domains.webshop.reward``).
+Pages, their text and the actions follow the official text env (``observation_mode="text"``: the
+page's visible strings joined by `` [SEP] ``; ``search[query]`` and ``click[<clickable>]``), minus
+the "WebShop / Instruction: / <goal>" header that verl-agent strips too; docs/domains.md "WebShop"
+shows each page. Admissible actions are listed as verl-agent lists them. Unlike upstream (which
+ignores an unknown click with reward 0), an action the page does not offer raises
+``InvalidAction`` and changes nothing. ``Buy Now`` ends the episode with WebShop's score.
 """
 
 from __future__ import annotations
@@ -58,6 +44,11 @@ def check_action(action: str, done: bool, has_search_bar: bool, clickables: Coll
     elif arg not in clickables:
         raise InvalidAction("not_admissible", f"nothing to click named {arg[:60]!r} on this page")
     return verb, arg
+
+
+def admissible_actions(has_search_bar: bool, clickables: Collection[str]) -> tuple[str, ...]:
+    """A page's admissible actions as verl-agent lists them."""
+    return ((SEARCH_TEMPLATE,) if has_search_bar else ()) + tuple(f"click[{c}]" for c in clickables)
 
 
 class WebShopEngine:
@@ -176,8 +167,7 @@ class WebShopEngine:
             clicks = [BACK, PREV]
         self.text = SEP.join(p.strip() for p in parts)
         self.clickables = {c: links.get(c) for c in clicks}
-        head = (SEARCH_TEMPLATE,) if page == "search" else ()
-        self.admissible = head + tuple(f"click[{c}]" for c in self.clickables)
+        self.admissible = admissible_actions(page == "search", self.clickables)
 
     # ---- expert ------------------------------------------------------------------------------------
     def expert_action(self) -> str:

@@ -1,26 +1,10 @@
 """WebShop behind the gentax protocol: search -> results -> item page with options -> Buy Now.
 
-Site, page texts and actions: ``gentax.domains.webshop.engine`` (the official text env's pages
-and ``search[...]`` / ``click[...]`` actions). Score: ``gentax.domains.webshop.reward`` (the
-official WebShop score). Catalog: ``gentax.domains.webshop.catalog`` (a committed generated
-catalog in the official schema, or official files via ``catalog_dir``).
-
-A task is one goal (human instruction) of the split: ``task(seed)`` takes goal
-``seed % len(split goals)`` of the fixed goal order, so seeds 0..n-1 are n distinct tasks
-(``spec["goal_index"]``: its position in the whole goal order).
-``Buy Now`` ends the episode: won (reward 10) when WebShop's score is exactly 1.0, else a
-failure; ``info["webshop_score"]`` carries the raw score on that step.
-
-Options (difficulty knobs): ``catalog_size`` (products loaded; None = all, 300 generated),
-``goal_attributes`` (1..4, attributes named per instruction, generated catalogs only),
-``goal_options`` (0..2, option values named per instruction, generated catalogs only),
-``catalog_seed`` (generator seed), ``catalog_dir`` (a folder with official files
-items_shuffle*.json, items_ins_v2*.json, items_human_ins.json, optionally gzipped),
-``show_attrs`` (offer the Attributes sub page, as upstream's flag), ``backend`` ("gentax", or
-"official": the official ``web_agent_site`` text env with its own data, see ``official``; then
-``catalog_size`` must be one of its index sizes), ``results_per_page`` (products listed per
-results page; 10 as upstream; fewer makes shorter pages for small models; backend "gentax"
-only). The step limit (15) is ``max_steps``.
+docs/domains.md "WebShop" describes the site, the score, the catalog and the knobs. Task seed
+``s`` plays goal ``s % len(split goals)`` of the fixed goal order (``spec["goal_index"]``: its
+place in the whole order). ``Buy Now`` ends the episode: won when WebShop's score is exactly 1.0,
+else failed; ``info["webshop_score"]`` carries the raw score on that step. Backend ``"gentax"``
+steps ``engine.WebShopEngine`` on a ``catalog``; ``"official"`` the official text env (``official``).
 """
 
 from __future__ import annotations

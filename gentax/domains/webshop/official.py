@@ -1,29 +1,22 @@
 """The official WebShop (``web_agent_site``) behind the same engine interface, when importable.
 
-``WebshopEnv(backend="official")`` uses this instead of gentax's own engine: the official
-``WebAgentTextEnv`` (``observation_mode="text"``: its SimServer, Lucene search, HTML pages and
-``get_reward``) with the official data it was installed with. It is not installable offline
-(pyserini + a Lucene index, a spaCy model, data on a file-sharing site), so the tests that use
-it skip when it is absent.
-
-Adaptation, the same as for our engine: the "WebShop / Instruction: / <goal>" header is cut
-from the observation, admissible actions are listed verl-agent's way (``search[<your query>]``
-when there is a search bar, ``click[...]`` per clickable, minus the search button), and an action
-the page does not offer is an invalid step (upstream would ignore it with reward 0). The goals
-are the server's (human goals, shuffled with seed 233 upstream); gentax's eval split is the first
-``min(500, n // 5)``. Upstream draws goal price bounds and range prices from the *global* RNG
-while loading, so the server is built with the global RNG seeded and restored afterwards:
-goals are the same in every process, and nothing leaks.
+``WebshopEnv(backend="official")`` steps the official ``WebAgentTextEnv`` (its SimServer, Lucene
+search, pages and ``get_reward``) with the data it was installed with, adapted as our engine is:
+no header, verl-agent's admissible list, and an action the page does not offer is an invalid step.
+It cannot be installed offline, so its tests skip where it is absent. Upstream draws goal price
+bounds from the *global* RNG while loading, so the server is built with that RNG seeded and
+restored afterwards: goals are the same in every process, and nothing leaks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 import re
 from typing import Any, Mapping
 
-from gentax.domains.webshop.engine import PRODUCT_WINDOW, SEARCH_TEMPLATE, SEP, ExpertView, check_action, expert_action
+from gentax.domains.webshop.engine import PRODUCT_WINDOW, SEP, ExpertView, admissible_actions, check_action, expert_action
 from gentax.errors import GentaxError
 
 SUPPORTED_SIZES = (None, 100, 1000, 100000)  # the official search indexes
@@ -53,16 +46,14 @@ def official_server(num_products: int | None, show_attrs: bool):
     return env.server
 
 
-class _seeded_global_rng:
-    def __init__(self, seed: int):
-        self.seed = seed
-
-    def __enter__(self):
-        self.state = random.getstate()
-        random.seed(self.seed)
-
-    def __exit__(self, *exc):
-        random.setstate(self.state)
+@contextlib.contextmanager
+def _seeded_global_rng(seed: int):
+    state = random.getstate()
+    random.seed(seed)
+    try:
+        yield
+    finally:
+        random.setstate(state)
 
 
 _HEADER_PARTS = 4  # the header is "WebShop", "Instruction:", "<goal>" at the top of every page
@@ -121,8 +112,7 @@ class OfficialEngine:
         available_actions = self.env.get_available_actions()
         self.has_search_bar = bool(available_actions["has_search_bar"])
         self.clickables = [c for c in available_actions["clickables"] if c != "search"]
-        head = (SEARCH_TEMPLATE,) if self.has_search_bar else ()
-        self.admissible = head + tuple(f"click[{c}]" for c in self.clickables)
+        self.admissible = admissible_actions(self.has_search_bar, self.clickables)
 
     def expert_action(self) -> str:
         session = self.server.user_sessions[self.env.session]

@@ -2,23 +2,13 @@
 
     score = r_type * (attribute matches + option matches + price ok) / (#attributes + #options + 1)
 
-- attribute match: a goal attribute fuzzily matches one of the product's annotated attributes
-  (thefuzz ``token_set_ratio`` > 85), or occurs verbatim in its lower-cased title, bullet
-  points or description;
-- option match: a goal option fuzzily matches (> 85) one of the chosen options, both first
-  mapped to the first colour word they contain (WebShop's colour vocabulary, alphabetical);
-- price ok: the price paid is at most the goal's upper bound;
-- r_type (product type): 1.0 when the purchased and the goal product share the search query,
-  or two product-category levels, or more than 20 % of the goal title's nouns; else 0.5; then
-  0.1 when under 10 % of the goal title's nouns match and 0.0 when none does.
-
-Success is a score of exactly 1.0.
-
-Deviation, on purpose: the official title-noun test uses spaCy's ``en_core_web_sm`` tagger, a
-model download. Offline we approximate "nouns" by content words: alphabetic tokens of two or
-more letters that are not function words (see ``title_nouns``). A goal whose ``goal_options``
-is a dict (synthetic goals) is matched on its values. Fuzzy
-scores use rapidfuzz with thefuzz's preprocessing and rounding, which is what thefuzz runs.
+An attribute matches a product attribute fuzzily (thefuzz ``token_set_ratio`` > 85) or occurs in
+its title, bullet points or description; an option matches a chosen option fuzzily, both first
+mapped to their first colour word; r_type is 1.0 on a shared query, two shared category levels or
+over 20 % of the goal title's nouns, else 0.5, then 0.1 under 10 % and 0.0 with none. Success is a
+score of exactly 1.0. One deviation: the official noun test uses spaCy's tagger (a model
+download); we take content words for nouns (``title_nouns``). Fuzzy scores use rapidfuzz with
+thefuzz's preprocessing and rounding, which is what thefuzz runs.
 """
 
 from __future__ import annotations
@@ -122,12 +112,8 @@ def option_matches(chosen: Iterable[str], goal_options: Sequence[str]) -> int:
 def purchase_score(
     purchased: Mapping[str, Any], goal: Mapping[str, Any], price: float, chosen_options: Mapping[str, str]
 ) -> tuple[float, dict[str, Any]]:
-    """WebShop's score in [0, 1] for buying ``purchased`` at ``price`` with ``chosen_options``.
-
-    ``purchased`` is a loaded product (keys query, product_category, name, Title, BulletPoints,
-    Description, Attributes); ``goal`` has query, product_category, name, attributes,
-    goal_options (a list of option texts) and price_upper.
-    """
+    """WebShop's score in [0, 1] for buying ``purchased`` (a loaded product, ``catalog.load_catalog``)
+    at ``price`` with ``chosen_options``, and its parts."""
     r_type = type_reward(purchased, goal)
     attributes = list(goal["attributes"])
     options = list(goal["goal_options"].values() if isinstance(goal["goal_options"], dict) else goal["goal_options"])
