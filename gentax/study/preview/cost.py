@@ -45,6 +45,8 @@ from gentax import io as gio
 from gentax.study import dag
 from gentax.study import paths as gpaths
 from gentax.study import plan as gplan
+from gentax.study.jobs import resolved_rl
+from gentax.train import runs as truns
 from gentax.errors import ConfigError
 
 
@@ -386,9 +388,6 @@ def disk_need(cfg: dict, planned: Iterable[Work], at_once: int | None = None) ->
     its weights in ``rl.dtype`` and an AdamW state of 8 bytes a parameter; the verl engine exports
     bf16 weights and keeps one FSDP checkpoint (12 bytes a parameter) as its resume state; a LoRA
     run's optimizer state is not counted."""
-    from gentax.study.jobs import resolved_rl
-    from gentax.train import runs as truns
-
     planned = list(planned)
     params = parameter_count(trained_model_config(cfg))
     rl = resolved_rl(cfg, save_every=int(cfg["rl"]["save_every"]))
