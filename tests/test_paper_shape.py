@@ -40,6 +40,7 @@ def measured_config(layers: int, section: str, tmp: Path, gpu_gib: float = GPU_T
     measuring GPU and the stand-in's shape (the paper's config.json at ``layers`` layers and the
     stand-in tokenizer's vocabulary)."""
     from gentax.io import deep_merge, read_yaml
+    from gentax.study.config import with_step_limits
 
     shape = tmp / f"shape_L{layers}.json"
     shape.write_text(json.dumps({**PAPER, **TOKENIZER, "num_hidden_layers": layers}))
@@ -48,7 +49,7 @@ def measured_config(layers: int, section: str, tmp: Path, gpu_gib: float = GPU_T
         layer["rl"] = RL_ONE_GPU
     else:
         layer["inits"] = {"v2": {"sft": SFT_ONE_GPU}}
-    return deep_merge(read_yaml(REPO / "config" / "config.yaml"), layer)
+    return with_step_limits(deep_merge(read_yaml(REPO / "config" / "config.yaml"), layer))
 
 
 def test_the_memory_check_meets_the_measured_peaks_within_15_percent(tmp_path):
