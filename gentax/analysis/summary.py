@@ -1,38 +1,14 @@
 """Load and validate the analysis inputs; reduce checkpoints to per-seed and per-run values.
 
-Success summary (CSV or Parquet), long format, one row per (run, checkpoint, eval domain):
+The success summary (long format, one row per run, checkpoint and eval domain) and the properties
+table: columns and what is rejected, docs/tables.md "Inputs". Bad input is one ``GentaxError``
+naming the problem and the offending rows ("row N": the 1-based data row, line N+1 of a CSV;
+"<file> row N" when several files are read together).
 
-    init          v1 | v2 (case-insensitive)
-    train_domain  alfworld | webshop | sokoban | sciworld, or ``base`` for the initial policy
-    variant       default | aug | nothink | ... (free text; a base row's variant is usually
-                  ``default``)
-    seed          int
-    step          int >= 0 (base rows: 0)
-    eval_domain   alfworld | webshop | sokoban | sciworld
-    success       fraction in [0, 1]
-    invalid_rate  optional, fraction in [0, 1]
-    episodes      optional, episodes behind ``success`` (int > 0); enables episode bootstrap
-    errors        optional, episodes an env failure ended (a dead JVM), not in ``success``
-                  unless the eval counted them as failures (``gentax eval --errors-as-losses``)
-    error_rate    optional, fraction in [0, 1]: errors / episodes played; the tables flag it
-    task_outcomes optional, success per held-out task as ``"<task_seed>:<fraction> ..."`` (the
-                  eval's scored episodes; ``format_task_outcomes``); its mean must equal
-                  ``success``. Where a run's and its initial policy's rows have it, ΔID gets a
-                  bootstrap interval paired over tasks (``stats.delta_id_interval``)
-
-Properties (CSV or Parquet): ``domain``, ``richness``, ``complexity`` and optional extra
-numeric measures, one row per domain.
-
-Bad input raises ``GentaxError`` naming the problem and the offending rows ("row N" is the
-1-based data row, i.e. line N+1 of a CSV file with its header; "<file> row N" when several
-files are read together).
-
-A run's value (STUDY.md "Evaluation"): for each seed, the mean over the window's checkpoints;
-then mean and sample std over seeds. A seed that lacks any of the window's checkpoints is left
-out (and reported), never averaged over fewer checkpoints. Base rows are step 0 and do not
-use the window. An init's domains are its config's (``inits.<init>.domains``, handed in as
-``Settings.init_domains``; the paper's V1 has no SciWorld): rows of an init that involve another
-domain, as training or evaluation domain, are dropped, with a note.
+A run's value (STUDY.md "Evaluation"): per seed, the mean over the window's checkpoints; then mean
+and sample std over seeds. A seed lacking any of the window's checkpoints is left out (and noted),
+never averaged over fewer. Base rows are step 0 and do not use the window. Rows of an init that
+involve a domain outside its config's ``inits.<init>.domains`` are dropped, with a note.
 """
 
 from __future__ import annotations
@@ -161,14 +137,17 @@ def _fail(problem: str, df: pd.DataFrame, mask, columns: Sequence[str]) -> None:
         raise GentaxError(f"{problem}: {_describe_rows(df, mask, columns)}")
 
 
-def _require_columns(df: pd.DataFrame, required: Sequence[str], what: str) -> None:
-    missing = [c for c in required if c not in df.columns]
+def _checked_copy(raw: pd.DataFrame, required: Sequence[str], what: str) -> pd.DataFrame:
+    """A copy of ``raw`` with ``_where`` (for the messages), once it has the ``required`` columns and rows."""
+    missing = [c for c in required if c not in raw.columns]
     if missing:
-        raise GentaxError(
-            f"{what} is missing column(s) {', '.join(missing)}; it has {', '.join(map(str, df.columns))}"
-        )
-    if df.empty:
+        raise GentaxError(f"{what} is missing column(s) {', '.join(missing)}; it has {', '.join(map(str, raw.columns))}")
+    if raw.empty:
         raise GentaxError(f"{what} has no rows")
+    df = raw.reset_index(drop=True).copy()
+    if "_where" not in df.columns:
+        df["_where"] = [f"row {i}" for i in range(1, len(df) + 1)]
+    return df
 
 
 def _as_integers(df: pd.DataFrame, column: str, key: Sequence[str]) -> pd.Series:
@@ -229,10 +208,7 @@ def _check_task_outcomes(df: pd.DataFrame) -> None:
 
 def validate_summary(raw: pd.DataFrame) -> pd.DataFrame:
     """Return a clean copy of a success summary (see module docstring) or raise GentaxError."""
-    _require_columns(raw, SUMMARY_COLUMNS, "success summary")
-    df = raw.reset_index(drop=True).copy()
-    if "_where" not in df.columns:
-        df["_where"] = [f"row {i}" for i in range(1, len(df) + 1)]
+    df = _checked_copy(raw, SUMMARY_COLUMNS, "success summary")
     shown = list(ROW_KEY) + ["success"]
     for column in ("init", "train_domain", "variant", "eval_domain"):
         _fail(f"{column} is missing", df, df[column].isna(), shown)
@@ -271,10 +247,7 @@ def validate_summary(raw: pd.DataFrame) -> pd.DataFrame:
 
 def validate_properties(raw: pd.DataFrame) -> pd.DataFrame:
     """Return a clean copy of the properties table, indexed by domain, or raise GentaxError."""
-    _require_columns(raw, PROPERTY_COLUMNS, "properties")
-    df = raw.reset_index(drop=True).copy()
-    if "_where" not in df.columns:
-        df["_where"] = [f"row {i}" for i in range(1, len(df) + 1)]
+    df = _checked_copy(raw, PROPERTY_COLUMNS, "properties")
     shown = list(PROPERTY_COLUMNS)
     _fail("domain is missing", df, df["domain"].isna(), shown)
     df["domain"] = df["domain"].astype(str).str.strip().str.lower()
@@ -347,12 +320,8 @@ def cell_means(rows: pd.DataFrame, column: str = "success") -> pd.DataFrame:
     eval_domain); columns ``mean_pct``, ``std_pct`` (NaN with one seed), ``n_seeds``."""
     per_seed = seed_values(rows.dropna(subset=[column]), column)
     grouped = per_seed.groupby(list(CELL_KEY))[column]
-    out = pd.DataFrame({
-        "mean_pct": grouped.mean() * 100.0,
-        "std_pct": grouped.std(ddof=1) * 100.0,
-        "n_seeds": grouped.size(),
-    })
-    return out
+    return pd.DataFrame({"mean_pct": grouped.mean() * 100.0, "std_pct": grouped.std(ddof=1) * 100.0,
+                         "n_seeds": grouped.size()})
 
 
 def summarize_evals(paths, keys) -> "pd.DataFrame":
