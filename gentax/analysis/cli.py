@@ -1,14 +1,7 @@
-"""``gentax tables``: every table, statistic and figure from a success summary; and the workflow's
-bookkeeping verbs, each run on a job spec (``gentax.study.jobs``).
-
-    gentax tables --summary S --properties P --out DIR [--window 105,120,135,150]
-                  [--bootstrap N] [--seed S] [--no-figures] [...]
-    gentax summarize --job SPEC          gentax table --job SPEC        gentax figure --job SPEC
-    gentax properties-table --job SPEC   gentax controls-properties-table --job SPEC
-
-Everything is built in a temporary folder and then moved to DIR (nothing half-written); DIR
-must be absent, empty or an earlier output of this command. See ``docs/tables.md``.
-"""
+"""``gentax tables``: every table, statistic and figure from a success summary, written to DIR
+atomically (DIR absent, empty or an earlier output; docs/tables.md); and the workflow's bookkeeping
+verbs (``summarize``, ``table``, ``figure``, ``properties-table``), each run on a job spec
+(``gentax.analysis.jobs``)."""
 
 from __future__ import annotations
 

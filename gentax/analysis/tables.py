@@ -609,10 +609,6 @@ def table6_relative_change(analysis: Analysis, name: str = "table6_relative_chan
                      ": empty, the V2 SFT mix was not given (config inits.v2.sft.mix; Settings.sft_mix)")])
 
 
-def _last_checkpoints(run_rows: pd.DataFrame, count: int) -> tuple[int, ...]:
-    return tuple(sorted(run_rows["step"].unique())[-count:])
-
-
 def table4_extended(summary: pd.DataFrame, values: Values) -> tuple[Table, pd.DataFrame]:
     """Runs longer than the default window: ΔID, OOD success and ranking score at the default
     window and at the run's own last checkpoints (as many as the window has). At the late
@@ -627,7 +623,7 @@ def table4_extended(summary: pd.DataFrame, values: Values) -> tuple[Table, pd.Da
     records, notes, late_rows = [], [], []
     for init, train in long_runs:
         run_rows = trained[(trained["init"] == init) & (trained["train_domain"] == train)]
-        late_window = _last_checkpoints(run_rows, len(s.window))
+        late_window = tuple(sorted(run_rows["step"].unique())[-len(s.window):])
         rows, run_notes = window_rows(run_rows, late_window)
         notes += run_notes
         with_base = pd.concat([rows, summary[summary["train_domain"] == BASE]])
@@ -644,10 +640,8 @@ def table4_extended(summary: pd.DataFrame, values: Values) -> tuple[Table, pd.Da
                       "n_seeds": source.cell(init, train, DEFAULT_VARIANT, train)["n_seeds"],
                       **source.delta_id_evidence(init, train)}
             ood = source.ood(init, train)
-            for domain in DOMAINS:
-                record[f"ood_{domain}_pct"] = ood.get(domain, math.nan)
-            for domain in DOMAINS:
-                record[f"rank_{domain}"] = ranks.get((train, domain), math.nan)
+            record.update({f"ood_{domain}_pct": ood.get(domain, math.nan) for domain in DOMAINS})
+            record.update({f"rank_{domain}": ranks.get((train, domain), math.nan) for domain in DOMAINS})
             record["ranking_score"] = scores.get(train, math.nan)
             records.append(record)
     family = mark_resolved(records, "delta_id", s.test_level)
@@ -723,13 +717,11 @@ def to_latex(table: Table) -> str:
     if not len(frame.columns):
         return f"% {table.title}: no columns\n"
     styler = frame.style.hide(axis="index").format(escape="latex").format_index(escape="latex", axis=1)
-    text = styler.to_latex(hrules=True, column_format="l" * len(frame.columns))
+    header = [f"% {table.title}"] + [f"% note: {n}" for n in table.notes]
+    text = "\n".join(header) + "\n" + styler.to_latex(hrules=True, column_format="l" * len(frame.columns))
     for old, new in _LATEX_REPLACEMENTS.items():
         text = text.replace(old, new)
-    header = [f"% {table.title}"] + [f"% note: {n}" for n in table.notes]
-    for old, new in _LATEX_REPLACEMENTS.items():
-        header = [h.replace(old, new) for h in header]
-    return "\n".join(header) + "\n" + text
+    return text
 
 
 TABLE_FORMATS = ("csv", "md", "tex")
@@ -737,11 +729,8 @@ TABLE_FORMATS = ("csv", "md", "tex")
 
 def render(table: Table) -> dict[str, str]:
     """The table's file contents by format: CSV (empty = missing), Markdown, LaTeX."""
-    return {
-        "csv": table.data.to_csv(index=False, na_rep="", float_format="%.10g"),
-        "md": to_markdown(table),
-        "tex": to_latex(table),
-    }
+    return {"csv": table.data.to_csv(index=False, na_rep="", float_format="%.10g"), "md": to_markdown(table),
+            "tex": to_latex(table)}
 
 
 def write_table(table: Table, folder: Path) -> list[Path]:
@@ -955,15 +944,8 @@ def _describe_input(source) -> dict | list | None:
     return {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
 
-def build_all(
-    summary,
-    properties,
-    out_dir: str | os.PathLike,
-    *,
-    figures: bool = True,
-    controls=None,
-    **options,
-) -> Analysis:
+def build_all(summary, properties, out_dir: str | os.PathLike, *, figures: bool = True, controls=None,
+              **options) -> Analysis:
     """Compute everything and write it to ``out_dir``, replaced atomically; it must be absent, empty
     or an earlier output of this function (it has ``manifest.json``). ``summary`` / ``properties``
     / ``controls``: paths (CSV/Parquet) or DataFrames (the last two may be None); ``options``: the
