@@ -11,11 +11,9 @@
      "machine": {"platform", "python", "cpu", "cores", "gpus"},
      "created": UTC time}
 
-Keys whose subject a job does not have are left out. The workflow's jobs (``job_record``, on their job spec) embed the
-record in JSON results (evaluation summaries, property logs, a run's segment manifests) and
-writes it beside other outputs as ``<stem>.provenance.json`` (``beside``): tables, figures, SFT
-model folders. ``report_labels`` turns a record into the columns the Snakemake report shows.
-Reading package versions never imports the packages (importlib.metadata), so it is cheap.
+Keys whose subject a job does not have are left out. The jobs (``job_record``) embed it in JSON
+results or write it beside an output (``beside``: ``<stem>.provenance.json``); ``report_labels``
+is what the Snakemake report shows. Package versions come from importlib.metadata (no imports).
 """
 
 from __future__ import annotations
