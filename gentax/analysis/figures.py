@@ -127,14 +127,9 @@ def delta_ood_thinking(analysis, name: str = "delta_ood_thinking") -> Figure:
 
 
 def mixture_delta_ood(analysis, name: str = "mixture_delta_ood") -> Figure:
-    """The ``mixture_ood`` table's bars (``mixture_bars``)."""
-    return mixture_bars(analysis.table("mixture_ood"))
-
-
-def mixture_bars(table) -> Figure:
-    """One group of bars per mixture (init, mixture, variant): the mixture run first (hatched),
-    then each member's own run; error bars = the 95% bootstrap interval where there is one."""
-    data = table.data
+    """The ``mixture_ood`` table's bars, one group per mixture (init, mixture, variant): the mixture
+    run first (hatched), then each member's own run; error bars = the 95% interval where there is one."""
+    data = analysis.table("mixture_ood").data
     fig = _new_figure(max(5.5, 0.55 * len(data) + 2.5), 4.5, left=0.12, bottom=0.3)
     ax = fig.add_subplot()
     ax.set_title("Training on a mixture: ΔOOD over the domains outside it")

@@ -193,10 +193,8 @@ def parse_task_outcomes(text: str) -> dict[int, float]:
 def _check_task_outcomes(df: pd.DataFrame) -> None:
     """Each given ``task_outcomes`` parses and its mean is the row's ``success``."""
     for where, text, success in zip(df["_where"], df[TASK_OUTCOMES], df["success"]):
-        if not isinstance(text, str):
-            if pd.isna(text):
-                continue
-            text = str(text)
+        if not isinstance(text, str) and pd.isna(text):
+            continue
         try:
             outcomes = parse_task_outcomes(text)
         except ValueError as exc:
@@ -214,14 +212,9 @@ def validate_summary(raw: pd.DataFrame) -> pd.DataFrame:
         _fail(f"{column} is missing", df, df[column].isna(), shown)
         df[column] = df[column].astype(str).str.strip().str.lower()
     _fail(f"unknown init (valid: {', '.join(INITS)})", df, ~df["init"].isin(INITS), shown)
-    _fail(
-        f"unknown train_domain (valid: {', '.join(DOMAINS + (BASE,))}, or a mixture such as alfworld+webshop)",
-        df, ~df["train_domain"].map(_known_train_domain), shown,
-    )
-    _fail(
-        f"unknown eval_domain (valid: {', '.join(DOMAINS)})",
-        df, ~df["eval_domain"].isin(DOMAINS), shown,
-    )
+    _fail(f"unknown train_domain (valid: {', '.join(DOMAINS + (BASE,))}, or a mixture such as alfworld+webshop)",
+          df, ~df["train_domain"].map(_known_train_domain), shown)
+    _fail(f"unknown eval_domain (valid: {', '.join(DOMAINS)})", df, ~df["eval_domain"].isin(DOMAINS), shown)
     _fail("variant is empty", df, df["variant"] == "", shown)
     df["seed"] = _as_integers(df, "seed", shown)
     df["step"] = _as_integers(df, "step", shown)
@@ -239,9 +232,8 @@ def validate_summary(raw: pd.DataFrame) -> pd.DataFrame:
         df["episodes"] = episodes.astype(float)  # float keeps NaN for rows without a count
     if TASK_OUTCOMES in df.columns:
         _check_task_outcomes(df)
-    duplicated = df.duplicated(list(ROW_KEY), keep=False)
     _fail("duplicate rows (same init, train_domain, variant, seed, step, eval_domain)",
-          df, duplicated, shown)
+          df, df.duplicated(list(ROW_KEY), keep=False), shown)
     return df
 
 
