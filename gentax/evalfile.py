@@ -74,8 +74,7 @@ def read_eval(json_path: str | os.PathLike) -> tuple[dict[str, Any], Any]:
         expected = doc.get(DIGESTS, {}).get(Path(path).name)
         problem = gio.digest_problem(path, expected) if expected else None
         if problem:
-            state = "is missing" if problem == "missing" else f"is corrupt ({problem})"
-            raise GentaxError(f"{path} {state}; {hint}")
+            raise gio.result_problem(path, problem, hint)
         tables[name] = gio.read_result_parquet(path, fix=hint)
     summary = doc.get("summary", doc)  # a property log nests its summary
     if summary.get("success_rate") is None:

@@ -46,12 +46,9 @@ _LIVE_TEMPORARIES: set[Path] = set()
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success move it onto ``path``.
-
-    Works for files and folders: whatever the body creates at the yielded path replaces
-    ``path``. On an exception the temporary is removed and ``path`` is left untouched. First
-    removes the temporaries that killed writes of ``path`` left (``remove_temporaries``).
-    """
+    """Yield a temporary path beside ``path``; on success whatever the body created there (a file or
+    a folder) replaces ``path``; on an exception ``path`` is left untouched. First removes what
+    killed writes of ``path`` left (``remove_temporaries``)."""
     path = Path(path)
     with refused_writes(path):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -159,10 +156,9 @@ def _commit(target: Path, path: Path) -> None:
 
 
 def _new_temporary(path: Path):
-    """A fresh temporary folder beside ``path`` with its writer file locked by this process.
-
-    A cleaner may take a just-made temporary for a dead writer's (its writer file is not locked
-    yet) and remove it: then the lock fails or the writer file is gone, and we make another."""
+    """A fresh temporary folder beside ``path`` with its writer file locked by this process. A
+    cleaner may take a just-made one for a dead writer's (not locked yet) and remove it: then the
+    lock fails or the writer file is gone, and we make another."""
     while True:
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent))
         _LIVE_TEMPORARIES.add(tmp)
@@ -190,9 +186,7 @@ def _remove_if_abandoned(tmp: Path) -> bool:
         return True
     try:
         writer = open(tmp / WRITER_FILE, "a")
-    except FileNotFoundError:  # removed meanwhile
-        return False
-    except OSError:  # not ours to open (another user's): leave it
+    except OSError:  # removed meanwhile, or not ours to open (another user's): leave it
         return False
     with writer:
         try:
@@ -245,12 +239,9 @@ def default_cache_dir() -> Path:
 
 
 def file_digest(path: str | os.PathLike) -> dict[str, Any]:
-    """{"bytes": size, "sha256": hex} of one file (read in 8 MiB blocks)."""
-    sha = hashlib.sha256()
+    """{"bytes": size, "sha256": hex} of one file."""
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 23), b""):
-            sha.update(block)
-    return {"bytes": os.path.getsize(path), "sha256": sha.hexdigest()}
+        return {"bytes": os.path.getsize(path), "sha256": hashlib.file_digest(fh, "sha256").hexdigest()}
 
 
 def digest_problem(path: str | os.PathLike, expected: dict[str, Any], deep: bool = True) -> str | None:
@@ -302,7 +293,8 @@ def rebuild_hint(path: str | os.PathLike) -> str:
     return f"rebuild it: snakemake --force {path} (with the --profile/--configfile of the run)"
 
 
-def _result_problem(path: Path, problem: str, fix: str | None) -> GentaxError:
+def result_problem(path: str | os.PathLike, problem: str, fix: str | None = None) -> GentaxError:
+    """The error of a result that is "missing" or damaged (``problem``), naming it and ``fix``."""
     state = "is missing" if problem == "missing" else f"is corrupt ({problem})"
     return GentaxError(f"{path} {state}; {fix or rebuild_hint(path)}")
 
@@ -312,14 +304,14 @@ def read_result_json(path: str | os.PathLike, *, keys: Iterable[str] = (), fix: 
     (a cut file) or without a key: one GentaxError naming it and ``fix`` (default ``rebuild_hint``)."""
     path = Path(path)
     if not path.is_file():
-        raise _result_problem(path, "missing", fix)
+        raise result_problem(path, "missing", fix)
     try:
         data = json.loads(path.read_text())
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
-        raise _result_problem(path, f"not JSON: {exc}", fix) from None
+        raise result_problem(path, f"not JSON: {exc}", fix) from None
     lacking = [key for key in keys if not isinstance(data, dict) or key not in data]
     if lacking:
-        raise _result_problem(path, f"no {', '.join(lacking)} in it", fix)
+        raise result_problem(path, f"no {', '.join(lacking)} in it", fix)
     return data
 
 
@@ -332,17 +324,17 @@ def read_result_csv(path: str | os.PathLike, *, fix: str | None = None):
 
     path = Path(path)
     if not path.is_file():
-        raise _result_problem(path, "missing", fix)
+        raise result_problem(path, "missing", fix)
     size = path.stat().st_size
     if size:
         with open(path, "rb") as fh:
             fh.seek(size - 1)
             if fh.read(1) != b"\n":
-                raise _result_problem(path, "cut short: its last line has no line end", fix)
+                raise result_problem(path, "cut short: its last line has no line end", fix)
     try:
         return pd.read_csv(path)
     except (ValueError, UnicodeDecodeError) as exc:  # pandas' ParserError and EmptyDataError are ValueErrors
-        raise _result_problem(path, f"not a CSV table: {str(exc).strip().splitlines()[0]}", fix) from None
+        raise result_problem(path, f"not a CSV table: {str(exc).strip().splitlines()[0]}", fix) from None
 
 
 def read_result_parquet(path: str | os.PathLike, *, fix: str | None = None, **options):
@@ -353,11 +345,11 @@ def read_result_parquet(path: str | os.PathLike, *, fix: str | None = None, **op
 
     path = Path(path)
     if not path.is_file():
-        raise _result_problem(path, "missing", fix)
+        raise result_problem(path, "missing", fix)
     try:
         return pq.read_table(path, **options)
     except (OSError, pa.ArrowException) as exc:
-        raise _result_problem(path, f"not a readable Parquet file: {str(exc).strip().splitlines()[0]}", fix) from None
+        raise result_problem(path, f"not a readable Parquet file: {str(exc).strip().splitlines()[0]}", fix) from None
 
 
 def _load_errors() -> tuple[type[BaseException], ...]:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from gentax.errors import GentaxError
-from gentax.io import read_result_json
+from gentax.io import file_digest, read_result_json
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("torch", "transformers", "verl", "vllm", "snakemake")
@@ -48,8 +48,7 @@ def config_hash(config: Any) -> str:
 
 
 def file_hash(path: str | os.PathLike) -> str:
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
+    return file_digest(path)["sha256"]
 
 
 def model_hash(folder: str | os.PathLike) -> str:

@@ -26,10 +26,8 @@ def dense_ranks(
     tie_points: float = TIE_POINTS,
     decimals: int | None = RANK_DECIMALS,
 ) -> dict[str, int]:
-    """Rank competitors by success (percent, higher is better) with the chained tie rule.
-
-    NaN values are left out. Equal values keep the input order (which never changes ranks).
-    """
+    """Rank competitors by success (percent, higher is better) with the chained tie rule; NaN
+    values are left out."""
     present = {k: float(v) for k, v in success.items() if v is not None and not math.isnan(v)}
     if decimals is not None:
         present = {k: round(v, decimals) for k, v in present.items()}

@@ -99,10 +99,8 @@ def _read_table(source: str | os.PathLike | pd.DataFrame, what: str) -> pd.DataF
 
 
 def _read_tables(sources, what: str) -> pd.DataFrame:
-    """One table, or several concatenated (one path per run, as the workflow writes them).
-
-    Adds ``_where`` ("row N", or "<file> row N" for several files) for error messages.
-    """
+    """One table, or several concatenated (one path per run, as the workflow writes them), with
+    ``_where`` ("row N", or "<file> row N" for several files) for error messages."""
     if isinstance(sources, (str, os.PathLike, pd.DataFrame)):
         df = _read_table(sources, what).reset_index(drop=True)
         if "_where" not in df.columns:
@@ -282,10 +280,8 @@ def drop_excluded(summary: pd.DataFrame, init_domains: Mapping[str, Sequence[str
 
 
 def window_rows(summary: pd.DataFrame, window: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
-    """Rows at the window's checkpoints of seeds that have all of them (base rows: step 0).
-
-    Returns the rows and one note per (run, eval domain) whose seeds were left out.
-    """
+    """Rows at the window's checkpoints of seeds that have all of them (base rows: step 0), and one
+    note per run whose seeds were left out."""
     window = tuple(sorted(set(int(s) for s in window)))
     is_base = summary["train_domain"] == BASE
     rows = summary[is_base | summary["step"].isin(window)]

@@ -241,10 +241,8 @@ _LISTED_CELLS = 8
 
 
 def _test_columns(prefix: str, test: stats.RuleTest | None) -> dict:
-    """The decision rule's columns of one cell (NaN / "" when untested): ``<prefix>_wins`` /
-    ``_losses`` / ``_p`` / ``_test`` of the exact paired test over tasks (``_test``: which one ran,
-    a ``stats.PAIRED_METHODS`` key) and ``<prefix>_seed_p`` of the seed-level test (NaN with one
-    seed on a trained side)."""
+    """The rule's columns of one cell (NaN / "" when untested): the task-paired test's ``<prefix>_wins``,
+    ``_losses``, ``_p``, ``_test`` (a ``stats.PAIRED_METHODS`` key) and the seed-level ``_seed_p``."""
     if test is None:
         return {f"{prefix}_wins": math.nan, f"{prefix}_losses": math.nan, f"{prefix}_p": math.nan,
                 f"{prefix}_test": "", f"{prefix}_seed_p": math.nan}
@@ -255,9 +253,8 @@ def _test_columns(prefix: str, test: stats.RuleTest | None) -> dict:
 
 @dataclasses.dataclass(frozen=True)
 class Family:
-    """What ``mark_resolved`` did for one table: the cells in Holm's family, the cells with a task
-    test but no seed-level test (one seed on a trained side), and the task tests that ran (method ->
-    cells)."""
+    """What ``mark_resolved`` did for one table: the cells in Holm's family, those with a task test
+    but one seed on a trained side, and the task tests that ran (method -> cells)."""
 
     tested: int
     one_seed: int
@@ -478,10 +475,9 @@ def _intervention_table(
     values: Values, name: str, title: str, rows: Sequence[tuple[str, str, str]],
     labels: tuple[str, str], without_variant: str,
 ) -> Table:
-    """Rows (init, train_domain, with_variant): ΔID and OOD success without → with the
-    intervention, ΔOOD by formula with its exact paired test over the OOD tasks
-    (``stats.delta_ood_rule``: task-paired and seed-level tests; resolved after Holm over the table's rows), and invalid-action
-    rates when the summary has them."""
+    """Rows (init, train_domain, with_variant): ΔID and OOD success without → with the intervention,
+    ΔOOD by formula with the rule's tests (``stats.delta_ood_rule``, Holm over the table's rows), and
+    invalid-action rates when the summary has them."""
     without_label, with_label = labels
     records, display_rows = [], []
     has_invalid = values.invalid is not None
@@ -800,9 +796,9 @@ class Analysis:
         return self._shared[key]
 
     def present(self, name: str) -> bool:
-        """Whether this analysis has the registered table or figure ``name``: an entry planned with
-        the mixtures only when the summary has mixture runs, one planned with the controls only
-        with the controls' properties (``build_one`` still writes it, empty)."""
+        """Whether this analysis has the registered ``name``: one planned with the mixtures only with
+        mixture runs, one planned with the controls only with their properties (``build_one`` still
+        writes it, empty)."""
         planned = artifacts.get(name).planned
         return {"always": True, "mixtures": self.has_mixtures, "controls": self.controls is not None}[planned]
 
@@ -864,9 +860,8 @@ def mixture_ood(analysis: Analysis, name: str = "mixture_ood") -> Table:
 
 
 def analyse(summary, properties, settings: Settings, controls=None) -> Analysis:
-    """Validate the inputs and window the runs; every table and statistic is left to be computed
-    on first use (``Analysis``). ``controls``: the controls' properties table
-    (``gentax.analysis.controls``); with it the controls' tables are present."""
+    """Validate the inputs (``controls``: the controls' properties table, optional) and window the
+    runs; every table and statistic is left to be computed on first use (``Analysis``)."""
     summary = load_summary(summary)
     properties = load_properties(properties) if properties is not None else None
     levels = control_tables.load_levels(controls) if controls is not None else None
