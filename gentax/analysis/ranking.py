@@ -21,11 +21,8 @@ RANK_DECIMALS = 1
 _EPS = 1e-9
 
 
-def dense_ranks(
-    success: Mapping[str, float],
-    tie_points: float = TIE_POINTS,
-    decimals: int | None = RANK_DECIMALS,
-) -> dict[str, int]:
+def dense_ranks(success: Mapping[str, float], tie_points: float = TIE_POINTS,
+                decimals: int | None = RANK_DECIMALS) -> dict[str, int]:
     """Rank competitors by success (percent, higher is better) with the chained tie rule; NaN
     values are left out."""
     present = {k: float(v) for k, v in success.items() if v is not None and not math.isnan(v)}
@@ -42,12 +39,8 @@ def dense_ranks(
     return ranks
 
 
-def ranking_table(
-    success: Mapping[tuple[str, str], float],
-    domains: Sequence[str],
-    tie_points: float = TIE_POINTS,
-    decimals: int | None = RANK_DECIMALS,
-) -> tuple[dict[str, float], dict[tuple[str, str], int]]:
+def ranking_table(success: Mapping[tuple[str, str], float], domains: Sequence[str], tie_points: float = TIE_POINTS,
+                  decimals: int | None = RANK_DECIMALS) -> tuple[dict[str, float], dict[tuple[str, str], int]]:
     """Scores and per-eval-domain ranks of one initial policy.
 
     ``success[(train_domain, eval_domain)]`` is in percent (missing keys or NaN = no run);

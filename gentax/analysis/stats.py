@@ -632,14 +632,9 @@ def resolve(p_values: Sequence[float], level: float) -> tuple[np.ndarray, list[b
     return adjusted, [None if math.isnan(a) else bool(rejects(a, level)) for a in adjusted]
 
 
-def rank_stability(
-    draws: BootstrapDraws,
-    domains_of: Callable[[str], Sequence[str]],
-    inits: Sequence[str],
-    variant: str,
-    tie_points: float = ranking.TIE_POINTS,
-    decimals: int | None = ranking.RANK_DECIMALS,
-) -> pd.DataFrame:
+def rank_stability(draws: BootstrapDraws, domains_of: Callable[[str], Sequence[str]], inits: Sequence[str],
+                   variant: str, tie_points: float = ranking.TIE_POINTS,
+                   decimals: int | None = ranking.RANK_DECIMALS) -> pd.DataFrame:
     """Per init (and "v1+v2"), each training domain's share of draws with the best score,
     plus the mean and 95% interval of its score over the draws."""
     per_init_scores: dict[str, list[dict[str, float]]] = {}
@@ -649,17 +644,12 @@ def rank_stability(
         if all(c is None for c in cells.values()):
             continue
         per_init_scores[init] = [
-            ranking.ranking_table(
-                {k: (math.nan if v is None else float(v[b])) for k, v in cells.items()},
-                domains, tie_points, decimals,
-            )[0]
-            for b in range(draws.n_boot)
-        ]
+            ranking.ranking_table({k: (math.nan if v is None else float(v[b])) for k, v in cells.items()}, domains,
+                                  tie_points, decimals)[0] for b in range(draws.n_boot)]
     if len(per_init_scores) > 1:
         per_init_scores["+".join(per_init_scores)] = [
             ranking.combined_scores({init: scores[b] for init, scores in per_init_scores.items()})
-            for b in range(draws.n_boot)
-        ]
+            for b in range(draws.n_boot)]
     records = []
     for label, per_draw in per_init_scores.items():
         names = list(per_draw[0]) if per_draw else []

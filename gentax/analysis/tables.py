@@ -28,18 +28,8 @@ from gentax.analysis.formatting import MISSING, Table
 from gentax.analysis.formatting import number as _number
 from gentax.analysis.formatting import signed as _signed
 from gentax.analysis.formulas import delta_ood, relative_change
-from gentax.analysis.summary import (
-    BASE,
-    CELL_KEY,
-    DEFAULT_VARIANT,
-    INITS,
-    cell_means,
-    domains_of,
-    drop_excluded,
-    load_properties,
-    load_summary,
-    window_rows,
-)
+from gentax.analysis.summary import (BASE, CELL_KEY, DEFAULT_VARIANT, INITS, cell_means, domains_of, drop_excluded,
+                                     load_properties, load_summary, window_rows)
 from gentax.domains import DOMAINS
 from gentax.domains.spec import MIX_SEP, mixture_weights
 from gentax.errors import GentaxError
@@ -471,10 +461,8 @@ def _ood_columns(prefix_values: dict[str, dict[str, float]]) -> dict[str, float]
     return out
 
 
-def _intervention_table(
-    values: Values, name: str, title: str, rows: Sequence[tuple[str, str, str]],
-    labels: tuple[str, str], without_variant: str,
-) -> Table:
+def _intervention_table(values: Values, name: str, title: str, rows: Sequence[tuple[str, str, str]],
+                        labels: tuple[str, str], without_variant: str) -> Table:
     """Rows (init, train_domain, with_variant): ΔID and OOD success without → with the intervention,
     ΔOOD by formula with the rule's tests (``stats.delta_ood_rule``, Holm over the table's rows), and
     invalid-action rates when the summary has them."""
