@@ -112,9 +112,8 @@ class RunSpec:
     think: str
     augmentation: Mapping[str, Any] | None
     domains: Mapping[str, Mapping[str, Any]]
-    #: a run that is no grid run of its variant: a level of a control sweep (
-    #: ``gentax.study.controls``: ``difficulty-short``, ``richness-eps80``) whose settings override the
-    #: variant's; its name in paths and tables instead of the variant's. Empty for a grid run.
+    #: a level of a control sweep (``difficulty-short``, ``richness-eps80``; gentax.study.controls), named
+    #: by it in paths and tables instead of its variant; empty for a grid run
     label: str = ""
 
     def __post_init__(self):
@@ -264,14 +263,11 @@ def build(cfg: Mapping[str, Any], init: str, train_domain: str, variant_name: st
 def from_defaults(*, init: str, domain: str, variant: str, seed: int, steps: int,
                   domains: Mapping[str, Mapping[str, Any]],
                   augmentation: Mapping[str, Any] | None = None) -> RunSpec:
-    """The run spec of a run named without a workflow config (``gentax train rl --domain
-    --variant``, no ``--run-spec``), from the study values its caller hands in (the command line:
-    ``gentax.study.jobs.command_line_defaults``' ``train rl`` ``run``). Each training domain's
-    settings are ``domains[d]`` ({max_steps, options?}); a domain ``domains`` has no entry for (one a
-    ``GENTAX_DOMAINS`` module adds, which the study has no section for) runs at its env's own step
-    limit (``DomainEnv.default_max_steps``) and knobs, as ``gentax eval`` plays it. An augmented
-    variant takes ``augmentation`` {kind, p, eps}: each training domain's budget is ``eps[d]``
-    (unless the variant sets it); a missing one is a GentaxError, there is no other source."""
+    """The run spec of a run named on the command line (``gentax train rl --domain --variant``), from
+    the study values its caller hands in (``gentax.study.jobs.command_line_defaults``). Each training
+    domain's settings are ``domains[d]`` ({max_steps, options?}); a domain without an entry (one a
+    ``GENTAX_DOMAINS`` module adds) runs at its env's own step limit and knobs, as ``gentax eval``
+    plays it. An augmented variant takes ``augmentation`` {kind, p, eps}; a missing budget is an error."""
     from gentax.domains import domain_class
     from gentax.domains.spec import mixture_weights
 

@@ -59,9 +59,7 @@ def load_levels(source) -> pd.DataFrame:
     for column in ("tokens_per_obs", "success"):
         if column not in df.columns:
             df[column] = math.nan
-    if "setting" not in df.columns:
-        df["setting"] = ""
-    df["setting"] = df["setting"].fillna("")
+    df["setting"] = df["setting"].fillna("") if "setting" in df.columns else ""
     return df.drop(columns="_where").sort_values(["control", "order"], kind="stable").reset_index(drop=True)
 
 
