@@ -60,12 +60,9 @@ def domains_of(init: str, init_domains: Mapping[str, Sequence[str]] | None = Non
 
 
 def config_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The tables' settings a study config declares (``gentax.analysis.tables.Settings`` fields, as
-    plain lists): ``test_level`` (``eval.test_level``), ``seed_sd`` (``eval.seed_sd``), ``sft_mix`` (``sft_mix_domains`` of
-    ``inits.v2.sft.mix``), ``init_domains`` (each init's ``inits.<init>.domains``) and ``augmented``
-    (each init's domains with an augmentation budget, ``augmentation.<init>.eps`` > 0: Table 5's
-    rows). What a table job's spec carries (``gentax.study.jobs.artifact``) and what ``gentax
-    tables`` defaults to."""
+    """The tables' settings a study config declares (``tables.Settings`` fields as plain lists; what a
+    table job's spec carries and ``gentax tables`` defaults to): ``sft_mix`` its domains of weight > 0,
+    ``augmented`` each init's domains with ``augmentation.<init>.eps`` > 0 (Table 5's rows)."""
     return {"test_level": float(cfg["eval"]["test_level"]),
             "seed_sd": {kind: float(tau) for kind, tau in cfg["eval"]["seed_sd"].items()},
             "sft_mix": list(sft_mix_domains(cfg["inits"]["v2"]["sft"]["mix"])),
