@@ -1,14 +1,10 @@
 """The files of an evaluation (and of a property log), below both their writer
-(``gentax.rollout.evaluation``) and their readers (``gentax.analysis.summary``,
-``gentax.rollout.kept``), which use this module and not each other (docs/contracts.md).
+(``gentax.rollout.evaluation``) and their readers (``gentax.analysis.summary``, ``gentax.rollout.kept``).
 
-A result is ``<prefix>.steps.parquet`` and ``<prefix>.episodes.parquet`` and then, LAST,
-``<prefix>.json`` with the tables' sizes and sha256 (``DIGESTS``): a present JSON means a complete
-result, and ``read_eval`` tells an intact one from a damaged one, naming the file and the command
-that rebuilds it. One writer per result holds ``output_lock(prefix)``. ``replace`` deletes an
-earlier result's files, its JSON first, before writing the new ones, so a kill never leaves an old
-JSON beside new tables; temporaries of killed writes of the three names are removed at the start
-(``remove_temporaries``) and at the end. A property log nests its summary under ``summary``.
+A result is ``<prefix>.steps.parquet``, ``<prefix>.episodes.parquet`` and then, LAST, ``<prefix>.json``
+with the tables' sizes and sha256 (``DIGESTS``): a present JSON means a complete result, and
+``read_eval`` tells an intact one from a damaged one. ``replace`` deletes an earlier result's files,
+its JSON first, so a kill never leaves an old JSON beside new tables; one writer holds ``output_lock``.
 """
 
 from __future__ import annotations
@@ -78,8 +74,7 @@ def read_eval(json_path: str | os.PathLike) -> tuple[dict[str, Any], Any]:
         expected = doc.get(DIGESTS, {}).get(Path(path).name)
         problem = gio.digest_problem(path, expected) if expected else None
         if problem:
-            state = "is missing" if problem == "missing" else f"is corrupt ({problem})"
-            raise GentaxError(f"{path} {state}; {hint}")
+            raise gio.result_problem(path, problem, hint)
         tables[name] = gio.read_result_parquet(path, fix=hint)
     summary = doc.get("summary", doc)  # a property log nests its summary
     if summary.get("success_rate") is None:

@@ -1,12 +1,9 @@
 """Checked-in generated files: one command writes them, CI compares them.
 
-``write_or_check(argv, build, ...)`` is the command line of a generator script
-(scripts/resolved_defaults.py: config/resolved/<preset>.yaml; scripts/config_readme.py:
-config/README.md): ``--write`` writes each file ``build()`` returns (``{path: text}``), atomically
-(``gentax.io.write_text``: a file is whole or as it was); ``--check`` writes nothing and exits 1
-naming each file whose text differs, with the command that regenerates them. A ``GentaxError`` while
-building (a config the generator cannot describe) is one line and exit 2. A test of each generator
-runs ``--check``, so a change of what the files say is a reviewed change of the files.
+``write_or_check(argv, build, ...)`` is a generator script's command line (scripts/resolved_defaults.py,
+scripts/config_readme.py): ``--write`` writes each file ``build()`` returns (``{path: text}``)
+atomically; ``--check`` writes nothing and exits 1 naming each file that differs and the command
+that regenerates them; a ``GentaxError`` while building is one line and exit 2.
 """
 
 from __future__ import annotations

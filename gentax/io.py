@@ -1,41 +1,16 @@
-"""Atomic writes: a result file is either absent or complete, never half-written.
+"""Files: a result is either absent or complete, never half-written; one writer at a time.
 
-Write to a temporary sibling, fsync, then ``os.replace`` (atomic on POSIX within one
-filesystem). For folders, build in a temporary sibling folder and rename it into place.
-
-A kill (SIGKILL, preemption) during a write leaves its temporary sibling behind
-(``.<name>.<random>.tmp``, see ``atomic_path``). Each temporary holds a ``.writer`` file that its
-writer keeps locked while it writes; ``remove_temporaries`` removes only temporaries whose lock
-is free (their writer is gone), so anyone may call it at any time, and ``atomic_path`` calls it
-for the name it writes: the next write of an output removes what a killed write of it left.
-Outputs that belong together are cleared with ``remove_outputs`` before they are rewritten, the
-marker of completeness first, so a kill can never leave an old marker beside new files.
-
-Integrity: ``write_manifest(folder)`` records every file's size and sha256 in
-``folder/MANIFEST_FILE`` (written last, inside the temporary of an atomic folder write);
-``manifest_problem(folder)`` says what no longer matches (None: intact or no manifest: a folder
-written before manifests existed). ``file_digest`` is the same record for one file.
-
-``exclusive(path, what)`` is a lock file that says who holds it (host, pid, since when); the
-kernel drops the lock when its holder dies, so a lock left by a dead process is taken over. A
-lock this process holds is taken again without a second descriptor (closing one would drop the
-process's POSIX lock), so a job takes its output's lock before its heavy imports and the library
-code under it takes it again. Taking a lock also writes and removes a probe file in the lock's
-folder: a folder that cannot be written fails at once, even where an old lock file is there.
-``output_lock(path, what)`` is that lock for one output file or folder (``.<name>.lock`` beside
-it): every writer of a shared output holds it while it works.
-
-Writes the machine refuses (a full disk or quota, no permission, a read-only or immutable folder:
-``WRITE_ERRNOS``) are one GentaxError naming the path, the cause and the free space there
-(``write_failure``): every atomic write, the probe, and ``gentax.cli.main`` for any other write.
-
-Config files: ``read_yaml`` is their one reader; ``repo_path`` resolves a path they give
-(relative ones from ``REPO_ROOT``, the repository's root, where the workflow runs).
-
-Result files: ``read_result_json`` / ``read_result_csv`` / ``read_result_parquet`` read a file a
-job wrote; a missing, cut or unreadable one is one GentaxError naming the file and the job that
-rebuilds it (``rebuild_hint``: ``snakemake --force FILE``, or the reader's own ``fix`` for a file
-inside a run folder, which no rule names).
+- ``atomic_path``: write to a temporary sibling (a folder holding a locked ``.writer`` file), fsync,
+  ``os.replace``. A killed write leaves its temporary; ``remove_temporaries`` removes those whose
+  writer is gone (anyone may call it; ``atomic_path`` does for the name it writes).
+  ``remove_outputs`` clears outputs that belong together, the marker of completeness first.
+- ``write_manifest`` / ``manifest_problem`` / ``file_digest``: sizes and sha256 of what was written.
+- ``exclusive`` / ``output_lock``: a lock file naming its holder; the kernel drops it when the
+  holder dies, so a dead holder's lock is taken over.
+- ``write_failure``: a write the machine refuses (full disk, quota, permission, read-only:
+  ``WRITE_ERRNOS``) as one GentaxError naming the path, the cause and the free space.
+- ``read_yaml`` / ``repo_path``: config files; ``read_result_json`` / ``_csv`` / ``_parquet``: a job's
+  result, where a missing or damaged one is one GentaxError naming the job that rebuilds it.
 """
 
 from __future__ import annotations
@@ -71,12 +46,9 @@ _LIVE_TEMPORARIES: set[Path] = set()
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success move it onto ``path``.
-
-    Works for files and folders: whatever the body creates at the yielded path replaces
-    ``path``. On an exception the temporary is removed and ``path`` is left untouched. First
-    removes the temporaries that killed writes of ``path`` left (``remove_temporaries``).
-    """
+    """Yield a temporary path beside ``path``; on success whatever the body created there (a file or
+    a folder) replaces ``path``; on an exception ``path`` is left untouched. First removes what
+    killed writes of ``path`` left (``remove_temporaries``)."""
     path = Path(path)
     with refused_writes(path):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -184,10 +156,9 @@ def _commit(target: Path, path: Path) -> None:
 
 
 def _new_temporary(path: Path):
-    """A fresh temporary folder beside ``path`` with its writer file locked by this process.
-
-    A cleaner may take a just-made temporary for a dead writer's (its writer file is not locked
-    yet) and remove it: then the lock fails or the writer file is gone, and we make another."""
+    """A fresh temporary folder beside ``path`` with its writer file locked by this process. A
+    cleaner may take a just-made one for a dead writer's (not locked yet) and remove it: then the
+    lock fails or the writer file is gone, and we make another."""
     while True:
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent))
         _LIVE_TEMPORARIES.add(tmp)
@@ -215,9 +186,7 @@ def _remove_if_abandoned(tmp: Path) -> bool:
         return True
     try:
         writer = open(tmp / WRITER_FILE, "a")
-    except FileNotFoundError:  # removed meanwhile
-        return False
-    except OSError:  # not ours to open (another user's): leave it
+    except OSError:  # removed meanwhile, or not ours to open (another user's): leave it
         return False
     with writer:
         try:
@@ -270,12 +239,9 @@ def default_cache_dir() -> Path:
 
 
 def file_digest(path: str | os.PathLike) -> dict[str, Any]:
-    """{"bytes": size, "sha256": hex} of one file (read in 8 MiB blocks)."""
-    sha = hashlib.sha256()
+    """{"bytes": size, "sha256": hex} of one file."""
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 23), b""):
-            sha.update(block)
-    return {"bytes": os.path.getsize(path), "sha256": sha.hexdigest()}
+        return {"bytes": os.path.getsize(path), "sha256": hashlib.file_digest(fh, "sha256").hexdigest()}
 
 
 def digest_problem(path: str | os.PathLike, expected: dict[str, Any], deep: bool = True) -> str | None:
@@ -327,7 +293,8 @@ def rebuild_hint(path: str | os.PathLike) -> str:
     return f"rebuild it: snakemake --force {path} (with the --profile/--configfile of the run)"
 
 
-def _result_problem(path: Path, problem: str, fix: str | None) -> GentaxError:
+def result_problem(path: str | os.PathLike, problem: str, fix: str | None = None) -> GentaxError:
+    """The error of a result that is "missing" or damaged (``problem``), naming it and ``fix``."""
     state = "is missing" if problem == "missing" else f"is corrupt ({problem})"
     return GentaxError(f"{path} {state}; {fix or rebuild_hint(path)}")
 
@@ -337,14 +304,14 @@ def read_result_json(path: str | os.PathLike, *, keys: Iterable[str] = (), fix: 
     (a cut file) or without a key: one GentaxError naming it and ``fix`` (default ``rebuild_hint``)."""
     path = Path(path)
     if not path.is_file():
-        raise _result_problem(path, "missing", fix)
+        raise result_problem(path, "missing", fix)
     try:
         data = json.loads(path.read_text())
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
-        raise _result_problem(path, f"not JSON: {exc}", fix) from None
+        raise result_problem(path, f"not JSON: {exc}", fix) from None
     lacking = [key for key in keys if not isinstance(data, dict) or key not in data]
     if lacking:
-        raise _result_problem(path, f"no {', '.join(lacking)} in it", fix)
+        raise result_problem(path, f"no {', '.join(lacking)} in it", fix)
     return data
 
 
@@ -357,17 +324,17 @@ def read_result_csv(path: str | os.PathLike, *, fix: str | None = None):
 
     path = Path(path)
     if not path.is_file():
-        raise _result_problem(path, "missing", fix)
+        raise result_problem(path, "missing", fix)
     size = path.stat().st_size
     if size:
         with open(path, "rb") as fh:
             fh.seek(size - 1)
             if fh.read(1) != b"\n":
-                raise _result_problem(path, "cut short: its last line has no line end", fix)
+                raise result_problem(path, "cut short: its last line has no line end", fix)
     try:
         return pd.read_csv(path)
     except (ValueError, UnicodeDecodeError) as exc:  # pandas' ParserError and EmptyDataError are ValueErrors
-        raise _result_problem(path, f"not a CSV table: {str(exc).strip().splitlines()[0]}", fix) from None
+        raise result_problem(path, f"not a CSV table: {str(exc).strip().splitlines()[0]}", fix) from None
 
 
 def read_result_parquet(path: str | os.PathLike, *, fix: str | None = None, **options):
@@ -378,11 +345,11 @@ def read_result_parquet(path: str | os.PathLike, *, fix: str | None = None, **op
 
     path = Path(path)
     if not path.is_file():
-        raise _result_problem(path, "missing", fix)
+        raise result_problem(path, "missing", fix)
     try:
         return pq.read_table(path, **options)
     except (OSError, pa.ArrowException) as exc:
-        raise _result_problem(path, f"not a readable Parquet file: {str(exc).strip().splitlines()[0]}", fix) from None
+        raise result_problem(path, f"not a readable Parquet file: {str(exc).strip().splitlines()[0]}", fix) from None
 
 
 def _load_errors() -> tuple[type[BaseException], ...]:
@@ -463,18 +430,17 @@ def describe_holder(holder: dict[str, Any] | None) -> str:
 
 @contextlib.contextmanager
 def exclusive(path: str | os.PathLike, what: str, record: dict[str, Any] | None = None) -> Iterator[dict | None]:
-    """Hold an exclusive lock on ``path`` (created if needed) for the body; raise GentaxError
-    naming the holder (host, pid, start time) when another live process holds it, or naming
-    the place when the lock file cannot be made there.
+    """Hold an exclusive lock on ``path`` (created if needed) for the body; GentaxError naming the
+    holder (host, pid, since) when another live process holds it, or the place when the lock file
+    cannot be made there.
 
     POSIX record locks (``fcntl.lockf``): the kernel releases them when the holder exits or is
-    killed, also over NFS with its lock service, so a lock file left by a dead process is simply
-    taken over. The file records host, pid, start time and ``record``'s keys while held (empty
-    when free). Yields the previous holder's record when a dead holder's lock was taken over
-    (``describe_holder`` words it), else None. A lock this process holds already is held on for
-    the body (yields None; the outer holder releases it). After taking the lock, a probe file is
-    made and removed in its folder: a folder that cannot be written is ``write_failure``'s line.
-    """
+    killed, also over NFS with its lock service. The file records host, pid, start time and
+    ``record``'s keys while held (empty when free). Yields the previous holder's record when a dead
+    holder's lock was taken over, else None. A lock this process holds already is held on for the
+    body without a second descriptor (closing one would drop the process's POSIX lock), so a job
+    may take its output's lock before its heavy imports and the code under it take it again. A
+    probe file made and removed in the folder makes one that cannot be written fail at once."""
     path = Path(path)
     key = Path(os.path.realpath(path))  # one key per file, whatever the path (a results symlink)
     if holds(key):  # this process holds it (a job took its output's lock before the code under it)

@@ -1,28 +1,13 @@
-"""A job's log, kept across its attempts: ``gentax VERB --job SPEC --log FILE``.
+"""A job's log, kept across its attempts: ``gentax VERB --job SPEC --log FILE`` (docs/workflow.md
+"A job's log keeps every attempt").
 
-Every rule declares its log (``log:``, what ``snakemake -n -p`` and a failed job's report show) and
-hands it to its one command as ``--log``. Snakemake removes a job's declared log before each
-attempt (a retry, a rerun after ``--unlock``), so a log the command appends to by name would lose
-every earlier attempt, and an orphan of a killed Snakemake, still writing into the removed file,
-would lose all it writes. So the log's lines live in a history file beside it,
-``.<name>.attempts``, that no rule declares and nothing removes; the declared log is a second name
-of the same file (a hard link), made again by each attempt: whatever name Snakemake removed, every
-attempt's lines, an orphan's included, stay and read under the log's name.
-
-``attach(log, command)`` (``gentax.cli.main`` calls it before anything else runs) appends one
-header line per attempt, ``==== gentax attempt N: host H, pid P, T UTC: gentax VERB``, and points
-this process's stdout and stderr at the history: the job's own output, and its children's (Ray,
-LlamaFactory, vLLM), follow the header. The shell redirect the rules had (``>> {log} 2>&1``) was
-the one that re-created the log after Snakemake removed it.
-
-An attempt that exits (normally, by an exception or by a handled signal; not a SIGKILL) ends with
-what it used, ``==== gentax used by attempt N: wall W s, CPU C s (process P s, children K s), peak
-memory M GB (process), L GB (largest child)``: wall from ``attach``; CPU and memory from
-``getrusage``, the children's counting those that ended by then (LlamaFactory, ScienceWorld's JVMs;
-not Ray's workers, which are not this process's children; not a child still running); a forked
-child's peak counts the pages it shared with this process. ``usage(log)``
-reads the last such line back. Snakemake's benchmark files sample a job's CPU time (every second
-for 30 s, then every 30 s), so they miss up to its last 30 s; this line does not.
+Snakemake removes a job's declared log before each attempt, so the lines live in a history file
+beside it, ``.<name>.attempts``, that nothing removes; the log is a second name of it (a hard
+link), made again by each attempt: every attempt's lines, an orphan's included, read under the
+log's name. ``attach`` (``gentax.cli.main`` calls it first) appends an attempt's header and points
+this process's stdout and stderr there; at exit the attempt adds what it used (wall, CPU, peak
+memory from ``getrusage``: the children it waited for, not Ray's workers), which ``usage`` reads
+back (Snakemake's benchmark files sample CPU time and miss up to a job's last 30 s).
 """
 
 from __future__ import annotations
@@ -127,10 +112,9 @@ def usage(log: str | os.PathLike) -> dict | None:
 
 def _adopt(log: Path, fd: int) -> tuple[int, Path]:
     """Make ``log`` a name of the history open at ``fd``; returns the descriptor to write to and its
-    file (``fd``, the history).
-    A log that is another file (written before logs had a history, or by hand) is appended to the
-    history first, so its lines stay too. On a filesystem without hard links the log itself is
-    appended to (an attempt Snakemake removes is lost there, as before)."""
+    file. A log that is another file (written by hand) is appended to the history first, so its
+    lines stay. On a filesystem without hard links the log itself is appended to (an attempt
+    Snakemake removes is lost there)."""
     kept = os.fstat(fd)
     try:
         found = os.stat(log)

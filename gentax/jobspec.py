@@ -1,18 +1,13 @@
-"""A job's spec: the one argument a workflow job hands its verb (``gentax VERB --job SPEC``).
+"""A job's spec: the one argument a workflow job hands its verb (``gentax VERB --job SPEC``, SPEC
+the JSON text or ``@FILE``).
 
-``SPEC`` is the spec's JSON text (``encode``) or ``@FILE``. Each verb's spec is one typed
-structure, a frozen dataclass on ``JobKind`` declared beside the verb (``gentax.train.jobs.RLJob``,
-``gentax.rollout.jobs.EvalJob``, ...; ``gentax.study.checks.KINDS`` lists them): the plan builds
-each spec through it and the verb reads it back into it (``Kind.read(SPEC)``), so the two cannot
-drift. The read checks the keys (missing, unknown) and each value's type, nested parts included:
-a ``TypedDict`` stays a dict, a dataclass (the RL section's ``RLConfig``, a ``RunSpec``) is built
-(through its ``from_dict`` where it has one). A bad spec is one ``GentaxError`` naming the verb,
-the key, the value and the type wanted, before any work. The read checks types only: what the
-values mean was checked when the plan built the spec.
-
-Each kind owns its check against its inputs, ``Kind.problems(spec, inputs) -> [problem, ...]``
-(a plan's dict or a read spec): the job runs it on ``OnDisk`` before any work (``--check`` stops
-after it), the plan on the inputs its jobs will write (``gentax.study.checks``).
+Each verb's spec is one frozen dataclass on ``JobKind``, declared beside the verb
+(``gentax.study.checks.KINDS`` lists them): the plan builds each spec through it and the verb reads
+it back into it (``Kind.read``), so the two cannot drift. The read checks keys and types only, nested
+parts included (a bad spec is one GentaxError naming the verb, the key, the value and the type
+wanted); what the values mean was checked when the plan built the spec. ``Kind.problems(spec,
+inputs)`` is a kind's check against its inputs: the job runs it on ``OnDisk`` before any work
+(``--check`` stops after it), the plan on what its jobs will write.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """glibc malloc settings for torch on a CPU: keep freed tensor memory in the process.
 
-    tune() -> bool   # True where glibc took the settings (Linux/glibc); False elsewhere
-
-glibc serves an allocation above its mmap threshold (128 kB at start, raised only as freed
-blocks teach it) with a fresh ``mmap`` and gives it back on ``free``; it also trims freed memory
-at the top of the heap. A forward pass allocates and frees the same tens-of-MB activations at
-every call, so each call page-faults its memory in again, zeroed by the kernel: the embedded
-model's prefill ran ~20 % faster with the settings below, with a fraction of the system time
-(docs/performance.md).
-
-``tune`` sets them in this process (``mallopt``) and exports glibc's environment variables for
-its children (LlamaFactory, the JVM, verl's workers); a value the user already exported wins.
-The cost: a process keeps its peak heap until it exits (every gentax job is one process).
+glibc serves a large allocation with a fresh ``mmap`` and returns it on ``free``, and trims freed
+memory at the top of the heap; a forward pass allocates and frees the same tens-of-MB activations
+at every call, so each call page-faults its memory in again, zeroed by the kernel (the gain:
+docs/performance.md). ``tune()`` sets the ``SETTINGS`` in this process (``mallopt``; True where
+glibc took them) and exports glibc's environment variables for its children (LlamaFactory, the
+JVM, verl's workers); a value the user exported wins. The cost: a process keeps its peak heap
+until it exits (every gentax job is one process).
 """
 
 from __future__ import annotations

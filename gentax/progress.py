@@ -1,17 +1,12 @@
 """A long job's progress in its log, and the running jobs' latest lines on the console.
 
 In a job (``job``): a line ``gentax progress: WHAT: step 3/6, 12/16 episodes of this step, 83 tok/s,
-1m02s elapsed, ETA 2m10s`` on the job's stdout (its log: ``gentax.joblog``) at every finished unit
-and, from a daemon thread, at least every ``EVERY_S`` seconds while a unit runs, so a job busy in one
-long RL step or one long evaluation batch still says where it is. One job at a time per process: the
-collector, which runs beneath every job kind, reports its episodes and generated tokens to whatever
-job is active (``episodes_planned``, ``episode_finished``, ``tokens``; no-ops when none is), so they need not be threaded
-through every call between the verb and the collector.
-
-On the console (``follow``): the Snakefile's ``onstart`` hook (a real run only: not ``-n``, not
-``--report``; spawned cluster jobs run with ``--no-hooks``) starts a daemon thread in Snakemake's own
-process that prints, every ``EVERY_S`` seconds, each job log's latest progress line that is new since
-the last print. ``GENTAX_PROGRESS_EVERY`` sets the seconds (0: no console lines; the logs still get them).
+1m02s elapsed, ETA 2m10s`` at every finished unit and, from a daemon thread, at least every
+``EVERY_S`` seconds while a unit runs. One active job per process: the collector, beneath every
+job kind, reports episodes and tokens to it through the module functions (no-ops without one), so
+they need not be threaded through every call. On the console (``follow``, started by the
+Snakefile's ``onstart`` on a real run): a daemon thread in Snakemake's process prints each job
+log's latest new progress line every ``GENTAX_PROGRESS_EVERY`` seconds (0: none).
 """
 
 from __future__ import annotations

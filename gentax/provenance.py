@@ -11,11 +11,9 @@
      "machine": {"platform", "python", "cpu", "cores", "gpus"},
      "created": UTC time}
 
-Keys whose subject a job does not have are left out. The workflow's jobs (``job_record``, on their job spec) embed the
-record in JSON results (evaluation summaries, property logs, a run's segment manifests) and
-writes it beside other outputs as ``<stem>.provenance.json`` (``beside``): tables, figures, SFT
-model folders. ``report_labels`` turns a record into the columns the Snakemake report shows.
-Reading package versions never imports the packages (importlib.metadata), so it is cheap.
+Keys whose subject a job does not have are left out. The jobs (``job_record``) embed it in JSON
+results or write it beside an output (``beside``: ``<stem>.provenance.json``); ``report_labels``
+is what the Snakemake report shows. Package versions come from importlib.metadata (no imports).
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from gentax.errors import GentaxError
-from gentax.io import read_result_json
+from gentax.io import file_digest, read_result_json
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("torch", "transformers", "verl", "vllm", "snakemake")
@@ -50,8 +48,7 @@ def config_hash(config: Any) -> str:
 
 
 def file_hash(path: str | os.PathLike) -> str:
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
+    return file_digest(path)["sha256"]
 
 
 def model_hash(folder: str | os.PathLike) -> str:

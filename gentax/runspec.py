@@ -1,17 +1,11 @@
 """What a run is: the variant registry and the run spec, one place for both (docs/contracts.md "Runs").
 
-A **variant** (``VariantSpec``, one entry of ``VARIANTS``) says how a run differs from the default
-recipe: its thinking mode (a key of ``THINK_MODES``), whether its training rollouts are augmented,
-and optional per-run overrides of the training domains' settings and augmentation budgets. The
-config schema's enum, the Snakemake wildcard, the plan, both RL engines and evaluation read it here.
-
-A **run spec** (``RunSpec``) is one RL run, resolved once by the plan (``gentax.study.plan.runs``;
-``build`` from a study config, ``from_defaults`` for a command line, ``plan.control_run`` for a level
-of a control sweep, whose ``label`` names it in paths and tables instead of its variant): init,
-training domains with weights, variant, seed, steps, thinking mode, augmentation and the training
-domains' settings. ``to_dict`` / ``from_dict`` are its JSON (a bad key or value is one GentaxError).
-``collect_fields(run, domain, split)`` is the one place that turns it into collector settings (both
-engines; augmentation on the ``train`` split only).
+A variant (``VariantSpec`` in ``VARIANTS``) says how a run differs from the default recipe: its
+thinking mode (``THINK_MODES``), whether its training rollouts are augmented, and optional
+overrides of the training domains' settings and budgets. A ``RunSpec`` is one RL run resolved once
+by the plan (``build``; ``from_defaults`` for a command line; ``plan.control_run`` for a control
+level, named by its ``label``); ``collect_fields`` is the one place that turns it into collector
+settings (augmentation on the ``train`` split only).
 """
 
 from __future__ import annotations
@@ -25,10 +19,9 @@ from typing import Any, Mapping
 from gentax.agent.prompts import MODES
 from gentax.errors import GentaxError, key_problems
 
-#: thinking mode -> the collector's settings for it (``gentax.rollout.collector.CollectConfig`` fields)
-#: the agent's think modes (gentax.agent.prompts.MODES, which says what each does to the prompt) as
-#: collector settings: "on" the paper's prompt (think=True), "off" Table 7's (think=False), "filler"
-#: beyond the paper (the engine adds the FillerSpec, gentax.agent.filler)
+#: the agent's think modes (gentax.agent.prompts.MODES) as collector settings (CollectConfig fields):
+#: "on" the paper's prompt (think=True), "off" Table 7's (think=False), "filler" beyond the paper
+#: (the engine adds the FillerSpec, gentax.agent.filler)
 THINK_MODES: dict[str, dict[str, Any]] = {mode: {"think": {"on": True, "off": False}.get(mode, mode)} for mode in MODES}
 
 
@@ -119,9 +112,8 @@ class RunSpec:
     think: str
     augmentation: Mapping[str, Any] | None
     domains: Mapping[str, Mapping[str, Any]]
-    #: a run that is no grid run of its variant: a level of a control sweep (
-    #: ``gentax.study.controls``: ``difficulty-short``, ``richness-eps80``) whose settings override the
-    #: variant's; its name in paths and tables instead of the variant's. Empty for a grid run.
+    #: a level of a control sweep (``difficulty-short``, ``richness-eps80``; gentax.study.controls), named
+    #: by it in paths and tables instead of its variant; empty for a grid run
     label: str = ""
 
     def __post_init__(self):
@@ -271,14 +263,11 @@ def build(cfg: Mapping[str, Any], init: str, train_domain: str, variant_name: st
 def from_defaults(*, init: str, domain: str, variant: str, seed: int, steps: int,
                   domains: Mapping[str, Mapping[str, Any]],
                   augmentation: Mapping[str, Any] | None = None) -> RunSpec:
-    """The run spec of a run named without a workflow config (``gentax train rl --domain
-    --variant``, no ``--run-spec``), from the study values its caller hands in (the command line:
-    ``gentax.study.jobs.command_line_defaults``' ``train rl`` ``run``). Each training domain's
-    settings are ``domains[d]`` ({max_steps, options?}); a domain ``domains`` has no entry for (one a
-    ``GENTAX_DOMAINS`` module adds, which the study has no section for) runs at its env's own step
-    limit (``DomainEnv.default_max_steps``) and knobs, as ``gentax eval`` plays it. An augmented
-    variant takes ``augmentation`` {kind, p, eps}: each training domain's budget is ``eps[d]``
-    (unless the variant sets it); a missing one is a GentaxError, there is no other source."""
+    """The run spec of a run named on the command line (``gentax train rl --domain --variant``), from
+    the study values its caller hands in (``gentax.study.jobs.command_line_defaults``). Each training
+    domain's settings are ``domains[d]`` ({max_steps, options?}); a domain without an entry (one a
+    ``GENTAX_DOMAINS`` module adds) runs at its env's own step limit and knobs, as ``gentax eval``
+    plays it. An augmented variant takes ``augmentation`` {kind, p, eps}; a missing budget is an error."""
     from gentax.domains import domain_class
     from gentax.domains.spec import mixture_weights
 

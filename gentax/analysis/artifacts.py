@@ -1,41 +1,10 @@
 """The one registry of the study's tables and figures: each is one ``Artifact`` entry.
 
-Contract (docs/contracts.md "Tables and figures")::
-
-    ARTIFACTS: tuple[Artifact, ...]      # the built-ins, in the order the workflow lists them
-    entries() -> tuple[Artifact, ...]    # ARTIFACTS, then the GENTAX_ARTIFACTS modules' entries
-    get(name) -> Artifact                # an unknown name is one GentaxError listing the known ones
-    names(kind=None, planned=None) -> tuple[str, ...]
-    builder(name) -> callable            # (analysis, name) -> tables.Table | matplotlib Figure
-
-Everything else derives from it: what the plan builds and what each output reads
-(``gentax.study.plan``: ``table_names``, ``figure_names``, ``artifact_variants``, ``artifact_runs``,
-``artifact_inputs``, ``jobs`` and so the cost preview), the tables the power preview prices
-(``gentax.study.preview.power.tested_cells``), the table and figure names, what a table or figure job builds
-(``gentax.analysis.tables.build_one``: that entry's builder only) and the full build
-(``gentax.analysis.tables.compute_tables`` / ``build_all``: every entry's, in this order). Adding a
-table is one entry here plus its builder; a study extension may keep its entries in a module of
-its own, a module-level ``ARTIFACTS`` tuple, named in the environment variable ``GENTAX_ARTIFACTS``
-(comma-separated module names, read by every process like ``GENTAX_DOMAINS``: the Snakefile, its
-jobs, the CLIs; tests/toy_table.py).
-
-An entry says:
-
-- ``kind``: ``table`` (written as CSV, Markdown, LaTeX) or ``figure`` (PNG, SVG);
-- ``variants``: the run variants it reads (the base rows of every init come along); an artifact
-  planned with the mixtures or the controls reads their runs instead (``gentax.study.plan.artifact_runs``);
-- ``properties`` / ``controls`` / ``extended``: whether it reads the properties table (Table 3),
-  the controls' properties table, or the extended runs' summaries (the others never wait for
-  extended training);
-- ``bootstrap``: whether it needs the bootstrap draws (the others are built with ``n_boot=0``);
-- ``planned``: ``always``, ``mixtures`` (when ``grid.mixtures`` is enabled) or ``controls`` (when
-  a ``controls`` sweep is enabled);
-- ``build``: its builder, ``"module:function"``, imported on first use (so planning never imports
-  pandas or matplotlib), called as ``function(analysis, name)`` with the
-  ``gentax.analysis.tables.Analysis``, whose shared values (the window's cell means, the bootstrap
-  draws, the intervals, ...) are computed on first use and kept for the other builders;
-- ``tests``: what its decision rule tests (``Tested``: ΔID or ΔOOD, of which runs), for a table
-  the power preview prices; None for the others.
+Contract and what derives from it (the plan's lists and inputs, the power preview, ``build_one``,
+the full build): docs/contracts.md "Tables and figures". Adding a table is one entry here plus its
+builder; a study extension may keep its entries in a module of its own with a module-level
+``ARTIFACTS`` tuple, named in ``GENTAX_ARTIFACTS`` (comma-separated module names, read by every
+process like ``GENTAX_DOMAINS``; tests/toy_table.py).
 """
 
 from __future__ import annotations
@@ -72,6 +41,16 @@ class Tested:
 
 @dataclasses.dataclass(frozen=True)
 class Artifact:
+    """``kind``: table (CSV, Markdown, LaTeX) or figure (PNG, SVG). ``build``: "module:function",
+    imported on first use (planning never imports pandas or matplotlib), called as
+    ``function(analysis, name)`` with a ``gentax.analysis.tables.Analysis``. ``variants``: the run
+    variants it reads (every init's base rows come along; one planned with the mixtures or the
+    controls reads their runs instead: ``gentax.study.plan.artifact_runs``). ``properties`` /
+    ``controls`` / ``extended``: whether it reads the properties table, the controls' properties
+    table, the extended runs' summaries. ``bootstrap``: whether it needs the draws (else built
+    with ``n_boot=0``). ``planned``: always, mixtures (``grid.mixtures`` enabled) or controls (a
+    ``controls`` sweep enabled). ``tests``: what its decision rule tests, for the power preview."""
+
     name: str
     kind: str
     build: str
@@ -94,35 +73,36 @@ class Artifact:
             raise GentaxError(f"artifact {self.name!r}: only a table tests cells (tests=)")
 
 
-def _table(name, function, module="tables", **kw) -> Artifact:
-    return Artifact(name, "table", f"gentax.analysis.{module}:{function}", **kw)
+def _table(name, function=None, module="tables", **kw) -> Artifact:
+    """A built-in table, built by ``gentax.analysis.<module>.<function>`` (default: its name)."""
+    return Artifact(name, "table", f"gentax.analysis.{module}:{function or name}", **kw)
 
 
-def _figure(name, function, **kw) -> Artifact:
-    return Artifact(name, "figure", f"gentax.analysis.figures:{function}", **kw)
+def _figure(name, **kw) -> Artifact:
+    return Artifact(name, "figure", f"gentax.analysis.figures:{name}", **kw)
 
 
 ARTIFACTS: tuple[Artifact, ...] = (
-    _table("table2_success", "build_table2", bootstrap=True, tests=Tested("ΔID")),
-    _table("table3_ranking", "build_table3", properties=True),
+    _table("table2_success", bootstrap=True, tests=Tested("ΔID")),
+    _table("table3_ranking", properties=True),
     _table("table4_extended", "build_table4", extended=True, bootstrap=True, tests=Tested("ΔID", extended=True)),
-    _table("table5_augmentation", "build_table5", variants=("default", "aug"), tests=Tested("ΔOOD", "aug")),
-    _table("table6_relative_change", "build_table6"),
+    _table("table5_augmentation", variants=("default", "aug"), tests=Tested("ΔOOD", "aug")),
+    _table("table6_relative_change"),
     # filler: runs only with controls.filler (its rows a Holm family of their own, not priced)
-    _table("table7_thinking", "build_table7", variants=("default", "nothink", "filler"), tests=Tested("ΔOOD", "nothink")),
-    _table("table8_rank_detail", "build_table8"),
+    _table("table7_thinking", variants=("default", "nothink", "filler"), tests=Tested("ΔOOD", "nothink")),
+    _table("table8_rank_detail"),
     # beyond the paper: every cell's intervals; the share of resamples ranked best; grid.mixtures; controls
     _table("success_ci", "build_success_ci", variants=("default", "aug", "nothink", "filler"), bootstrap=True),
     _table("rank_stability", "build_rank_stability", bootstrap=True),
-    _table("mixture_ood", "build_mixture_ood", bootstrap=True, planned="mixtures"),
+    _table("mixture_ood", bootstrap=True, planned="mixtures"),
     _table("controls_sweep", "build", "controls", controls=True, bootstrap=True, planned="controls"),
     _table("controls_regression", "build", "controls", controls=True, bootstrap=True, planned="controls"),
-    _figure("ood_vs_properties", "ood_vs_properties", properties=True),
-    _figure("delta_ood_augmentation", "delta_ood_augmentation", variants=("default", "aug")),
-    _figure("delta_ood_thinking", "delta_ood_thinking", variants=("default", "nothink", "filler")),
-    _figure("training_curves", "training_curves", variants=("default", "aug", "nothink", "filler"), extended=True),
-    _figure("mixture_delta_ood", "mixture_delta_ood", bootstrap=True, planned="mixtures"),
-    _figure("controls_delta_ood", "controls_delta_ood", controls=True, bootstrap=True, planned="controls"),
+    _figure("ood_vs_properties", properties=True),
+    _figure("delta_ood_augmentation", variants=("default", "aug")),
+    _figure("delta_ood_thinking", variants=("default", "nothink", "filler")),
+    _figure("training_curves", variants=("default", "aug", "nothink", "filler"), extended=True),
+    _figure("mixture_delta_ood", bootstrap=True, planned="mixtures"),
+    _figure("controls_delta_ood", controls=True, bootstrap=True, planned="controls"),
 )
 
 

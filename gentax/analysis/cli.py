@@ -1,14 +1,7 @@
-"""``gentax tables``: every table, statistic and figure from a success summary; and the workflow's
-bookkeeping verbs, each run on a job spec (``gentax.study.jobs``).
-
-    gentax tables --summary S --properties P --out DIR [--window 105,120,135,150]
-                  [--bootstrap N] [--seed S] [--no-figures] [...]
-    gentax summarize --job SPEC          gentax table --job SPEC        gentax figure --job SPEC
-    gentax properties-table --job SPEC   gentax controls-properties-table --job SPEC
-
-Everything is built in a temporary folder and then moved to DIR (nothing half-written); DIR
-must be absent, empty or an earlier output of this command. See ``docs/tables.md``.
-"""
+"""``gentax tables``: every table, statistic and figure from a success summary, written to DIR
+atomically (DIR absent, empty or an earlier output; docs/tables.md); and the workflow's bookkeeping
+verbs (``summarize``, ``table``, ``figure``, ``properties-table``), each run on a job spec
+(``gentax.analysis.jobs``)."""
 
 from __future__ import annotations
 
@@ -50,8 +43,7 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "tables", help="write the study's tables, statistics and figures from a success summary",
         description="Write every table (CSV, Markdown, LaTeX), bootstrap statistic and figure of the "
-                    "study from a long-format success summary; see docs/tables.md.",
-    )
+                    "study from a long-format success summary; see docs/tables.md.")
     parser.add_argument("--summary", required=True, help="success summary, long format (.csv or .parquet)")
     parser.add_argument("--properties", help="environment properties (.csv or .parquet); optional")
     parser.add_argument("--controls", help="the controls' properties, one row per level (.csv or .parquet; "
@@ -135,12 +127,11 @@ def run(args) -> int:
     study = {**defaults, **{key: value for key, value in given.items() if value is not None},
              "init_domains": {**defaults["init_domains"], **dict(args.init_domains)},
              "augmented": {**defaults["augmented"], **dict(args.augmented)}}
-    analysis = build_all(
-        args.summary, args.properties, args.out, figures=not args.no_figures, controls=args.controls,
-        rank_decimals=args.rank_decimals, tie_points=args.tie_points, aug_variants=args.aug_variants,
-        nothink_variant=args.nothink_variant.strip().lower(), filler_variant=args.filler_variant.strip().lower(),
-        delta_id_base=args.delta_id_base, **study_options(study),
-    )
+    analysis = build_all(args.summary, args.properties, args.out, figures=not args.no_figures, controls=args.controls,
+                         rank_decimals=args.rank_decimals, tie_points=args.tie_points, aug_variants=args.aug_variants,
+                         nothink_variant=args.nothink_variant.strip().lower(),
+                         filler_variant=args.filler_variant.strip().lower(), delta_id_base=args.delta_id_base,
+                         **study_options(study))
     print(f"wrote {len(analysis.tables)} tables to {args.out} "
           f"from {len(analysis.summary)} summary rows in {time.perf_counter() - started:.1f} s")
     return 0

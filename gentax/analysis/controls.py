@@ -1,33 +1,12 @@
-"""The controls' tables (beyond the paper): difficulty vs state richness.
+"""The controls' tables (beyond the paper): ΔOOD against measured difficulty and richness.
 
-Inputs: the success summary (the control runs' rows and the base rows) and the controls'
-properties table (``gentax.study.controls.property_row``, one row per level of a sweep):
-
-    control        difficulty | richness
-    level          the level's name
-    label          the variant name of the level's runs in the summary (a reused grid run: its own)
-    init, train_domain, variant   the runs' init, training domain, and the registered variant
-                   they are built on (the base row a ΔID reads: default or nothink)
-    setting        the level's knobs in words (optional)
-    order          position in its sweep (optional; default: file order)
-    richness, complexity          the level's measured properties (Table 3's definitions)
-    tokens_per_obs, success       optional: richness in tokens, the base policy's success
-
-Outputs (``controls_tables``):
-
-- ``controls_sweep``: per level, its measured properties beside its ΔOOD with a 95% interval.
-  ΔOOD of a run (as ``mixture_ood``) = 100 × Σ_e (G_run(e) − G_base(e)) / Σ_e G_base(e) over
-  the init's domains e other than the training domain: the generalization tax it paid relative
-  to its initial policy. The interval is ``stats.delta_ood_interval`` over the draws of
-  ``stats.bootstrap`` (seeds, and episodes where counts exist, of the run and of the initial
-  policy: the same as ``mixture_ood``'s); undefined (empty, with a note) with fewer than two seeds.
-- ``controls_regression``: ordinary least squares of the per-seed ΔOOD of every control run on
-  its level's measured richness (per 1,000 characters) and complexity (per step), with 95%
-  intervals from resampling the runs (cases) with replacement; ``n_runs`` and ``n_settings``
-  say what it stands on. Undefined (empty, with a note) when the points do not determine both
-  slopes (fewer than three distinct settings, or the two measures move together exactly).
-
-An undefined number is NaN in the CSV and "—" in Markdown/LaTeX, never 0.
+Inputs: the success summary (the control runs' and the base rows) and the controls' properties
+table, one row per level of a sweep (``gentax.study.controls.property_row``; its columns:
+``LEVEL_COLUMNS`` plus the optional setting, order, tokens_per_obs, success). Outputs
+(``controls_tables``): ``controls_sweep`` (per level: its measured properties beside its ΔOOD and
+95% interval, as ``mixture_ood``'s) and ``controls_regression`` (OLS of each run's per-seed ΔOOD
+on measured richness and complexity, case-resampled intervals). Definitions, columns and when each
+number is undefined (NaN in the CSV, "—" shown, never 0): docs/tables.md "Controls".
 """
 
 from __future__ import annotations
@@ -47,8 +26,6 @@ from gentax.errors import GentaxError
 
 SWEEP_TABLE = "controls_sweep"
 REGRESSION_TABLE = "controls_regression"
-TABLES = (SWEEP_TABLE, REGRESSION_TABLE)
-FIGURE = "controls_delta_ood"
 CONTROLS = ("difficulty", "richness")
 LEVEL_COLUMNS = ("control", "level", "label", "init", "train_domain", "variant", "richness", "complexity")
 RICHNESS_UNIT = 1000.0  # the regression's richness slope is per 1,000 characters
@@ -82,9 +59,7 @@ def load_levels(source) -> pd.DataFrame:
     for column in ("tokens_per_obs", "success"):
         if column not in df.columns:
             df[column] = math.nan
-    if "setting" not in df.columns:
-        df["setting"] = ""
-    df["setting"] = df["setting"].fillna("")
+    df["setting"] = df["setting"].fillna("") if "setting" in df.columns else ""
     return df.drop(columns="_where").sort_values(["control", "order"], kind="stable").reset_index(drop=True)
 
 
@@ -165,7 +140,10 @@ def _fit(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
 
 
 def regression(points: dict[tuple, tuple[float, float, float]], n_boot: int, seed: int) -> pd.DataFrame:
-    """ΔOOD (per run) on measured richness and complexity (see the module docstring)."""
+    """OLS of each run's ΔOOD on its level's richness (per 1,000 characters) and complexity (per
+    step), 95% intervals from resampling the runs with replacement (given when at least
+    ``MIN_DEFINED_DRAWS`` of the resamples determine the fit); undefined (a note) when the points
+    do not determine both slopes."""
     data = np.array(list(points.values()), dtype=float).reshape(-1, 3)
     x = np.column_stack([data[:, 0] / RICHNESS_UNIT, data[:, 1]])
     y = data[:, 2]

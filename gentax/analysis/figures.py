@@ -1,29 +1,7 @@
-"""Figures of the analysis (matplotlib, Agg canvas, PNG and SVG; no pyplot global state).
-
-The figures of the registry (``gentax.analysis.artifacts``; ``FIGURE_NAMES`` is derived from
-it), each drawn by its builder here, ``(analysis, name) -> Figure``; the workflow builds each on
-its own with ``tables.build_one``:
-
-- ``ood_vs_properties``: two panels, each training domain's mean OOD success (mean over its
-  OOD eval domains; default variant and window) against the domain's richness and against its
-  complexity, one marker per init;
-- ``delta_ood_augmentation`` / ``delta_ood_thinking``: the ΔOOD bars of Tables 5 and 7 (an
-  undefined ΔOOD is drawn as no bar, labelled "n/a"; with several variants, e.g. Table 7's
-  nothink and filler rows, each bar is labelled with its variant and hatched by it);
-- ``training_curves``: one panel per (init, training domain); per variant, ID success (solid)
-  and mean OOD success (dashed; mean over seeds, then over the OOD domains evaluated at that
-  step) against the training step, for every run with rows at two or more steps; the default
-  window shaded;
-- ``controls_delta_ood`` (only with the controls' properties): two panels, ΔOOD of
-  each difficulty level against its measured planning complexity and of each richness level
-  against its measured richness (characters), with the 95% seed intervals of ``controls_sweep``
-  as error bars; an undefined ΔOOD is listed as "n/a" under the panel, not drawn;
-- ``mixture_delta_ood`` (beyond the paper; only with mixture runs, from the ``mixture_ood`` table):
-  per mixture, the ΔOOD of the mixture run and of each member's single-domain run over the domains
-  outside the mixture, with their 95% bootstrap intervals as error bars.
-
-Files are deterministic for the same inputs (fixed SVG hash salt, no dates in metadata; SVG
-text stays text).
+"""The registry's figures (``gentax.analysis.artifacts``), each drawn by its builder here,
+``(analysis, name) -> Figure``; what each shows: docs/tables.md "Outputs". matplotlib's Agg canvas,
+no pyplot global state; PNG and SVG files are deterministic for the same inputs (fixed SVG hash
+salt, no dates in metadata; SVG text stays text).
 """
 
 from __future__ import annotations
@@ -108,6 +86,8 @@ def ood_vs_properties(analysis, name: str = "ood_vs_properties") -> Figure:
 
 
 def delta_ood_bars(table, title: str) -> Figure:
+    """The ΔOOD bars of Table 5 or 7: undefined is no bar, labelled "n/a"; with several variants
+    (Table 7's nothink and filler rows) each bar is labelled with its variant and hatched by it."""
     data = table.data
     fig = _new_figure(max(5.5, 0.6 * len(data) + 2), 4.5, left=0.13, bottom=0.22)
     ax = fig.add_subplot()
@@ -124,13 +104,18 @@ def delta_ood_bars(table, title: str) -> Figure:
     bars = ax.bar(positions, np.nan_to_num(heights), color=[_INIT_COLOURS[init] for init in data["init"]])
     for bar, variant in zip(bars, data["variant"]):
         bar.set_hatch(hatches.get(variant, ""))
+    _bar_labels(ax, positions, heights, labels)
+    return fig
+
+
+def _bar_labels(ax, positions, heights, labels) -> None:
+    """"n/a" where a bar is undefined, the zero line, the bars' labels and the ΔOOD axis."""
     for x, h in zip(positions, heights):
         if math.isnan(h):
             ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=8, color="grey")
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(positions, labels, rotation=45, ha="right", fontsize=8)
     ax.set_ylabel("ΔOOD (%)")
-    return fig
 
 
 def delta_ood_augmentation(analysis, name: str = "delta_ood_augmentation") -> Figure:
@@ -142,14 +127,9 @@ def delta_ood_thinking(analysis, name: str = "delta_ood_thinking") -> Figure:
 
 
 def mixture_delta_ood(analysis, name: str = "mixture_delta_ood") -> Figure:
-    """The ``mixture_ood`` table's bars (``mixture_bars``)."""
-    return mixture_bars(analysis.table("mixture_ood"))
-
-
-def mixture_bars(table) -> Figure:
-    """One group of bars per mixture (init, mixture, variant): the mixture run first (hatched),
-    then each member's own run; error bars = the 95% bootstrap interval where there is one."""
-    data = table.data
+    """The ``mixture_ood`` table's bars, one group per mixture (init, mixture, variant): the mixture
+    run first (hatched), then each member's own run; error bars = the 95% interval where there is one."""
+    data = analysis.table("mixture_ood").data
     fig = _new_figure(max(5.5, 0.55 * len(data) + 2.5), 4.5, left=0.12, bottom=0.3)
     ax = fig.add_subplot()
     ax.set_title("Training on a mixture: ΔOOD over the domains outside it")
@@ -173,14 +153,9 @@ def mixture_bars(table) -> Figure:
         errors = np.array([np.where(np.isnan(low), 0, heights - low), np.where(np.isnan(high), 0, high - heights)])
     ax.errorbar(positions, np.nan_to_num(heights), yerr=np.nan_to_num(np.clip(errors, 0, None)), fmt="none",
                 ecolor="black", capsize=3, linewidth=0.8)
-    for pos, h in zip(positions, heights):
-        if math.isnan(h):
-            ax.text(pos, 0, "n/a", ha="center", va="bottom", fontsize=8, color="grey")
     several_variants = data["variant"].nunique() > 1
     labels = [f"{r.init.upper()} {r.run}" + (f" ({r.variant})" if several_variants else "") for r in data.itertuples()]
-    ax.axhline(0, color="black", linewidth=0.8)
-    ax.set_xticks(positions, labels, rotation=45, ha="right", fontsize=8)
-    ax.set_ylabel("ΔOOD (%)")
+    _bar_labels(ax, positions, heights, labels)
     ax.legend(handles=[Patch(facecolor="white", edgecolor="black", hatch="//", label="mixture run"),
                        Patch(facecolor="white", edgecolor="black", label="member's own run")], fontsize=8)
     return fig

@@ -1,9 +1,5 @@
-"""What every table shares: the ``Table`` record and how its numbers are shown.
-
-``number(value, decimals=1)`` and ``signed(value)`` render a value for Markdown/LaTeX, ``MISSING``
-("—") where it is None or NaN: a missing number is never shown as 0 (``gentax.analysis.tables``
-module docstring). ``gentax.analysis.tables`` and ``gentax.analysis.controls`` both use them.
-"""
+"""What every table shares: the ``Table`` record and how its numbers are shown (``number``,
+``signed``): a missing number (None or NaN) is ``MISSING`` ("—"), never 0."""
 
 from __future__ import annotations
 

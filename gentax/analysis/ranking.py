@@ -1,18 +1,13 @@
-"""The OOD ranking score (STUDY.md "Derived measures"); lower is better.
+"""The OOD ranking score (STUDY.md "Derived measures"; docs/tables.md); lower is better.
 
-For each OOD evaluation domain ``e`` of an initial policy, the training domains other than
-``e`` are sorted by success on ``e`` (percent, descending). The first gets rank 1; each next
-one shares the rank of the one *directly before it* when it is less than ``tie_points`` (0.5)
-below it, and otherwise takes that rank + 1 (dense ranks: 1, 1, 2). Ties therefore chain:
-50.0, 49.6, 49.2 all get rank 1 although 50.0 - 49.2 = 0.8. A difference of exactly 0.5 is
-not a tie. Values are rounded to ``decimals`` (default 1, what the tables show) before ranking,
-so a reader can check every rank against the printed numbers; ``decimals=None`` ranks the
-unrounded values.
-
-A training domain's score is the sum of its ranks over the evaluation domains it is OOD for.
-A training domain without a value on one of those domains has no score (NaN); the others are
-ranked among the domains that have a value. Each initial policy is ranked on its own; the
-"V1+V2" score is the V1 score plus the V2 score (SciWorld, absent from V1, has none).
+Per OOD evaluation domain ``e`` of an initial policy, the training domains other than ``e`` are
+sorted by success on ``e`` (percent, rounded to ``decimals`` first, so every rank can be checked
+against the printed tables; ``None``: unrounded). The first gets rank 1; each next one shares the
+rank of the one *directly before it* when less than ``tie_points`` below it, else takes that rank
++ 1 (dense; ties chain: 50.0, 49.6, 49.2 all rank 1; exactly 0.5 is no tie). A training domain's
+score is the sum of its ranks over the domains it is OOD for; NaN when it lacks a value on one of
+them (the others are ranked among those with a value). Each init is ranked on its own; "V1+V2" is
+the V1 score plus the V2 score (SciWorld, absent from V1, has none).
 """
 
 from __future__ import annotations
@@ -26,15 +21,10 @@ RANK_DECIMALS = 1
 _EPS = 1e-9
 
 
-def dense_ranks(
-    success: Mapping[str, float],
-    tie_points: float = TIE_POINTS,
-    decimals: int | None = RANK_DECIMALS,
-) -> dict[str, int]:
-    """Rank competitors by success (percent, higher is better) with the chained tie rule.
-
-    NaN values are left out. Equal values keep the input order (which never changes ranks).
-    """
+def dense_ranks(success: Mapping[str, float], tie_points: float = TIE_POINTS,
+                decimals: int | None = RANK_DECIMALS) -> dict[str, int]:
+    """Rank competitors by success (percent, higher is better) with the chained tie rule; NaN
+    values are left out."""
     present = {k: float(v) for k, v in success.items() if v is not None and not math.isnan(v)}
     if decimals is not None:
         present = {k: round(v, decimals) for k, v in present.items()}
@@ -49,12 +39,8 @@ def dense_ranks(
     return ranks
 
 
-def ranking_table(
-    success: Mapping[tuple[str, str], float],
-    domains: Sequence[str],
-    tie_points: float = TIE_POINTS,
-    decimals: int | None = RANK_DECIMALS,
-) -> tuple[dict[str, float], dict[tuple[str, str], int]]:
+def ranking_table(success: Mapping[tuple[str, str], float], domains: Sequence[str], tie_points: float = TIE_POINTS,
+                  decimals: int | None = RANK_DECIMALS) -> tuple[dict[str, float], dict[tuple[str, str], int]]:
     """Scores and per-eval-domain ranks of one initial policy.
 
     ``success[(train_domain, eval_domain)]`` is in percent (missing keys or NaN = no run);

@@ -1,65 +1,48 @@
-"""Bootstrap intervals, rank stability and the tables' decision rule ("resolved"), all beyond the
-paper, which reports neither intervals nor tests.
+"""Bootstrap intervals, rank stability and the tables' decision rule ("resolved"): all beyond the
+paper, which reports neither intervals nor tests. docs/tables.md "Beyond the paper" gives the
+reasoning and the rule's measured guarantees; the definitions and assumptions are here.
 
-Resampling unit (for one run = (init, train_domain, variant) at one window):
+Bootstrap, per run (init, train_domain, variant) at one window: *seeds*, the run's seeds drawn with
+replacement, a draw's value the mean of the drawn seeds' window means, one seed draw for every eval
+domain of the run (a seed's evaluations come from one trained model); *seeds + episodes* (only when
+every row of the cell has ``episodes``), each drawn checkpoint's successes also redrawn as
+Binomial(episodes, success), exactly resampling its episodes. Intervals are the 2.5-97.5th
+percentiles of the draws, in percent; with three seeds the seed bootstrap has ten distinct
+outcomes: a rough band. ΔID's interval (``delta_id_interval``) is *paired* where every row of the
+run's cell and of the base cell has ``task_outcomes`` (every checkpoint evaluated on the same
+tasks): a draw resamples the shared tasks, the same task draw for every seed and for the initial
+policy, and independently the run's seeds (crossed, not nested); the initial policy's seeds are
+averaged. Without task outcomes: the run's draws minus the initial policy's (independent). The
+intervals describe and do not decide: with 2-3 seeds a percentile interval over seeds is
+anti-conservative (two seeds of the same sign exclude 0 half the time under the null).
 
-- *seeds*: draw the run's seeds with replacement; a draw's value is the mean of the drawn
-  seeds' window means. The same seed draw is used for every eval domain of the run (a seed's
-  evaluations on different domains come from the same trained model).
-- *seeds + episodes* (only when every row of the cell has an ``episodes`` count): additionally
-  redraw each drawn checkpoint's successes, k ~ Binomial(episodes, success), which is exactly
-  resampling its episodes with replacement.
+"Resolved" (``RuleTest``, ``resolve``): the task-paired exact test AND the seed-level test both
+reject, Holm over the cells one table tests, at p ≤ level (``rejects``: the one boundary rule).
 
-The 95% interval is the 2.5th-97.5th percentile of the draws, in percent. With three seeds the
-seed bootstrap has only ten distinct outcomes: read it as a rough band, not an exact interval.
+- Task-paired (``paired_test``): per shared task each side's success is its mean over its rows
+  (seeds x window checkpoints); after ahead = win, behind = loss, level = tie (dropped). Equal
+  evaluation counts on both sides: the exact two-sided sign test (McNemar's at one evaluation a
+  side); unequal: the within-task permutation test of Σ_tasks (after mean − before mean), exact for
+  0/1 outcomes, Monte Carlo for fractional ones. Assumption: it holds the trained seeds fixed, its
+  null treating a task's evaluations as exchangeable between the sides, which a seed-to-seed shift
+  of the policy breaks: alone it rejects null cells far above its level once seeds spread.
+- Seed-level (``seed_side``, ``seed_test``): a trained side's per-seed values (Σ over the
+  comparison's domains of the seed's mean over its rows and tasks), their mean, and variance
+  max(s², floor) / seeds with seeds − 1 df, the floor being one seed's own evaluation noise plus
+  the allowed seed spread τ (``eval.seed_sd``); a fixed side (the initial policy): its mean, a
+  binomial bound on its variance, df ∞. Banerjee's (1961) test, valid for any ratio of the unknown
+  seed variance to the evaluation noise when a side's seed values are near normal
+  (``seed_level_rejects``). The floor keeps tied seeds (s² = 0) from resolving a cell on the
+  initial policy's noise alone, and a two-mode or skewed seed law from faking a difference when
+  all seeds land on one side: the rule holds its level for seed spreads up to τ under those laws.
+  One seed on a trained side: no test (NaN); the cell cannot be resolved.
+- ``RuleTest.p_value`` = the larger p, valid whichever of the two assumptions holds; ``holm``
+  adjusts it over a table's cells with both tests.
 
-ΔID (the run's success on its training domain minus its initial policy's): where every row of
-the run's cell and of the base cell has ``task_outcomes`` (success per held-out task; every
-checkpoint is evaluated on the same tasks), the interval is *paired*: one draw resamples the
-tasks shared by all those rows with replacement, the same task draw for every seed of the run and
-for the initial policy, and, independently of it, the run's seeds (crossed: not seeds first and
-then tasks within each seed), so a task that both solve, or both fail, adds no noise to the
-difference. The initial policy's seeds (usually one) are averaged, not resampled. Without task
-outcomes the interval is that of the run's draws minus the initial policy's draws (independent).
-The intervals describe; they do not decide "resolved" (with 2-3 seeds a percentile interval over
-seeds is anti-conservative: two seeds of the same sign exclude 0 half the time under the null).
-
-"Resolved" (docs/tables.md "Resolved"; ``RuleTest``, ``resolve``): the task-paired exact test AND
-the seed-level test both reject, Holm over the cells one table tests, at ``p ≤ level``
-(``rejects``: the one boundary convention).
-
-- Task-paired (``paired_test``; ``delta_id_test`` / ``delta_ood_test``): per shared task, each
-  side's success is the mean over its rows (seeds x window checkpoints); the tasks where the after
-  side is ahead are wins, behind losses, level ties (dropped). Equal evaluation counts per task on
-  both sides: the two-sided exact sign test of the wins at 1/2 (``sign_test``; McNemar's exact
-  test at one evaluation a side). Unequal (a run's seeds x checkpoints against one base
-  evaluation, where the sign test is biased): the within-task permutation test of
-  Σ_tasks (after mean − before mean), exact for 0/1 outcomes, Monte Carlo with
-  (count + 1) / (draws + 1) for fractional ones. ``PairedTest.method`` says which ran. This test
-  holds the trained seeds fixed: its null treats a task's evaluations as exchangeable between the
-  sides, which a seed-to-seed shift of the policy breaks: alone, it rejects null cells far above its
-  level once seeds spread (docs/tables.md "Resolved").
-- Seed-level (``seed_side``, ``seed_test``, ``seed_level_p``): each trained side's per-seed value
-  (Σ over the comparison's domains of the seed's mean over its window rows and the shared tasks),
-  its mean, and max(sample variance, floor) / seeds with seeds − 1 degrees of freedom, the floor
-  being one seed's own evaluation noise plus the seed spread τ the rule allows for (config
-  ``eval.seed_sd``); a fixed side (the initial policy) its mean and a binomial bound on that mean's
-  variance, df ∞. Banerjee's (1961) test: reject when effect² > Σ_sides q² variance, q the side's t
-  (normal) quantile; valid for any ratio of the unknown seed variance to the evaluation noise when
-  a side's seed values are near normal (proof in ``seed_level_rejects``). The floor keeps tied seeds
-  (s² = 0) from resolving a cell on the initial policy's noise alone, and a seed law with two modes,
-  or one skewed above a low rate, from faking a difference when all seeds land on one side: the
-  rule holds its level for seed spreads up to τ under each of those laws (docs/tables.md
-  "Resolved"). One seed on a trained side: no test (NaN), the cell cannot be resolved.
-- ``RuleTest.p_value`` = max of the two p's, a valid p whichever of the two assumptions holds;
-  ``holm``: Holm's step-down adjustment over a table's cells with both tests.
-
-Rank stability: for each init, the share of draws (seeds + episodes where available) in which
-each training domain has the best (lowest) OOD ranking score; domains tied for best all count,
-so shares can sum to more than 1. "v1+v2" uses the sum of the two inits' scores per draw.
-
-All randomness comes from ``numpy.random.default_rng([seed, crc32(run)])``: a run's draws
-depend only on the seed and its own data, not on which other runs are present.
+Rank stability: per init, the share of draws in which each training domain has the best (lowest)
+OOD ranking score (ties for best all count, so shares can sum past 1); "v1+v2" sums the inits'
+scores per draw. All randomness comes from ``numpy.random.default_rng([seed, crc32(run)])``: a
+run's draws depend only on the seed and its own data.
 """
 
 from __future__ import annotations
@@ -203,9 +186,7 @@ def delta_id_interval(rows: pd.DataFrame, run: tuple, base: tuple, n_boot: int, 
     train_domain, variant, eval_domain = train_domain) and the base cell ``base``."""
     if n_boot <= 0:
         return math.nan, math.nan, ""
-    key = list(CELL_KEY)
-    run_rows = rows[(rows[key] == pd.Series(run, index=key)).all(axis=1)].sort_values(["seed", "step"])
-    base_rows = rows[(rows[key] == pd.Series(base, index=key)).all(axis=1)]
+    run_rows, base_rows = _cell_rows(rows, run).sort_values(["seed", "step"]), _cell_rows(rows, base)
     if run_rows.empty or base_rows.empty:
         return math.nan, math.nan, ""
     matrix = _task_matrix(pd.concat([run_rows, base_rows]))
@@ -245,9 +226,6 @@ class PairedTest:
     tasks: int
     p_value: float
     method: str = "sign"
-
-    def text(self) -> str:
-        return f"{self.wins}/{self.losses}, p {format_p(self.p_value)}"
 
 
 #: the task-paired tests ``paired_test`` chooses between, in words (the tables' notes name the one that ran)
@@ -419,11 +397,10 @@ def _permutation_p(pairs: Sequence[tuple[np.ndarray, np.ndarray]], seed: int = 0
 def paired_test(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> PairedTest:
     """The exact paired test of (before, after) evaluation matrices (rows = evaluations, columns =
     tasks; one pair per domain, tasks pooled). Wins / losses: tasks where the after side's mean is
-    above / below the before side's. When both sides have as many evaluations per task, the
-    difference is symmetric under the null and p is ``sign_test`` (McNemar's exact test at one
-    evaluation each); otherwise (a run's seeds x checkpoints against one base evaluation, where the
-    sign test would be biased) p is the within-task permutation test ``_permutation_p``, which at
-    one evaluation per side is the same test. ``method`` says which ran (``PAIRED_METHODS``)."""
+    above / below the before side's. With as many evaluations per task on both sides the difference
+    is symmetric under the null and p is ``sign_test``; otherwise (a run's seeds x checkpoints
+    against one base evaluation, where the sign test would be biased) ``_permutation_p``.
+    ``method`` says which ran (``PAIRED_METHODS``)."""
     differences = np.concatenate([after.mean(axis=0) - before.mean(axis=0) for before, after in pairs])
     wins, losses = int(np.sum(differences > 1e-12)), int(np.sum(differences < -1e-12))
     balanced = all(before.shape[0] == after.shape[0] for before, after in pairs)
@@ -487,10 +464,8 @@ def seed_side(domains: Sequence[CellValues], fixed: bool, seed_sd: float = 0.0) 
     degrees of freedom, s² the seed values' sample variance and floor what one seed's value varies
     at least: its own evaluation noise over its tasks and checkpoints (Σ_domains, binomial) plus
     the seed spread the rule assumes, ``seed_sd`` per domain (config ``eval.seed_sd``; the domains
-    of a seed move together, so (domains x seed_sd)²). The floor keeps seeds that tie (2 seeds both
-    at 44/64: s² = 0) from claiming no variance, and a seed law with two modes (a run took off or
-    it did not) from being judged by seeds that all landed in one mode. One seed: no estimate
-    (variance NaN, df 0)."""
+    of a seed move together, so (domains x seed_sd)²; why: the module docstring). One seed: no
+    estimate (variance NaN, df 0)."""
     if fixed:
         return SeedSide(sum(float(c.values.mean()) for c in domains), sum(_binomial_variance(c.values) for c in domains),
                         math.inf, 1)
@@ -657,14 +632,9 @@ def resolve(p_values: Sequence[float], level: float) -> tuple[np.ndarray, list[b
     return adjusted, [None if math.isnan(a) else bool(rejects(a, level)) for a in adjusted]
 
 
-def rank_stability(
-    draws: BootstrapDraws,
-    domains_of: Callable[[str], Sequence[str]],
-    inits: Sequence[str],
-    variant: str,
-    tie_points: float = ranking.TIE_POINTS,
-    decimals: int | None = ranking.RANK_DECIMALS,
-) -> pd.DataFrame:
+def rank_stability(draws: BootstrapDraws, domains_of: Callable[[str], Sequence[str]], inits: Sequence[str],
+                   variant: str, tie_points: float = ranking.TIE_POINTS,
+                   decimals: int | None = ranking.RANK_DECIMALS) -> pd.DataFrame:
     """Per init (and "v1+v2"), each training domain's share of draws with the best score,
     plus the mean and 95% interval of its score over the draws."""
     per_init_scores: dict[str, list[dict[str, float]]] = {}
@@ -674,17 +644,12 @@ def rank_stability(
         if all(c is None for c in cells.values()):
             continue
         per_init_scores[init] = [
-            ranking.ranking_table(
-                {k: (math.nan if v is None else float(v[b])) for k, v in cells.items()},
-                domains, tie_points, decimals,
-            )[0]
-            for b in range(draws.n_boot)
-        ]
+            ranking.ranking_table({k: (math.nan if v is None else float(v[b])) for k, v in cells.items()}, domains,
+                                  tie_points, decimals)[0] for b in range(draws.n_boot)]
     if len(per_init_scores) > 1:
         per_init_scores["+".join(per_init_scores)] = [
             ranking.combined_scores({init: scores[b] for init, scores in per_init_scores.items()})
-            for b in range(draws.n_boot)
-        ]
+            for b in range(draws.n_boot)]
     records = []
     for label, per_draw in per_init_scores.items():
         names = list(per_draw[0]) if per_draw else []

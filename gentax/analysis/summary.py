@@ -1,38 +1,14 @@
 """Load and validate the analysis inputs; reduce checkpoints to per-seed and per-run values.
 
-Success summary (CSV or Parquet), long format, one row per (run, checkpoint, eval domain):
+The success summary (long format, one row per run, checkpoint and eval domain) and the properties
+table: columns and what is rejected, docs/tables.md "Inputs". Bad input is one ``GentaxError``
+naming the problem and the offending rows ("row N": the 1-based data row, line N+1 of a CSV;
+"<file> row N" when several files are read together).
 
-    init          v1 | v2 (case-insensitive)
-    train_domain  alfworld | webshop | sokoban | sciworld, or ``base`` for the initial policy
-    variant       default | aug | nothink | ... (free text; a base row's variant is usually
-                  ``default``)
-    seed          int
-    step          int >= 0 (base rows: 0)
-    eval_domain   alfworld | webshop | sokoban | sciworld
-    success       fraction in [0, 1]
-    invalid_rate  optional, fraction in [0, 1]
-    episodes      optional, episodes behind ``success`` (int > 0); enables episode bootstrap
-    errors        optional, episodes an env failure ended (a dead JVM), not in ``success``
-                  unless the eval counted them as failures (``gentax eval --errors-as-losses``)
-    error_rate    optional, fraction in [0, 1]: errors / episodes played; the tables flag it
-    task_outcomes optional, success per held-out task as ``"<task_seed>:<fraction> ..."`` (the
-                  eval's scored episodes; ``format_task_outcomes``); its mean must equal
-                  ``success``. Where a run's and its initial policy's rows have it, ΔID gets a
-                  bootstrap interval paired over tasks (``stats.delta_id_interval``)
-
-Properties (CSV or Parquet): ``domain``, ``richness``, ``complexity`` and optional extra
-numeric measures, one row per domain.
-
-Bad input raises ``GentaxError`` naming the problem and the offending rows ("row N" is the
-1-based data row, i.e. line N+1 of a CSV file with its header; "<file> row N" when several
-files are read together).
-
-A run's value (STUDY.md "Evaluation"): for each seed, the mean over the window's checkpoints;
-then mean and sample std over seeds. A seed that lacks any of the window's checkpoints is left
-out (and reported), never averaged over fewer checkpoints. Base rows are step 0 and do not
-use the window. An init's domains are its config's (``inits.<init>.domains``, handed in as
-``Settings.init_domains``; the paper's V1 has no SciWorld): rows of an init that involve another
-domain, as training or evaluation domain, are dropped, with a note.
+A run's value (STUDY.md "Evaluation"): per seed, the mean over the window's checkpoints; then mean
+and sample std over seeds. A seed lacking any of the window's checkpoints is left out (and noted),
+never averaged over fewer. Base rows are step 0 and do not use the window. Rows of an init that
+involve a domain outside its config's ``inits.<init>.domains`` are dropped, with a note.
 """
 
 from __future__ import annotations
@@ -84,12 +60,9 @@ def domains_of(init: str, init_domains: Mapping[str, Sequence[str]] | None = Non
 
 
 def config_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The tables' settings a study config declares (``gentax.analysis.tables.Settings`` fields, as
-    plain lists): ``test_level`` (``eval.test_level``), ``seed_sd`` (``eval.seed_sd``), ``sft_mix`` (``sft_mix_domains`` of
-    ``inits.v2.sft.mix``), ``init_domains`` (each init's ``inits.<init>.domains``) and ``augmented``
-    (each init's domains with an augmentation budget, ``augmentation.<init>.eps`` > 0: Table 5's
-    rows). What a table job's spec carries (``gentax.study.jobs.artifact``) and what ``gentax
-    tables`` defaults to."""
+    """The tables' settings a study config declares (``tables.Settings`` fields as plain lists; what a
+    table job's spec carries and ``gentax tables`` defaults to): ``sft_mix`` its domains of weight > 0,
+    ``augmented`` each init's domains with ``augmentation.<init>.eps`` > 0 (Table 5's rows)."""
     return {"test_level": float(cfg["eval"]["test_level"]),
             "seed_sd": {kind: float(tau) for kind, tau in cfg["eval"]["seed_sd"].items()},
             "sft_mix": list(sft_mix_domains(cfg["inits"]["v2"]["sft"]["mix"])),
@@ -123,10 +96,8 @@ def _read_table(source: str | os.PathLike | pd.DataFrame, what: str) -> pd.DataF
 
 
 def _read_tables(sources, what: str) -> pd.DataFrame:
-    """One table, or several concatenated (one path per run, as the workflow writes them).
-
-    Adds ``_where`` ("row N", or "<file> row N" for several files) for error messages.
-    """
+    """One table, or several concatenated (one path per run, as the workflow writes them), with
+    ``_where`` ("row N", or "<file> row N" for several files) for error messages."""
     if isinstance(sources, (str, os.PathLike, pd.DataFrame)):
         df = _read_table(sources, what).reset_index(drop=True)
         if "_where" not in df.columns:
@@ -161,14 +132,17 @@ def _fail(problem: str, df: pd.DataFrame, mask, columns: Sequence[str]) -> None:
         raise GentaxError(f"{problem}: {_describe_rows(df, mask, columns)}")
 
 
-def _require_columns(df: pd.DataFrame, required: Sequence[str], what: str) -> None:
-    missing = [c for c in required if c not in df.columns]
+def _checked_copy(raw: pd.DataFrame, required: Sequence[str], what: str) -> pd.DataFrame:
+    """A copy of ``raw`` with ``_where`` (for the messages), once it has the ``required`` columns and rows."""
+    missing = [c for c in required if c not in raw.columns]
     if missing:
-        raise GentaxError(
-            f"{what} is missing column(s) {', '.join(missing)}; it has {', '.join(map(str, df.columns))}"
-        )
-    if df.empty:
+        raise GentaxError(f"{what} is missing column(s) {', '.join(missing)}; it has {', '.join(map(str, raw.columns))}")
+    if raw.empty:
         raise GentaxError(f"{what} has no rows")
+    df = raw.reset_index(drop=True).copy()
+    if "_where" not in df.columns:
+        df["_where"] = [f"row {i}" for i in range(1, len(df) + 1)]
+    return df
 
 
 def _as_integers(df: pd.DataFrame, column: str, key: Sequence[str]) -> pd.Series:
@@ -214,10 +188,8 @@ def parse_task_outcomes(text: str) -> dict[int, float]:
 def _check_task_outcomes(df: pd.DataFrame) -> None:
     """Each given ``task_outcomes`` parses and its mean is the row's ``success``."""
     for where, text, success in zip(df["_where"], df[TASK_OUTCOMES], df["success"]):
-        if not isinstance(text, str):
-            if pd.isna(text):
-                continue
-            text = str(text)
+        if not isinstance(text, str) and pd.isna(text):
+            continue
         try:
             outcomes = parse_task_outcomes(text)
         except ValueError as exc:
@@ -229,23 +201,15 @@ def _check_task_outcomes(df: pd.DataFrame) -> None:
 
 def validate_summary(raw: pd.DataFrame) -> pd.DataFrame:
     """Return a clean copy of a success summary (see module docstring) or raise GentaxError."""
-    _require_columns(raw, SUMMARY_COLUMNS, "success summary")
-    df = raw.reset_index(drop=True).copy()
-    if "_where" not in df.columns:
-        df["_where"] = [f"row {i}" for i in range(1, len(df) + 1)]
+    df = _checked_copy(raw, SUMMARY_COLUMNS, "success summary")
     shown = list(ROW_KEY) + ["success"]
     for column in ("init", "train_domain", "variant", "eval_domain"):
         _fail(f"{column} is missing", df, df[column].isna(), shown)
         df[column] = df[column].astype(str).str.strip().str.lower()
     _fail(f"unknown init (valid: {', '.join(INITS)})", df, ~df["init"].isin(INITS), shown)
-    _fail(
-        f"unknown train_domain (valid: {', '.join(DOMAINS + (BASE,))}, or a mixture such as alfworld+webshop)",
-        df, ~df["train_domain"].map(_known_train_domain), shown,
-    )
-    _fail(
-        f"unknown eval_domain (valid: {', '.join(DOMAINS)})",
-        df, ~df["eval_domain"].isin(DOMAINS), shown,
-    )
+    _fail(f"unknown train_domain (valid: {', '.join(DOMAINS + (BASE,))}, or a mixture such as alfworld+webshop)",
+          df, ~df["train_domain"].map(_known_train_domain), shown)
+    _fail(f"unknown eval_domain (valid: {', '.join(DOMAINS)})", df, ~df["eval_domain"].isin(DOMAINS), shown)
     _fail("variant is empty", df, df["variant"] == "", shown)
     df["seed"] = _as_integers(df, "seed", shown)
     df["step"] = _as_integers(df, "step", shown)
@@ -263,18 +227,14 @@ def validate_summary(raw: pd.DataFrame) -> pd.DataFrame:
         df["episodes"] = episodes.astype(float)  # float keeps NaN for rows without a count
     if TASK_OUTCOMES in df.columns:
         _check_task_outcomes(df)
-    duplicated = df.duplicated(list(ROW_KEY), keep=False)
     _fail("duplicate rows (same init, train_domain, variant, seed, step, eval_domain)",
-          df, duplicated, shown)
+          df, df.duplicated(list(ROW_KEY), keep=False), shown)
     return df
 
 
 def validate_properties(raw: pd.DataFrame) -> pd.DataFrame:
     """Return a clean copy of the properties table, indexed by domain, or raise GentaxError."""
-    _require_columns(raw, PROPERTY_COLUMNS, "properties")
-    df = raw.reset_index(drop=True).copy()
-    if "_where" not in df.columns:
-        df["_where"] = [f"row {i}" for i in range(1, len(df) + 1)]
+    df = _checked_copy(raw, PROPERTY_COLUMNS, "properties")
     shown = list(PROPERTY_COLUMNS)
     _fail("domain is missing", df, df["domain"].isna(), shown)
     df["domain"] = df["domain"].astype(str).str.strip().str.lower()
@@ -317,10 +277,8 @@ def drop_excluded(summary: pd.DataFrame, init_domains: Mapping[str, Sequence[str
 
 
 def window_rows(summary: pd.DataFrame, window: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
-    """Rows at the window's checkpoints of seeds that have all of them (base rows: step 0).
-
-    Returns the rows and one note per (run, eval domain) whose seeds were left out.
-    """
+    """Rows at the window's checkpoints of seeds that have all of them (base rows: step 0), and one
+    note per run whose seeds were left out."""
     window = tuple(sorted(set(int(s) for s in window)))
     is_base = summary["train_domain"] == BASE
     rows = summary[is_base | summary["step"].isin(window)]
@@ -347,12 +305,8 @@ def cell_means(rows: pd.DataFrame, column: str = "success") -> pd.DataFrame:
     eval_domain); columns ``mean_pct``, ``std_pct`` (NaN with one seed), ``n_seeds``."""
     per_seed = seed_values(rows.dropna(subset=[column]), column)
     grouped = per_seed.groupby(list(CELL_KEY))[column]
-    out = pd.DataFrame({
-        "mean_pct": grouped.mean() * 100.0,
-        "std_pct": grouped.std(ddof=1) * 100.0,
-        "n_seeds": grouped.size(),
-    })
-    return out
+    return pd.DataFrame({"mean_pct": grouped.mean() * 100.0, "std_pct": grouped.std(ddof=1) * 100.0,
+                         "n_seeds": grouped.size()})
 
 
 def summarize_evals(paths, keys) -> "pd.DataFrame":

@@ -1,14 +1,9 @@
-"""A synthetic success summary and properties table over the study's full grid.
-
-For examples, the benchmark and smoke tests only: the numbers are random draws (seeded), not
-results. The grid: each init's domains (``init_domains``, as ``summary.config_settings`` gives a
-config's: the paper's V1 ALFWorld, WebShop, Sokoban and V2 + SciWorld; every registered domain when
-not given) with base rows; default runs of every training domain; ``aug`` runs of each init's
-``augmented`` domains (the paper's ALFWorld, WebShop, Sokoban; when not given, every domain that
-declares augmentation sources); ``nothink`` runs of every training domain; ``filler`` runs (the filler-thinking control) of the
-(init, training domain) pairs given as ``filler``, none by default; 3 seeds; checkpoints every 15 steps to 150
-(Sokoban to 300 and V2 SciWorld to 240, the longer-training runs). Each success is k / n with
-k ~ Binomial(n = ``episodes``, p), so the ``episodes`` column is consistent.
+"""A synthetic success summary and properties table over the study's full grid, for examples, the
+benchmark and tests only: seeded random draws, not results. Each init's domains (every registered
+domain when ``init_domains`` is not given) with base rows; default and ``nothink`` runs of every
+training domain, ``aug`` runs of the ``augmented`` domains (default: those declaring augmentation
+sources), ``filler`` runs of the given (init, domain) pairs; 3 seeds; checkpoints every 15 steps to
+150 (``LONG_RUNS`` longer). Each success is k / n, k ~ Binomial(n = ``episodes``, p).
 """
 
 from __future__ import annotations

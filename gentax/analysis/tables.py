@@ -1,21 +1,10 @@
 """Every table of the study (STUDY.md "Tables") from a validated success summary.
 
-``compute_tables(summary, properties, settings)`` returns the tables in memory (``analyse``: the
-inputs, each table built by its registry builder on first use, ``gentax.analysis.artifacts``);
-``build_all(summary, properties, out_dir, ...)`` also computes the bootstrap statistics and
-figures and writes everything to ``out_dir`` atomically (built in a temporary sibling folder,
-then renamed into place). Definitions, columns and the choices made where the paper is vague:
-``docs/tables.md``.
-
-Conventions: every success figure is in percent; a run's value is the mean over the window's
-checkpoints per seed, then the mean (and sample std) over seeds (``gentax.analysis.summary``).
-A cell without runs is NaN in memory, empty in CSV and "—" in Markdown/LaTeX, never 0. A ratio
-with a zero denominator (ΔOOD, relative change) is undefined: NaN plus a note in the row's
-``note`` column, never 0.
-
-Env errors (episodes a dead JVM or an engine failure ended; the summary's optional
-``error_rate``) are never hidden: Table 2 carries each cell's ``error_pct`` and marks (†) a cell
-above ``Settings.error_mark_pct``, and the notes give the cells with errors and their share.
+``analyse`` validates the inputs and leaves each table to its registry builder
+(``gentax.analysis.artifacts``) on first use; ``compute_tables`` builds them all in memory,
+``build_one`` one table or figure to given paths, ``build_all`` everything to a folder (atomically).
+Definitions, columns, conventions (percent; NaN in memory, empty in CSV, "—" shown, never 0; an
+undefined ratio is NaN plus a note) and the choices made where the paper is vague: docs/tables.md.
 """
 
 from __future__ import annotations
@@ -39,18 +28,8 @@ from gentax.analysis.formatting import MISSING, Table
 from gentax.analysis.formatting import number as _number
 from gentax.analysis.formatting import signed as _signed
 from gentax.analysis.formulas import delta_ood, relative_change
-from gentax.analysis.summary import (
-    BASE,
-    CELL_KEY,
-    DEFAULT_VARIANT,
-    INITS,
-    cell_means,
-    domains_of,
-    drop_excluded,
-    load_properties,
-    load_summary,
-    window_rows,
-)
+from gentax.analysis.summary import (BASE, CELL_KEY, DEFAULT_VARIANT, INITS, cell_means, domains_of, drop_excluded,
+                                     load_properties, load_summary, window_rows)
 from gentax.domains import DOMAINS
 from gentax.domains.spec import MIX_SEP, mixture_weights
 from gentax.errors import GentaxError
@@ -69,42 +48,29 @@ MANIFEST = "manifest.json"
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """Every choice that changes a number (all are ``gentax tables`` options). The study's values
-    (``window``, ``n_boot``, ``seed``, ``error_mark_pct``, ``test_level``; a table job's settings,
-    ``study_options``) have no default here: the study config holds them
-    (``gentax.study.plan.table_settings``), and the caller passes them."""
+    """Every choice that changes a number (each a ``gentax tables`` option). The study's values, the
+    fields without a default, come from its config (``gentax.study.plan.table_settings``;
+    ``study_options``): the caller passes them."""
 
-    #: the checkpoint steps averaged per seed (the last ``eval.window`` checkpoints up to ``grid.steps``)
-    window: tuple[int, ...]
-    #: bootstrap draws behind the intervals and rank stability (``eval.bootstrap``; 0: none)
-    n_boot: int
-    #: the bootstrap's seed (the study's ``seed``)
-    seed: int
-    #: Table 2 marks a cell whose episodes ended with an env error more often than this (percent; ``eval.error_mark_pct``)
-    error_mark_pct: float
-    #: the decision rule's level: a cell is resolved when its Holm-adjusted p is at or below it (``eval.test_level``)
-    test_level: float
-    #: τ, the seed spread the rule allows for at least (``eval.seed_sd``: ``id`` for ΔID, ``ood`` for ΔOOD;
-    #: ``stats.seed_side``'s floor)
-    seed_sd: Mapping[str, float]
+    window: tuple[int, ...]  # the checkpoint steps averaged per seed (last eval.window checkpoints to grid.steps)
+    n_boot: int  # bootstrap draws behind the intervals and rank stability (eval.bootstrap; 0: none)
+    seed: int  # the bootstrap's seed (the study's seed)
+    error_mark_pct: float  # Table 2 marks (†) a cell with more env-error episodes than this (percent)
+    test_level: float  # a cell is resolved when its Holm-adjusted p is at or below it (eval.test_level)
+    seed_sd: Mapping[str, float]  # τ per "id" / "ood": the seed spread the rule allows for (stats.seed_side)
     rank_decimals: int | None = ranking.RANK_DECIMALS
     tie_points: float = ranking.TIE_POINTS
     aug_variants: tuple[str, ...] = ("aug",)
     nothink_variant: str = "nothink"
-    #: the filler-thinking arm (thinking's token count, no reasoning content): Table 7 rows when present
-    filler_variant: str = "filler"
-    #: "matching": ΔID of variant X uses the base row of variant X when the summary has one,
-    #: else the default base row; "default": always the default base row.
+    filler_variant: str = "filler"  # filler thinking (thinking's token count, no reasoning): Table 7 rows
+    #: "matching": ΔID of variant X against the base row of variant X where there is one, else the
+    #: default base row; "default": always the default base row
     delta_id_base: str = "matching"
-    #: the domains with weight > 0 in V2's SFT mix (config ``inits.v2.sft.mix``; ``summary.sft_mix_domains``);
-    #: None: unknown, Table 6's ``in_v2_sft_mix`` column is left empty with a note
+    #: V2's SFT mix, its domains of weight > 0 (summary.sft_mix_domains); None: Table 6's in_v2_sft_mix empty
     sft_mix: tuple[str, ...] | None = None
-    #: each init's training and evaluation domains (config ``inits.<init>.domains``;
-    #: ``summary.config_settings``); rows of an init on another domain are dropped with a note.
-    #: None: every registered domain for each init
+    #: each init's training and evaluation domains (inits.<init>.domains); None: every registered domain
     init_domains: Mapping[str, tuple[str, ...]] | None = None
-    #: Table 5's rows beyond those the summary has: per init, the domains the study augments (config
-    #: ``augmentation.<init>.eps`` > 0; ``summary.config_settings``). None: the summary's rows only
+    #: Table 5's rows beyond the summary's: per init, the domains the study augments; None: none
     augmented: Mapping[str, tuple[str, ...]] | None = None
 
     def __post_init__(self):
@@ -143,11 +109,9 @@ class Settings:
         return domains_of(init, self.init_domains)
 
 
-#: a table job's settings (``gentax.study.plan.table_settings``: its spec's, ``gentax tables``'
-#: defaults) by their ``Settings`` field
-_STUDY_FIELDS = {"window": "window", "bootstrap": "n_boot", "seed": "seed", "error_mark_pct": "error_mark_pct",
-                 "test_level": "test_level", "seed_sd": "seed_sd", "sft_mix": "sft_mix", "init_domains": "init_domains",
-                 "augmented": "augmented"}
+#: a table job's settings (``gentax.study.plan.table_settings``) by their ``Settings`` field
+_STUDY_FIELDS = {"bootstrap": "n_boot", **{key: key for key in ("window", "seed", "error_mark_pct", "test_level",
+                                                                  "seed_sd", "sft_mix", "init_domains", "augmented")}}
 
 
 def study_options(settings: Mapping) -> dict:
@@ -206,24 +170,16 @@ class Values:
     def delta_id(self, init, train, variant=DEFAULT_VARIANT) -> float:
         return self.mean(init, train, variant, train) - self.base(init, train, variant)
 
-    def delta_id_interval(self, rows: pd.DataFrame, init, train, variant=DEFAULT_VARIANT,
-                          draws: stats.BootstrapDraws | None = None) -> tuple[float, float, str]:
-        """95% interval and method of ``delta_id`` (``stats.delta_id_interval``) from windowed
-        ``rows`` that hold the run's cell and its base cell."""
-        s = self.settings
-        base = (init, BASE, self.base_variant(init, train, variant), train)
-        return stats.delta_id_interval(rows, (init, train, variant, train), base, s.n_boot, s.seed, draws)
-
     def delta_id_evidence(self, init, train, variant=DEFAULT_VARIANT,
                           draws: stats.BootstrapDraws | None = None) -> dict:
-        """Everything printed beside a ΔID: its interval and method (``delta_id_interval`` on this
-        window's rows), the decision rule's two tests (``stats.delta_id_rule``: the exact paired
-        test over tasks, wins, losses, p and which test ran; the seed-level test's p) and, with more
-        than one seed, the per-seed ΔIDs (``stats.per_seed_delta_id``)."""
+        """Everything printed beside a ΔID: its 95% interval and method (``stats.delta_id_interval``),
+        the decision rule's two tests (``stats.delta_id_rule``) and, with more than one seed, the
+        per-seed ΔIDs (``stats.per_seed_delta_id``)."""
+        s = self.settings
         base = (init, BASE, self.base_variant(init, train, variant), train)
         cell = (init, train, variant, train)
-        low, high, method = self.delta_id_interval(self.rows, init, train, variant, draws)
-        test = stats.delta_id_rule(self.rows, cell, base, seed_sd=self.settings.seed_sd["id"])
+        low, high, method = stats.delta_id_interval(self.rows, cell, base, s.n_boot, s.seed, draws)
+        test = stats.delta_id_rule(self.rows, cell, base, seed_sd=s.seed_sd["id"])
         per_seed = stats.per_seed_delta_id(self.rows, cell, base)
         return {"delta_id_ci_low_pct": low, "delta_id_ci_high_pct": high, "delta_id_ci": method,
                 **_test_columns("delta_id", test),
@@ -240,12 +196,6 @@ class Values:
         grid = self.success_grid(init, variant) if grid is None else grid
         s = self.settings
         return ranking.ranking_table(grid, s.domains(init), s.tie_points, s.rank_decimals)
-
-
-# ---------------------------------------------------------------- formulas
-
-
-# delta_ood, relative_change: gentax.analysis.formulas (imported above)
 
 
 # ---------------------------------------------------------------- tables
@@ -281,10 +231,8 @@ _LISTED_CELLS = 8
 
 
 def _test_columns(prefix: str, test: stats.RuleTest | None) -> dict:
-    """The decision rule's columns of one cell (NaN / "" when untested): ``<prefix>_wins`` /
-    ``_losses`` / ``_p`` / ``_test`` of the exact paired test over tasks (``_test``: which one ran,
-    a ``stats.PAIRED_METHODS`` key) and ``<prefix>_seed_p`` of the seed-level test (NaN with one
-    seed on a trained side)."""
+    """The rule's columns of one cell (NaN / "" when untested): the task-paired test's ``<prefix>_wins``,
+    ``_losses``, ``_p``, ``_test`` (a ``stats.PAIRED_METHODS`` key) and the seed-level ``_seed_p``."""
     if test is None:
         return {f"{prefix}_wins": math.nan, f"{prefix}_losses": math.nan, f"{prefix}_p": math.nan,
                 f"{prefix}_test": "", f"{prefix}_seed_p": math.nan}
@@ -295,9 +243,8 @@ def _test_columns(prefix: str, test: stats.RuleTest | None) -> dict:
 
 @dataclasses.dataclass(frozen=True)
 class Family:
-    """What ``mark_resolved`` did for one table: the cells in Holm's family, the cells with a task
-    test but no seed-level test (one seed on a trained side), and the task tests that ran (method ->
-    cells)."""
+    """What ``mark_resolved`` did for one table: the cells in Holm's family, those with a task test
+    but one seed on a trained side, and the task tests that ran (method -> cells)."""
 
     tested: int
     one_seed: int
@@ -386,23 +333,17 @@ def interval_notes(data: pd.DataFrame) -> list[str]:
             "2-3 seeds a percentile interval is anti-conservative, so it does not decide \"resolved\" (docs/tables.md)"]
 
 
-def delta_id_intervals(values: Values, draws: stats.BootstrapDraws | None,
-                       variant: str = DEFAULT_VARIANT) -> dict[tuple[str, str], dict]:
-    """(init, training domain) -> its ΔID's interval, method, exact test and per-seed values
-    (``Values.delta_id_evidence``)."""
-    return {(init, train): values.delta_id_evidence(init, train, variant, draws)
-            for init, train in _domain_grid(values.settings, include_base=False)}
-
-
 _NO_EVIDENCE = {"delta_id_ci_low_pct": math.nan, "delta_id_ci_high_pct": math.nan, "delta_id_ci": "",
                 **_test_columns("delta_id", None), "delta_id_per_seed": ""}
 
 
-def table2_success(values: Values, intervals: pd.DataFrame | None = None,
-                   id_intervals: dict[tuple[str, str], dict] | None = None) -> Table:
+def table2_success(analysis: Analysis, name: str = "table2_success") -> Table:
     """Success of every (init, training domain) on every eval domain; ΔID on the diagonal, with
-    its 95% interval and exact paired test (``delta_id_intervals``); ``delta_id_resolved`` after
-    Holm over the table's tested ΔIDs (``mark_resolved``)."""
+    its 95% interval and the rule's tests (``Values.delta_id_evidence``); ``delta_id_resolved``
+    after Holm over the table's tested ΔIDs (``mark_resolved``)."""
+    values, intervals = analysis.values, analysis.intervals
+    evidence = {(init, train): values.delta_id_evidence(init, train, DEFAULT_VARIANT, analysis.draws)
+                for init, train in _domain_grid(values.settings, include_base=False)}
     records = []
     for init, train in _domain_grid(values.settings, include_base=True):
         for eval_domain in values.settings.domains(init):
@@ -415,11 +356,10 @@ def table2_success(values: Values, intervals: pd.DataFrame | None = None,
                 "delta_id": values.delta_id(init, train) if is_id else math.nan,
                 "error_pct": values.error_pct(init, train, DEFAULT_VARIANT, eval_domain),
             }
-            record.update((id_intervals or {}).get((init, train), _NO_EVIDENCE) if is_id else _NO_EVIDENCE)
+            record.update(evidence.get((init, train), _NO_EVIDENCE) if is_id else _NO_EVIDENCE)
             key = (init, train, DEFAULT_VARIANT, eval_domain)
             for column in _CI_COLUMNS:
-                record[column] = (float(intervals.at[key, column])
-                                  if intervals is not None and key in intervals.index else math.nan)
+                record[column] = float(intervals.at[key, column]) if key in intervals.index else math.nan
             records.append(record)
     level = values.settings.test_level
     family = mark_resolved(records, "delta_id", level)
@@ -448,9 +388,9 @@ def table2_success(values: Values, intervals: pd.DataFrame | None = None,
 _CI_COLUMNS = ("ci_seeds_low_pct", "ci_seeds_high_pct", "ci_episodes_low_pct", "ci_episodes_high_pct")
 
 
-def table8_rank_detail(values: Values) -> Table:
+def table8_rank_detail(analysis: Analysis, name: str = "table8_rank_detail") -> Table:
     """Per init and eval domain: each competing training domain's success and rank."""
-    records, display_rows = [], []
+    values, records, display_rows = analysis.values, [], []
     for init in INITS:
         domains = values.settings.domains(init)
         scores, ranks = values.ranking(init)
@@ -486,8 +426,9 @@ def table8_rank_detail(values: Values) -> Table:
                  display, [rule])
 
 
-def table3_ranking(values: Values, properties: pd.DataFrame | None) -> Table:
+def table3_ranking(analysis: Analysis, name: str = "table3_ranking") -> Table:
     """OOD ranking score per training domain (V1, V2, V1+V2) beside the domain properties."""
+    values, properties = analysis.values, analysis.properties
     per_init = {init: values.ranking(init)[0] for init in INITS}
     combined = ranking.combined_scores(per_init)
     extra = [c for c in (properties.columns if properties is not None else []) if c not in ("richness", "complexity")]
@@ -520,14 +461,11 @@ def _ood_columns(prefix_values: dict[str, dict[str, float]]) -> dict[str, float]
     return out
 
 
-def _intervention_table(
-    values: Values, name: str, title: str, rows: Sequence[tuple[str, str, str]],
-    labels: tuple[str, str], without_variant: str,
-) -> Table:
-    """Rows (init, train_domain, with_variant): ΔID and OOD success without → with the
-    intervention, ΔOOD by formula with its exact paired test over the OOD tasks
-    (``stats.delta_ood_rule``: task-paired and seed-level tests; resolved after Holm over the table's rows), and invalid-action
-    rates when the summary has them."""
+def _intervention_table(values: Values, name: str, title: str, rows: Sequence[tuple[str, str, str]],
+                        labels: tuple[str, str], without_variant: str) -> Table:
+    """Rows (init, train_domain, with_variant): ΔID and OOD success without → with the intervention,
+    ΔOOD by formula with the rule's tests (``stats.delta_ood_rule``, Holm over the table's rows), and
+    invalid-action rates when the summary has them."""
     without_label, with_label = labels
     records, display_rows = [], []
     has_invalid = values.invalid is not None
@@ -581,7 +519,8 @@ def _intervention_table(
     return Table(name, title, data, pd.DataFrame(display_rows) if display_rows else data.copy(), notes)
 
 
-def table5_augmentation(values: Values, variants_present: set[tuple[str, str, str]]) -> Table:
+def table5_augmentation(analysis: Analysis, name: str = "table5_augmentation") -> Table:
+    values, variants_present = analysis.values, analysis.variants_present
     s = values.settings
     rows = []
     for variant in s.aug_variants:
@@ -594,10 +533,11 @@ def table5_augmentation(values: Values, variants_present: set[tuple[str, str, st
     return table
 
 
-def table7_thinking(values: Values, variants_present: set[tuple[str, str, str]] = frozenset()) -> Table:
+def table7_thinking(analysis: Analysis, name: str = "table7_thinking") -> Table:
     """Thinking on vs off on the paper's grid; plus, beyond the paper, thinking vs filler thinking
     (same think tokens, no reasoning content) for each (init, training domain) with a filler run.
     A filler row's own columns are named ``*_filler_*`` (``*_nothink_*`` stay empty there)."""
+    values, variants_present = analysis.values, analysis.variants_present
     s = values.settings
     rows = [(init, train, s.nothink_variant) for init, train in _domain_grid(s, include_base=False)]
     title = "Table 7: thinking on vs off"
@@ -618,8 +558,9 @@ def table7_thinking(values: Values, variants_present: set[tuple[str, str, str]] 
     return Table("table7_thinking", title + " and filler thinking", data, display.fillna(""), notes)
 
 
-def table6_relative_change(values: Values) -> Table:
+def table6_relative_change(analysis: Analysis, name: str = "table6_relative_change") -> Table:
     """Relative change of success after RL vs the initial policy, V1 and V2 side by side."""
+    values = analysis.values
     mix = values.settings.sft_mix
     records = []
     for train in DOMAINS:
@@ -652,10 +593,6 @@ def table6_relative_change(values: Values) -> Table:
                      ": empty, the V2 SFT mix was not given (config inits.v2.sft.mix; Settings.sft_mix)")])
 
 
-def _last_checkpoints(run_rows: pd.DataFrame, count: int) -> tuple[int, ...]:
-    return tuple(sorted(run_rows["step"].unique())[-count:])
-
-
 def table4_extended(summary: pd.DataFrame, values: Values) -> tuple[Table, pd.DataFrame]:
     """Runs longer than the default window: ΔID, OOD success and ranking score at the default
     window and at the run's own last checkpoints (as many as the window has). At the late
@@ -670,7 +607,7 @@ def table4_extended(summary: pd.DataFrame, values: Values) -> tuple[Table, pd.Da
     records, notes, late_rows = [], [], []
     for init, train in long_runs:
         run_rows = trained[(trained["init"] == init) & (trained["train_domain"] == train)]
-        late_window = _last_checkpoints(run_rows, len(s.window))
+        late_window = tuple(sorted(run_rows["step"].unique())[-len(s.window):])
         rows, run_notes = window_rows(run_rows, late_window)
         notes += run_notes
         with_base = pd.concat([rows, summary[summary["train_domain"] == BASE]])
@@ -687,10 +624,8 @@ def table4_extended(summary: pd.DataFrame, values: Values) -> tuple[Table, pd.Da
                       "n_seeds": source.cell(init, train, DEFAULT_VARIANT, train)["n_seeds"],
                       **source.delta_id_evidence(init, train)}
             ood = source.ood(init, train)
-            for domain in DOMAINS:
-                record[f"ood_{domain}_pct"] = ood.get(domain, math.nan)
-            for domain in DOMAINS:
-                record[f"rank_{domain}"] = ranks.get((train, domain), math.nan)
+            record.update({f"ood_{domain}_pct": ood.get(domain, math.nan) for domain in DOMAINS})
+            record.update({f"rank_{domain}": ranks.get((train, domain), math.nan) for domain in DOMAINS})
             record["ranking_score"] = scores.get(train, math.nan)
             records.append(record)
     family = mark_resolved(records, "delta_id", s.test_level)
@@ -766,13 +701,11 @@ def to_latex(table: Table) -> str:
     if not len(frame.columns):
         return f"% {table.title}: no columns\n"
     styler = frame.style.hide(axis="index").format(escape="latex").format_index(escape="latex", axis=1)
-    text = styler.to_latex(hrules=True, column_format="l" * len(frame.columns))
+    header = [f"% {table.title}"] + [f"% note: {n}" for n in table.notes]
+    text = "\n".join(header) + "\n" + styler.to_latex(hrules=True, column_format="l" * len(frame.columns))
     for old, new in _LATEX_REPLACEMENTS.items():
         text = text.replace(old, new)
-    header = [f"% {table.title}"] + [f"% note: {n}" for n in table.notes]
-    for old, new in _LATEX_REPLACEMENTS.items():
-        header = [h.replace(old, new) for h in header]
-    return "\n".join(header) + "\n" + text
+    return text
 
 
 TABLE_FORMATS = ("csv", "md", "tex")
@@ -780,11 +713,8 @@ TABLE_FORMATS = ("csv", "md", "tex")
 
 def render(table: Table) -> dict[str, str]:
     """The table's file contents by format: CSV (empty = missing), Markdown, LaTeX."""
-    return {
-        "csv": table.data.to_csv(index=False, na_rep="", float_format="%.10g"),
-        "md": to_markdown(table),
-        "tex": to_latex(table),
-    }
+    return {"csv": table.data.to_csv(index=False, na_rep="", float_format="%.10g"), "md": to_markdown(table),
+            "tex": to_latex(table)}
 
 
 def write_table(table: Table, folder: Path) -> list[Path]:
@@ -799,16 +729,11 @@ def write_table(table: Table, folder: Path) -> list[Path]:
 
 
 class Analysis:
-    """One build's validated inputs and the values its tables share (``analyse``).
-
-    Read by every builder: ``settings``, ``summary`` (validated, the excluded rows dropped),
-    ``properties``, ``controls`` (the controls' properties table or None), ``values`` (the window's
-    cell means; its ``rows`` the windowed rows), ``variants_present`` and ``notes``. Computed on
-    first use and kept, so a table job computes only what its table reads: ``extended`` (Table 4
-    and its late-window rows), ``draws`` (the bootstrap draws, of the window's and the late rows),
-    ``intervals``, ``stability``; a builder elsewhere keeps its own shared value with ``shared``.
-    ``table(name)`` builds one registered table (once); ``tables`` every table this analysis has
-    (``present``), in registry order: the full build."""
+    """One build's validated inputs and the values its tables share (``analyse``): ``settings``,
+    ``summary`` (excluded rows dropped), ``properties``, ``controls`` (or None), ``values`` (the
+    window's cell means and rows), ``variants_present``, ``notes``. ``extended``, ``draws``,
+    ``intervals`` and ``stability`` are computed on first use and kept (a builder elsewhere keeps
+    its own with ``shared``), so a table job computes only what its table reads."""
 
     def __init__(self, settings: Settings, summary: pd.DataFrame, properties: pd.DataFrame | None,
                  notes: list[str], controls: pd.DataFrame | None):
@@ -859,9 +784,9 @@ class Analysis:
         return self._shared[key]
 
     def present(self, name: str) -> bool:
-        """Whether this analysis has the registered table or figure ``name``: an entry planned with
-        the mixtures only when the summary has mixture runs, one planned with the controls only
-        with the controls' properties (``build_one`` still writes it, empty)."""
+        """Whether this analysis has the registered ``name``: one planned with the mixtures only with
+        mixture runs, one planned with the controls only with their properties (``build_one`` still
+        writes it, empty)."""
         planned = artifacts.get(name).planned
         return {"always": True, "mixtures": self.has_mixtures, "controls": self.controls is not None}[planned]
 
@@ -880,16 +805,13 @@ class Analysis:
         return {name: self.table(name) for name in artifacts.names("table") if self.present(name)}
 
 
-def mixture_ood(values: Values, variants_present: set[tuple], draws: stats.BootstrapDraws | None = None) -> Table:
-    """Beyond the paper: each run on a mixture of domains against its members' single-domain runs.
-
-    Out of domain = the init's domains outside the mixture (the same set for every row of a
-    mixture); ΔOOD (formula of ``delta_ood``) = change of OOD success from the initial policy to
-    the run, over that set, for the mixture (``run`` = the mixture) and for each member's run
-    on its own (``run`` = the member; NaN with a note when the grid has no such run). ±
-    ``ood_std_pct``: the seed standard deviation of the run's mean OOD success.
-    ``delta_ood_ci_low_pct`` / ``_high_pct``: its 95% bootstrap interval (``stats.delta_ood_interval``:
-    seeds, and episodes where counts exist, of the run and of the initial policy); NaN without draws."""
+def mixture_ood(analysis: Analysis, name: str = "mixture_ood") -> Table:
+    """Beyond the paper: each run on a mixture of domains, and each member's single-domain run,
+    against the initial policy over the init's domains outside the mixture (ΔOOD, its 95% interval
+    ``stats.delta_ood_interval`` and the rule's tests; docs/tables.md). Empty, and no draws
+    computed, without mixture runs."""
+    values, variants_present = analysis.values, analysis.variants_present
+    draws = analysis.draws if analysis.has_mixtures else None
     records = []
     for init, train, variant in sorted(k for k in variants_present if MIX_SEP in k[1]):
         members = list(mixture_weights(train))
@@ -926,9 +848,8 @@ def mixture_ood(values: Values, variants_present: set[tuple], draws: stats.Boots
 
 
 def analyse(summary, properties, settings: Settings, controls=None) -> Analysis:
-    """Validate the inputs and window the runs; every table and statistic is left to be computed
-    on first use (``Analysis``). ``controls``: the controls' properties table
-    (``gentax.analysis.controls``); with it the controls' tables are present."""
+    """Validate the inputs (``controls``: the controls' properties table, optional) and window the
+    runs; every table and statistic is left to be computed on first use (``Analysis``)."""
     summary = load_summary(summary)
     properties = load_properties(properties) if properties is not None else None
     levels = control_tables.load_levels(controls) if controls is not None else None
@@ -944,36 +865,11 @@ def compute_tables(summary, properties, settings: Settings, controls=None) -> An
     return analysis
 
 
-# ---------------------------------------------------------------- builders (gentax.analysis.artifacts)
-# Each registered table's builder, ``(analysis, name) -> Table``, over the analysis's shared values.
-
-
-def build_table2(analysis: Analysis, name: str) -> Table:
-    return table2_success(analysis.values, analysis.intervals, delta_id_intervals(analysis.values, analysis.draws))
-
-
-def build_table3(analysis: Analysis, name: str) -> Table:
-    return table3_ranking(analysis.values, analysis.properties)
+# ---- the registry builders (gentax.analysis.artifacts), ``(analysis, name) -> Table``, beside the table functions
 
 
 def build_table4(analysis: Analysis, name: str) -> Table:
     return analysis.extended[0]
-
-
-def build_table5(analysis: Analysis, name: str) -> Table:
-    return table5_augmentation(analysis.values, analysis.variants_present)
-
-
-def build_table6(analysis: Analysis, name: str) -> Table:
-    return table6_relative_change(analysis.values)
-
-
-def build_table7(analysis: Analysis, name: str) -> Table:
-    return table7_thinking(analysis.values, analysis.variants_present)
-
-
-def build_table8(analysis: Analysis, name: str) -> Table:
-    return table8_rank_detail(analysis.values)
 
 
 def build_success_ci(analysis: Analysis, name: str) -> Table:
@@ -987,24 +883,14 @@ def build_rank_stability(analysis: Analysis, name: str) -> Table:
                  "domain has the best (lowest) OOD ranking score", analysis.stability)
 
 
-def build_mixture_ood(analysis: Analysis, name: str) -> Table:
-    """``mixture_ood``; empty (and no draws computed) when the summary has no mixture runs."""
-    return mixture_ood(analysis.values, analysis.variants_present, analysis.draws if analysis.has_mixtures else None)
-
-
 _OUTPUTS = {"table": TABLE_FORMATS, "figure": ("png", "svg")}
 
 
 def build_one(name: str, summary, properties, outputs, controls=None, **options) -> Analysis:
-    """Build one table or figure of the registry (``gentax.analysis.artifacts``) and write it to
-    the given paths (each atomically).
-
-    ``outputs`` maps ``csv``, ``md``, ``tex`` (a table) or ``png``, ``svg`` (a figure) to paths.
-    ``summary`` may be a list of per-run files; ``options`` are ``Settings`` fields (``window``,
-    ``n_boot``, ``seed``, ...), ``n_boot`` forced to 0 for an entry that needs no bootstrap;
-    ``controls`` the controls' properties table (the controls' tables and figure need it). Only
-    what the entry's builder reads is computed (``analyse``). This is what a workflow rule calls.
-    """
+    """Build one registered table or figure and write it atomically to ``outputs`` (``csv``, ``md``,
+    ``tex`` or ``png``, ``svg`` -> path): what a workflow job calls. ``summary`` may be a list of
+    per-run files; ``options`` are ``Settings`` fields (``n_boot`` forced to 0 for an entry that
+    needs no bootstrap). Only what the entry's builder reads is computed."""
     artifact = artifacts.get(name)  # an unknown name is one GentaxError
     outputs = dict(outputs)
     wanted = _OUTPUTS[artifact.kind]
@@ -1041,23 +927,12 @@ def _describe_input(source) -> dict | list | None:
     return {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
 
-def build_all(
-    summary,
-    properties,
-    out_dir: str | os.PathLike,
-    *,
-    figures: bool = True,
-    controls=None,
-    **options,
-) -> Analysis:
-    """Compute everything and write it to ``out_dir`` (replaced atomically).
-
-    ``summary``/``properties``: paths (CSV/Parquet) or DataFrames (``properties`` may be None).
-    ``controls``: the controls' properties table (optional; adds the controls' tables and figure).
-    ``options``: the ``Settings`` fields, the study's among them (``study_options``). ``out_dir``
-    must be absent, empty or an earlier output of this function (it has ``manifest.json``); nothing
-    is half-written.
-    """
+def build_all(summary, properties, out_dir: str | os.PathLike, *, figures: bool = True, controls=None,
+              **options) -> Analysis:
+    """Compute everything and write it to ``out_dir``, replaced atomically; it must be absent, empty
+    or an earlier output of this function (it has ``manifest.json``). ``summary`` / ``properties``
+    / ``controls``: paths (CSV/Parquet) or DataFrames (the last two may be None); ``options``: the
+    ``Settings`` fields, the study's among them (``study_options``)."""
     started = time.perf_counter()
     out_dir = Path(out_dir)
     if not _is_replaceable(out_dir):
