@@ -1,56 +1,27 @@
-"""The collector: batched multi-turn rollouts in lockstep. One collector serves RL, SFT data,
-evaluation and property logs.
-
-Contract (docs/contracts.md)::
+"""The collector: batched multi-turn rollouts in lockstep, for RL, SFT data, evaluation and property logs.
 
     rollouts = collect(generator, task_seeds, CollectConfig(domain=..., split=...), run_id="...")
     rollouts.steps / rollouts.episodes   # pyarrow tables (gentax.rollout.schema)
     rollouts.tokens[i]                   # prompt ids, response ids, logprobs of step row i
     rollouts.write(prefix)               # <prefix>.steps.parquet, <prefix>.episodes.parquet
 
-Each task seed is played ``group_size`` times (``group_id`` = index of the seed in
-``task_seeds``, ``traj_id = group_id * group_size + k``). Trajectories run in batches of
-``batch_size`` (default: all at once), one env-pool slot each. Within a batch, each turn:
+Each task seed is played ``group_size`` times (``traj_id = group_id * group_size + k``), in batches
+of ``batch_size`` trajectories, one env-pool slot each. Each turn: every active trajectory's
+observation goes through its ``TrajectoryAugmenter`` and its prompt is built from what the agent
+SAW; ONE ``generator.generate`` call for all of them; each response is parsed against the real
+admissible actions; the envs step (an unusable response is an invalid step, never an exception;
+augmentation never reaches the env); a step row is recorded. docs/rollout.md "Collector" has the
+details.
 
-1. every still-active trajectory's observation is passed through its ``TrajectoryAugmenter``
-   (the identity unless augmentation is on for it) and its prompt is built with
-   ``build_messages`` from what the agent SAW: the (augmented) current observation and the
-   (augmented observation, action) history;
-2. ONE ``generator.generate`` call for all of them (a generator with
-   ``needs_expert_action`` also gets each trajectory's expert action as a hint);
-3. each response is parsed (``parse_response``) against the real admissible actions;
-4. the envs step through the pool: valid -> ``pool.step``, unusable -> ``pool.step_invalid(reason)``;
-   augmentation never reaches the env, so transitions and rewards are the plain episode's;
-5. a step row is recorded; trajectories that are done leave the batch.
+Filler mode (``cfg.filler``, a ``gentax.agent.filler.FillerSpec``): every prompt gets the forced
+prefix ``<think>FILLER</think>`` through the generator's ``prefixes``. ``think_tokens`` is the think
+block's token count the action was conditioned on (filler: ``FillerSpec.tokens``; think on: the
+generated block re-tokenised, null without a tokenizer or a complete block).
 
-Think modes (``cfg.think``: True/"on", False/"off", "filler"; ``gentax.agent.prompts``): in
-filler mode (``cfg.filler``, a ``gentax.agent.filler.FillerSpec``) every prompt gets the forced
-assistant prefix ``<think>FILLER</think>`` (``FillerSpec.tokens`` filler ids, built with the
-generator's tokenizer and seeded with ``derive_seed(cfg.seed, "filler", j, t)``) through the
-generator's ``prefixes``; the response is what the policy wrote after it, parsed in filler mode.
-The step row's ``think_tokens`` is the think block's token count the action was conditioned
-on (filler: exactly ``FillerSpec.tokens``; on: the generated think block's content re-tokenised,
-null without a tokenizer or a complete block), ``filler`` the forced text (else null).
-
-Robustness: any response text (empty, cut at ``max_new_tokens``, without tags, binary junk)
-becomes a step — an invalid one when it holds no usable action — never an exception. An env
-that crashes ends its episode as failed with ``error`` set (the pool's rule) to one short line
-(``gentax.errors.short_reason``; the full text is in the log).
-
-Seeds: every random choice comes from ``cfg.seed``: trajectory ``j`` samples step ``t`` with
-``derive_seed(cfg.seed, "sample", cfg.sampling.seed, j, t)`` and augments with
-``TrajectoryAugmenter(seed=derive_seed(cfg.seed, "augment", j))``. Give every call its own
-``cfg.seed`` (e.g. derived from the run seed and the RL step) for fresh samples.
-
-The pool's envs are built with ``seed=cfg.seed`` (slot ``i``: ``cfg.seed + i``); pass
-``pool=`` to reuse one across calls (its domain and split must match ``cfg``), or call through
-``EnvPools``, which keeps one per domain and env settings.
-
-Timing: ``rollouts.stats`` has ``generate_s`` (inside ``generate``), ``env_s`` (pool steps
-and expert actions: the env's share of the turns), ``reset_s`` (pool resets, once per batch),
-``other_s`` (prompt building, augmentation, parsing, records),
-``response_tokens`` and ``tokens_per_s``; a line per batch is logged at INFO and a tqdm bar
-shows each batch's progress (``progress=False`` hides it).
+Seeds: all from ``cfg.seed``: trajectory ``j`` samples step ``t`` with ``derive_seed(cfg.seed,
+"sample", cfg.sampling.seed, j, t)`` and augments with ``derive_seed(cfg.seed, "augment", j)``; the
+pool's envs are built with ``seed=cfg.seed``. Pass ``pool=`` to reuse a pool, or use ``EnvPools``.
+``rollouts.stats`` splits the time into ``generate_s``, ``env_s``, ``reset_s`` and ``other_s``.
 """
 
 from __future__ import annotations
@@ -191,14 +162,10 @@ def _new_pool(cfg: CollectConfig):
 
 
 class EnvPools:
-    """Env pools kept across ``collect`` calls: per domain, split and env settings, built at the
-    first call that needs one and reused by the later ones (an RL run's steps; the episodes of a
-    verl agent-loop worker), so a domain's envs -- SciWorld's JVMs, ALFWorld's engines -- start
-    once per process, not once per step or episode. A call leases a pool for its duration: calls
-    from several threads at once (verl's agent loops) each get their own, and a pool goes back
-    to the idle ones when its call ends. An env's seed only names its default task, and every
-    episode resets its env to its own task, so a reused pool plays exactly the episodes a fresh
-    one would. ``close()`` ends them all."""
+    """Env pools kept across ``collect`` calls, one per domain, split and env settings, so a domain's
+    envs (SciWorld's JVMs, ALFWorld's engines) start once per process. A call leases a pool for its
+    duration (concurrent calls each get their own). Every episode resets its env to its own task, so
+    a reused pool plays exactly the episodes a fresh one would. ``close()`` ends them all."""
 
     def __init__(self):
         self._idle: dict[tuple, list[Any]] = {}

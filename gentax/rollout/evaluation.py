@@ -1,24 +1,14 @@
-"""Checkpoint evaluation and property logs on top of the collector (the logic behind
-``gentax eval`` and ``gentax properties``; the workflow calls these functions too).
-
-Contract::
+"""Checkpoint evaluation and property logs on top of the collector (``gentax eval``, ``gentax properties``).
 
     evaluate(generator, task_seeds, cfg, out_prefix, *, run_id="", meta=None) -> summary dict
     measure_properties(generator, task_seeds, cfg, out_prefix, *, t_max=50, ...) -> report dict
 
-Both write one result at ``out_prefix`` in the format of ``gentax.evalfile`` (the collector's two
-tables, then LAST the JSON with their digests; ``gentax.evalfile.read_eval`` reads it back,
-checked), holding ``output_lock(prefix)`` from before any episode runs (so an unwritable output
-fails at once); an earlier result is replaced only once the rollouts are done.
-``evaluate``'s JSON is ``summarize(rollouts)`` plus ``meta``; success = the episode was won.
-An episode that an env failure ended (``error`` set: a dead JVM, an engine bug) says nothing
-about the policy: ``success_rate`` leaves it out by default and counts it as a failure with
-``errors_as_losses=True``; the JSON always carries ``errors`` (count), ``error_rate`` (share of
-all episodes), ``scored_episodes`` (the episodes behind ``success_rate``; null rate when 0) and
-``error_reasons`` (one short line per distinct reason, with its count).
-``measure_properties`` collects with ``max_steps = t_max`` and no augmentation (unless it is given
-one: a richness level of the controls measures the states its runs train on), and its
-JSON holds ``measures`` (``gentax.agent.properties.property_measures``) and ``summary``.
+Both write one result at ``out_prefix`` in the format of ``gentax.evalfile`` (the two tables, then
+LAST the JSON with their digests), holding ``output_lock(prefix)`` from before any episode runs; an
+earlier result is replaced only once the rollouts are done. Success = the episode was won. An
+episode that an env failure ended says nothing about the policy: ``success_rate`` leaves it out
+unless ``errors_as_losses``; the JSON always counts ``errors`` and their reasons (``summarize``).
+``measure_properties`` plays to ``t_max`` steps, unaugmented unless given a richness level.
 """
 
 from __future__ import annotations
