@@ -1,44 +1,22 @@
-"""GRPO for step-wise multi-turn agents: all of the algorithm's math in one file.
+"""GRPO for step-wise multi-turn agents: all of the algorithm's math in one file, plain numpy/torch,
+shared by the local engine, the verl engine's custom pieces and the tests (docs/training.md section 2).
 
-Vocabulary. A *trajectory* is one episode. A *sample* is one step of it: that step's prompt
-tokens -> the model's response tokens (verl-agent style: a 30-step episode gives 30 samples).
-A *group* is the G trajectories of one task (same env seed); ``group_ids`` name it.
+A *sample* is one step of an episode (that step's prompt -> the response); a *group* is the
+trajectories of one task. A trajectory's *outcome* is the sum of its env rewards on valid steps; an
+invalid step carries ``-invalid_penalty`` on its own sample only.
 
-1. Scores. A trajectory's *outcome* is the sum of its env rewards on valid steps (10 on the
-   winning step, else 0). An invalid step (no parsable action, or one the env rejected) carries
-   the penalty ``-invalid_penalty`` (the study's: ``gentax.study.config.study_rl``) on that step's sample only.
-2. Advantages. ``group_advantages`` is GRPO's outcome normalisation, identical to verl's
-   ``compute_grpo_outcome_advantage``: ``(score - group mean) / (group std + eps)`` with the
-   unbiased std, and mean 0 / std 1 for a group of one (tests/test_grpo.py checks it against
-   verl). ``step_advantages`` turns trajectories into per-sample advantages, two ways:
-   - ``"trajectory"`` (the paper's): every trajectory's outcome counts once in its
-     group's mean/std, and every step of the trajectory gets that advantage. The invalid-step
-     penalty is added to that step's advantage *after* normalisation, in advantage units: added
-     before it, a group whose outcomes are all equal (std 0, the usual case for a weak policy)
-     would divide the penalty by eps.
-   - ``"cross_step"`` (verl-agent's default ``compute_mean_std_cross_steps=True``): every sample's score
-     is normalised by the mean/std over all samples of its group, so a long trajectory weighs once
-     per step.
-   Where the invalid-step penalty goes (``penalty_placement``):
-   - ``"after_normalisation"`` (the study's): the advantage as above from the outcomes alone, then
-     ``-invalid_penalty`` added to the invalid step's advantage, in advantage units.
-   - ``"in_return"`` (verl-agent's literal reading: the penalty is part of the step sample's reward,
-     ``apply_invalid_action_penalty``): each sample's score is ``outcome - invalid_penalty`` when its
-     step was invalid, and scores are normalised. With ``cross_step`` the group's statistics are
-     over all sample scores (= verl-agent's default exactly); with ``trajectory`` each trajectory
-     counts once, with the score of its first sample (verl-agent's ``compute_mean_std_cross_steps=False``
-     keeps the first row of each trajectory), and every sample is normalised with its own score.
-     A group of equal outcomes (std 0) then divides a later step's penalty by ``eps``: that is why
-     the paper preset keeps ``after_normalisation``.
-3. Loss, per response token (``grpo_loss``): PPO's clipped ratio objective with verl's dual clip
-   (ratio clip [1-clip_low, 1+clip_high]; negative advantages bounded by ``clip_ratio_c``), plus
-   ``kl_coef`` x the low-variance KL estimate k3 of the policy from the reference policy (verl's
-   ``low_var_kl``), minus ``entropy_coeff`` x the token entropy when it is > 0 (verl's
-   ``policy_loss = pg_loss - entropy_coeff * entropy``), aggregated as a token mean over the
-   mini-batch's response tokens.
-
-Everything here is plain numpy/torch so the local engine, the verl engine's custom pieces and the
-tests share one definition.
+- ``group_advantages``: GRPO's outcome normalisation, identical to verl's
+  ``compute_grpo_outcome_advantage`` (unbiased std; mean 0 / std 1 for a group of one).
+- ``step_advantages``: per-sample advantages. ``mode`` ``"trajectory"`` (the paper's): each
+  trajectory's outcome counts once in its group's statistics and every step gets its advantage;
+  ``"cross_step"`` (verl-agent's default): each sample's score is normalised over all samples of its
+  group. ``penalty_placement`` ``"after_normalisation"`` (the study's) adds ``-invalid_penalty`` to
+  the normalised advantage, in advantage units; ``"in_return"`` (verl-agent's reading) puts it in
+  the sample's score before normalising (with ``trajectory``, each trajectory counts with its first
+  sample's score), so a group of equal outcomes (std 0) divides a later penalty by ``eps``.
+- ``grpo_loss``: per response token, PPO's clipped ratio with verl's dual clip, plus ``kl_coef`` x
+  the k3 KL estimate to the reference (verl's ``low_var_kl``), minus ``entropy_coeff`` x the token
+  entropy, as a token mean over the mini-batch.
 """
 
 from __future__ import annotations
@@ -198,11 +176,3 @@ def grpo_loss(logprobs, old_logprobs, ref_logprobs, advantages, mask, num_tokens
             "ratio": masked_sum(torch.exp(logprobs - old_logprobs), mask).item(),
         }
     return loss, sums
-
-
-def entropy_from_logits(logits):
-    """Per-position entropy of the softmax distribution over the last axis."""
-    import torch
-
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    return -(logp.exp() * logp).sum(-1)
