@@ -1,65 +1,23 @@
-"""Engine ``local``: step-wise multi-turn GRPO on one machine (CPU, or one GPU) with torch.
+"""Engine ``local``: step-wise multi-turn GRPO on one machine (CPU, or one GPU) with torch
+(docs/training.md section 3). Per training step k:
 
-The same algorithm as the verl engine, in plain torch: per training step k,
+1. rollout: ``collect`` plays ``group_size`` trajectories of each of the step's tasks
+   (``runs.step_task_seeds``) with the current policy (``Policy.generator``); every env step is one
+   training sample;
+2. advantages: ``grpo.step_advantages``;
+3. log-probs recomputed under the update's autocast: old (skipped when the step makes one update,
+   where old == current) and reference (the init model; skipped at step 1, where it is the policy);
+4. update: ``epochs_per_step`` passes over shuffled mini-batches, each one AdamW step on
+   ``grpo.grpo_loss`` accumulated over micro-batches (``update_policy``);
+5. the metrics.csv row (with digests of the tokens trained on and of the weights, so two runs name
+   the first step where they part), then every ``save_every`` steps and at the last a checkpoint
+   (``Policy.save``): the row first, so that a kill at any point resumes with every kept row.
 
-1. rollout: ``collect`` (gentax.rollout.collector) plays ``group_size`` trajectories of each of
-   the step's ``tasks_per_step`` tasks (``runs.step_task_seeds``) with the CURRENT policy through
-   ``HFGenerator.from_model`` at the rollout temperature; every env step is one training sample
-   (that step's prompt -> response tokens);
-2. advantages: ``grpo.step_advantages`` (trajectory or cross-step normalisation, -penalty on
-   invalid steps after the normalisation or inside the sample's score: ``invalid_penalty_placement``);
-3. log-probs recomputed with torch: old (the policy before this step's update; skipped when the
-   step makes exactly one optimizer update, where old == current), reference (the init model:
-   a frozen copy, or the LoRA base with adapters disabled; skipped at step 1, where the policy
-   still is the init model and reference == old);
-4. update: ``epochs_per_step`` passes over the samples in shuffled mini-batches of
-   ``mini_batch_size`` samples, each one AdamW step (lr from the config, grad-norm clip) on
-   ``grpo.grpo_loss`` (PPO dual clip + kl_coef x k3 - entropy_coeff x entropy, token mean over the
-   mini-batch), accumulated over micro-batches of ``micro_batch_size`` samples;
-5. log a metrics.csv row (its ``seconds`` exclude the checkpoint save; ``think_tokens_mean``: the
-   mean think-block tokens of the step's samples, ``runs.THINK_TOKENS_MEAN``; a thinking run also
-   keeps some of the step's think blocks, ``runs.write_think_samples``; ``rollout_sha256`` and
-   ``weights_checksum``: digests of the token ids trained on and of the trainable weights after
-   the update, so two runs of one config name the first step where they part); then, every
-   ``save_every`` steps and at the last step, save a checkpoint. The row goes first so that a kill
-   at any point resumes with every kept step's row (``runs.MetricsLog``).
-
-Checkpoints (``runs`` layout) are written beside their final name and renamed into place:
-``checkpoints/step_<N>/`` is an HF folder — full weights (float32 when training in float32, so
-small lr updates survive), or with LoRA either the merged model (``lora_save: merged``) or the
-peft adapter whose ``adapter_config.json`` names the base path (``lora_save: adapter``;
-``AutoModelForCausalLM.from_pretrained`` loads it when peft is installed). Its ``gentax_state/``
-holds what a resume needs beyond the weights: optimizer state, torch RNG state, the step, and
-the LoRA adapter. Only the newest ``runs.STATES_KEPT`` checkpoints keep ``gentax_state`` (older
-ones are pruned); with a ``keep`` list (config ``disk.keep_checkpoints: evaluated``) an older
-checkpoint the plan does not evaluate goes whole (``runs.prune_checkpoints``). Each checkpoint carries a manifest of its files (``gentax.io.write_manifest``;
-``gentax_state`` its own): a resume skips a damaged checkpoint, naming it, for the one before.
-All other randomness is derived from (run seed, step), so a resumed or extended run repeats
-exactly what an uninterrupted run would have done (tests/test_local_engine.py checks weights).
-
-Cost: every sample costs one forward over its whole prompt for generation, one for the reference
-(skipped at step 1) and a forward+backward for the update, so a step costs ~5 forward passes per
-sample. ``max_update_samples`` (0 = all; local engine only) updates on a random subset of at most
-that many step samples, drawn from (seed, step) — the same expected gradient, fewer passes; the
-rollout still plays every step. A CPU-budget knob for the embedded study, off in the paper preset.
-
-Filler arm (``--variant filler``, local engine only): step k's prompts are the thinking prompts
-and each response is conditioned on a forced ``<think>FILLER</think>`` of the thinking run's mean
-think tokens at step k (``runs.think_reference`` of ``cfg.filler["reference"]``, the matching
-default run's folder; ``gentax.agent.filler``); the filler is context, not trained on (only
-generated tokens are). Its metrics rows carry ``filler_tokens``.
-
-Precision and size, for the 135M embedded model on CPU: parameters and optimizer in float32
-(bf16 weights cannot hold updates of ~lr=1e-5 relative size). Rollouts sample from a bf16 copy of
-the weights (``Policy.generator``), and the old, reference and update log-probs run under bf16 autocast where
-``gentax.dtype.compute_dtype`` picks bf16 (``autocast: auto``: a bf16 GPU, or a CPU with native
-bf16, avx512_bf16 / amx_bf16; elsewhere none, since emulated bf16 is slower than fp32). The loss's
-old log-probs are recomputed here under that same autocast (never taken from the generator), so
-the PPO ratio compares like with like (the generator's log-probs, from the bf16 copy, are kept
-with the rollouts but not used by the loss). Sequence lengths are bounded by ``max_new_tokens`` (response) and
-``max_prompt_tokens`` (longer prompts are left-truncated for the update and counted in
-``prompts_truncated``). Only response positions go through the LM head
-(``logits_to_keep``), so memory grows with the response, not the prompt, length.
+All randomness derives from (run seed, step), so a resumed or extended run repeats exactly what an
+uninterrupted one would. ``max_update_samples`` (a CPU budget knob) updates on a seeded subset of
+the step's samples. The filler arm conditions each response on a forced think block of the
+matching thinking run's length (``_filler_spec``). Parameters and optimizer are float32 (bf16
+weights cannot hold small updates); rollouts sample a bf16 copy under bf16 autocast.
 """
 
 from __future__ import annotations
@@ -214,10 +172,9 @@ class Policy:
 
     def generator(self):
         """A generator sampling from the current policy. Under bf16 autocast with full fine-tuning it
-        samples from a bf16 copy of the weights, refreshed from the float32 master weights at every
-        call (once per step, and once per validation): decoding reads half the bytes, and autocast over float32
-        weights was barely faster than float32 (8.1 vs 8.3 s; the bf16 copy 6.3 s, 4 prompts of
-        330 tokens + 40 new). With LoRA it samples the policy itself under the autocast."""
+        samples a bf16 copy of the weights, refreshed from the float32 master weights at every call
+        (decoding reads half the bytes; autocast over float32 weights is barely faster than float32).
+        With LoRA, or without autocast, it samples the policy itself."""
         import torch
 
         from gentax.rollout.generators import HFGenerator, default_batch_size
@@ -276,7 +233,9 @@ class Policy:
         return logp, mask, entropy
 
     def save(self, target: Path, optimizer, step: int) -> None:
-        """Write checkpoint ``target`` (HF folder + gentax_state) atomically (see module doc)."""
+        """Write checkpoint ``target`` atomically (manifests last): an HF folder (full weights, or with
+        LoRA the merged model or the peft adapter: ``lora_save``) and ``runs.STATE_DIR``, what a resume
+        needs beyond the weights (optimizer and RNG state, the step, the LoRA adapter)."""
         import torch
 
         with atomic_path(target) as tmp:
@@ -314,17 +273,24 @@ def _pad(rows, width: int, device):
     return out.to(device)
 
 
-def reference_logprobs(policy: Policy, samples: Samples, micro: int):
-    """Per-sample 1-D tensors of reference log-probs (no grad)."""
+def frozen_logprobs(policy: Policy, model, samples: Samples, order: list[int], micro: int):
+    """Per-sample 1-D tensors of ``model``'s log-probs (no grad), in micro-batches taken in ``order``."""
     import torch
 
     out = [None] * len(samples)
-    with torch.no_grad(), policy.reference_model() as ref:
-        for idx in _chunks(sorted(range(len(samples)), key=lambda i: len(samples.prompts[i])), micro):
-            logp, mask, _ = policy.logprobs(ref, [samples.prompts[i] for i in idx], [samples.responses[i] for i in idx])
+    with torch.no_grad():
+        for idx in _chunks(order, micro):
+            logp, _, _ = policy.logprobs(model, [samples.prompts[i] for i in idx], [samples.responses[i] for i in idx])
             for row, i in enumerate(idx):
                 out[i] = logp[row, : len(samples.responses[i])].cpu()
     return out
+
+
+def reference_logprobs(policy: Policy, samples: Samples, micro: int):
+    """Per-sample 1-D tensors of reference log-probs (no grad)."""
+    with policy.reference_model() as ref:
+        return frozen_logprobs(policy, ref, samples, sorted(range(len(samples)), key=lambda i: len(samples.prompts[i])),
+                               micro)
 
 
 def micro_batch_backward(policy: Policy, prompts, responses, advantages, tokens: float, loss_cfg: grpo.LossConfig, *,
@@ -368,12 +334,7 @@ def update_policy(policy: Policy, optimizer, samples: Samples, cfg: RLConfig, rn
     old = None
     if updates > 1:  # the policy moves between updates: freeze its log-probs before the first one
         model.eval()
-        with torch.no_grad():
-            old = [None] * n
-            for idx in _chunks(list(range(n)), micro):
-                logp, _, _ = policy.logprobs(model, [samples.prompts[i] for i in idx], [samples.responses[i] for i in idx])
-                for row, i in enumerate(idx):
-                    old[i] = logp[row, : len(samples.responses[i])].cpu()
+        old = frozen_logprobs(policy, model, samples, list(range(n)), micro)
     model.train()
     params = policy.trainable_parameters()
     totals = {"pg_loss": 0.0, "kl": 0.0, "clipfrac": 0.0, "ratio": 0.0, "entropy": 0.0, "loss": 0.0, "tokens": 0.0}

@@ -1,25 +1,14 @@
 """The processes a trainer starts end with it, however it ends.
 
-A trainer's helpers outlive a kill of the trainer and of its process group: Ray makes the driver
-a process-group leader and starts raylet and its workers itself, and vLLM's engine processes
-(``VLLM::EngineCore``, ``VLLM::Worker``) are children of Ray workers; killed that way on an H200
-they kept 43.6 GB of GPU memory. So each trainer is marked instead: ``owning(token)`` puts
-``OWNER_ENV=token`` into its environment, which every process it starts after that inherits
-(Ray hands its environment to raylet and the workers, multiprocessing to vLLM's engine), and
-on leaving (success, an exception, SIGTERM: a preempted or stopped job) SIGKILLs every process
-still carrying the token. A trainer killed by SIGKILL runs no code: ``owning`` also starts a
-watcher (this file run as a script, in a session of its own, so a kill of the trainer's process
-group leaves it) that sees the trainer gone within ``WATCH_SECONDS`` and ends what carries the
-token and what ran below the trainer, so the GPU is free again without waiting for a rerun. Should the watcher die with it (a
-kill of every process of the user), the run-folder lock records the token, and the next trainer
-that takes the lock over ends the dead one's processes (``gentax.train.runs.locked``). A child the
-trainer forks without exec keeps the environment the trainer was started with; ``owning`` also
-ends the descendants the trainer started inside it.
-
-    processes_marked(name, value) -> [pid, ...]   this user's processes on this host with name=value
-    end_marked(name, value) -> ["pid P (NAME)", ...]   SIGKILL them and wait
-    python processes.py watch PID TOKEN              the watcher: once PID is gone, end what carries TOKEN or ran below PID
-    kill(pids) / descendants(pid) / process_name(pid)
+A trainer's helpers outlive a kill of the trainer and of its process group (Ray starts raylet and
+its workers itself; vLLM's engine processes are children of Ray workers) and keep their GPU memory.
+So ``owning(token)`` marks the trainer: it puts ``OWNER_ENV=token`` into its environment, which
+every process it starts inherits, and on leaving (success, an exception, SIGTERM) SIGKILLs every
+process still carrying the token and every descendant it started. Against SIGKILL, where the
+trainer runs no code, ``owning`` also starts a watcher (this file run as a script, in a session of
+its own) that ends the same processes within ``WATCH_SECONDS`` of the trainer's end. Should the
+watcher die too, the run-folder lock records the token, and the next trainer that takes the lock
+over ends them (``gentax.train.runs.locked``).
 
 Linux only (it reads /proc), with no dependency beyond the standard library, so the GPU smoke's
 bare machine can use it too.

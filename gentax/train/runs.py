@@ -5,32 +5,17 @@ Layout of ``RUN_DIR``::
     run.json                     identity of the run: engine, init, domain, variant, seed, config
     .gentax.lock                 held by the one trainer working on the run (host, pid, since)
     metrics.csv                  one row per trained step (rewritten atomically after every step)
-    think_samples/step_<N>.json  thinking runs (local engine): up to THINK_SAMPLES_KEPT think blocks
-                                 of step N's responses, the filler arm's shuffle source
+    think_samples/step_<N>.json  thinking runs (local engine): think blocks of step N, the filler arm's source
     checkpoints/step_<N>/        HF model folder (AutoModelForCausalLM + tokenizer load it)
     checkpoints/step_<N>/gentax_state/   the local engine's resume state (optimizer, RNG, step)
     verl/                        the verl engine's own FSDP checkpoints (global_step_<N>/, tracker)
     verl_data/                   the verl engine's task parquets (train.parquet, val.parquet)
 
-Steps are numbered from 1: ``--steps A:B`` trains steps A+1..B starting from the state after
-step A (the init model when A == 0). Which tasks step k trains on is a pure function of
-(run seed, k, slot) — ``task_seed`` — so a resumed or extended run sees exactly the tasks an
-uninterrupted run would, whichever engine runs it. A checkpoint is complete once its folder
-exists under its final name (it is written beside it and renamed into place).
-
-Faults: one trainer at a time holds the run folder (``locked``: a second one fails at once,
-naming the holder; the lock of a killed trainer is taken over, and the processes it left, Ray and
-vLLM engines included, are ended). ``remove_temporaries`` deletes
-what a killed atomic write left (a half-written checkpoint is a whole model's size); the trainer
-calls it at start and after success. A step's metrics row is committed before its checkpoint
-(see ``MetricsLog``), so every kill point resumes with the row of every step it keeps.
-
-Disk: ``prune_checkpoints`` drops what a job spec's ``keep`` (config ``disk.keep_checkpoints:
-evaluated``, resolved by the plan) does not keep: while a run trains, the newest ``STATES_KEPT``
-checkpoints stay whole (what a resume starts from) and older ones keep their weights only when
-the plan evaluates them; when its segment ends, the newest keeps its resume state only while a
-later segment of the run is planned (the verl engine's ``verl/`` FSDP checkpoints alike). A
-finished segment whose last checkpoint has lost its resume state is done: rerunning it trains nothing.
+Steps are numbered from 1: ``--steps A:B`` trains steps A+1..B from the state after step A. The
+task of step k is a pure function of (run seed, k, slot), ``task_seed``, so a resumed or extended
+run sees the tasks an uninterrupted run would, whichever engine runs it. A checkpoint is complete
+once its folder exists under its final name. Faults (``locked``, ``remove_temporaries``, the row
+before the checkpoint: ``MetricsLog``) and disk (``prune_checkpoints``): docs/training.md section 7.
 """
 
 from __future__ import annotations

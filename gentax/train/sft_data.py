@@ -1,46 +1,20 @@
-"""The SFT dataset: state-action pairs from our own collector, written as a LlamaFactory dataset.
+"""The SFT dataset: state-action pairs from our own collector, written as a LlamaFactory dataset
+(docs/sft.md "Data").
 
-Contract::
-
-    apportion(total, weights) -> {domain: count}      # the exact mix (rule below)
+    apportion(total, weights) -> {domain: count}      # the exact mix: largest remainder
     build_sft_data(cfg, out_dir, *, v1_model=None, domains=None, progress=True) -> manifest dict
     read_examples(data_dir) -> list of sharegpt records  (train.json)
 
-What one example is. The agent sees ONE fresh user message per step (gentax.agent.prompts), so
-every state-action pair is one sharegpt example: a single user turn (the step prompt exactly as
-``build_messages`` rendered it during collection) and a single assistant turn
-``<think>…</think>\\n<action>…</action>`` (``gentax.agent.parse.format_response``). No system turn:
-training and rollouts both get the chat template's default system text.
+One example is one step: a single user turn (the step prompt as ``build_messages`` rendered it) and
+a single assistant turn ``format_response(action, think)``. Pairs come from episodes the collector
+plays on the ``cfg.split`` tasks (``domains[d] = {max_steps, options}``) with the ``expert``
+generator or the ``--v1`` model (``cfg.sources``); only steps with an action the env accepted are
+pairs, re-rendered canonically so every assistant turn parses as valid. Each domain collects rounds
+of fresh episodes until it has its count (at most ``max_rounds``), then exactly that many are drawn
+and all examples shuffled, every draw seeded from ``cfg.seed``.
 
-Where pairs come from (``cfg.sources``): every pair is a step of an episode played by
-``gentax.rollout.collector.collect`` on the ``cfg.split`` tasks, with the domain settings given
-(``domains[d] = {max_steps, options}``):
-
-- ``expert``: the ``expert`` generator — the env's scripted expert (SciWorld: the package's gold
-  action sequence, replayed) — answering ``format_response(action, cfg.expert_think)``;
-- ``v1``: the ``--v1`` model sampled with ``cfg.generator`` at ``cfg.temperature``; episodes are
-  NOT filtered by success. A step is a state-action pair only when it has an action the env
-  accepted (``valid``); invalid steps (no parsable action, or rejected) carry no action and are
-  left out. The kept response is re-rendered canonically, ``format_response(action, think)``,
-  with the model's own reasoning and the parser's normalised action, so every assistant turn
-  parses as valid by construction.
-
-The mix (exact). ``apportion`` splits ``cfg.pairs`` over the domains by the largest-remainder
-(Hamilton) rule: domain d gets ``floor(pairs * w_d / W)``, and the pairs still missing go one
-each to the domains with the largest fractional parts ``pairs * w_d / W - floor(…)`` (ties: the
-domain listed first in ``mix``). When ``W`` divides ``pairs`` (3220 = 140 x 23 for 19:3:1) the
-counts are exactly proportional. Each domain's collection runs in rounds of
-``*_episodes_per_domain`` episodes on fresh tasks until it has at least its count of pairs (at
-most ``max_rounds``, else a ``GentaxError``); then exactly ``count`` pairs are drawn uniformly
-without replacement (seeded), and all examples are shuffled together (seeded).
-
-Output folder (written atomically):
-    dataset_info.json   LlamaFactory's dataset registry: {DATASET_NAME: sharegpt, train.json}
-    train.json          [{"conversations": [{"from": "human", ...}, {"from": "gpt", ...}]}, ...]
-    pairs.parquet       row i describes example i: domain, source, task_seed, traj_id, step, round,
-                        episode_won, prompt_chars, response_chars
-    rollouts/<domain>.{steps,episodes}.parquet   every collected episode (all rounds)
-    manifest.json       config, counts, available pairs, episodes, source success rates, the rule
+Output folder (written atomically): ``dataset_info.json``, ``train.json``, ``pairs.parquet`` (row i
+describes example i), ``rollouts/<domain>.{steps,episodes}.parquet``, ``manifest.json``.
 """
 
 from __future__ import annotations

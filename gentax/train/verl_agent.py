@@ -1,25 +1,18 @@
 """The gentax pieces that run inside verl's Ray processes (engine ``verl``; see verl_engine.py).
 
-- ``EnvStepAgentLoop`` (agent name ``gentax_env``, registered through verl_agent_loops.yaml):
-  one instance per episode. It runs OUR collector (``gentax.rollout.collector.collect``) for one
-  trajectory of the row's task, on an env leased from the worker process's ``ENV_POOLS`` (envs
-  start once per agent-loop worker and settings, not once per episode: SciWorld's JVMs, ALFWorld's
-  engines; concurrent episodes each get their own), with a generator adapter (``ServerGenerator``) that sends each
-  step's prompt to verl's rollout servers (``server_manager.generate``: vLLM, or gentax's ``hf``), and returns one
-  ``AgentLoopOutput`` per env step: that step's fresh prompt -> response, i.e. verl-agent's
-  step-wise samples. Each output carries the step's facts in ``extra_fields["gentax"]``
-  (trajectory outcome, won, valid, reason, ...); the last one also carries ``reward_score``
-  (the outcome) and ``reward_extra_info``, which verl copies onto the earlier steps.
+- ``EnvStepAgentLoop`` (agent ``gentax_env``, registered through verl_agent_loops.yaml): one instance
+  per episode. It runs OUR collector for one trajectory of the row's task, on an env leased from the
+  worker's ``ENV_POOLS``, with ``ServerGenerator`` sending each step's prompt to verl's rollout
+  servers (vLLM, or gentax's ``hf``), and returns one ``AgentLoopOutput`` per env step (that step's
+  prompt -> response), the step's facts in ``extra_fields["gentax"]``; the last one also carries
+  ``reward_score`` (the outcome) and ``reward_extra_info``, which verl copies onto the earlier steps.
 - ``GentaxPPOTrainer`` (``trainer.v1.trainer_mode=gentax_sync``): verl's synchronous V1 trainer
-  with two methods replaced: ``_compute_advantage`` uses ``gentax.train.grpo.step_advantages``
-  (paper's trajectory normalisation or verl-agent's cross-step one, plus the per-step invalid
-  penalty), and ``_compute_metrics`` also appends the run's ``metrics.csv`` row.
-- Phase trace (measurement only, off unless ``PHASE_TRACE_ENV`` names a file): the trainer appends
-  one JSON line per timed phase of verl's step (gen, old_log_prob, ref, adv, update_actor,
-  update_weights, save_checkpoint): its wall-clock interval and the actor worker's torch peak
-  memory over it (what the paper-shape measurement read: docs/paper_shape.md).
-- ``ExportCheckpoint``: verl checkpoint callback converting each saved FSDP checkpoint into the
-  HF folder ``RUN_DIR/checkpoints/step_<N>`` (``verl_engine.export_checkpoint``).
+  whose ``_compute_advantage`` uses ``gentax.train.grpo.step_advantages`` and whose
+  ``_compute_metrics`` also writes the run's ``metrics.csv`` row.
+- Phase trace (measurement only, off unless ``PHASE_TRACE_ENV`` names a file): one JSON line per
+  timed phase of verl's step, its interval and the actor worker's torch peak memory
+  (docs/paper_shape.md).
+- ``ExportCheckpoint``: converts each saved FSDP checkpoint into ``RUN_DIR/checkpoints/step_<N>``.
 
 Only a GPU cluster runs these inside verl (vLLM servers, TransferQueue, FSDP workers). The CPU
 tests drive ``EnvStepAgentLoop.run`` with a stand-in server manager and verl's real tokenizer

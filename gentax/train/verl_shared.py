@@ -1,10 +1,5 @@
-"""What the verl driver (``verl_engine``) and the code verl runs (``verl_agent``) share.
-
-``verl_engine`` builds the verl config and starts verl; inside verl's processes ``verl_agent``
-registers the agent loop ``AGENT_NAME`` and the trainer ``TRAINER_MODE`` that the config names,
-and exports each saved checkpoint. Both import this module and neither imports the other at
-module level (``verl_engine`` imports ``verl_agent`` only in the Ray task runner, to register it),
-so there is no import cycle. Importing this module does not need verl.
+"""What the verl driver (``verl_engine``) and the code verl runs (``verl_agent``) share, importable
+without verl; neither imports the other at module level, so there is no import cycle.
 """
 
 from __future__ import annotations
