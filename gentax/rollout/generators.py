@@ -171,6 +171,15 @@ def context_ids(tokenizer, prompts: list[list[dict[str, str]]], prefixes=None) -
     return [chat_prompt_ids(tokenizer, messages) + list(prefix or ()) for messages, prefix in zip(prompts, prefixes)]
 
 
+def _counted(stats: dict, results: list[Generation], start: float) -> list[Generation]:
+    """``results`` of one ``generate`` call begun at ``start``, counted into a generator's ``stats``."""
+    stats["calls"] += 1
+    stats["prompt_tokens"] += sum(len(g.prompt_ids) for g in results)
+    stats["response_tokens"] += sum(len(g.response_ids) for g in results)
+    stats["seconds"] += time.perf_counter() - start
+    return results
+
+
 def _require_chat_template(tokenizer, where: str) -> None:
     if not getattr(tokenizer, "chat_template", None):
         raise GentaxError(f"the tokenizer of {where} has no chat template; an instruct/chat model folder is needed")
@@ -338,12 +347,7 @@ class HFGenerator:
         start = time.perf_counter()
         per_request = per_request_params(params, len(prompts))
         prompt_ids = context_ids(self.tokenizer, prompts, prefixes)
-        results = self.generate_ids(prompt_ids, per_request)
-        self.stats["calls"] += 1
-        self.stats["prompt_tokens"] += sum(len(p) for p in prompt_ids)
-        self.stats["response_tokens"] += sum(len(g.response_ids) for g in results)
-        self.stats["seconds"] += time.perf_counter() - start
-        return results
+        return _counted(self.stats, self.generate_ids(prompt_ids, per_request), start)
 
     def generate_ids(self, prompt_ids: list[list[int]], params: list[SamplingParams]) -> list[Generation]:
         """Token ids in, one ``Generation`` per prompt (same order), one ``SamplingParams`` each.
@@ -689,12 +693,7 @@ class VLLMGenerator:
         token_prompts = [{"prompt_token_ids": ids} for ids in context_ids(self.tokenizer, prompts, prefixes)]
         sampling = [self._vllm.SamplingParams(**vllm_sampling_kwargs(p)) for p in per_request]
         outputs = self.llm.generate(token_prompts, sampling_params=sampling, use_tqdm=False)
-        results = [generation_from_vllm(o) for o in outputs]
-        self.stats["calls"] += 1
-        self.stats["prompt_tokens"] += sum(len(g.prompt_ids) for g in results)
-        self.stats["response_tokens"] += sum(len(g.response_ids) for g in results)
-        self.stats["seconds"] += time.perf_counter() - start
-        return results
+        return _counted(self.stats, [generation_from_vllm(o) for o in outputs], start)
 
 
 # ---- scripted expert -------------------------------------------------------------------------

@@ -1,13 +1,10 @@
 """The RL configuration: one dataclass, one loader.
 
-``load_rl_config(section) -> RLConfig``: an RL section (a plain dict) over ``engine_defaults()``
-(``rl_defaults.yaml`` beside this file: the engine keys that are no study choice, with their meaning
-and source), checked and frozen. The study's recipe (group size, lr, temperatures, ...) has no
-default here: the section holds it (the study's ``rl`` block: ``gentax.study.config.study_rl``). An
-unknown key or a bad value is a ``KeyProblem`` naming it (the closest valid key, the number hint;
-the study config's check words it under ``rl.`` with the file that set it); a key the run spec holds
-instead (``REPLACED_KEYS``) names what replaced it. Both engines read ``RLConfig``, every field of
-it (tests/test_spec_once.py), and the run spec (``gentax.runspec``).
+``load_rl_config(section) -> RLConfig``: an RL section over ``engine_defaults()`` (``rl_defaults.yaml``:
+the engine keys that are no study choice, each documented there), checked and frozen. The study's
+recipe has no default here: the section holds it (``gentax.study.config.study_rl``). An unknown,
+missing or bad key is a ``KeyProblem`` naming it; a key the run spec holds instead
+(``REPLACED_KEYS``) names what replaced it. Both engines read every field (tests/test_spec_once.py).
 """
 
 from __future__ import annotations

@@ -199,13 +199,9 @@ class Policy:
         return HFGenerator.from_model(self._rollout_copy, self.tokenizer, max_batch_size=size)
 
     def logprobs(self, model, prompts, responses, *, with_entropy: bool = False, entropy_grad: bool = False):
-        """Per-token log-probs (and entropies) of ``responses`` given ``prompts``: [B, R] tensors.
-
-        Entropies carry their graph only with ``entropy_grad`` (an entropy term in the loss).
-
-        Prompts are left-padded and responses right-padded so every response starts at the same
-        position and only the last R+1 positions go through the LM head.
-        """
+        """Per-token log-probs, mask (and entropies, with their graph only with ``entropy_grad``) of
+        ``responses`` given ``prompts``: [B, R] tensors. Prompts are left-padded and responses
+        right-padded, so only the last R+1 positions go through the LM head."""
         import torch
 
         from gentax.rollout import cpu_inference
@@ -294,16 +290,15 @@ def reference_logprobs(policy: Policy, samples: Samples, micro: int):
 
 
 def micro_batch_backward(policy: Policy, prompts, responses, advantages, tokens: float, loss_cfg: grpo.LossConfig, *,
-                         old=None, ref=None, entropy_grad: bool = False, attention=deterministic_attention):
-    """One micro-batch's forward and backward of the update, its gradients added to the model's: the
-    responses' log-probs with sdpa's kernel chosen by ``attention(device)`` (the engine's:
-    ``gentax.dtype.deterministic_attention``; a diagnostic may pass another), the
-    GRPO loss (``tokens``: the mini-batch's response tokens), the backward in strict deterministic
-    mode. ``old`` / ``ref``: per-sample log-prob rows; None: this pass's own, detached (the policy
-    still is the old one; the reference is the old one). Returns (logp, mask, entropy, loss, sums)."""
+                         old=None, ref=None, entropy_grad: bool = False):
+    """One micro-batch's forward and backward of the update, its gradients added to the model's (the
+    GRPO loss over ``tokens``, the mini-batch's response tokens; deterministic kernels:
+    ``gentax.dtype``). ``old`` / ``ref``: per-sample log-prob rows; None: this pass's own, detached
+    (the policy still is the old one; the reference is the old one). Returns (logp, mask, entropy,
+    loss, sums)."""
     import torch
 
-    with attention(policy.device):  # a kernel whose backward repeats (gentax.dtype)
+    with deterministic_attention(policy.device):  # a kernel whose backward repeats (gentax.dtype)
         logp, mask, entropy = policy.logprobs(policy.model, prompts, responses, with_entropy=True, entropy_grad=entropy_grad)
     width = logp.shape[1]
     old_t = logp.detach() if old is None else _pad(old, width, logp.device)
@@ -386,9 +381,8 @@ def _filler_spec(cfg: RLConfig, run, step: int):
 
 def _collect_config(cfg: RLConfig, run, *, domain: str, split: str, seed: int, group_size: int, temperature: float,
                     filler=None):
-    """The collector settings of this engine's episodes: the run spec's (``runspec.collect_fields``,
-    shared with the verl engine) plus the engine's sampling and batching, and a filler run's
-    forced think block of this step (``filler``, a FillerSpec)."""
+    """The collector settings of this engine's episodes: the run spec's (``runspec.collect_fields``, as
+    the verl engine's) plus the engine's sampling and a filler run's forced think block (``filler``)."""
     from gentax.rollout.collector import CollectConfig
     from gentax.rollout.generators import SamplingParams
     from gentax.runspec import collect_fields
@@ -423,26 +417,19 @@ def _collect_step(policy, cfg: RLConfig, run, *, step: int, step_seed: int, run_
 
 
 def _digests(samples: Samples, policy) -> dict[str, str]:
-    """Fingerprints of a step for comparing two runs: SHA-256 (16 hex digits) of the samples' prompt
-    and response token ids, and ``bits_checksum`` of the trainable weights."""
+    """Fingerprints of a step for comparing two runs, 16 hex digits of SHA-256 each: of the samples'
+    prompt and response token ids, and of the trainable weights (each tensor's elements read as
+    integers of their width and summed exactly in int64 on its device: a changed bit changes it)."""
     import hashlib
     import json
 
-    tokens = hashlib.sha256(json.dumps([samples.prompts, samples.responses]).encode()).hexdigest()[:16]
-    return {"rollout_sha256": tokens, "weights_checksum": bits_checksum(policy.trainable_parameters())}
-
-
-def bits_checksum(tensors) -> str:
-    """16 hex digits of SHA-256 over each tensor's elements read as integers of their width and
-    summed exactly in int64 on its device (no copy to the host): a changed bit changes it, a
-    permutation within a tensor does not."""
-    import hashlib
-
     import torch
 
+    tokens = hashlib.sha256(json.dumps([samples.prompts, samples.responses]).encode()).hexdigest()[:16]
     as_int = {4: torch.int32, 2: torch.int16, 8: torch.int64}
-    sums = [int(t.detach().contiguous().view(as_int[t.element_size()]).sum(dtype=torch.int64)) for t in tensors]
-    return hashlib.sha256(str(sums).encode()).hexdigest()[:16]
+    sums = [int(t.detach().contiguous().view(as_int[t.element_size()]).sum(dtype=torch.int64))
+            for t in policy.trainable_parameters()]
+    return {"rollout_sha256": tokens, "weights_checksum": hashlib.sha256(str(sums).encode()).hexdigest()[:16]}
 
 
 def _step_metrics(parts: dict[str, Any], weights: dict[str, int]) -> dict[str, float]:

@@ -114,10 +114,9 @@ def kill(pids: list[int], timeout: float = 10.0) -> list[str]:
 
 
 def end_marked(name: str, value: str, timeout: float = 10.0) -> list[str]:
-    """SIGKILL every process ``processes_marked(name, value)`` finds and wait for them to go, then
-    look again until a look finds none (or ``timeout`` passes): a process caught in ``exec`` shows
-    an empty environment for a moment, and one may fork while the others die.
-    Returns what was ended ("pid P (NAME)")."""
+    """SIGKILL what ``processes_marked(name, value)`` finds until a look finds none (a process caught
+    in ``exec`` shows an empty environment for a moment; one may fork meanwhile) or ``timeout`` passes;
+    "pid P (NAME)" of each."""
     ended, deadline = [], time.monotonic() + timeout
     while (marked := processes_marked(name, value)) and time.monotonic() < deadline:
         ended += kill(marked, max(deadline - time.monotonic(), 0.0))
@@ -142,11 +141,9 @@ def start_watcher(token: str, pid: int | None = None) -> subprocess.Popen:
 
 
 def watch(pid: int, token: str) -> list[str]:
-    """Wait until ``pid`` (the process of that pid that runs now, not a later one given the same
-    number) is gone, then end what carries ``token`` and every process it had below it while it ran
-    (Ray starts its agents with an environment of their own: on the H200 a SIGKILLed trainer's
-    ``ray::DashboardAgent`` and ``ray::RuntimeEnvAgent`` outlived an end by the token alone); what
-    was ended."""
+    """Wait until ``pid`` (the process that has it now) is gone, then end what carries ``token`` and
+    every process it had below it while it ran (Ray starts some agents with an environment of their
+    own, without the token); what was ended."""
     started = _started(pid)
     below: set[tuple[int, int | None]] = set()
     while started is not None and _alive(pid) and _started(pid) == started:

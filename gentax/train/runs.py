@@ -65,13 +65,10 @@ def step_task_seeds(run_seed: int, step: int, tasks_per_step: int) -> list[int]:
 
 
 def step_task_domains(run_seed: int, step: int, tasks_per_step: int, weights: dict[str, int]) -> list[str]:
-    """The domain of each task of a step of a run on a mixture of domains (``weights``: domain ->
-    weight, ``gentax.domains.spec.mixture_weights``): each domain gets its whole share
-    ``floor(tasks * w / W)`` of the tasks, the tasks left over are drawn by weight without
-    replacement from a seeded RNG, so over the run every domain is trained on in proportion.
-    The GRPO group of a task stays within that task (one domain). Sorted by the weights' order."""
-    import numpy as np
-
+    """The domain of each task of a step of a run on a mixture (``weights``: domain -> weight): each
+    domain gets its whole share ``floor(tasks * w / W)``, the tasks left over are drawn by weight
+    without replacement (seeded), so over the run every domain is trained on in proportion. In the
+    weights' order."""
     names = list(weights)
     shares = np.array([weights[n] for n in names], dtype=float)
     shares /= shares.sum()
@@ -169,12 +166,9 @@ def intact_checkpoint(run_dir: str | Path, start: int, end: int, state: bool = F
 
 
 def resume_step(run_dir: str | Path, start: int, end: int, available: Iterable[int] | None = None) -> int:
-    """The step to continue from for ``--steps start:end``: the latest checkpoint in [start, end].
-
-    ``start`` when nothing newer exists (0 means the init model). With start > 0 the run must hold
-    a checkpoint at ``start`` or later: extending a run never retrains a step and never starts a
-    later stretch from the wrong weights.
-    """
+    """The step to continue from for ``--steps start:end``: the latest checkpoint in [start, end], else
+    ``start`` (0: the init model). With start > 0 the run must hold a checkpoint at ``start`` or later:
+    extending a run never retrains a step nor starts from the wrong weights."""
     steps = sorted(set(checkpoint_steps(run_dir) if available is None else available))
     usable = [s for s in steps if start <= s <= end]
     if usable:
@@ -190,13 +184,10 @@ def resume_step(run_dir: str | Path, start: int, end: int, available: Iterable[i
 
 @contextlib.contextmanager
 def locked(run_dir: str | Path) -> Iterator[str | None]:
-    """Hold the run folder for one trainer (see module doc); yields the previous holder's
-    description when a killed trainer's lock was taken over, else None.
-
-    Whatever the body starts is marked as this trainer's and ended with it
-    (``gentax.train.processes``); taking over a killed trainer's lock first ends the processes
-    it left on this host (Ray, vLLM engines), naming them. A trainer that holds it already holds it
-    on (one token, one record: its processes stay marked as the lock file says)."""
+    """Hold the run folder for one trainer; yields the previous holder's description when a killed
+    trainer's lock was taken over (after ending the processes it left on this host), else None.
+    What the body starts is this trainer's and ends with it (``gentax.train.processes``). A trainer
+    that holds the lock already holds it on."""
     from gentax.train import processes
 
     if gio.holds(Path(run_dir) / LOCK_FILE):  # this trainer took it before its imports (gentax train rl --job)
@@ -233,12 +224,9 @@ def check_identity(run_dir: str | Path, identity: dict[str, Any], config: dict[s
 
 
 def rollout_metrics(steps, episodes) -> dict[str, float]:
-    """Per-step training metrics of one step's rollouts (both engines).
-
-    ``steps`` needs columns valid, reason; ``episodes`` won, return, length (the collector's
-    step and episode tables as DataFrames). Invalid rates are per step sample, overall and by
-    reason (every parser reason code is reported, 0 when absent).
-    """
+    """Per-step training metrics of one step's rollouts (both engines): ``steps`` needs columns valid,
+    reason; ``episodes`` won, return, length. Invalid rates are per step sample, overall and by reason
+    (every parser reason code, 0 when absent)."""
     from gentax.agent.parse import REASONS
 
     n_steps = max(len(steps), 1)
@@ -276,13 +264,9 @@ def metrics_fix(run_dir: str | Path) -> str:
 
 
 class MetricsLog:
-    """``metrics.csv``: one row per step; rows of steps beyond a resume point are dropped.
-
-    Every ``append`` rewrites the whole file atomically (small: one row per step), so a kill leaves
-    the previous complete file. A trainer appends a step's row BEFORE saving that step's
-    checkpoint: a kill between the two leaves a row past the newest checkpoint, which the resume
-    drops and retrains; the other order would lose the row of a checkpointed step for good.
-    """
+    """``metrics.csv``: one row per step, rewritten atomically at every change; rows past a resume
+    point are dropped. A trainer writes a step's row BEFORE saving its checkpoint: a kill between the
+    two leaves a row the resume drops and retrains, where the other order would lose a row for good."""
 
     def __init__(self, run_dir: str | Path, resume_from: int):
         import pandas as pd

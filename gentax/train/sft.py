@@ -64,12 +64,9 @@ def find_llamafactory_cli(cfg: SFTTrain) -> Path:
 
 
 def _world_size() -> int:
-    try:
-        import torch
+    import torch
 
-        return max(1, torch.cuda.device_count())
-    except ImportError:  # pragma: no cover - torch is part of every gentax environment
-        return 1
+    return max(1, torch.cuda.device_count())
 
 
 def llamafactory_args(cfg: SFTTrain, data_dir: Path, init_model: Path, output_dir: Path, cutoff_len: int,
@@ -132,12 +129,9 @@ def llamafactory_args(cfg: SFTTrain, data_dir: Path, init_model: Path, output_di
 
 
 def _cuda_available() -> bool:
-    try:
-        import torch
+    import torch
 
-        return torch.cuda.is_available()
-    except ImportError:  # pragma: no cover
-        return False
+    return torch.cuda.is_available()
 
 
 def example_token_lengths(examples: list[dict[str, Any]], tokenizer) -> list[int]:

@@ -49,14 +49,10 @@ atexit.register(ENV_POOLS.close)
 
 # ---- rollout: one episode -> one sample per step ------------------------------------------------
 class ServerGenerator:
-    """A gentax ``Generator`` (rollout/generators.py protocol) over verl's async server manager.
-
-    ``generate`` is called from the collector's worker thread; it runs the requests concurrently
-    on the agent loop's event loop and blocks the thread until they finish. Prompts are tokenised
-    by verl's own agent-loop path (``ct_build_initial_tokens``: the chat template), and sampled
-    with verl's ``sampling_params`` (rollout or validation temperature), at most
-    ``response_length`` tokens.
-    """
+    """A gentax ``Generator`` over verl's async server manager. ``generate``, called from the
+    collector's thread, runs the requests concurrently on the agent loop's event loop and waits for
+    them; prompts are tokenised by verl's own agent-loop path (``ct_build_initial_tokens``) and sampled
+    with verl's ``sampling_params``, at most ``response_length`` tokens."""
 
     needs_expert_action = False
 
@@ -138,13 +134,10 @@ def episode_config(settings, *, domain: str, split: str, sampling, seed: int):
 
 def outputs_from_rollouts(rollouts, *, generate_seconds: float = 0.0, truncated: int = 0,
                           weight_versions: Sequence[int] = ()) -> list[AgentLoopOutput]:
-    """One ``AgentLoopOutput`` per step of a one-trajectory ``Rollouts`` (see module doc).
-
-    ``weight_versions``: the ``min/max_global_steps`` verl's server client reported for the
-    trajectory's generations; every step's ``extra_fields`` carries their min and max, which verl's
-    ``AgentLoopWorkerTQ`` copies into the sample tags its ``_compute_metrics`` reads (a tag
-    without them is a TypeError there).
-    """
+    """One ``AgentLoopOutput`` per step of a one-trajectory ``Rollouts`` (see module doc). Every step's
+    ``extra_fields`` carries the min and max of ``weight_versions`` (the ``min/max_global_steps`` verl's
+    server client reported), which verl copies into the sample tags its ``_compute_metrics`` reads
+    (a tag without them is a TypeError there)."""
     steps = rollouts.steps_frame()
     episode = rollouts.episodes_frame().iloc[0]
     tokens = rollouts.tokens
