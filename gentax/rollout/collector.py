@@ -34,6 +34,13 @@ import time
 from typing import Any
 
 from gentax import progress as gprogress
+from gentax.agent.filler import encode, filler_ids, think_prefix_ids
+from gentax.agent.parse import Parsed, parse_response
+from gentax.agent.prompts import build_messages, mode_of
+from gentax.domains import SPLITS, make
+from gentax.domains.augment import TrajectoryAugmenter
+from gentax.domains.pool import EnvPool
+from gentax.domains.spec import spec
 from gentax.errors import GentaxError, short_reason
 from gentax.rollout.generators import Generation, SamplingParams, derive_seed
 from gentax.rollout.schema import EPISODE_SCHEMA, STEP_SCHEMA, Rollouts, StepTokens, table_from_rows
@@ -63,10 +70,6 @@ class CollectConfig:
     filler: Any = None  # gentax.agent.filler.FillerSpec: the forced think block of filler mode
 
     def validate(self) -> None:
-        from gentax.agent.prompts import mode_of
-        from gentax.domains import SPLITS
-        from gentax.domains.spec import spec
-
         spec(self.domain)  # an unknown domain is one GentaxError
         if (mode_of(self.think) == "filler") != (self.filler is not None):
             raise GentaxError("think mode 'filler' needs a filler spec, and a filler spec needs think mode 'filler' "
@@ -156,8 +159,6 @@ def collect(generator, task_seeds: list[int], cfg: CollectConfig, *, run_id: str
 
 
 def _new_pool(cfg: CollectConfig):
-    from gentax.domains.pool import EnvPool
-
     return EnvPool(cfg.domain, cfg.split, num_workers=cfg.num_workers, seed=cfg.seed, max_steps=cfg.max_steps, **cfg.env_options)
 
 
@@ -207,8 +208,6 @@ class EnvPools:
 
 def _make_tasks(cfg: CollectConfig, task_seeds: list[int]) -> list[Any]:
     """The Task of each seed (index = group_id), from one planner env of the same settings."""
-    from gentax.domains import make
-
     with make(cfg.domain, split=cfg.split, seed=cfg.seed, max_steps=cfg.max_steps, **cfg.env_options) as planner:
         by_seed = {seed: planner.task(seed) for seed in dict.fromkeys(task_seeds)}
     return [by_seed[seed] for seed in task_seeds]
@@ -216,10 +215,6 @@ def _make_tasks(cfg: CollectConfig, task_seeds: list[int]) -> list[Any]:
 
 def _run_batch(generator, pool, tasks, batch, cfg, run_id, step_rows, tokens, clock, stats, label, progress):
     from tqdm.auto import tqdm
-
-    from gentax.agent.parse import parse_response
-    from gentax.agent.prompts import build_messages
-    from gentax.domains.augment import TrajectoryAugmenter
 
     trajectories = []
     for slot, (group_id, k) in enumerate(batch):
@@ -248,10 +243,8 @@ def _run_batch(generator, pool, tasks, batch, cfg, run_id, step_rows, tokens, cl
                 shown.append(view)
                 seen = t.obs._replace(text=view.text)
                 prompts.append(build_messages(cfg.domain, seen, t.history, t.steps, think=cfg.think, history_length=cfg.history_length))
-            params = [
-                dataclasses.replace(cfg.sampling, seed=derive_seed(cfg.seed, "sample", cfg.sampling.seed, t.traj_id, t.steps))
-                for t in active
-            ]
+            params = [dataclasses.replace(cfg.sampling, seed=derive_seed(cfg.seed, "sample", cfg.sampling.seed, t.traj_id,
+                                                                         t.steps)) for t in active]
             clock.lap("other_s")
             hints = None
             if wants_expert:
@@ -268,7 +261,7 @@ def _run_batch(generator, pool, tasks, batch, cfg, run_id, step_rows, tokens, cl
             clock.lap("generate_s")
             batch_gen_s += clock.seconds["generate_s"] - elapsed
             # 3. parse
-            parsed = [_parse(parse_response, g.text, cfg, t.obs.admissible) for t, g in zip(active, generations)]
+            parsed = [_parse(g.text, cfg, t.obs.admissible) for t, g in zip(active, generations)]
             valid = {t.slot: p.action for t, p in zip(active, parsed) if p.reason is None}
             invalid = {t.slot: p.reason for t, p in zip(active, parsed) if p.reason is not None}
             clock.lap("other_s")
@@ -325,16 +318,12 @@ class _ForcedThink:
     """The think mode of a collect call: filler prefixes (filler mode) and the think columns."""
 
     def __init__(self, generator, cfg: CollectConfig):
-        from gentax.agent.prompts import mode_of
-
         self.mode, self.cfg = mode_of(cfg.think), cfg
         self.tokenizer = getattr(generator, "tokenizer", None)
         if self.mode == "filler" and self.tokenizer is None:
             raise GentaxError("think mode 'filler' needs a generator with a tokenizer (filler counts are in tokens)")
 
     def fillers(self, active) -> list[_Filler] | None:
-        from gentax.agent.filler import filler_ids, think_prefix_ids
-
         if self.mode != "filler":
             return None
         out = []
@@ -344,15 +333,13 @@ class _ForcedThink:
         return out
 
     def think_columns(self, parsed, filler: _Filler | None) -> dict:
-        from gentax.agent.filler import encode
-
         if filler is not None:
             return {"think_tokens": filler.tokens, "filler": filler.text}
         counted = self.mode == "on" and parsed.think is not None and self.tokenizer is not None
         return {"think_tokens": len(encode(self.tokenizer, parsed.think)) if counted else None, "filler": None}
 
 
-def _parse(parse_response, text: str, cfg: CollectConfig, admissible):
+def _parse(text: str, cfg: CollectConfig, admissible):
     """The parser's verdict; a parser bug on some odd text must not end the rollout, but a
     configuration error (an unknown domain: GentaxError) must, never a silent 0 % success."""
     try:
@@ -360,8 +347,6 @@ def _parse(parse_response, text: str, cfg: CollectConfig, admissible):
     except GentaxError:
         raise
     except Exception as exc:  # noqa: BLE001 - logged, and the step counts as invalid
-        from gentax.agent.parse import Parsed
-
         log.warning("parse_response failed on %r: %s: %s", text[:200], type(exc).__name__, exc)
         return Parsed(action=None, reason="parse_error", think=None)
 

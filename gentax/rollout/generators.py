@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from gentax import io as gio
+from gentax.agent.parse import format_response
+from gentax.dtype import attention_implementation, compute_dtype, deterministic_kernels
 from gentax.errors import GentaxError
 
 log = logging.getLogger(__name__)
@@ -214,9 +216,7 @@ def require_model_folder(path: str | os.PathLike, what: str) -> str:
         raise GentaxError(f"{what} {path} is not a folder (expected an HF model folder)")
     if not (folder / "config.json").is_file():
         raise GentaxError(f"{what} {path} has no config.json (expected an HF model folder)")
-    from gentax.io import manifest_problem
-
-    damaged = manifest_problem(folder, deep=False)  # sizes: a truncated file, without reading the weights
+    damaged = gio.manifest_problem(folder, deep=False)  # sizes: a truncated file, without reading the weights
     if damaged:
         raise GentaxError(f"{what} {path} is damaged ({damaged}); delete it and rerun the job that wrote it")
     return str(path)
@@ -284,8 +284,6 @@ class HFGenerator:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from gentax.dtype import attention_implementation, compute_dtype, deterministic_kernels
-
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         deterministic_kernels(device)  # before the first CUDA product: the same bits in two runs
         chosen = compute_dtype(dtype, device)
@@ -350,11 +348,8 @@ class HFGenerator:
         return _counted(self.stats, self.generate_ids(prompt_ids, per_request), start)
 
     def generate_ids(self, prompt_ids: list[list[int]], params: list[SamplingParams]) -> list[Generation]:
-        """Token ids in, one ``Generation`` per prompt (same order), one ``SamplingParams`` each.
-
-        The token-level core of ``generate`` (micro-batches of similar length, raw log-probs, EOS
-        kept), also what the verl ``hf`` rollout server calls (gentax.train.verl_hf_rollout).
-        """
+        """Token ids in, one ``Generation`` per prompt (same order), one ``SamplingParams`` each: the core
+        of ``generate``, which the verl ``hf`` rollout server calls too (gentax.train.verl_hf_rollout)."""
         results: list[Generation | None] = [None] * len(prompt_ids)
         import torch
 
@@ -449,16 +444,8 @@ class HFGenerator:
                 next_logits = self.model(input_ids=picked[:, None], attention_mask=mask, position_ids=last_pos[:, None],
                                          past_key_values=cache, use_cache=True).logits[:, -1, :]
             self.stats["decode_s"] += time.perf_counter() - decoding
-        return [
-            Generation(
-                text=self.tokenizer.decode(responses[row], skip_special_tokens=True),
-                prompt_ids=list(prompt_ids[row]),
-                response_ids=responses[row],
-                logprobs=logprobs[row],
-                finish_reason=finish[row],
-            )
-            for row in range(n)
-        ]
+        return [Generation(self.tokenizer.decode(responses[row], skip_special_tokens=True), list(prompt_ids[row]),
+                           responses[row], logprobs[row], finish[row]) for row in range(n)]
 
     def _prefill(self, prompt_ids: list[list[int]], earlier: list[_KeptPrompt]):
         """(first logits [rows, vocab], KV cache, attention mask [rows, columns]) of a micro-batch.
@@ -574,10 +561,8 @@ class HFGenerator:
         return best, [(keys[source.row][:, columns], values[source.row][:, columns]) for keys, values in source.layers]
 
     def _shared_prefix(self, prompt_ids: list[list[int]]) -> int:
-        """Length of the prefix all prompts share and that is worth prefilling once (0: none).
-
-        Every prompt keeps at least one token of its own (its last position gives the first
-        logits); prefixes shorter than ``min_shared_prefix`` tokens are not worth the extra call."""
+        """Length of the prefix all prompts share, at least ``min_shared_prefix`` (else 0), leaving every
+        prompt its last token (whose position gives the first logits)."""
         if not self.share_prefix or len(prompt_ids) < 2:
             return 0
         shortest = min(len(ids) for ids in prompt_ids) - 1
@@ -616,13 +601,8 @@ def generation_from_vllm(request_output) -> Generation:
     if completion.logprobs is not None:
         logprobs = [float(position[token].logprob) for position, token in zip(completion.logprobs, response_ids)]
     finish = "stop" if completion.finish_reason == "stop" else "length"
-    return Generation(
-        text=completion.text,
-        prompt_ids=list(request_output.prompt_token_ids),
-        response_ids=response_ids,
-        logprobs=logprobs,
-        finish_reason=finish,
-    )
+    return Generation(text=completion.text, prompt_ids=list(request_output.prompt_token_ids),
+                      response_ids=response_ids, logprobs=logprobs, finish_reason=finish)
 
 
 #: the vllm engine's settings that belong to the machine, not to the study (no job spec holds them):
@@ -661,22 +641,16 @@ class VLLMGenerator:
         try:
             import vllm
         except ImportError as exc:
-            raise GentaxError(
-                f"generator 'vllm' needs the vllm package and a GPU ({exc}); use the 'hf' generator on CPU"
-            ) from None
+            raise GentaxError(f"generator 'vllm' needs the vllm package and a GPU ({exc}); use the 'hf' generator "
+                              "on CPU") from None
         machine = vllm_engine_settings()
         if gpu_memory_utilization is None:
             gpu_memory_utilization = machine.pop("gpu_memory_utilization", 0.85)
         engine_kw = {**{k: v for k, v in machine.items() if k != "gpu_memory_utilization"}, **engine_kw}
         self._vllm = vllm
-        self.llm = vllm.LLM(
-            model=model_path,
-            tensor_parallel_size=tensor_parallel_size,
-            gpu_memory_utilization=gpu_memory_utilization,
-            dtype=dtype,
-            max_model_len=max_model_len,
-            **engine_kw,
-        )
+        self.llm = vllm.LLM(model=model_path, tensor_parallel_size=tensor_parallel_size,
+                            gpu_memory_utilization=gpu_memory_utilization, dtype=dtype, max_model_len=max_model_len,
+                            **engine_kw)
         self.engine_start_s = time.perf_counter() - start
         log.info("vllm engine ready in %.1f s (gpu_memory_utilization %s, %s)", self.engine_start_s,
                  gpu_memory_utilization, ", ".join(f"{k} {v}" for k, v in engine_kw.items()) or "vLLM's defaults")
@@ -718,8 +692,6 @@ class ExpertGenerator:
         self.stats = {"calls": 0, "prompt_tokens": 0, "response_tokens": 0, "seconds": 0.0}
 
     def generate(self, prompts, params, hints=None, prefixes=None) -> list[Generation]:
-        from gentax.agent.parse import format_response
-
         if hints is None or len(hints) != len(prompts) or any("expert_action" not in h for h in hints):
             raise GentaxError("the expert generator needs hints with each prompt's expert_action (run it through the collector)")
         if prefixes is not None and self.tokenizer is None:

@@ -21,6 +21,7 @@ import functools
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -106,8 +107,6 @@ def keep(prefix: str, key: str) -> None:
 def _link(source: Path, target: Path, copy: bool = False) -> None:
     """``target`` becomes a hard link to ``source`` (a copy with ``copy`` or where the file system
     has no hard links), atomically (``gentax.io.atomic_path``: a kill leaves no temporary behind)."""
-    import shutil
-
     with gio.atomic_path(target) as temporary:
         try:
             if copy:

@@ -167,11 +167,7 @@ class Rollouts:
         if not parts:
             return cls(STEP_SCHEMA.empty_table(), EPISODE_SCHEMA.empty_table())
         tokens = [t for p in parts for t in p.tokens] if all(p.tokens or p.steps.num_rows == 0 for p in parts) else []
-        return cls(
-            pa.concat_tables([p.steps for p in parts]),
-            pa.concat_tables([p.episodes for p in parts]),
-            tokens,
-        )
+        return cls(pa.concat_tables([p.steps for p in parts]), pa.concat_tables([p.episodes for p in parts]), tokens)
 
 
 def _check_schema(table: pa.Table, schema: pa.Schema) -> None:

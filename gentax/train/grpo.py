@@ -30,21 +30,15 @@ PENALTY_PLACEMENTS = ("after_normalisation", "in_return")
 
 
 def group_advantages(scores, group_ids, eps: float = 1e-6, *, norm_by_std: bool = True) -> np.ndarray:
-    """GRPO advantage of each score within its group, in input order (one value per score).
-
-    ``(s - mean_g) / (std_g + eps)`` with the unbiased (n-1) std of the group's scores; a group of
-    one has mean 0 and std 1, as in verl. ``norm_by_std=False`` gives ``s - mean_g`` (Dr.GRPO).
-    """
+    """GRPO advantage of each score within its group, in input order: ``(s - mean_g) / (std_g + eps)``
+    with the unbiased std (a group of one: mean 0, std 1, as in verl); ``norm_by_std=False``: ``s - mean_g``."""
     return normalise_in_groups(scores, group_ids, scores, group_ids, eps, norm_by_std=norm_by_std)
 
 
 def normalise_in_groups(values, value_groups, ref_scores, ref_groups, eps: float = 1e-6, *,
                         norm_by_std: bool = True) -> np.ndarray:
-    """``(v - mean_g) / (std_g + eps)`` for each value, with mean/std of its group's REFERENCE scores.
-
-    ``group_advantages`` is the case values == reference scores. A group of one reference score has
-    mean 0 and std 1 (verl); a value whose group has no reference score is a ``ValueError``.
-    """
+    """``(v - mean_g) / (std_g + eps)`` for each value, with mean/std of its group's REFERENCE scores (as
+    ``group_advantages``); a value whose group has no reference score is a ``ValueError``."""
     values = np.asarray(values, dtype=np.float64)
     ref_scores = np.asarray(ref_scores, dtype=np.float64)
     value_groups, ref_groups = np.asarray(value_groups), np.asarray(ref_groups)
@@ -62,24 +56,11 @@ def normalise_in_groups(values, value_groups, ref_scores, ref_groups, eps: float
     return out
 
 
-def step_advantages(
-    outcomes,
-    traj_group_ids,
-    step_traj,
-    step_invalid,
-    *,
-    mode: str,
-    invalid_penalty: float,
-    penalty_placement: str,
-    eps: float = 1e-6,
-    norm_by_std: bool = True,
-) -> np.ndarray:
-    """One advantage per step sample (see the module docstring for the modes and placements).
-
-    outcomes[i], traj_group_ids[i]: trajectory i's outcome and group; step_traj[k]: the trajectory
-    of sample k; step_invalid[k]: whether sample k's action was invalid. Samples of a trajectory
-    come in step order (``in_return`` with ``trajectory`` uses each trajectory's first sample).
-    """
+def step_advantages(outcomes, traj_group_ids, step_traj, step_invalid, *, mode: str, invalid_penalty: float,
+                    penalty_placement: str, eps: float = 1e-6, norm_by_std: bool = True) -> np.ndarray:
+    """One advantage per step sample (module docstring: the modes and placements). outcomes[i],
+    traj_group_ids[i]: trajectory i's outcome and group; step_traj[k], step_invalid[k]: sample k's
+    trajectory and whether its action was invalid. A trajectory's samples come in step order."""
     if mode not in ADVANTAGE_MODES:
         raise ValueError(f"unknown advantage mode {mode!r}; valid: {', '.join(ADVANTAGE_MODES)}")
     if penalty_placement not in PENALTY_PLACEMENTS:
@@ -147,14 +128,11 @@ def clipped_policy_loss(logprobs, old_logprobs, advantages, cfg: LossConfig):
 
 def grpo_loss(logprobs, old_logprobs, ref_logprobs, advantages, mask, num_tokens: float, cfg: LossConfig,
               entropy=None):
-    """Token-mean GRPO loss of one (micro-)batch and its summed statistics.
-
-    Tensors are [batch, response_len]; ``advantages`` may be [batch] (one per sample) or per token.
-    ``num_tokens`` is the response-token count of the whole mini-batch, so micro-batch losses add up
-    to the mini-batch's token mean. ``entropy`` (per token, with its graph) is needed when
-    ``cfg.entropy_coeff > 0``: the loss then subtracts ``entropy_coeff`` x its token mean. Returns ``(loss, sums)`` where ``sums`` holds token sums of
-    pg_loss, kl, clipfrac and ratio (divide by the token count for means).
-    """
+    """Token-mean GRPO loss of one (micro-)batch and its statistics: ``(loss, sums)``, ``sums`` the
+    token sums of pg_loss, kl, clipfrac and ratio. Tensors are [batch, response_len], ``advantages``
+    [batch] or per token; ``num_tokens`` counts the whole mini-batch's response tokens, so micro-batch
+    losses add up to its token mean. ``entropy`` (per token, with its graph) is needed when
+    ``cfg.entropy_coeff > 0``."""
     import torch
 
     mask = mask.to(logprobs.dtype)

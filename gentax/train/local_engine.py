@@ -35,11 +35,19 @@ import numpy as np
 
 from gentax import io as gio
 from gentax import progress as gprogress
-from gentax.dtype import deterministic_attention, strict_determinism
+from gentax.agent.filler import FillerSpec, mean_think_tokens
+from gentax.agent.parse import think_text
+from gentax.domains import domain_class
+from gentax.dtype import (attention_implementation, compute_dtype, deterministic_attention, deterministic_kernels,
+                          strict_determinism)
 from gentax.errors import ConfigError, GentaxError
 from gentax.io import atomic_path, write_json
+from gentax.rollout.collector import CollectConfig, EnvPools
+from gentax.rollout.generators import HFGenerator, SamplingParams, default_batch_size, derive_seed, require_model_folder
+from gentax.runspec import collect_fields
 from gentax.train import grpo, runs
 from gentax.train.config import RLConfig
+from gentax.train.tracking import TrackedMetricsLog, experiment_name  # metrics.csv + TensorBoard/wandb/MLflow
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +85,9 @@ def samples_from_rollouts(rollouts, cfg: RLConfig) -> Samples:
     outcomes = np.zeros(len(episodes))
     np.add.at(outcomes, [traj_row[int(t)] for t in steps["traj_id"][valid]], steps["reward"].to_numpy(float)[valid])
     step_traj = np.array([traj_row[int(t)] for t in steps["traj_id"]], dtype=np.int64)
-    advantages = grpo.step_advantages(
-        outcomes, episodes["group_id"].to_numpy(), step_traj, ~valid,
-        mode=cfg.advantage_normalisation, invalid_penalty=cfg.invalid_penalty,
-        penalty_placement=cfg.invalid_penalty_placement,
-    )
+    advantages = grpo.step_advantages(outcomes, episodes["group_id"].to_numpy(), step_traj, ~valid,
+                                      mode=cfg.advantage_normalisation, invalid_penalty=cfg.invalid_penalty,
+                                      penalty_placement=cfg.invalid_penalty_placement)
     prompts, responses, keep, truncated = [], [], [], 0
     for i, tokens in enumerate(rollouts.tokens):
         if not tokens.response_ids:  # nothing the policy produced: nothing to train on
@@ -99,8 +105,6 @@ def autocast_dtype(setting: str, device_type: str):
     """The local engine's autocast dtype (None: none): ``bf16``, ``none``, or ``auto`` = bf16 where
     ``gentax.dtype.compute_dtype`` picks it for the device (a bf16 GPU, a CPU with native bf16)."""
     import torch
-
-    from gentax.dtype import compute_dtype
 
     if setting == "auto":
         return torch.bfloat16 if compute_dtype("auto", device_type) == "bfloat16" else None
@@ -120,8 +124,6 @@ class Policy:
                                    ("cpu" if cfg.device == "auto" else cfg.device))
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ConfigError("RL config device=cuda but no CUDA device is available")
-        from gentax.dtype import deterministic_kernels
-
         deterministic_kernels(self.device)  # before the first CUDA product: the same bits in two runs
         dtype = getattr(torch, cfg.dtype)
         self.autocast_dtype = autocast_dtype(cfg.autocast, self.device.type)
@@ -177,14 +179,10 @@ class Policy:
         With LoRA, or without autocast, it samples the policy itself."""
         import torch
 
-        from gentax.rollout.generators import HFGenerator, default_batch_size
-
         size = max(self.cfg.micro_batch_size, default_batch_size(self.device))
         if self.autocast_dtype is None or self.cfg.lora_rank:
             return HFGenerator.from_model(self.model, self.tokenizer, max_batch_size=size, autocast_dtype=self.autocast_dtype)
         if self._rollout_copy is None:
-            from gentax.dtype import attention_implementation
-
             self._rollout_copy = copy.deepcopy(self.model).eval().requires_grad_(False)
             for param in self._rollout_copy.parameters():  # parameters only: buffers (rotary) stay float32
                 param.grad = None
@@ -313,10 +311,7 @@ def micro_batch_backward(policy: Policy, prompts, responses, advantages, tokens:
 def update_policy(policy: Policy, optimizer, samples: Samples, cfg: RLConfig, rng: np.random.Generator, *,
                   at_reference: bool = False) -> dict[str, float]:
     """``epochs_per_step`` x mini-batch AdamW updates on the GRPO loss; returns token-mean stats.
-
-    ``at_reference``: the policy still IS the reference (first step from the init model; a fresh
-    LoRA adapter is the identity), so the reference log-probs are the old ones: no extra forward.
-    """
+    ``at_reference``: the policy still IS the reference (step 1), so no reference forward."""
     import torch
 
     model, micro = policy.model, cfg.micro_batch_size
@@ -367,8 +362,6 @@ def update_policy(policy: Policy, optimizer, samples: Samples, cfg: RLConfig, rn
 
 def _filler_spec(cfg: RLConfig, run, step: int):
     """The FillerSpec of training step ``step`` of a run in thinking mode filler (else None)."""
-    from gentax.agent.filler import FillerSpec
-
     if run.think != "filler":
         return None
     reference = cfg.filler.get("reference")
@@ -383,19 +376,9 @@ def _collect_config(cfg: RLConfig, run, *, domain: str, split: str, seed: int, g
                     filler=None):
     """The collector settings of this engine's episodes: the run spec's (``runspec.collect_fields``, as
     the verl engine's) plus the engine's sampling and a filler run's forced think block (``filler``)."""
-    from gentax.rollout.collector import CollectConfig
-    from gentax.rollout.generators import SamplingParams
-    from gentax.runspec import collect_fields
-
-    return CollectConfig(
-        **collect_fields(run, domain, split),
-        filler=filler,
-        history_length=cfg.history_length,
-        group_size=group_size,
-        sampling=SamplingParams(temperature=temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=seed),
-        num_workers=cfg.env_workers,
-        seed=seed,
-    )
+    sampling = SamplingParams(temperature=temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=seed)
+    return CollectConfig(**collect_fields(run, domain, split), filler=filler, history_length=cfg.history_length,
+                         group_size=group_size, sampling=sampling, num_workers=cfg.env_workers, seed=seed)
 
 
 def _collect_step(policy, cfg: RLConfig, run, *, step: int, step_seed: int, run_id: str, collect,
@@ -437,8 +420,6 @@ def _step_metrics(parts: dict[str, Any], weights: dict[str, int]) -> dict[str, f
     ``runs.domain_success`` for a mixture."""
     import pandas as pd
 
-    from gentax.agent.filler import mean_think_tokens
-
     steps = pd.concat([r.steps_frame() for r in parts.values()], ignore_index=True)
     episodes = pd.concat([r.episodes_frame() for r in parts.values()], ignore_index=True)
     return {**runs.rollout_metrics(steps, episodes), runs.THINK_TOKENS_MEAN: mean_think_tokens(steps["think_tokens"]),
@@ -449,8 +430,6 @@ def _validate(policy, cfg: RLConfig, run, *, run_id: str, collect, filler=None) 
     """In-training validation: ``val_tasks`` held-out tasks of each training domain at the
     validation temperature, never augmented (a filler run: with this step's filler); ``val_success``
     = the mean of the domains' success rates, and per domain for a mixture (``val_success/<domain>``)."""
-    from gentax.rollout.generators import derive_seed
-
     rates = {}
     generator = policy.generator()
     for domain in run.weights:
@@ -472,10 +451,6 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
     ``keep``, ``runs.prune_checkpoints``)."""
     import torch
     from tqdm.auto import tqdm
-
-    from gentax.domains import domain_class
-    from gentax.rollout.collector import EnvPools
-    from gentax.rollout.generators import derive_seed, require_model_folder
 
     for member in run.weights:  # a domain whose env does not import fails before any model is loaded
         domain_class(member)
@@ -508,8 +483,6 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
             torch.set_rng_state(torch.load(state / "rng.pt", weights_only=True)["torch"])
         log.info("resuming %s from step %d", run_dir, resume)
         print(f"gentax: resuming {run_dir} from step {resume}")
-    from gentax.train.tracking import TrackedMetricsLog, experiment_name  # metrics.csv + TensorBoard/wandb/MLflow
-
     metrics_log = TrackedMetricsLog(run_dir, resume_from=resume, tracking=tracking, config=cfg.to_dict(),
                                     experiment=experiment_name(domain, variant, seed))
     policy.model.eval()
@@ -579,8 +552,6 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
 
 
 def _think_texts(parts: dict[str, Any]) -> list[str]:
-    from gentax.agent.parse import think_text
-
     texts = (think_text(r) for rollouts in parts.values() for r in rollouts.steps.column("response").to_pylist())
     return [t for t in texts if t]
 

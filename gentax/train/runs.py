@@ -30,8 +30,10 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from gentax import io as gio
+from gentax.agent.parse import REASONS
 from gentax.errors import ConfigError
 from gentax.io import atomic_path, write_json
+from gentax.train import processes
 
 CHECKPOINTS = "checkpoints"
 STATE_DIR = "gentax_state"
@@ -175,10 +177,8 @@ def resume_step(run_dir: str | Path, start: int, end: int, available: Iterable[i
         return usable[-1]
     if start > 0:
         have = ", ".join(map(str, steps)) or "none"
-        raise ConfigError(
-            f"--steps {start}:{end}: run {run_dir} has no checkpoint at step {start} or later "
-            f"(checkpoints: {have}); train {0 if not steps else steps[-1]}:{start} first"
-        )
+        raise ConfigError(f"--steps {start}:{end}: run {run_dir} has no checkpoint at step {start} or later "
+                          f"(checkpoints: {have}); train {0 if not steps else steps[-1]}:{start} first")
     return 0
 
 
@@ -188,8 +188,6 @@ def locked(run_dir: str | Path) -> Iterator[str | None]:
     trainer's lock was taken over (after ending the processes it left on this host), else None.
     What the body starts is this trainer's and ends with it (``gentax.train.processes``). A trainer
     that holds the lock already holds it on."""
-    from gentax.train import processes
-
     if gio.holds(Path(run_dir) / LOCK_FILE):  # this trainer took it before its imports (gentax train rl --job)
         yield None
         return
@@ -227,8 +225,6 @@ def rollout_metrics(steps, episodes) -> dict[str, float]:
     """Per-step training metrics of one step's rollouts (both engines): ``steps`` needs columns valid,
     reason; ``episodes`` won, return, length. Invalid rates are per step sample, overall and by reason
     (every parser reason code, 0 when absent)."""
-    from gentax.agent.parse import REASONS
-
     n_steps = max(len(steps), 1)
     out = {
         "id_success": float(episodes["won"].mean()) if len(episodes) else float("nan"),

@@ -74,10 +74,8 @@ def llamafactory_args(cfg: SFTTrain, data_dir: Path, init_model: Path, output_di
     """The ``llamafactory-cli train`` arguments (a YAML mapping) for this run."""
     per_step = cfg.micro_batch_size * world_size
     if cfg.batch_size % per_step:
-        raise GentaxError(
-            f"batch_size={cfg.batch_size} is not a multiple of micro_batch_size x devices = "
-            f"{cfg.micro_batch_size} x {world_size}"
-        )
+        raise GentaxError(f"batch_size={cfg.batch_size} is not a multiple of micro_batch_size x devices = "
+                          f"{cfg.micro_batch_size} x {world_size}")
     cuda = world_size > 1 or _cuda_available()
     bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and cuda)
     checkpointing = cuda if cfg.gradient_checkpointing == "auto" else bool(cfg.gradient_checkpointing)

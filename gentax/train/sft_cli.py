@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 
 from gentax import jobspec
-from gentax.errors import GentaxError
+from gentax.errors import GentaxError, KeyProblem
+from gentax.io import deep_merge
 from gentax.train.jobs import SFTDataJob, SFTTrainJob
-from gentax.train.sft_config import PRESETS
+from gentax.train.sft_config import PRESETS, load_sft_config, read_sft_file
+from gentax.train.tracking import read_section
 
 
 def register(subparsers) -> None:
@@ -51,11 +53,6 @@ def _arguments(parser) -> None:
 def spec_from_args(args, verb: str) -> SFTDataJob | SFTTrainJob:
     """The spec a command line makes: the study's section of the stage (``args.study_defaults()``)
     with ``--config``'s section, seed and domains laid over, then ``--seed``; the verb's part of it."""
-    from gentax.errors import KeyProblem
-    from gentax.io import deep_merge
-    from gentax.train.sft_config import load_sft_config, read_sft_file
-    from gentax.train.tracking import read_section
-
     needed = ("out",) if verb == "build-data" else ("data", "init", "out")
     missing = [f"--{n}" for n in needed if getattr(args, n) is None]
     if missing:

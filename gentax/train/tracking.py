@@ -20,7 +20,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from gentax.agent.parse import REASONS
 from gentax.errors import ConfigError
+from gentax.io import read_yaml
 from gentax.train import runs
 from gentax.train.verl_shared import VERL_METRICS  # importable without verl
 
@@ -37,8 +39,6 @@ SHARED_COLUMNS = ("pg_loss", "kl", "entropy", "clipfrac", "grad_norm", "adv_mean
 
 def documented_names() -> list[str]:
     """The tracked names both RL engines log at every training step."""
-    from gentax.agent.parse import REASONS
-
     rollout = ["id_success", "return_mean", "episode_length", "trajectories", "samples", "invalid_rate",
                *(f"invalid/{reason}" for reason in sorted(REASONS))]
     return [f"gentax/{name}" for name in rollout] + [VERL_METRICS[c] for c in SHARED_COLUMNS]
@@ -161,8 +161,6 @@ def read_section(path: str | Path | None) -> dict[str, Any] | None:
     """The ``tracking`` mapping of a config file (None when the file has none)."""
     if path is None:
         return None
-    from gentax.io import read_yaml
-
     section = read_yaml(path).get("tracking")
     if section is not None and not isinstance(section, dict):
         raise ConfigError(f"{path}: tracking must be a mapping")

@@ -41,13 +41,9 @@ VERL_METRICS = {
 
 
 def export_checkpoint(actor_dir: str | Path, target_dir: str | Path) -> Path:
-    """Convert one verl FSDP actor checkpoint into an HF folder with verl's model merger.
-
-    Runs ``python -m verl.model_merger merge --backend fsdp --local_dir ACTOR --target_dir TMP``
-    in a subprocess (it holds the whole model in CPU memory) and renames TMP onto ``target_dir``,
-    so the HF folder appears complete or not at all, with its manifest (``gentax.io.write_manifest``).
-    Weights are written in bf16, the merger's dtype. Returns ``target_dir``.
-    """
+    """Convert one verl FSDP actor checkpoint into the HF folder ``target_dir`` (bf16, the merger's
+    dtype) with ``python -m verl.model_merger merge --backend fsdp`` in a subprocess (it holds the
+    whole model in CPU memory), renamed into place with its manifest: complete or not at all."""
     from gentax.io import atomic_path, write_manifest
 
     actor_dir, target_dir = Path(actor_dir), Path(target_dir)
