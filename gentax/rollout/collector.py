@@ -5,18 +5,13 @@
     rollouts.tokens[i]                   # prompt ids, response ids, logprobs of step row i
     rollouts.write(prefix)               # <prefix>.steps.parquet, <prefix>.episodes.parquet
 
-Each task seed is played ``group_size`` times (``traj_id = group_id * group_size + k``), in batches
-of ``batch_size`` trajectories, one env-pool slot each. Each turn: every active trajectory's
-observation goes through its ``TrajectoryAugmenter`` and its prompt is built from what the agent
-SAW; ONE ``generator.generate`` call for all of them; each response is parsed against the real
-admissible actions; the envs step (an unusable response is an invalid step, never an exception;
-augmentation never reaches the env); a step row is recorded. docs/rollout.md "Collector" has the
-details.
-
-Filler mode (``cfg.filler``, a ``gentax.agent.filler.FillerSpec``): every prompt gets the forced
-prefix ``<think>FILLER</think>`` through the generator's ``prefixes``. ``think_tokens`` is the think
-block's token count the action was conditioned on (filler: ``FillerSpec.tokens``; think on: the
-generated block re-tokenised, null without a tokenizer or a complete block).
+Each task seed is played ``group_size`` times (``traj_id = group_id * group_size + k``). Each turn:
+every active trajectory's prompt from what the agent SAW (its augmented observation), ONE
+``generate`` call for all of them, the responses parsed against the admissible actions (an unusable
+one is an invalid step, never an exception), the envs stepped (augmentation never reaches them), a
+step row recorded (docs/rollout.md "Collector"). Filler mode (``cfg.filler``) forces the prefix
+``<think>FILLER</think>`` through the generator's ``prefixes``; ``think_tokens`` is the think
+block's token count the action was conditioned on.
 
 Seeds: all from ``cfg.seed``: trajectory ``j`` samples step ``t`` with ``derive_seed(cfg.seed,
 "sample", cfg.sampling.seed, j, t)`` and augments with ``derive_seed(cfg.seed, "augment", j)``; the

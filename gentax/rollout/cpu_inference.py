@@ -4,18 +4,13 @@ local engine's bf16 log-prob passes (docs/rollout.md "bf16 on CPU").
     accelerate(model, enabled=True) -> tuple[str, ...]   # the levers applied (empty: none)
     with attention_for(model, rows, length, autocast_dtype): ...   # a log-prob forward (+ backward)
 
-Two levers for a bf16 model's forward on a CPU: **grouped attention** (eager attention that folds a
-KV head's query heads into the query axis instead of copying the KV cache per head, ``repeat_kv``;
-registered with transformers as ``GROUPED_ATTENTION``) and **prepacked linear weights**
-(``PackedLinear``: oneDNN's blocked layout kept, reordered again only when the weight's version
-changes, where a bf16 ``F.linear`` reorders it at every call). The same products in the same
-order: logits equal the eager path's bit for bit without AMX, and differ by bf16 rounding with AMX
-(oneDNN picks other kernels for the grouped shapes; tests/test_cpu_inference.py). Only under
-``torch.inference_mode`` with bf16 inputs and weights; float32 and GPU models keep their kernels.
-
-``attention_for``: under bf16 autocast on a CPU a log-prob pass of an ``sdpa`` model runs the
-grouped eager attention, while the attention matrices a pass with gradients keeps for its
-backward stay under ``TRAIN_ATTENTION_BYTES``.
+Two levers for a bf16 model's forward on a CPU: grouped attention (``GROUPED_ATTENTION``: eager
+attention that reads a KV head once for its query heads instead of ``repeat_kv``) and prepacked
+linear weights (``PackedLinear``: oneDNN's blocked layout, reordered only when the weight's
+version changes). The same products in the same order: logits equal the eager path's bit for bit
+without AMX, and to bf16 rounding with it (tests/test_cpu_inference.py). Float32 and GPU models
+keep their kernels. ``attention_for`` uses the grouped attention for a bf16-autocast log-prob pass
+on a CPU while the attention matrices its backward keeps stay under ``TRAIN_ATTENTION_BYTES``.
 """
 
 from __future__ import annotations

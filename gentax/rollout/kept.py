@@ -1,18 +1,16 @@
 """What lets an evaluation job of several domains rerun only the domains whose evaluation changed.
 
-Snakemake reruns a job whole (one ``eval`` job plays every eval domain of a checkpoint), so each
-domain's result is kept beside the outputs under the key of what it depends on, and a rerun puts
-back the results whose key is unchanged::
+Snakemake reruns a job whole, so each domain's result is kept beside the outputs under the key of
+what it depends on, and a rerun puts back the results whose key is unchanged::
 
     key = result_key(settings, model=..., tasks=..., filler_reference=...)
     summary = restore(prefix, key)   # the three files back (hard links, the JSON last), or None
     keep(prefix, key)                # after the domain's result was written
 
-The key hashes the domain's settings (``gentax.rollout.jobs.evaluations``), the task manifest's and
-the filler reference's bytes, the model folder's files (name, size, modification time) and every
-file of the gentax package. Kept results live in ``<result folder>/.kept/`` (tables as hard links,
-the JSON as a copy); one is put back only when its JSON's table digests match its tables.
-``GENTAX_EVAL_REPLAY=1`` plays every domain.
+The key hashes the domain's settings, the task manifest's and filler reference's bytes, the model
+folder's files (name, size, modification time) and every file of the gentax package. Kept results
+live in ``<result folder>/.kept/`` and are put back only when their tables match the JSON's
+digests. ``GENTAX_EVAL_REPLAY=1`` plays every domain.
 """
 
 from __future__ import annotations

@@ -1,23 +1,17 @@
 """The ``hf`` generator's decode step for Llama-architecture models (the embedded SmolLM2) on a CPU
-or a CUDA GPU: one token per row in a few dozen torch calls a layer, where transformers' forward
-makes several times more (docs/rollout.md "Fast decode step"; figures in docs/performance.md).
+or a CUDA GPU, in a fraction of transformers' torch calls (docs/rollout.md "Fast decode step").
 
     decoder = LlamaDecoder.for_model(model)          # None where it does not apply (``unsupported``)
     state = decoder.start(cache, mask, extra)        # after the prefill: its KV in a static cache
     logits = decoder.step(state, tokens, positions)  # [rows, vocab], the model's dtype
     state.keep(index)                                # rows that finished leave the batch
 
-How: each layer's q/k/v and gate/up weights concatenated into one product each, every weight in
-oneDNN's blocked layout (rebuilt when a parameter's version changes; one more copy of the
-weights); one KV tensor for all layers, allocated once per micro-batch; the attention reads a KV
-head once for its group of query heads; the rotary angles computed once a step. On CUDA,
-``start(..., graph=True)`` replays each step as one captured CUDA graph (``_GraphedStep``): its
-shapes are fixed, so finished rows stay in the buffers, computed and ignored.
-
-Contract: the arithmetic of transformers' eager forward with gentax.rollout.cpu_inference's levers
-(the same ops in the same dtype and order). bf16: bit for bit where the fused products round as
-the separate ones; float32: eager attention and oneDNN's products where transformers runs sdpa and
-MKL, so logits differ by float32 rounding (tests/test_llama_decode.py). Only under
+Fused q/k/v and gate/up products in oneDNN's blocked layout (rebuilt when a parameter's version
+changes), one KV tensor for all layers, grouped-query attention without copying the cache; on CUDA,
+``start(..., graph=True)`` replays each step as one captured graph (``_GraphedStep``). Contract:
+transformers' eager arithmetic with gentax.rollout.cpu_inference's levers, op for op (bf16: bit for
+bit where fused products round as separate ones; float32: within float32 rounding, as eager
+attention and oneDNN stand for sdpa and MKL: tests/test_llama_decode.py). Only under
 ``torch.inference_mode``.
 """
 

@@ -1,23 +1,15 @@
 """Engine ``local``: step-wise multi-turn GRPO on one machine (CPU, or one GPU) with torch
-(docs/training.md section 3). Per training step k:
-
-1. rollout: ``collect`` plays ``group_size`` trajectories of each of the step's tasks
-   (``runs.step_task_seeds``) with the current policy (``Policy.generator``); every env step is one
-   training sample;
-2. advantages: ``grpo.step_advantages``;
-3. log-probs recomputed under the update's autocast: old (skipped when the step makes one update,
-   where old == current) and reference (the init model; skipped at step 1, where it is the policy);
-4. update: ``epochs_per_step`` passes over shuffled mini-batches, each one AdamW step on
-   ``grpo.grpo_loss`` accumulated over micro-batches (``update_policy``);
-5. the metrics.csv row (with digests of the tokens trained on and of the weights, so two runs name
-   the first step where they part), then every ``save_every`` steps and at the last a checkpoint
-   (``Policy.save``): the row first, so that a kill at any point resumes with every kept row.
+(docs/training.md section 3). Per training step k: ``collect`` plays ``group_size`` trajectories of
+each of the step's tasks with the current policy (every env step one training sample);
+``grpo.step_advantages``; old and reference log-probs recomputed under the update's autocast (each
+skipped where it equals the current policy's); ``epochs_per_step`` passes of AdamW mini-batch
+updates (``update_policy``); the metrics.csv row (with digests of the tokens trained on and of the
+weights, so two runs name the first step where they part), then every ``save_every`` steps a
+checkpoint (``Policy.save``): the row first, so a kill at any point resumes with every kept row.
 
 All randomness derives from (run seed, step), so a resumed or extended run repeats exactly what an
-uninterrupted one would. ``max_update_samples`` (a CPU budget knob) updates on a seeded subset of
-the step's samples. The filler arm conditions each response on a forced think block of the
-matching thinking run's length (``_filler_spec``). Parameters and optimizer are float32 (bf16
-weights cannot hold small updates); rollouts sample a bf16 copy under bf16 autocast.
+uninterrupted one would. Parameters and optimizer are float32 (bf16 weights cannot hold small
+updates); rollouts sample a bf16 copy under bf16 autocast.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """The processes a trainer starts end with it, however it ends.
 
-A trainer's helpers outlive a kill of the trainer and of its process group (Ray starts raylet and
-its workers itself; vLLM's engine processes are children of Ray workers) and keep their GPU memory.
-So ``owning(token)`` marks the trainer: it puts ``OWNER_ENV=token`` into its environment, which
-every process it starts inherits, and on leaving (success, an exception, SIGTERM) SIGKILLs every
-process still carrying the token and every descendant it started. Against SIGKILL, where the
-trainer runs no code, ``owning`` also starts a watcher (this file run as a script, in a session of
-its own) that ends the same processes within ``WATCH_SECONDS`` of the trainer's end. Should the
-watcher die too, the run-folder lock records the token, and the next trainer that takes the lock
-over ends them (``gentax.train.runs.locked``).
-
-Linux only (it reads /proc), with no dependency beyond the standard library, so the GPU smoke's
-bare machine can use it too.
+A trainer's helpers (Ray's raylet and workers, vLLM's engine processes) outlive a kill of the
+trainer and of its process group, keeping their GPU memory. So ``owning(token)`` puts
+``OWNER_ENV=token`` into the trainer's environment, which every process it starts inherits, and on
+leaving (success, an exception, SIGTERM) SIGKILLs what carries the token and every descendant it
+started. Against SIGKILL a watcher (this file run as a script, in a session of its own) does the
+same within ``WATCH_SECONDS`` of the trainer's end; should it die too, the next trainer that takes
+the run-folder lock over ends them (``gentax.train.runs.locked``). Linux only (it reads /proc), with
+nothing beyond the standard library, so the GPU smoke's bare machine can use it too.
 """
 
 from __future__ import annotations

@@ -5,14 +5,12 @@
     llamafactory_args(cfg, data_dir, init_model, output_dir, cutoff_len, world_size) -> dict
     find_llamafactory_cli(cfg) -> Path
 
-LlamaFactory pins its own transformers, so it runs as a subprocess from its own environment
-(``find_llamafactory_cli``: ``cfg.llamafactory_cli``, else ``$GENTAX_SFT_VENV/bin``, else beside this
-Python, else ``/opt/gentax/venv-sft/bin``, else ``PATH``); this process writes the YAML, checks that
-no example exceeds ``cutoff_len`` and tidies the result. The chat template is the tokenizer's own,
-so training sees exactly the prompt tokens the rollout generators send. Precision ``auto`` is bf16
-on CUDA and fp32 on a CPU (the bf16 warm start of the embedded base trains faster but worse:
-docs/performance.md). One SFT job per output (``gentax.io.output_lock``); the LlamaFactory process
-gets SIGTERM when the job dies; the output folder is written atomically, its manifest last.
+LlamaFactory pins its own transformers, so it runs as a subprocess from its own environment; this
+process writes the YAML, checks that no example exceeds ``cutoff_len`` and tidies the result. The
+chat template is the tokenizer's own, so training sees exactly the prompt tokens the rollout
+generators send. Precision ``auto``: bf16 on CUDA, fp32 on a CPU (docs/performance.md says why).
+One SFT job per output (``gentax.io.output_lock``); LlamaFactory gets SIGTERM when the job dies; the
+output folder is written atomically, its manifest last.
 """
 
 from __future__ import annotations
@@ -45,7 +43,8 @@ _RUN_ONLY_FILES = ("training_args.bin", "trainer_state.json", "all_results.json"
 
 
 def find_llamafactory_cli(cfg: SFTTrain) -> Path:
-    """The ``llamafactory-cli`` executable to run (see the module docstring for the order)."""
+    """The ``llamafactory-cli`` executable to run: ``cfg.llamafactory_cli``, else ``$GENTAX_SFT_VENV/bin``,
+    else beside this Python, else ``/opt/gentax/venv-sft/bin``, else ``PATH``."""
     candidates = []
     if cfg.llamafactory_cli:
         candidates.append(Path(cfg.llamafactory_cli))

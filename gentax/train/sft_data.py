@@ -5,16 +5,11 @@
     build_sft_data(cfg, out_dir, *, v1_model=None, domains=None, progress=True) -> manifest dict
     read_examples(data_dir) -> list of sharegpt records  (train.json)
 
-One example is one step: a single user turn (the step prompt as ``build_messages`` rendered it) and
-a single assistant turn ``format_response(action, think)``. Pairs come from episodes the collector
-plays on the ``cfg.split`` tasks (``domains[d] = {max_steps, options}``) with the ``expert``
-generator or the ``--v1`` model (``cfg.sources``); only steps with an action the env accepted are
-pairs, re-rendered canonically so every assistant turn parses as valid. Each domain collects rounds
-of fresh episodes until it has its count (at most ``max_rounds``), then exactly that many are drawn
-and all examples shuffled, every draw seeded from ``cfg.seed``.
-
-Output folder (written atomically): ``dataset_info.json``, ``train.json``, ``pairs.parquet`` (row i
-describes example i), ``rollouts/<domain>.{steps,episodes}.parquet``, ``manifest.json``.
+One example is one step the env accepted, from episodes played with the ``expert`` generator or the
+``--v1`` model (``cfg.sources``): the step prompt as the agent saw it and ``format_response(action,
+think)`` re-rendered canonically, so every assistant turn parses as valid. Each domain collects
+rounds of fresh episodes until it has its count, then exactly that many are drawn and all examples
+shuffled, every draw seeded from ``cfg.seed``. The output folder is written atomically.
 """
 
 from __future__ import annotations

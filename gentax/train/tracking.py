@@ -1,16 +1,11 @@
 """Experiment tracking: where training metrics go besides ``metrics.csv`` (both RL engines and SFT;
-docs/training.md section 8).
-
-Config section ``tracking`` (``DEFAULTS`` when absent): ``backends``, any of ``tensorboard`` (the
-default; event files in the run or model folder's ``tensorboard/``), ``wandb``, ``mlflow`` (an
-enabled backend that is not installed is an error naming it; ``[]``: metrics.csv only);
-``project``, the wandb project / MLflow experiment; ``mlflow_uri`` (null: ``$MLFLOW_TRACKING_URI``,
-else ``file:<run folder>/mlruns``).
+docs/training.md section 8 describes the ``tracking`` section, ``DEFAULTS`` when absent).
 
 Both RL engines log under the same names: the verl engine through verl's own tracker
 (``verl_logger``, ``verl_env``), the local engine through ``TrackedMetricsLog`` (``metric_names``:
 verl's key where verl computes that quantity, ``VERL_METRICS``, else ``gentax/<column>``). SFT
-reports through the HF Trainer's ``report_to`` (``sft_report_args``).
+reports through the HF Trainer's ``report_to`` (``sft_report_args``). An enabled backend that is
+not installed is an error naming it (``load_section``).
 """
 
 from __future__ import annotations

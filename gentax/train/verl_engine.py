@@ -1,27 +1,16 @@
 """Engine ``verl``: multi-turn, step-wise GRPO on upstream verl 0.9.1 (FSDP actor + vLLM rollout;
-docs/training.md section 4).
+docs/training.md section 4: tasks, checkpoints, resume, launch).
 
-One run = one node of ``verl.n_gpus_per_node`` GPUs. ``train_verl`` composes verl's own Hydra config
-(``ppo_trainer``) with ``verl_overrides`` (the ONE place where gentax's RL section becomes verl
-settings) and calls verl's ``run_ppo`` with a TaskRunner that first imports
-``gentax.train.verl_agent`` (our trainer must be registered in the process that runs it).
-
-Extension point (checked against verl 0.9.1): the V1 trainer's agent loops may return a LIST of
-``AgentLoopOutput``, each stored as its own sample, so one agent loop per episode
-(``verl_agent.EnvStepAgentLoop``, running our collector against verl's rollout servers) emits one
-sample per env step, verl-agent's step-wise scheme, without copying trainer code. The trainer
-overrides only ``_compute_advantage`` (``gentax.train.grpo`` with the per-step invalid penalty) and
-``_compute_metrics`` (metrics.csv). The run spec reaches the agent loop as the config's
-``gentax.run.*`` keys; each episode's collector settings come from ``runspec.collect_fields``, as
-in the local engine.
-
-Tasks: the train parquet holds ``tasks_per_step`` rows (one epoch = one step); the agent loop maps
-(run seed, ``global_steps``, slot) to the task (and a mixture's domain) with the local engine's
-schedule (``runs.task_seed``, ``runs.step_task_domains``). Checkpoints: verl saves FSDP checkpoints
-to ``RUN_DIR/verl`` (``resume_mode=auto``); after each save ``verl_agent.ExportCheckpoint`` converts
-it into ``RUN_DIR/checkpoints/step_<N>`` (``export_checkpoint``). ``--steps A:B`` sets
-``total_training_steps=B``; verl resumes from the newest FSDP checkpoint, which must lie in [A, B].
-``run_ppo`` starts a private single-node Ray instance (``RAY_ADDRESS`` attaches to a cluster).
+``train_verl`` composes verl's own Hydra config (``ppo_trainer``) with ``verl_overrides`` (the ONE
+place where gentax's RL section becomes verl settings) and calls verl's ``run_ppo`` with a
+TaskRunner that first imports ``gentax.train.verl_agent`` (our trainer must be registered in the
+process that runs it). Extension point (checked against verl 0.9.1): the V1 trainer's agent loops
+may return a LIST of ``AgentLoopOutput``, each stored as its own sample, so one agent loop per
+episode (``verl_agent.EnvStepAgentLoop``, our collector against verl's rollout servers) emits one
+sample per env step without copying trainer code; the trainer overrides only
+``_compute_advantage`` (``gentax.train.grpo``) and ``_compute_metrics`` (metrics.csv). Tasks follow
+the local engine's schedule (``runs.task_seed``, ``runs.step_task_domains``); each saved FSDP
+checkpoint is exported to ``RUN_DIR/checkpoints/step_<N>`` (``export_checkpoint``).
 
 What ran where: CPU tests (tests/test_verl_engine.py, tests/test_verl_ray.py) cover the config
 mapping, the agent loop, our trainer's TransferQueue reads and writes against verl's real queue and
