@@ -228,13 +228,6 @@ def test_micro_batches_add_up_to_token_mean_and_gradients_flow():
     assert (lp.grad[row][mask[row] > 0] < 0).all()
 
 
-def test_entropy_from_logits():
-    uniform = torch.zeros(2, 3, 8)
-    torch.testing.assert_close(grpo.entropy_from_logits(uniform), torch.full((2, 3), float(np.log(8))))
-    peaked = torch.tensor([[100.0, 0, 0]])
-    assert grpo.entropy_from_logits(peaked).item() == pytest.approx(0.0, abs=1e-6)
-
-
 def test_config_refuses_in_return_penalty_with_cross_step_normalisation():
     """The combination divides the penalty by the std of mixed step scores: a ConfigError naming why."""
     from gentax.errors import ConfigError

@@ -79,7 +79,7 @@ def test_verl_engine_logs_through_verls_own_logger_into_the_run_folder(tmp_path)
     from gentax.train import verl_agent
     from gentax.train.verl_shared import VERL_METRICS
 
-    assert tracking.verl_metrics() is VERL_METRICS is verl_agent.VERL_METRICS  # one mapping, both engines
+    assert tracking.VERL_METRICS is VERL_METRICS is verl_agent.VERL_METRICS  # one mapping, both engines
     off = build_config(cfg, model_path="/models/x", run=run, run_dir=tmp_path / "run", end_step=15, write_data=False,
                        tracking={"backends": []})
     assert list(off.trainer.logger) == ["console"]

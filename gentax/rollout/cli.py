@@ -1,16 +1,13 @@
-"""Rollout commands: the embedded model, checkpoint evaluation, property logs.
+"""Rollout commands: the embedded model, checkpoint evaluation, property logs (docs/rollout.md "Commands").
 
     gentax model embedded --out DIR [--dtype bfloat16|float16|float32]
     gentax eval --model PATH --domain D --episodes N [--think on|off|filler [--filler-reference JSON]]
                 [--first-task 0] [--option KEY=VALUE ...] [--preset P] [--study-config FILE ...] --out FILE.parquet
     gentax properties --model PATH --domain D [--episodes N] [--t-max T] [--aug-eps E] [same options] --out FILE.parquet
 
-A command line plays task seeds ``first-task ..`` and writes ``FILE.steps.parquet``,
-``FILE.episodes.parquet`` and, last, ``FILE.json`` (``gentax.rollout.evaluation``). Every study
-setting its options leave out (sampling, generator, dtype, seed, the domain's step limit and knobs,
-the filler arm's source and token) is what the verb's workflow job of the study ``--preset``
-(default paper) receives: ``spec_from_args`` builds the same job kind (``gentax.rollout.jobs``) a
-workflow job reads, and both run the same code. The ``expert`` generator needs no ``--model``.
+A command line plays task seeds ``first-task ..``; the study settings its options leave out are
+what the verb's workflow job of the study ``--preset`` receives: ``spec_from_args`` builds the same
+job kind (``gentax.rollout.jobs``) a workflow job reads, and both run the same code.
 """
 
 from __future__ import annotations

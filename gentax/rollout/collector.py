@@ -1,56 +1,22 @@
-"""The collector: batched multi-turn rollouts in lockstep. One collector serves RL, SFT data,
-evaluation and property logs.
-
-Contract (docs/contracts.md)::
+"""The collector: batched multi-turn rollouts in lockstep, for RL, SFT data, evaluation and property logs.
 
     rollouts = collect(generator, task_seeds, CollectConfig(domain=..., split=...), run_id="...")
     rollouts.steps / rollouts.episodes   # pyarrow tables (gentax.rollout.schema)
     rollouts.tokens[i]                   # prompt ids, response ids, logprobs of step row i
     rollouts.write(prefix)               # <prefix>.steps.parquet, <prefix>.episodes.parquet
 
-Each task seed is played ``group_size`` times (``group_id`` = index of the seed in
-``task_seeds``, ``traj_id = group_id * group_size + k``). Trajectories run in batches of
-``batch_size`` (default: all at once), one env-pool slot each. Within a batch, each turn:
+Each task seed is played ``group_size`` times (``traj_id = group_id * group_size + k``). Each turn:
+every active trajectory's prompt from what the agent SAW (its augmented observation), ONE
+``generate`` call for all of them, the responses parsed against the admissible actions (an unusable
+one is an invalid step, never an exception), the envs stepped (augmentation never reaches them), a
+step row recorded (docs/rollout.md "Collector"). Filler mode (``cfg.filler``) forces the prefix
+``<think>FILLER</think>`` through the generator's ``prefixes``; ``think_tokens`` is the think
+block's token count the action was conditioned on.
 
-1. every still-active trajectory's observation is passed through its ``TrajectoryAugmenter``
-   (the identity unless augmentation is on for it) and its prompt is built with
-   ``build_messages`` from what the agent SAW: the (augmented) current observation and the
-   (augmented observation, action) history;
-2. ONE ``generator.generate`` call for all of them (a generator with
-   ``needs_expert_action`` also gets each trajectory's expert action as a hint);
-3. each response is parsed (``parse_response``) against the real admissible actions;
-4. the envs step through the pool: valid -> ``pool.step``, unusable -> ``pool.step_invalid(reason)``;
-   augmentation never reaches the env, so transitions and rewards are the plain episode's;
-5. a step row is recorded; trajectories that are done leave the batch.
-
-Think modes (``cfg.think``: True/"on", False/"off", "filler"; ``gentax.agent.prompts``): in
-filler mode (``cfg.filler``, a ``gentax.agent.filler.FillerSpec``) every prompt gets the forced
-assistant prefix ``<think>FILLER</think>`` (``FillerSpec.tokens`` filler ids, built with the
-generator's tokenizer and seeded with ``derive_seed(cfg.seed, "filler", j, t)``) through the
-generator's ``prefixes``; the response is what the policy wrote after it, parsed in filler mode.
-The step row's ``think_tokens`` is the think block's token count the action was conditioned
-on (filler: exactly ``FillerSpec.tokens``; on: the generated think block's content re-tokenised,
-null without a tokenizer or a complete block), ``filler`` the forced text (else null).
-
-Robustness: any response text (empty, cut at ``max_new_tokens``, without tags, binary junk)
-becomes a step — an invalid one when it holds no usable action — never an exception. An env
-that crashes ends its episode as failed with ``error`` set (the pool's rule) to one short line
-(``gentax.errors.short_reason``; the full text is in the log).
-
-Seeds: every random choice comes from ``cfg.seed``: trajectory ``j`` samples step ``t`` with
-``derive_seed(cfg.seed, "sample", cfg.sampling.seed, j, t)`` and augments with
-``TrajectoryAugmenter(seed=derive_seed(cfg.seed, "augment", j))``. Give every call its own
-``cfg.seed`` (e.g. derived from the run seed and the RL step) for fresh samples.
-
-The pool's envs are built with ``seed=cfg.seed`` (slot ``i``: ``cfg.seed + i``); pass
-``pool=`` to reuse one across calls (its domain and split must match ``cfg``), or call through
-``EnvPools``, which keeps one per domain and env settings.
-
-Timing: ``rollouts.stats`` has ``generate_s`` (inside ``generate``), ``env_s`` (pool steps
-and expert actions: the env's share of the turns), ``reset_s`` (pool resets, once per batch),
-``other_s`` (prompt building, augmentation, parsing, records),
-``response_tokens`` and ``tokens_per_s``; a line per batch is logged at INFO and a tqdm bar
-shows each batch's progress (``progress=False`` hides it).
+Seeds: all from ``cfg.seed``: trajectory ``j`` samples step ``t`` with ``derive_seed(cfg.seed,
+"sample", cfg.sampling.seed, j, t)`` and augments with ``derive_seed(cfg.seed, "augment", j)``; the
+pool's envs are built with ``seed=cfg.seed``. Pass ``pool=`` to reuse a pool, or use ``EnvPools``.
+``rollouts.stats`` splits the time into ``generate_s``, ``env_s``, ``reset_s`` and ``other_s``.
 """
 
 from __future__ import annotations
@@ -63,6 +29,13 @@ import time
 from typing import Any
 
 from gentax import progress as gprogress
+from gentax.agent.filler import encode, filler_ids, think_prefix_ids
+from gentax.agent.parse import Parsed, parse_response
+from gentax.agent.prompts import build_messages, mode_of
+from gentax.domains import SPLITS, make
+from gentax.domains.augment import TrajectoryAugmenter
+from gentax.domains.pool import EnvPool
+from gentax.domains.spec import spec
 from gentax.errors import GentaxError, short_reason
 from gentax.rollout.generators import Generation, SamplingParams, derive_seed
 from gentax.rollout.schema import EPISODE_SCHEMA, STEP_SCHEMA, Rollouts, StepTokens, table_from_rows
@@ -92,10 +65,6 @@ class CollectConfig:
     filler: Any = None  # gentax.agent.filler.FillerSpec: the forced think block of filler mode
 
     def validate(self) -> None:
-        from gentax.agent.prompts import mode_of
-        from gentax.domains import SPLITS
-        from gentax.domains.spec import spec
-
         spec(self.domain)  # an unknown domain is one GentaxError
         if (mode_of(self.think) == "filler") != (self.filler is not None):
             raise GentaxError("think mode 'filler' needs a filler spec, and a filler spec needs think mode 'filler' "
@@ -185,20 +154,14 @@ def collect(generator, task_seeds: list[int], cfg: CollectConfig, *, run_id: str
 
 
 def _new_pool(cfg: CollectConfig):
-    from gentax.domains.pool import EnvPool
-
     return EnvPool(cfg.domain, cfg.split, num_workers=cfg.num_workers, seed=cfg.seed, max_steps=cfg.max_steps, **cfg.env_options)
 
 
 class EnvPools:
-    """Env pools kept across ``collect`` calls: per domain, split and env settings, built at the
-    first call that needs one and reused by the later ones (an RL run's steps; the episodes of a
-    verl agent-loop worker), so a domain's envs -- SciWorld's JVMs, ALFWorld's engines -- start
-    once per process, not once per step or episode. A call leases a pool for its duration: calls
-    from several threads at once (verl's agent loops) each get their own, and a pool goes back
-    to the idle ones when its call ends. An env's seed only names its default task, and every
-    episode resets its env to its own task, so a reused pool plays exactly the episodes a fresh
-    one would. ``close()`` ends them all."""
+    """Env pools kept across ``collect`` calls, one per domain, split and env settings, so a domain's
+    envs (SciWorld's JVMs, ALFWorld's engines) start once per process. A call leases a pool for its
+    duration (concurrent calls each get their own). Every episode resets its env to its own task, so
+    a reused pool plays exactly the episodes a fresh one would. ``close()`` ends them all."""
 
     def __init__(self):
         self._idle: dict[tuple, list[Any]] = {}
@@ -240,8 +203,6 @@ class EnvPools:
 
 def _make_tasks(cfg: CollectConfig, task_seeds: list[int]) -> list[Any]:
     """The Task of each seed (index = group_id), from one planner env of the same settings."""
-    from gentax.domains import make
-
     with make(cfg.domain, split=cfg.split, seed=cfg.seed, max_steps=cfg.max_steps, **cfg.env_options) as planner:
         by_seed = {seed: planner.task(seed) for seed in dict.fromkeys(task_seeds)}
     return [by_seed[seed] for seed in task_seeds]
@@ -249,10 +210,6 @@ def _make_tasks(cfg: CollectConfig, task_seeds: list[int]) -> list[Any]:
 
 def _run_batch(generator, pool, tasks, batch, cfg, run_id, step_rows, tokens, clock, stats, label, progress):
     from tqdm.auto import tqdm
-
-    from gentax.agent.parse import parse_response
-    from gentax.agent.prompts import build_messages
-    from gentax.domains.augment import TrajectoryAugmenter
 
     trajectories = []
     for slot, (group_id, k) in enumerate(batch):
@@ -281,10 +238,8 @@ def _run_batch(generator, pool, tasks, batch, cfg, run_id, step_rows, tokens, cl
                 shown.append(view)
                 seen = t.obs._replace(text=view.text)
                 prompts.append(build_messages(cfg.domain, seen, t.history, t.steps, think=cfg.think, history_length=cfg.history_length))
-            params = [
-                dataclasses.replace(cfg.sampling, seed=derive_seed(cfg.seed, "sample", cfg.sampling.seed, t.traj_id, t.steps))
-                for t in active
-            ]
+            params = [dataclasses.replace(cfg.sampling, seed=derive_seed(cfg.seed, "sample", cfg.sampling.seed, t.traj_id,
+                                                                         t.steps)) for t in active]
             clock.lap("other_s")
             hints = None
             if wants_expert:
@@ -301,7 +256,7 @@ def _run_batch(generator, pool, tasks, batch, cfg, run_id, step_rows, tokens, cl
             clock.lap("generate_s")
             batch_gen_s += clock.seconds["generate_s"] - elapsed
             # 3. parse
-            parsed = [_parse(parse_response, g.text, cfg, t.obs.admissible) for t, g in zip(active, generations)]
+            parsed = [_parse(g.text, cfg, t.obs.admissible) for t, g in zip(active, generations)]
             valid = {t.slot: p.action for t, p in zip(active, parsed) if p.reason is None}
             invalid = {t.slot: p.reason for t, p in zip(active, parsed) if p.reason is not None}
             clock.lap("other_s")
@@ -358,16 +313,12 @@ class _ForcedThink:
     """The think mode of a collect call: filler prefixes (filler mode) and the think columns."""
 
     def __init__(self, generator, cfg: CollectConfig):
-        from gentax.agent.prompts import mode_of
-
         self.mode, self.cfg = mode_of(cfg.think), cfg
         self.tokenizer = getattr(generator, "tokenizer", None)
         if self.mode == "filler" and self.tokenizer is None:
             raise GentaxError("think mode 'filler' needs a generator with a tokenizer (filler counts are in tokens)")
 
     def fillers(self, active) -> list[_Filler] | None:
-        from gentax.agent.filler import filler_ids, think_prefix_ids
-
         if self.mode != "filler":
             return None
         out = []
@@ -377,15 +328,13 @@ class _ForcedThink:
         return out
 
     def think_columns(self, parsed, filler: _Filler | None) -> dict:
-        from gentax.agent.filler import encode
-
         if filler is not None:
             return {"think_tokens": filler.tokens, "filler": filler.text}
         counted = self.mode == "on" and parsed.think is not None and self.tokenizer is not None
         return {"think_tokens": len(encode(self.tokenizer, parsed.think)) if counted else None, "filler": None}
 
 
-def _parse(parse_response, text: str, cfg: CollectConfig, admissible):
+def _parse(text: str, cfg: CollectConfig, admissible):
     """The parser's verdict; a parser bug on some odd text must not end the rollout, but a
     configuration error (an unknown domain: GentaxError) must, never a silent 0 % success."""
     try:
@@ -393,8 +342,6 @@ def _parse(parse_response, text: str, cfg: CollectConfig, admissible):
     except GentaxError:
         raise
     except Exception as exc:  # noqa: BLE001 - logged, and the step counts as invalid
-        from gentax.agent.parse import Parsed
-
         log.warning("parse_response failed on %r: %s: %s", text[:200], type(exc).__name__, exc)
         return Parsed(action=None, reason="parse_error", think=None)
 

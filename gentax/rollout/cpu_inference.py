@@ -1,38 +1,16 @@
-"""Faster bf16 sampling on a CPU, with outputs equal to transformers' eager kernels (bit for bit without AMX);
-and the same attention for the local engine's bf16 log-prob passes.
+"""Faster bf16 sampling on a CPU with transformers' eager arithmetic, and the same attention for the
+local engine's bf16 log-prob passes (docs/rollout.md "bf16 on CPU").
 
     accelerate(model, enabled=True) -> tuple[str, ...]   # the levers applied (empty: none)
     with attention_for(model, rows, length, autocast_dtype): ...   # a log-prob forward (+ backward)
 
-Two levers for a bf16 model that samples on a CPU (the ``hf`` generator's models and the local RL
-engine's bf16 rollout copy; ``HFGenerator`` applies them). They act on the model's forward: the
-prefill, and decode steps where the generator's own step (gentax.rollout.llama_decode, which
-packs its fused weights itself) does not run. Each shortens a decode step (docs/performance.md):
-
-- **grouped attention**: transformers' eager attention, except that grouped-query attention folds
-  a KV head's query heads into the query-length axis instead of copying the KV cache once per
-  query head (``repeat_kv``: every layer's K and V, at every decode step). Registered with
-  transformers' ``AttentionInterface`` as ``GROUPED_ATTENTION``, with the eager mask.
-- **prepacked linear weights**: a bf16 ``F.linear`` on a CPU runs oneDNN, which reorders the
-  weight into its blocked layout at every call, so every decode step reorders every weight again.
-  ``PackedLinear`` keeps the reordered weight (oneDNN's own ``mkldnn._reorder_linear_weight`` /
-  ``_linear_pointwise``) and reorders again only when the weight changed (its version counter:
-  the local engine refreshes its copy in place every step).
-
-Contract: the same matrix products in the same order. On a CPU with AVX-512 BF16 and no AMX
-oneDNN runs them with the same kernels and the logits equal the eager path's bit for bit; with AMX
-tiles (``amx_bf16``) it picks other kernels for the grouped shapes (a product of 3 query rows is not run as three products of one),
-and logits differ by bf16 rounding (log-probs up to ~0.25 nats, the same greedy tokens in
-tests/test_cpu_inference.py, which checks prefill and decode logits either way). Only under
-``torch.inference_mode`` with bf16 inputs and weights (a ``PackedLinear`` otherwise runs
-``F.linear``); float32 and GPU models are left alone (oneDNN's fp32 products differ from MKL's in
-the last bits, which would change sampled tokens). ``enabled=False`` restores the eager kernels.
-
-``attention_for``: the local engine's trained model keeps ``sdpa`` (torch's CPU flash kernel); under
-bf16 autocast on a CPU, its log-prob passes run the grouped eager attention instead, which makes
-a whole update faster and its gradients closer to fp32's (docs/performance.md). Eager keeps each
-layer's attention matrices for the backward, so a pass with gradients uses it only while they stay
-under ``TRAIN_ATTENTION_BYTES``.
+Two levers for a bf16 model's forward on a CPU: grouped attention (``GROUPED_ATTENTION``: eager
+attention that reads a KV head once for its query heads instead of ``repeat_kv``) and prepacked
+linear weights (``PackedLinear``: oneDNN's blocked layout, reordered only when the weight's
+version changes). The same products in the same order: logits equal the eager path's bit for bit
+without AMX, and to bf16 rounding with it (tests/test_cpu_inference.py). Float32 and GPU models
+keep their kernels. ``attention_for`` uses the grouped attention for a bf16-autocast log-prob pass
+on a CPU while the attention matrices its backward keeps stay under ``TRAIN_ATTENTION_BYTES``.
 """
 
 from __future__ import annotations
@@ -45,7 +23,7 @@ import torch
 GROUPED_ATTENTION = "gentax_grouped_eager"
 _BATCH_HINT = 8  # oneDNN's layout hint: decode micro-batches are 1-16 rows
 #: attention matrices a log-prob pass with gradients may keep for its backward under eager attention
-TRAIN_ATTENTION_BYTES = 2 << 30  # estimated; measured RSS grew 0.65 GB where 1.2 GB was estimated
+TRAIN_ATTENTION_BYTES = 2 << 30  # as stored_attention_bytes estimates it
 
 
 def grouped_eager_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
@@ -137,8 +115,8 @@ def stored_attention_bytes(config, rows: int, length: int) -> int:
 
 @contextlib.contextmanager
 def attention_for(model, rows: int, length: int, autocast_dtype):
-    """The grouped eager attention for one log-prob pass of ``rows`` x ``length`` tokens (see the
-    module docstring); the model's own attention elsewhere, and again afterwards."""
+    """The grouped eager attention for one log-prob pass of ``rows`` x ``length`` tokens where it
+    applies (module docstring); the model's own attention elsewhere, and again afterwards."""
     config = model.config
     use = (autocast_dtype is torch.bfloat16 and next(model.parameters()).device.type == "cpu"
            and config._attn_implementation == "sdpa"

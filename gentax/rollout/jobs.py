@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
-from gentax import jobspec
+from gentax import io as gio
+from gentax import jobspec, provenance
+from gentax.errors import GentaxError
 from gentax.jobspec import JobKind
 
 #: engine internals of a rollout and their defaults (a spec's ``batch_size``, eval.batch_size_per_domain, aside)
@@ -227,9 +230,6 @@ def task_seeds(s: Mapping[str, Any], first_task: int = 0) -> list[int]:
 
 def collect_config(s: Mapping[str, Any]):
     """The collector's config of a rollout's settings (its spec's and the engine internals), validated."""
-    import logging
-
-    from gentax.errors import GentaxError
     from gentax.rollout.collector import CollectConfig
     from gentax.rollout.generators import SamplingParams
     from gentax.runspec import think_fields
@@ -268,9 +268,6 @@ def _meta(s: Mapping[str, Any], generator) -> dict:
 
 def _embed_provenance(job: Mapping[str, Any], prefix: str) -> None:
     """A job's result JSON gets its provenance record (the spec is its config)."""
-    from gentax import io as gio
-    from gentax import provenance
-
     path = f"{prefix}.json"
     record = provenance.job_record(dict(job), job["dtype"], model=job["model"], tasks=job["tasks"])
     gio.write_json(path, {**json.loads(Path(path).read_text()), "provenance": record})

@@ -1,22 +1,16 @@
 """What lets an evaluation job of several domains rerun only the domains whose evaluation changed.
 
-Snakemake reruns a job whole, and deletes its outputs first: one ``eval`` job plays every eval
-domain of one checkpoint (start-up paid once), so a changed setting of one domain, or a deleted
-output, would replay all of them. Each domain's result is therefore kept beside the outputs,
-under the key of what it depends on, and a rerun puts back the results whose key is unchanged::
+Snakemake reruns a job whole, so each domain's result is kept beside the outputs under the key of
+what it depends on, and a rerun puts back the results whose key is unchanged::
 
     key = result_key(settings, model=..., tasks=..., filler_reference=...)
     summary = restore(prefix, key)   # the three files back (hard links, the JSON last), or None
     keep(prefix, key)                # after the domain's result was written
 
-The key is the sha256 of: the domain's settings (its part of the job spec with the shared keys:
-``gentax.rollout.jobs.evaluations``), the task manifest's bytes, the model folder's files (name, size,
-modification time: a checkpoint saved again is a new model), the filler reference's bytes, and
-every file of the gentax package (changed code replays every domain). Kept results are in
-``<result folder>/.kept/``, named ``<result name>.<key><suffix>.kept``: the tables as hard links (no
-second copy on disk), the small JSON as a copy (an output edited in place does not change what is
-kept). A kept result is put back only when its JSON's table digests match its tables (so a table
-changed in place is played again). ``GENTAX_EVAL_REPLAY=1`` in the environment plays every domain.
+The key hashes the domain's settings, the task manifest's and filler reference's bytes, the model
+folder's files (name, size, modification time) and every file of the gentax package. Kept results
+live in ``<result folder>/.kept/`` and are put back only when their tables match the JSON's
+digests. ``GENTAX_EVAL_REPLAY=1`` plays every domain.
 """
 
 from __future__ import annotations
@@ -25,6 +19,7 @@ import functools
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -110,8 +105,6 @@ def keep(prefix: str, key: str) -> None:
 def _link(source: Path, target: Path, copy: bool = False) -> None:
     """``target`` becomes a hard link to ``source`` (a copy with ``copy`` or where the file system
     has no hard links), atomically (``gentax.io.atomic_path``: a kill leaves no temporary behind)."""
-    import shutil
-
     with gio.atomic_path(target) as temporary:
         try:
             if copy:

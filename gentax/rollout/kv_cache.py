@@ -1,25 +1,14 @@
-"""A decode KV cache allocated once per micro-batch, for the ``hf`` generator's decode steps
-through transformers' forward (where gentax.rollout.llama_decode, which keeps its own, does not apply).
+"""A decode KV cache allocated once per micro-batch, for the ``hf`` generator's decode steps through
+transformers' forward (gentax.rollout.llama_decode keeps its own).
 
     cache, mask = preallocate(cache, mask, extra)   # after the prefill, before the first decode step
 
-transformers' ``DynamicCache`` grows by ``torch.cat`` at every decode step, so each step copies
-every layer's whole cache (keys and values) into new memory; with 8 rows of ~500 tokens on a
-CPU that copying took more time than the attention itself. ``preallocate`` copies a prefilled
-micro-batch's cache once into buffers of its final width (transformers' own ``StaticLayer``: a
-step writes its column in place and the attention reads the whole buffer) and extends the 2D
-attention mask with 1s for the columns to come.
-
-Why the outputs do not change: transformers builds each step's mask from the cache's write
-position, masking key columns past it (causal), so a step attends to exactly the columns the
-dynamic cache would hold, plus masked columns of zeros, whose softmax weight is exactly 0. The
-attention products run over a wider key axis, so kernels picked by shape can round differently:
-with the bf16 grouped eager attention of a CPU the test's logits are the same bit for bit (with
-AMX too), but a whole evaluation's responses can differ by bf16 rounding, as the prefill levers'
-batch shapes bring; with sdpa (float32) the reductions run over the longer key axis and log-probs move by
-~1e-5, under bf16 autocast (float32 weights, sdpa in bf16) by bf16 rounding (up to 0.11 nats,
-as padding moves bf16 log-probs), with the same tokens in tests/test_generators.py. The prefill's own KV tensors are not touched (the generator keeps
-them for the next call's prefix reuse).
+transformers' ``DynamicCache`` grows by ``torch.cat``, copying every layer's cache at every step.
+``preallocate`` copies a prefilled cache once into buffers of its final width (transformers'
+``StaticLayer``) and extends the 2D mask with 1s. The causal mask hides the columns not yet
+written (zeros, softmax weight exactly 0), so outputs change only by the rounding of products over
+a wider key axis (docs/rollout.md "Preallocated KV cache"). The prefill's own KV tensors are not
+touched (the generator keeps them for prefix reuse).
 """
 
 from __future__ import annotations

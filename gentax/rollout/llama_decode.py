@@ -1,45 +1,18 @@
 """The ``hf`` generator's decode step for Llama-architecture models (the embedded SmolLM2) on a CPU
-or a CUDA GPU: one token per row through the model in ~42 torch calls a layer (1,257 a step of the
-embedded model; transformers' forward: 2,010, or 7,129 with the calls those make, torch's profiler).
-On a GPU, where each call is a kernel launch, that count is the step's time at small batches.
+or a CUDA GPU, in a fraction of transformers' torch calls (docs/rollout.md "Fast decode step").
 
     decoder = LlamaDecoder.for_model(model)          # None where it does not apply (``unsupported``)
     state = decoder.start(cache, mask, extra)        # after the prefill: its KV in a static cache
     logits = decoder.step(state, tokens, positions)  # [rows, vocab], the model's dtype
     state.keep(index)                                # rows that finished leave the batch
 
-On a CUDA GPU, ``start(..., graph=True)`` runs every step of the micro-batch as one CUDA graph,
-captured at its first step (``_GraphedStep``): the ~1,257 kernels of a step launched by one call
-instead of one Python call each (on a GPU the eager step's time is nearly all launches:
-docs/performance.md). A graph's shapes are fixed, so there the rows stay in the
-buffers to the end of the micro-batch and ``keep`` only narrows which rows are read; finished rows
-are computed and ignored (a step is launch-bound at these sizes, not arithmetic-bound).
-
-Why it is faster (docs/performance.md, the roofline's "decode" rows): a decode
-step of a 135M model on one CPU thread streams its weights through small products and spends the
-rest on small calls. Here
-
-- each layer's q/k/v and gate/up weights are concatenated into one product each, and every weight
-  is kept in oneDNN's blocked layout (``_reorder_linear_weight``; in float32 too, where oneDNN's
-  kernel streams a few-row decode's weights faster than MKL's ``F.linear``), rebuilt
-  when a parameter changed (its version counter: the local engine updates weights in place
-  between calls). The cost: one more copy of the weights in memory;
-- the KV cache of every layer is one tensor for keys and one for values, allocated once per
-  micro-batch with room for its whole response (as gentax.rollout.kv_cache's); a step writes its
-  column in place, and a row that leaves is one index over all layers;
-- the attention reads a KV head once for its group of query heads (sdpa's path copies the cache
-  once per query head, ``repeat_kv``, at every step), with an additive mask updated one column a step;
-- the rotary angles are computed once a step, and q and k rotated in one go.
-
-Contract: the arithmetic of transformers' eager forward with gentax.rollout.cpu_inference's levers
-(RMSNorm, rotary, attention, MLP: the same ops in the same dtype and order; the attention over
-the whole preallocated width, its unwritten columns masked). bf16: equal to that path bit for bit
-where the fused products round as the separate ones (checked on an AVX2 CPU, where bf16 runs
-``F.linear``; oneDNN's packed bf16 kernels give fused and separate products the same bits on an
-AVX-512 BF16 CPU without AMX, and may not with AMX: bf16 rounding then).
-float32: transformers runs sdpa's flash kernel and MKL's products there, this step eager attention
-and oneDNN's products, so logits differ by float32 rounding (~1e-4 of logits up to ~30). Bounded
-in tests/test_llama_decode.py. Only under ``torch.inference_mode``.
+Fused q/k/v and gate/up products in oneDNN's blocked layout (rebuilt when a parameter's version
+changes), one KV tensor for all layers, grouped-query attention without copying the cache; on CUDA,
+``start(..., graph=True)`` replays each step as one captured graph (``_GraphedStep``). Contract:
+transformers' eager arithmetic with gentax.rollout.cpu_inference's levers, op for op (bf16: bit for
+bit where fused products round as separate ones; float32: within float32 rounding, as eager
+attention and oneDNN stand for sdpa and MKL: tests/test_llama_decode.py). Only under
+``torch.inference_mode``.
 """
 
 from __future__ import annotations

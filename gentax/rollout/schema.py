@@ -1,20 +1,10 @@
 """Arrow schemas of trajectory records, and ``Rollouts``: what ``collect`` returns.
 
-Two tables, both written as Parquet (``Rollouts.write(prefix)`` ->
-``<prefix>.steps.parquet`` and ``<prefix>.episodes.parquet``, each written atomically):
-
-- **steps**: one row per environment step, ordered by (traj_id, step). Columns and their
-  meaning are ``STEP_SCHEMA`` below (each field's ``doc`` metadata says it; ``describe``
-  prints them).
-- **episodes**: one row per trajectory, ordered by traj_id: ``EPISODE_SCHEMA``.
-
-Identity: ``run`` (the caller's run id), ``task_seed`` (the task), ``group_id`` (index of the
-task in the ``task_seeds`` list of the ``collect`` call; the GRPO group), ``traj_id`` (index of
-the trajectory in the call: ``group_id * group_size + k``).
-
-Token data (prompt ids, response ids, per-token logprobs) is large — a 50-step trajectory
-holds ~100k prompt tokens — so it stays out of Parquet: ``Rollouts.tokens[i]`` belongs to step
-row ``i`` in memory only (RL needs it; analysis does not). Token counts are in the step rows.
+Two tables, written as Parquet by ``Rollouts.write(prefix)`` (each atomically): **steps**, one row
+per environment step ordered by (traj_id, step), ``STEP_SCHEMA``; **episodes**, one row per
+trajectory ordered by traj_id, ``EPISODE_SCHEMA``. Each field's ``doc`` metadata says what it holds
+(``describe`` prints them). Token data (prompt ids, response ids, log-probs) is large, so it stays
+in memory: ``Rollouts.tokens[i]`` belongs to step row ``i`` (RL needs it, analysis does not).
 """
 
 from __future__ import annotations
@@ -177,11 +167,7 @@ class Rollouts:
         if not parts:
             return cls(STEP_SCHEMA.empty_table(), EPISODE_SCHEMA.empty_table())
         tokens = [t for p in parts for t in p.tokens] if all(p.tokens or p.steps.num_rows == 0 for p in parts) else []
-        return cls(
-            pa.concat_tables([p.steps for p in parts]),
-            pa.concat_tables([p.episodes for p in parts]),
-            tokens,
-        )
+        return cls(pa.concat_tables([p.steps for p in parts]), pa.concat_tables([p.episodes for p in parts]), tokens)
 
 
 def _check_schema(table: pa.Table, schema: pa.Schema) -> None:

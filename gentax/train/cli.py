@@ -32,9 +32,12 @@ from __future__ import annotations
 import argparse
 
 from gentax import jobspec
-from gentax.errors import ConfigError, GentaxError
-from gentax.runspec import RunSpec, variant_names
+from gentax.errors import ConfigError, GentaxError, KeyProblem
+from gentax.io import deep_merge, read_yaml
+from gentax.runspec import RunSpec, from_defaults, variant_names
+from gentax.train.config import load_rl_config, parse_steps, read_rl_section
 from gentax.train.jobs import ENGINES, RLJob, holding
+from gentax.train.tracking import read_section
 
 
 def register(subparsers) -> None:
@@ -76,12 +79,6 @@ def spec_from_args(args) -> RLJob:
     """The spec a command line makes (no manifest: it trains and stops): ``--config``'s RL section
     laid over the study's ``rl:`` block, the run from ``--run-spec`` or named by ``--domain
     --variant --seed`` with the study's settings (``args.study_defaults()``; ``runspec.from_defaults``)."""
-    from gentax.errors import KeyProblem
-    from gentax.io import deep_merge, read_yaml
-    from gentax.runspec import from_defaults
-    from gentax.train.config import load_rl_config, parse_steps, read_rl_section
-    from gentax.train.tracking import read_section
-
     if not args.init or not args.out:
         raise ConfigError("gentax train rl: give --init and --out (or --job SPEC)")
     study = args.study_defaults()  # the study's rl block and command-line run

@@ -1,13 +1,10 @@
 """The RL configuration: one dataclass, one loader.
 
-``load_rl_config(section) -> RLConfig``: an RL section (a plain dict) over ``engine_defaults()``
-(``rl_defaults.yaml`` beside this file: the engine keys that are no study choice, with their meaning
-and source), checked and frozen. The study's recipe (group size, lr, temperatures, ...) has no
-default here: the section holds it (the study's ``rl`` block: ``gentax.study.config.study_rl``). An
-unknown key or a bad value is a ``KeyProblem`` naming it (the closest valid key, the number hint;
-the study config's check words it under ``rl.`` with the file that set it); a key the run spec holds
-instead (``REPLACED_KEYS``) names what replaced it. Both engines read ``RLConfig``, every field of
-it (tests/test_spec_once.py), and the run spec (``gentax.runspec``).
+``load_rl_config(section) -> RLConfig``: an RL section over ``engine_defaults()`` (``rl_defaults.yaml``:
+the engine keys that are no study choice, each documented there), checked and frozen. The study's
+recipe has no default here: the section holds it (``gentax.study.config.study_rl``). An unknown,
+missing or bad key is a ``KeyProblem`` naming it; a key the run spec holds instead
+(``REPLACED_KEYS``) names what replaced it. Both engines read every field (tests/test_spec_once.py).
 """
 
 from __future__ import annotations
@@ -19,10 +16,9 @@ from typing import Any, Mapping
 
 from gentax.errors import ConfigError, KeyProblem, is_integer, number_hint, unknown_key
 from gentax.io import deep_merge, read_yaml
-from gentax.train.grpo import PENALTY_PLACEMENTS
+from gentax.train.grpo import ADVANTAGE_MODES, PENALTY_PLACEMENTS
 
 DEFAULTS_FILE = Path(__file__).with_name("rl_defaults.yaml")
-ADVANTAGE_NORMALISATIONS = ("trajectory", "cross_step")
 ROLLOUT_BACKENDS = ("vllm", "hf")  # verl's rollout.name (hf: gentax/train/verl_hf_rollout.py)
 ATTN_IMPLEMENTATIONS = ("flash_attention_2", "sdpa", "eager")
 
@@ -114,16 +110,22 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _validate(cfg: RLConfig) -> None:
+def key_checker(cfg, section: str):
+    """``need(ok, key, what)``: ``key`` of ``cfg`` (a dotted path: ``verl.rollout``) is wrong unless
+    ``ok``: one ``KeyProblem`` of ``section`` naming it, its value and what it must be."""
     def need(ok: bool, key: str, what: str, *, integer: bool = False) -> None:
-        """``key`` (a dotted path: ``verl.rollout``) is wrong unless ``ok``: one ``KeyProblem``."""
         if not ok:
             path = key.split(".")
             value = getattr(cfg, path[0])
             for part in path[1:]:
                 value = value.get(part) if isinstance(value, Mapping) else None
-            raise KeyProblem("RL config", path, f"{what}, got {value!r}{number_hint(value, integer=integer)}")
+            raise KeyProblem(section, path, f"{what}, got {value!r}{number_hint(value, integer=integer)}")
 
+    return need
+
+
+def _validate(cfg: RLConfig) -> None:
+    need = key_checker(cfg, "RL config")
     for key in ("group_size", "tasks_per_step", "save_every", "max_new_tokens", "max_prompt_tokens",
                 "epochs_per_step", "mini_batch_size", "micro_batch_size"):
         value = getattr(cfg, key)
@@ -141,8 +143,8 @@ def _validate(cfg: RLConfig) -> None:
     need(_number(cfg.clip_ratio_c), "clip_ratio_c", "must be a number > 1 (dual clip)")
     need(cfg.top_p <= 1, "top_p", "must be <= 1")
     need(cfg.clip_ratio_c > 1, "clip_ratio_c", "must be > 1 (dual clip)")
-    need(cfg.advantage_normalisation in ADVANTAGE_NORMALISATIONS, "advantage_normalisation",
-         f"must be one of {', '.join(ADVANTAGE_NORMALISATIONS)}")
+    need(cfg.advantage_normalisation in ADVANTAGE_MODES, "advantage_normalisation",
+         f"must be one of {', '.join(ADVANTAGE_MODES)}")
     need(cfg.invalid_penalty_placement in PENALTY_PLACEMENTS, "invalid_penalty_placement",
          f"must be one of {', '.join(PENALTY_PLACEMENTS)}")
     # cross_step normalises each step sample by the std of its group's step scores, which with the

@@ -1,44 +1,22 @@
-"""GRPO for step-wise multi-turn agents: all of the algorithm's math in one file.
+"""GRPO for step-wise multi-turn agents: all of the algorithm's math in one file, plain numpy/torch,
+shared by the local engine, the verl engine's custom pieces and the tests (docs/training.md section 2).
 
-Vocabulary. A *trajectory* is one episode. A *sample* is one step of it: that step's prompt
-tokens -> the model's response tokens (verl-agent style: a 30-step episode gives 30 samples).
-A *group* is the G trajectories of one task (same env seed); ``group_ids`` name it.
+A *sample* is one step of an episode (that step's prompt -> the response); a *group* is the
+trajectories of one task. A trajectory's *outcome* is the sum of its env rewards on valid steps; an
+invalid step carries ``-invalid_penalty`` on its own sample only.
 
-1. Scores. A trajectory's *outcome* is the sum of its env rewards on valid steps (10 on the
-   winning step, else 0). An invalid step (no parsable action, or one the env rejected) carries
-   the penalty ``-invalid_penalty`` (the study's: ``gentax.study.config.study_rl``) on that step's sample only.
-2. Advantages. ``group_advantages`` is GRPO's outcome normalisation, identical to verl's
-   ``compute_grpo_outcome_advantage``: ``(score - group mean) / (group std + eps)`` with the
-   unbiased std, and mean 0 / std 1 for a group of one (tests/test_grpo.py checks it against
-   verl). ``step_advantages`` turns trajectories into per-sample advantages, two ways:
-   - ``"trajectory"`` (the paper's): every trajectory's outcome counts once in its
-     group's mean/std, and every step of the trajectory gets that advantage. The invalid-step
-     penalty is added to that step's advantage *after* normalisation, in advantage units: added
-     before it, a group whose outcomes are all equal (std 0, the usual case for a weak policy)
-     would divide the penalty by eps.
-   - ``"cross_step"`` (verl-agent's default ``compute_mean_std_cross_steps=True``): every sample's score
-     is normalised by the mean/std over all samples of its group, so a long trajectory weighs once
-     per step.
-   Where the invalid-step penalty goes (``penalty_placement``):
-   - ``"after_normalisation"`` (the study's): the advantage as above from the outcomes alone, then
-     ``-invalid_penalty`` added to the invalid step's advantage, in advantage units.
-   - ``"in_return"`` (verl-agent's literal reading: the penalty is part of the step sample's reward,
-     ``apply_invalid_action_penalty``): each sample's score is ``outcome - invalid_penalty`` when its
-     step was invalid, and scores are normalised. With ``cross_step`` the group's statistics are
-     over all sample scores (= verl-agent's default exactly); with ``trajectory`` each trajectory
-     counts once, with the score of its first sample (verl-agent's ``compute_mean_std_cross_steps=False``
-     keeps the first row of each trajectory), and every sample is normalised with its own score.
-     A group of equal outcomes (std 0) then divides a later step's penalty by ``eps``: that is why
-     the paper preset keeps ``after_normalisation``.
-3. Loss, per response token (``grpo_loss``): PPO's clipped ratio objective with verl's dual clip
-   (ratio clip [1-clip_low, 1+clip_high]; negative advantages bounded by ``clip_ratio_c``), plus
-   ``kl_coef`` x the low-variance KL estimate k3 of the policy from the reference policy (verl's
-   ``low_var_kl``), minus ``entropy_coeff`` x the token entropy when it is > 0 (verl's
-   ``policy_loss = pg_loss - entropy_coeff * entropy``), aggregated as a token mean over the
-   mini-batch's response tokens.
-
-Everything here is plain numpy/torch so the local engine, the verl engine's custom pieces and the
-tests share one definition.
+- ``group_advantages``: GRPO's outcome normalisation, identical to verl's
+  ``compute_grpo_outcome_advantage`` (unbiased std; mean 0 / std 1 for a group of one).
+- ``step_advantages``: per-sample advantages. ``mode`` ``"trajectory"`` (the paper's): each
+  trajectory's outcome counts once in its group's statistics and every step gets its advantage;
+  ``"cross_step"`` (verl-agent's default): each sample's score is normalised over all samples of its
+  group. ``penalty_placement`` ``"after_normalisation"`` (the study's) adds ``-invalid_penalty`` to
+  the normalised advantage, in advantage units; ``"in_return"`` (verl-agent's reading) puts it in
+  the sample's score before normalising (with ``trajectory``, each trajectory counts with its first
+  sample's score), so a group of equal outcomes (std 0) divides a later penalty by ``eps``.
+- ``grpo_loss``: per response token, PPO's clipped ratio with verl's dual clip, plus ``kl_coef`` x
+  the k3 KL estimate to the reference (verl's ``low_var_kl``), minus ``entropy_coeff`` x the token
+  entropy, as a token mean over the mini-batch.
 """
 
 from __future__ import annotations
@@ -52,21 +30,15 @@ PENALTY_PLACEMENTS = ("after_normalisation", "in_return")
 
 
 def group_advantages(scores, group_ids, eps: float = 1e-6, *, norm_by_std: bool = True) -> np.ndarray:
-    """GRPO advantage of each score within its group, in input order (one value per score).
-
-    ``(s - mean_g) / (std_g + eps)`` with the unbiased (n-1) std of the group's scores; a group of
-    one has mean 0 and std 1, as in verl. ``norm_by_std=False`` gives ``s - mean_g`` (Dr.GRPO).
-    """
+    """GRPO advantage of each score within its group, in input order: ``(s - mean_g) / (std_g + eps)``
+    with the unbiased std (a group of one: mean 0, std 1, as in verl); ``norm_by_std=False``: ``s - mean_g``."""
     return normalise_in_groups(scores, group_ids, scores, group_ids, eps, norm_by_std=norm_by_std)
 
 
 def normalise_in_groups(values, value_groups, ref_scores, ref_groups, eps: float = 1e-6, *,
                         norm_by_std: bool = True) -> np.ndarray:
-    """``(v - mean_g) / (std_g + eps)`` for each value, with mean/std of its group's REFERENCE scores.
-
-    ``group_advantages`` is the case values == reference scores. A group of one reference score has
-    mean 0 and std 1 (verl); a value whose group has no reference score is a ``ValueError``.
-    """
+    """``(v - mean_g) / (std_g + eps)`` for each value, with mean/std of its group's REFERENCE scores (as
+    ``group_advantages``); a value whose group has no reference score is a ``ValueError``."""
     values = np.asarray(values, dtype=np.float64)
     ref_scores = np.asarray(ref_scores, dtype=np.float64)
     value_groups, ref_groups = np.asarray(value_groups), np.asarray(ref_groups)
@@ -84,24 +56,11 @@ def normalise_in_groups(values, value_groups, ref_scores, ref_groups, eps: float
     return out
 
 
-def step_advantages(
-    outcomes,
-    traj_group_ids,
-    step_traj,
-    step_invalid,
-    *,
-    mode: str,
-    invalid_penalty: float,
-    penalty_placement: str,
-    eps: float = 1e-6,
-    norm_by_std: bool = True,
-) -> np.ndarray:
-    """One advantage per step sample (see the module docstring for the modes and placements).
-
-    outcomes[i], traj_group_ids[i]: trajectory i's outcome and group; step_traj[k]: the trajectory
-    of sample k; step_invalid[k]: whether sample k's action was invalid. Samples of a trajectory
-    come in step order (``in_return`` with ``trajectory`` uses each trajectory's first sample).
-    """
+def step_advantages(outcomes, traj_group_ids, step_traj, step_invalid, *, mode: str, invalid_penalty: float,
+                    penalty_placement: str, eps: float = 1e-6, norm_by_std: bool = True) -> np.ndarray:
+    """One advantage per step sample (module docstring: the modes and placements). outcomes[i],
+    traj_group_ids[i]: trajectory i's outcome and group; step_traj[k], step_invalid[k]: sample k's
+    trajectory and whether its action was invalid. A trajectory's samples come in step order."""
     if mode not in ADVANTAGE_MODES:
         raise ValueError(f"unknown advantage mode {mode!r}; valid: {', '.join(ADVANTAGE_MODES)}")
     if penalty_placement not in PENALTY_PLACEMENTS:
@@ -169,14 +128,11 @@ def clipped_policy_loss(logprobs, old_logprobs, advantages, cfg: LossConfig):
 
 def grpo_loss(logprobs, old_logprobs, ref_logprobs, advantages, mask, num_tokens: float, cfg: LossConfig,
               entropy=None):
-    """Token-mean GRPO loss of one (micro-)batch and its summed statistics.
-
-    Tensors are [batch, response_len]; ``advantages`` may be [batch] (one per sample) or per token.
-    ``num_tokens`` is the response-token count of the whole mini-batch, so micro-batch losses add up
-    to the mini-batch's token mean. ``entropy`` (per token, with its graph) is needed when
-    ``cfg.entropy_coeff > 0``: the loss then subtracts ``entropy_coeff`` x its token mean. Returns ``(loss, sums)`` where ``sums`` holds token sums of
-    pg_loss, kl, clipfrac and ratio (divide by the token count for means).
-    """
+    """Token-mean GRPO loss of one (micro-)batch and its statistics: ``(loss, sums)``, ``sums`` the
+    token sums of pg_loss, kl, clipfrac and ratio. Tensors are [batch, response_len], ``advantages``
+    [batch] or per token; ``num_tokens`` counts the whole mini-batch's response tokens, so micro-batch
+    losses add up to its token mean. ``entropy`` (per token, with its graph) is needed when
+    ``cfg.entropy_coeff > 0``."""
     import torch
 
     mask = mask.to(logprobs.dtype)
@@ -198,11 +154,3 @@ def grpo_loss(logprobs, old_logprobs, ref_logprobs, advantages, mask, num_tokens
             "ratio": masked_sum(torch.exp(logprobs - old_logprobs), mask).item(),
         }
     return loss, sums
-
-
-def entropy_from_logits(logits):
-    """Per-position entropy of the softmax distribution over the last axis."""
-    import torch
-
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    return -(logp.exp() * logp).sum(-1)

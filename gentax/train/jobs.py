@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from gentax import jobspec
+from gentax import io as gio
+from gentax import jobspec, provenance
 from gentax.errors import ConfigError, GentaxError
 from gentax.jobspec import JobKind
 from gentax.runspec import RunSpec
@@ -66,9 +67,6 @@ class RLJob(JobKind):
         """The run spec into the run folder (``runs.RUN_SPEC_FILE``), the segment, then with ``keep``
         the checkpoints it does not name pruned (and the newest one's resume state unless
         ``resume_state``: ``runs.prune_checkpoints``), then the manifest."""
-        from gentax import io as gio
-        from gentax import provenance
-
         where = {"init": self.init, "run": self.run_spec, "start": self.start, "end": self.end, "run_dir": self.out}
         if print_config:
             return train_rl(self.engine, self.rl, **where, print_config=True, tracking=self.tracking)
@@ -153,9 +151,6 @@ def _report_removed(paths) -> None:
 
 
 def _provenance_beside(out, spec: JobKind, model: str | None) -> None:
-    from gentax import io as gio
-    from gentax import provenance
-
     gio.write_json(provenance.beside(out), provenance.job_record(spec.to_dict(), spec["dtype"], model=model))
 
 
@@ -177,8 +172,6 @@ class SFTDataJob(JobKind):
         return jobspec.model_problem("v1", spec["v1"], inputs) if spec["v1"] else []
 
     def run(self, *, progress: bool = False) -> dict:
-        from gentax import io as gio
-
         with gio.output_lock(self.out, "SFT dataset"):  # one writer per dataset, refused before any model loads
             from gentax.train.sft_data import build_sft_data
 
@@ -209,8 +202,6 @@ class SFTTrainJob(JobKind):
         return out
 
     def run(self) -> Path:
-        from gentax import io as gio
-
         # the output's lock before the trainer's checks (the tokenizer, every example's length: seconds to
         # minutes): a second job on the output is refused at once; train_sft takes it again
         with gio.output_lock(Path(self.out).resolve(), "SFT output"):

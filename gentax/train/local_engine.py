@@ -1,65 +1,15 @@
-"""Engine ``local``: step-wise multi-turn GRPO on one machine (CPU, or one GPU) with torch.
+"""Engine ``local``: step-wise multi-turn GRPO on one machine (CPU, or one GPU) with torch
+(docs/training.md section 3). Per training step k: ``collect`` plays ``group_size`` trajectories of
+each of the step's tasks with the current policy (every env step one training sample);
+``grpo.step_advantages``; old and reference log-probs recomputed under the update's autocast (each
+skipped where it equals the current policy's); ``epochs_per_step`` passes of AdamW mini-batch
+updates (``update_policy``); the metrics.csv row (with digests of the tokens trained on and of the
+weights, so two runs name the first step where they part), then every ``save_every`` steps a
+checkpoint (``Policy.save``): the row first, so a kill at any point resumes with every kept row.
 
-The same algorithm as the verl engine, in plain torch: per training step k,
-
-1. rollout: ``collect`` (gentax.rollout.collector) plays ``group_size`` trajectories of each of
-   the step's ``tasks_per_step`` tasks (``runs.step_task_seeds``) with the CURRENT policy through
-   ``HFGenerator.from_model`` at the rollout temperature; every env step is one training sample
-   (that step's prompt -> response tokens);
-2. advantages: ``grpo.step_advantages`` (trajectory or cross-step normalisation, -penalty on
-   invalid steps after the normalisation or inside the sample's score: ``invalid_penalty_placement``);
-3. log-probs recomputed with torch: old (the policy before this step's update; skipped when the
-   step makes exactly one optimizer update, where old == current), reference (the init model:
-   a frozen copy, or the LoRA base with adapters disabled; skipped at step 1, where the policy
-   still is the init model and reference == old);
-4. update: ``epochs_per_step`` passes over the samples in shuffled mini-batches of
-   ``mini_batch_size`` samples, each one AdamW step (lr from the config, grad-norm clip) on
-   ``grpo.grpo_loss`` (PPO dual clip + kl_coef x k3 - entropy_coeff x entropy, token mean over the
-   mini-batch), accumulated over micro-batches of ``micro_batch_size`` samples;
-5. log a metrics.csv row (its ``seconds`` exclude the checkpoint save; ``think_tokens_mean``: the
-   mean think-block tokens of the step's samples, ``runs.THINK_TOKENS_MEAN``; a thinking run also
-   keeps some of the step's think blocks, ``runs.write_think_samples``; ``rollout_sha256`` and
-   ``weights_checksum``: digests of the token ids trained on and of the trainable weights after
-   the update, so two runs of one config name the first step where they part); then, every
-   ``save_every`` steps and at the last step, save a checkpoint. The row goes first so that a kill
-   at any point resumes with every kept step's row (``runs.MetricsLog``).
-
-Checkpoints (``runs`` layout) are written beside their final name and renamed into place:
-``checkpoints/step_<N>/`` is an HF folder — full weights (float32 when training in float32, so
-small lr updates survive), or with LoRA either the merged model (``lora_save: merged``) or the
-peft adapter whose ``adapter_config.json`` names the base path (``lora_save: adapter``;
-``AutoModelForCausalLM.from_pretrained`` loads it when peft is installed). Its ``gentax_state/``
-holds what a resume needs beyond the weights: optimizer state, torch RNG state, the step, and
-the LoRA adapter. Only the newest ``runs.STATES_KEPT`` checkpoints keep ``gentax_state`` (older
-ones are pruned); with a ``keep`` list (config ``disk.keep_checkpoints: evaluated``) an older
-checkpoint the plan does not evaluate goes whole (``runs.prune_checkpoints``). Each checkpoint carries a manifest of its files (``gentax.io.write_manifest``;
-``gentax_state`` its own): a resume skips a damaged checkpoint, naming it, for the one before.
-All other randomness is derived from (run seed, step), so a resumed or extended run repeats
-exactly what an uninterrupted run would have done (tests/test_local_engine.py checks weights).
-
-Cost: every sample costs one forward over its whole prompt for generation, one for the reference
-(skipped at step 1) and a forward+backward for the update, so a step costs ~5 forward passes per
-sample. ``max_update_samples`` (0 = all; local engine only) updates on a random subset of at most
-that many step samples, drawn from (seed, step) — the same expected gradient, fewer passes; the
-rollout still plays every step. A CPU-budget knob for the embedded study, off in the paper preset.
-
-Filler arm (``--variant filler``, local engine only): step k's prompts are the thinking prompts
-and each response is conditioned on a forced ``<think>FILLER</think>`` of the thinking run's mean
-think tokens at step k (``runs.think_reference`` of ``cfg.filler["reference"]``, the matching
-default run's folder; ``gentax.agent.filler``); the filler is context, not trained on (only
-generated tokens are). Its metrics rows carry ``filler_tokens``.
-
-Precision and size, for the 135M embedded model on CPU: parameters and optimizer in float32
-(bf16 weights cannot hold updates of ~lr=1e-5 relative size). Rollouts sample from a bf16 copy of
-the weights (``Policy.generator``), and the old, reference and update log-probs run under bf16 autocast where
-``gentax.dtype.compute_dtype`` picks bf16 (``autocast: auto``: a bf16 GPU, or a CPU with native
-bf16, avx512_bf16 / amx_bf16; elsewhere none, since emulated bf16 is slower than fp32). The loss's
-old log-probs are recomputed here under that same autocast (never taken from the generator), so
-the PPO ratio compares like with like (the generator's log-probs, from the bf16 copy, are kept
-with the rollouts but not used by the loss). Sequence lengths are bounded by ``max_new_tokens`` (response) and
-``max_prompt_tokens`` (longer prompts are left-truncated for the update and counted in
-``prompts_truncated``). Only response positions go through the LM head
-(``logits_to_keep``), so memory grows with the response, not the prompt, length.
+All randomness derives from (run seed, step), so a resumed or extended run repeats exactly what an
+uninterrupted one would. Parameters and optimizer are float32 (bf16 weights cannot hold small
+updates); rollouts sample a bf16 copy under bf16 autocast.
 """
 
 from __future__ import annotations
@@ -77,11 +27,19 @@ import numpy as np
 
 from gentax import io as gio
 from gentax import progress as gprogress
-from gentax.dtype import deterministic_attention, strict_determinism
+from gentax.agent.filler import FillerSpec, mean_think_tokens
+from gentax.agent.parse import think_text
+from gentax.domains import domain_class
+from gentax.dtype import (attention_implementation, compute_dtype, deterministic_attention, deterministic_kernels,
+                          strict_determinism)
 from gentax.errors import ConfigError, GentaxError
 from gentax.io import atomic_path, write_json
+from gentax.rollout.collector import CollectConfig, EnvPools
+from gentax.rollout.generators import HFGenerator, SamplingParams, default_batch_size, derive_seed, require_model_folder
+from gentax.runspec import collect_fields
 from gentax.train import grpo, runs
 from gentax.train.config import RLConfig
+from gentax.train.tracking import TrackedMetricsLog, experiment_name  # metrics.csv + TensorBoard/wandb/MLflow
 
 log = logging.getLogger(__name__)
 
@@ -119,11 +77,9 @@ def samples_from_rollouts(rollouts, cfg: RLConfig) -> Samples:
     outcomes = np.zeros(len(episodes))
     np.add.at(outcomes, [traj_row[int(t)] for t in steps["traj_id"][valid]], steps["reward"].to_numpy(float)[valid])
     step_traj = np.array([traj_row[int(t)] for t in steps["traj_id"]], dtype=np.int64)
-    advantages = grpo.step_advantages(
-        outcomes, episodes["group_id"].to_numpy(), step_traj, ~valid,
-        mode=cfg.advantage_normalisation, invalid_penalty=cfg.invalid_penalty,
-        penalty_placement=cfg.invalid_penalty_placement,
-    )
+    advantages = grpo.step_advantages(outcomes, episodes["group_id"].to_numpy(), step_traj, ~valid,
+                                      mode=cfg.advantage_normalisation, invalid_penalty=cfg.invalid_penalty,
+                                      penalty_placement=cfg.invalid_penalty_placement)
     prompts, responses, keep, truncated = [], [], [], 0
     for i, tokens in enumerate(rollouts.tokens):
         if not tokens.response_ids:  # nothing the policy produced: nothing to train on
@@ -141,8 +97,6 @@ def autocast_dtype(setting: str, device_type: str):
     """The local engine's autocast dtype (None: none): ``bf16``, ``none``, or ``auto`` = bf16 where
     ``gentax.dtype.compute_dtype`` picks it for the device (a bf16 GPU, a CPU with native bf16)."""
     import torch
-
-    from gentax.dtype import compute_dtype
 
     if setting == "auto":
         return torch.bfloat16 if compute_dtype("auto", device_type) == "bfloat16" else None
@@ -162,8 +116,6 @@ class Policy:
                                    ("cpu" if cfg.device == "auto" else cfg.device))
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ConfigError("RL config device=cuda but no CUDA device is available")
-        from gentax.dtype import deterministic_kernels
-
         deterministic_kernels(self.device)  # before the first CUDA product: the same bits in two runs
         dtype = getattr(torch, cfg.dtype)
         self.autocast_dtype = autocast_dtype(cfg.autocast, self.device.type)
@@ -214,20 +166,15 @@ class Policy:
 
     def generator(self):
         """A generator sampling from the current policy. Under bf16 autocast with full fine-tuning it
-        samples from a bf16 copy of the weights, refreshed from the float32 master weights at every
-        call (once per step, and once per validation): decoding reads half the bytes, and autocast over float32
-        weights was barely faster than float32 (8.1 vs 8.3 s; the bf16 copy 6.3 s, 4 prompts of
-        330 tokens + 40 new). With LoRA it samples the policy itself under the autocast."""
+        samples a bf16 copy of the weights, refreshed from the float32 master weights at every call
+        (decoding reads half the bytes; autocast over float32 weights is barely faster than float32).
+        With LoRA, or without autocast, it samples the policy itself."""
         import torch
-
-        from gentax.rollout.generators import HFGenerator, default_batch_size
 
         size = max(self.cfg.micro_batch_size, default_batch_size(self.device))
         if self.autocast_dtype is None or self.cfg.lora_rank:
             return HFGenerator.from_model(self.model, self.tokenizer, max_batch_size=size, autocast_dtype=self.autocast_dtype)
         if self._rollout_copy is None:
-            from gentax.dtype import attention_implementation
-
             self._rollout_copy = copy.deepcopy(self.model).eval().requires_grad_(False)
             for param in self._rollout_copy.parameters():  # parameters only: buffers (rotary) stay float32
                 param.grad = None
@@ -242,13 +189,9 @@ class Policy:
         return HFGenerator.from_model(self._rollout_copy, self.tokenizer, max_batch_size=size)
 
     def logprobs(self, model, prompts, responses, *, with_entropy: bool = False, entropy_grad: bool = False):
-        """Per-token log-probs (and entropies) of ``responses`` given ``prompts``: [B, R] tensors.
-
-        Entropies carry their graph only with ``entropy_grad`` (an entropy term in the loss).
-
-        Prompts are left-padded and responses right-padded so every response starts at the same
-        position and only the last R+1 positions go through the LM head.
-        """
+        """Per-token log-probs, mask (and entropies, with their graph only with ``entropy_grad``) of
+        ``responses`` given ``prompts``: [B, R] tensors. Prompts are left-padded and responses
+        right-padded, so only the last R+1 positions go through the LM head."""
         import torch
 
         from gentax.rollout import cpu_inference
@@ -276,7 +219,9 @@ class Policy:
         return logp, mask, entropy
 
     def save(self, target: Path, optimizer, step: int) -> None:
-        """Write checkpoint ``target`` (HF folder + gentax_state) atomically (see module doc)."""
+        """Write checkpoint ``target`` atomically (manifests last): an HF folder (full weights, or with
+        LoRA the merged model or the peft adapter: ``lora_save``) and ``runs.STATE_DIR``, what a resume
+        needs beyond the weights (optimizer and RNG state, the step, the LoRA adapter)."""
         import torch
 
         with atomic_path(target) as tmp:
@@ -314,30 +259,36 @@ def _pad(rows, width: int, device):
     return out.to(device)
 
 
-def reference_logprobs(policy: Policy, samples: Samples, micro: int):
-    """Per-sample 1-D tensors of reference log-probs (no grad)."""
+def frozen_logprobs(policy: Policy, model, samples: Samples, order: list[int], micro: int):
+    """Per-sample 1-D tensors of ``model``'s log-probs (no grad), in micro-batches taken in ``order``."""
     import torch
 
     out = [None] * len(samples)
-    with torch.no_grad(), policy.reference_model() as ref:
-        for idx in _chunks(sorted(range(len(samples)), key=lambda i: len(samples.prompts[i])), micro):
-            logp, mask, _ = policy.logprobs(ref, [samples.prompts[i] for i in idx], [samples.responses[i] for i in idx])
+    with torch.no_grad():
+        for idx in _chunks(order, micro):
+            logp, _, _ = policy.logprobs(model, [samples.prompts[i] for i in idx], [samples.responses[i] for i in idx])
             for row, i in enumerate(idx):
                 out[i] = logp[row, : len(samples.responses[i])].cpu()
     return out
 
 
+def reference_logprobs(policy: Policy, samples: Samples, micro: int):
+    """Per-sample 1-D tensors of reference log-probs (no grad)."""
+    with policy.reference_model() as ref:
+        return frozen_logprobs(policy, ref, samples, sorted(range(len(samples)), key=lambda i: len(samples.prompts[i])),
+                               micro)
+
+
 def micro_batch_backward(policy: Policy, prompts, responses, advantages, tokens: float, loss_cfg: grpo.LossConfig, *,
-                         old=None, ref=None, entropy_grad: bool = False, attention=deterministic_attention):
-    """One micro-batch's forward and backward of the update, its gradients added to the model's: the
-    responses' log-probs with sdpa's kernel chosen by ``attention(device)`` (the engine's:
-    ``gentax.dtype.deterministic_attention``; a diagnostic may pass another), the
-    GRPO loss (``tokens``: the mini-batch's response tokens), the backward in strict deterministic
-    mode. ``old`` / ``ref``: per-sample log-prob rows; None: this pass's own, detached (the policy
-    still is the old one; the reference is the old one). Returns (logp, mask, entropy, loss, sums)."""
+                         old=None, ref=None, entropy_grad: bool = False):
+    """One micro-batch's forward and backward of the update, its gradients added to the model's (the
+    GRPO loss over ``tokens``, the mini-batch's response tokens; deterministic kernels:
+    ``gentax.dtype``). ``old`` / ``ref``: per-sample log-prob rows; None: this pass's own, detached
+    (the policy still is the old one; the reference is the old one). Returns (logp, mask, entropy,
+    loss, sums)."""
     import torch
 
-    with attention(policy.device):  # a kernel whose backward repeats (gentax.dtype)
+    with deterministic_attention(policy.device):  # a kernel whose backward repeats (gentax.dtype)
         logp, mask, entropy = policy.logprobs(policy.model, prompts, responses, with_entropy=True, entropy_grad=entropy_grad)
     width = logp.shape[1]
     old_t = logp.detach() if old is None else _pad(old, width, logp.device)
@@ -352,10 +303,7 @@ def micro_batch_backward(policy: Policy, prompts, responses, advantages, tokens:
 def update_policy(policy: Policy, optimizer, samples: Samples, cfg: RLConfig, rng: np.random.Generator, *,
                   at_reference: bool = False) -> dict[str, float]:
     """``epochs_per_step`` x mini-batch AdamW updates on the GRPO loss; returns token-mean stats.
-
-    ``at_reference``: the policy still IS the reference (first step from the init model; a fresh
-    LoRA adapter is the identity), so the reference log-probs are the old ones: no extra forward.
-    """
+    ``at_reference``: the policy still IS the reference (step 1), so no reference forward."""
     import torch
 
     model, micro = policy.model, cfg.micro_batch_size
@@ -368,12 +316,7 @@ def update_policy(policy: Policy, optimizer, samples: Samples, cfg: RLConfig, rn
     old = None
     if updates > 1:  # the policy moves between updates: freeze its log-probs before the first one
         model.eval()
-        with torch.no_grad():
-            old = [None] * n
-            for idx in _chunks(list(range(n)), micro):
-                logp, _, _ = policy.logprobs(model, [samples.prompts[i] for i in idx], [samples.responses[i] for i in idx])
-                for row, i in enumerate(idx):
-                    old[i] = logp[row, : len(samples.responses[i])].cpu()
+        old = frozen_logprobs(policy, model, samples, list(range(n)), micro)
     model.train()
     params = policy.trainable_parameters()
     totals = {"pg_loss": 0.0, "kl": 0.0, "clipfrac": 0.0, "ratio": 0.0, "entropy": 0.0, "loss": 0.0, "tokens": 0.0}
@@ -411,8 +354,6 @@ def update_policy(policy: Policy, optimizer, samples: Samples, cfg: RLConfig, rn
 
 def _filler_spec(cfg: RLConfig, run, step: int):
     """The FillerSpec of training step ``step`` of a run in thinking mode filler (else None)."""
-    from gentax.agent.filler import FillerSpec
-
     if run.think != "filler":
         return None
     reference = cfg.filler.get("reference")
@@ -425,22 +366,11 @@ def _filler_spec(cfg: RLConfig, run, step: int):
 
 def _collect_config(cfg: RLConfig, run, *, domain: str, split: str, seed: int, group_size: int, temperature: float,
                     filler=None):
-    """The collector settings of this engine's episodes: the run spec's (``runspec.collect_fields``,
-    shared with the verl engine) plus the engine's sampling and batching, and a filler run's
-    forced think block of this step (``filler``, a FillerSpec)."""
-    from gentax.rollout.collector import CollectConfig
-    from gentax.rollout.generators import SamplingParams
-    from gentax.runspec import collect_fields
-
-    return CollectConfig(
-        **collect_fields(run, domain, split),
-        filler=filler,
-        history_length=cfg.history_length,
-        group_size=group_size,
-        sampling=SamplingParams(temperature=temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=seed),
-        num_workers=cfg.env_workers,
-        seed=seed,
-    )
+    """The collector settings of this engine's episodes: the run spec's (``runspec.collect_fields``, as
+    the verl engine's) plus the engine's sampling and a filler run's forced think block (``filler``)."""
+    sampling = SamplingParams(temperature=temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=seed)
+    return CollectConfig(**collect_fields(run, domain, split), filler=filler, history_length=cfg.history_length,
+                         group_size=group_size, sampling=sampling, num_workers=cfg.env_workers, seed=seed)
 
 
 def _collect_step(policy, cfg: RLConfig, run, *, step: int, step_seed: int, run_id: str, collect,
@@ -462,34 +392,25 @@ def _collect_step(policy, cfg: RLConfig, run, *, step: int, step_seed: int, run_
 
 
 def _digests(samples: Samples, policy) -> dict[str, str]:
-    """Fingerprints of a step for comparing two runs: SHA-256 (16 hex digits) of the samples' prompt
-    and response token ids, and ``bits_checksum`` of the trainable weights."""
+    """Fingerprints of a step for comparing two runs, 16 hex digits of SHA-256 each: of the samples'
+    prompt and response token ids, and of the trainable weights (each tensor's elements read as
+    integers of their width and summed exactly in int64 on its device: a changed bit changes it)."""
     import hashlib
     import json
 
-    tokens = hashlib.sha256(json.dumps([samples.prompts, samples.responses]).encode()).hexdigest()[:16]
-    return {"rollout_sha256": tokens, "weights_checksum": bits_checksum(policy.trainable_parameters())}
-
-
-def bits_checksum(tensors) -> str:
-    """16 hex digits of SHA-256 over each tensor's elements read as integers of their width and
-    summed exactly in int64 on its device (no copy to the host): a changed bit changes it, a
-    permutation within a tensor does not."""
-    import hashlib
-
     import torch
 
+    tokens = hashlib.sha256(json.dumps([samples.prompts, samples.responses]).encode()).hexdigest()[:16]
     as_int = {4: torch.int32, 2: torch.int16, 8: torch.int64}
-    sums = [int(t.detach().contiguous().view(as_int[t.element_size()]).sum(dtype=torch.int64)) for t in tensors]
-    return hashlib.sha256(str(sums).encode()).hexdigest()[:16]
+    sums = [int(t.detach().contiguous().view(as_int[t.element_size()]).sum(dtype=torch.int64))
+            for t in policy.trainable_parameters()]
+    return {"rollout_sha256": tokens, "weights_checksum": hashlib.sha256(str(sums).encode()).hexdigest()[:16]}
 
 
 def _step_metrics(parts: dict[str, Any], weights: dict[str, int]) -> dict[str, float]:
     """``runs.rollout_metrics`` over all of a step's rollouts plus ``think_tokens_mean``, with
     ``runs.domain_success`` for a mixture."""
     import pandas as pd
-
-    from gentax.agent.filler import mean_think_tokens
 
     steps = pd.concat([r.steps_frame() for r in parts.values()], ignore_index=True)
     episodes = pd.concat([r.episodes_frame() for r in parts.values()], ignore_index=True)
@@ -501,8 +422,6 @@ def _validate(policy, cfg: RLConfig, run, *, run_id: str, collect, filler=None) 
     """In-training validation: ``val_tasks`` held-out tasks of each training domain at the
     validation temperature, never augmented (a filler run: with this step's filler); ``val_success``
     = the mean of the domains' success rates, and per domain for a mixture (``val_success/<domain>``)."""
-    from gentax.rollout.generators import derive_seed
-
     rates = {}
     generator = policy.generator()
     for domain in run.weights:
@@ -524,10 +443,6 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
     ``keep``, ``runs.prune_checkpoints``)."""
     import torch
     from tqdm.auto import tqdm
-
-    from gentax.domains import domain_class
-    from gentax.rollout.collector import EnvPools
-    from gentax.rollout.generators import derive_seed, require_model_folder
 
     for member in run.weights:  # a domain whose env does not import fails before any model is loaded
         domain_class(member)
@@ -560,8 +475,6 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
             torch.set_rng_state(torch.load(state / "rng.pt", weights_only=True)["torch"])
         log.info("resuming %s from step %d", run_dir, resume)
         print(f"gentax: resuming {run_dir} from step {resume}")
-    from gentax.train.tracking import TrackedMetricsLog, experiment_name  # metrics.csv + TensorBoard/wandb/MLflow
-
     metrics_log = TrackedMetricsLog(run_dir, resume_from=resume, tracking=tracking, config=cfg.to_dict(),
                                     experiment=experiment_name(domain, variant, seed))
     policy.model.eval()
@@ -631,8 +544,6 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
 
 
 def _think_texts(parts: dict[str, Any]) -> list[str]:
-    from gentax.agent.parse import think_text
-
     texts = (think_text(r) for rollouts in parts.values() for r in rollouts.steps.column("response").to_pylist())
     return [t for t in texts if t]
 

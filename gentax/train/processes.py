@@ -1,28 +1,13 @@
 """The processes a trainer starts end with it, however it ends.
 
-A trainer's helpers outlive a kill of the trainer and of its process group: Ray makes the driver
-a process-group leader and starts raylet and its workers itself, and vLLM's engine processes
-(``VLLM::EngineCore``, ``VLLM::Worker``) are children of Ray workers; killed that way on an H200
-they kept 43.6 GB of GPU memory. So each trainer is marked instead: ``owning(token)`` puts
-``OWNER_ENV=token`` into its environment, which every process it starts after that inherits
-(Ray hands its environment to raylet and the workers, multiprocessing to vLLM's engine), and
-on leaving (success, an exception, SIGTERM: a preempted or stopped job) SIGKILLs every process
-still carrying the token. A trainer killed by SIGKILL runs no code: ``owning`` also starts a
-watcher (this file run as a script, in a session of its own, so a kill of the trainer's process
-group leaves it) that sees the trainer gone within ``WATCH_SECONDS`` and ends what carries the
-token and what ran below the trainer, so the GPU is free again without waiting for a rerun. Should the watcher die with it (a
-kill of every process of the user), the run-folder lock records the token, and the next trainer
-that takes the lock over ends the dead one's processes (``gentax.train.runs.locked``). A child the
-trainer forks without exec keeps the environment the trainer was started with; ``owning`` also
-ends the descendants the trainer started inside it.
-
-    processes_marked(name, value) -> [pid, ...]   this user's processes on this host with name=value
-    end_marked(name, value) -> ["pid P (NAME)", ...]   SIGKILL them and wait
-    python processes.py watch PID TOKEN              the watcher: once PID is gone, end what carries TOKEN or ran below PID
-    kill(pids) / descendants(pid) / process_name(pid)
-
-Linux only (it reads /proc), with no dependency beyond the standard library, so the GPU smoke's
-bare machine can use it too.
+A trainer's helpers (Ray's raylet and workers, vLLM's engine processes) outlive a kill of the
+trainer and of its process group, keeping their GPU memory. So ``owning(token)`` puts
+``OWNER_ENV=token`` into the trainer's environment, which every process it starts inherits, and on
+leaving (success, an exception, SIGTERM) SIGKILLs what carries the token and every descendant it
+started. Against SIGKILL a watcher (this file run as a script, in a session of its own) does the
+same within ``WATCH_SECONDS`` of the trainer's end; should it die too, the next trainer that takes
+the run-folder lock over ends them (``gentax.train.runs.locked``). Linux only (it reads /proc), with
+nothing beyond the standard library, so the GPU smoke's bare machine can use it too.
 """
 
 from __future__ import annotations
@@ -125,10 +110,9 @@ def kill(pids: list[int], timeout: float = 10.0) -> list[str]:
 
 
 def end_marked(name: str, value: str, timeout: float = 10.0) -> list[str]:
-    """SIGKILL every process ``processes_marked(name, value)`` finds and wait for them to go, then
-    look again until a look finds none (or ``timeout`` passes): a process caught in ``exec`` shows
-    an empty environment for a moment, and one may fork while the others die.
-    Returns what was ended ("pid P (NAME)")."""
+    """SIGKILL what ``processes_marked(name, value)`` finds until a look finds none (a process caught
+    in ``exec`` shows an empty environment for a moment; one may fork meanwhile) or ``timeout`` passes;
+    "pid P (NAME)" of each."""
     ended, deadline = [], time.monotonic() + timeout
     while (marked := processes_marked(name, value)) and time.monotonic() < deadline:
         ended += kill(marked, max(deadline - time.monotonic(), 0.0))
@@ -153,11 +137,9 @@ def start_watcher(token: str, pid: int | None = None) -> subprocess.Popen:
 
 
 def watch(pid: int, token: str) -> list[str]:
-    """Wait until ``pid`` (the process of that pid that runs now, not a later one given the same
-    number) is gone, then end what carries ``token`` and every process it had below it while it ran
-    (Ray starts its agents with an environment of their own: on the H200 a SIGKILLed trainer's
-    ``ray::DashboardAgent`` and ``ray::RuntimeEnvAgent`` outlived an end by the token alone); what
-    was ended."""
+    """Wait until ``pid`` (the process that has it now) is gone, then end what carries ``token`` and
+    every process it had below it while it ran (Ray starts some agents with an environment of their
+    own, without the token); what was ended."""
     started = _started(pid)
     below: set[tuple[int, int | None]] = set()
     while started is not None and _alive(pid) and _started(pid) == started:

@@ -5,32 +5,17 @@ Layout of ``RUN_DIR``::
     run.json                     identity of the run: engine, init, domain, variant, seed, config
     .gentax.lock                 held by the one trainer working on the run (host, pid, since)
     metrics.csv                  one row per trained step (rewritten atomically after every step)
-    think_samples/step_<N>.json  thinking runs (local engine): up to THINK_SAMPLES_KEPT think blocks
-                                 of step N's responses, the filler arm's shuffle source
+    think_samples/step_<N>.json  thinking runs (local engine): think blocks of step N, the filler arm's source
     checkpoints/step_<N>/        HF model folder (AutoModelForCausalLM + tokenizer load it)
     checkpoints/step_<N>/gentax_state/   the local engine's resume state (optimizer, RNG, step)
     verl/                        the verl engine's own FSDP checkpoints (global_step_<N>/, tracker)
     verl_data/                   the verl engine's task parquets (train.parquet, val.parquet)
 
-Steps are numbered from 1: ``--steps A:B`` trains steps A+1..B starting from the state after
-step A (the init model when A == 0). Which tasks step k trains on is a pure function of
-(run seed, k, slot) — ``task_seed`` — so a resumed or extended run sees exactly the tasks an
-uninterrupted run would, whichever engine runs it. A checkpoint is complete once its folder
-exists under its final name (it is written beside it and renamed into place).
-
-Faults: one trainer at a time holds the run folder (``locked``: a second one fails at once,
-naming the holder; the lock of a killed trainer is taken over, and the processes it left, Ray and
-vLLM engines included, are ended). ``remove_temporaries`` deletes
-what a killed atomic write left (a half-written checkpoint is a whole model's size); the trainer
-calls it at start and after success. A step's metrics row is committed before its checkpoint
-(see ``MetricsLog``), so every kill point resumes with the row of every step it keeps.
-
-Disk: ``prune_checkpoints`` drops what a job spec's ``keep`` (config ``disk.keep_checkpoints:
-evaluated``, resolved by the plan) does not keep: while a run trains, the newest ``STATES_KEPT``
-checkpoints stay whole (what a resume starts from) and older ones keep their weights only when
-the plan evaluates them; when its segment ends, the newest keeps its resume state only while a
-later segment of the run is planned (the verl engine's ``verl/`` FSDP checkpoints alike). A
-finished segment whose last checkpoint has lost its resume state is done: rerunning it trains nothing.
+Steps are numbered from 1: ``--steps A:B`` trains steps A+1..B from the state after step A. The
+task of step k is a pure function of (run seed, k, slot), ``task_seed``, so a resumed or extended
+run sees the tasks an uninterrupted run would, whichever engine runs it. A checkpoint is complete
+once its folder exists under its final name. Faults (``locked``, ``remove_temporaries``, the row
+before the checkpoint: ``MetricsLog``) and disk (``prune_checkpoints``): docs/training.md section 7.
 """
 
 from __future__ import annotations
@@ -45,8 +30,10 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from gentax import io as gio
+from gentax.agent.parse import REASONS
 from gentax.errors import ConfigError
 from gentax.io import atomic_path, write_json
+from gentax.train import processes
 
 CHECKPOINTS = "checkpoints"
 STATE_DIR = "gentax_state"
@@ -80,13 +67,10 @@ def step_task_seeds(run_seed: int, step: int, tasks_per_step: int) -> list[int]:
 
 
 def step_task_domains(run_seed: int, step: int, tasks_per_step: int, weights: dict[str, int]) -> list[str]:
-    """The domain of each task of a step of a run on a mixture of domains (``weights``: domain ->
-    weight, ``gentax.domains.spec.mixture_weights``): each domain gets its whole share
-    ``floor(tasks * w / W)`` of the tasks, the tasks left over are drawn by weight without
-    replacement from a seeded RNG, so over the run every domain is trained on in proportion.
-    The GRPO group of a task stays within that task (one domain). Sorted by the weights' order."""
-    import numpy as np
-
+    """The domain of each task of a step of a run on a mixture (``weights``: domain -> weight): each
+    domain gets its whole share ``floor(tasks * w / W)``, the tasks left over are drawn by weight
+    without replacement (seeded), so over the run every domain is trained on in proportion. In the
+    weights' order."""
     names = list(weights)
     shares = np.array([weights[n] for n in names], dtype=float)
     shares /= shares.sum()
@@ -184,36 +168,26 @@ def intact_checkpoint(run_dir: str | Path, start: int, end: int, state: bool = F
 
 
 def resume_step(run_dir: str | Path, start: int, end: int, available: Iterable[int] | None = None) -> int:
-    """The step to continue from for ``--steps start:end``: the latest checkpoint in [start, end].
-
-    ``start`` when nothing newer exists (0 means the init model). With start > 0 the run must hold
-    a checkpoint at ``start`` or later: extending a run never retrains a step and never starts a
-    later stretch from the wrong weights.
-    """
+    """The step to continue from for ``--steps start:end``: the latest checkpoint in [start, end], else
+    ``start`` (0: the init model). With start > 0 the run must hold a checkpoint at ``start`` or later:
+    extending a run never retrains a step nor starts from the wrong weights."""
     steps = sorted(set(checkpoint_steps(run_dir) if available is None else available))
     usable = [s for s in steps if start <= s <= end]
     if usable:
         return usable[-1]
     if start > 0:
         have = ", ".join(map(str, steps)) or "none"
-        raise ConfigError(
-            f"--steps {start}:{end}: run {run_dir} has no checkpoint at step {start} or later "
-            f"(checkpoints: {have}); train {0 if not steps else steps[-1]}:{start} first"
-        )
+        raise ConfigError(f"--steps {start}:{end}: run {run_dir} has no checkpoint at step {start} or later "
+                          f"(checkpoints: {have}); train {0 if not steps else steps[-1]}:{start} first")
     return 0
 
 
 @contextlib.contextmanager
 def locked(run_dir: str | Path) -> Iterator[str | None]:
-    """Hold the run folder for one trainer (see module doc); yields the previous holder's
-    description when a killed trainer's lock was taken over, else None.
-
-    Whatever the body starts is marked as this trainer's and ended with it
-    (``gentax.train.processes``); taking over a killed trainer's lock first ends the processes
-    it left on this host (Ray, vLLM engines), naming them. A trainer that holds it already holds it
-    on (one token, one record: its processes stay marked as the lock file says)."""
-    from gentax.train import processes
-
+    """Hold the run folder for one trainer; yields the previous holder's description when a killed
+    trainer's lock was taken over (after ending the processes it left on this host), else None.
+    What the body starts is this trainer's and ends with it (``gentax.train.processes``). A trainer
+    that holds the lock already holds it on."""
     if gio.holds(Path(run_dir) / LOCK_FILE):  # this trainer took it before its imports (gentax train rl --job)
         yield None
         return
@@ -248,14 +222,9 @@ def check_identity(run_dir: str | Path, identity: dict[str, Any], config: dict[s
 
 
 def rollout_metrics(steps, episodes) -> dict[str, float]:
-    """Per-step training metrics of one step's rollouts (both engines).
-
-    ``steps`` needs columns valid, reason; ``episodes`` won, return, length (the collector's
-    step and episode tables as DataFrames). Invalid rates are per step sample, overall and by
-    reason (every parser reason code is reported, 0 when absent).
-    """
-    from gentax.agent.parse import REASONS
-
+    """Per-step training metrics of one step's rollouts (both engines): ``steps`` needs columns valid,
+    reason; ``episodes`` won, return, length. Invalid rates are per step sample, overall and by reason
+    (every parser reason code, 0 when absent)."""
     n_steps = max(len(steps), 1)
     out = {
         "id_success": float(episodes["won"].mean()) if len(episodes) else float("nan"),
@@ -291,13 +260,9 @@ def metrics_fix(run_dir: str | Path) -> str:
 
 
 class MetricsLog:
-    """``metrics.csv``: one row per step; rows of steps beyond a resume point are dropped.
-
-    Every ``append`` rewrites the whole file atomically (small: one row per step), so a kill leaves
-    the previous complete file. A trainer appends a step's row BEFORE saving that step's
-    checkpoint: a kill between the two leaves a row past the newest checkpoint, which the resume
-    drops and retrains; the other order would lose the row of a checkpointed step for good.
-    """
+    """``metrics.csv``: one row per step, rewritten atomically at every change; rows past a resume
+    point are dropped. A trainer writes a step's row BEFORE saving its checkpoint: a kill between the
+    two leaves a row the resume drops and retrains, where the other order would lose a row for good."""
 
     def __init__(self, run_dir: str | Path, resume_from: int):
         import pandas as pd

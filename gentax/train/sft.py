@@ -1,46 +1,16 @@
-"""SFT with LlamaFactory: ``llamafactory-cli train`` on a generated YAML, in its own environment.
-
-Contract::
+"""SFT with LlamaFactory: ``llamafactory-cli train`` on a generated YAML, in its own environment
+(docs/sft.md "Training").
 
     train_sft(cfg, data_dir, init_model, out_dir) -> Path    # out_dir: an HF model folder
     llamafactory_args(cfg, data_dir, init_model, output_dir, cutoff_len, world_size) -> dict
     find_llamafactory_cli(cfg) -> Path
 
-``data_dir`` is a folder written by ``gentax.train.sft_data`` (dataset_info.json + train.json);
-``init_model`` an HF folder (V1, or the embedded base model). LlamaFactory pins its own
-transformers, so it runs from its own environment as a subprocess (``find_llamafactory_cli``:
-``cfg.llamafactory_cli``, else ``$GENTAX_SFT_VENV/bin``, else beside this Python (a conda env that
-has it), else ``/opt/gentax/venv-sft/bin``, else ``PATH``); this process only writes the YAML,
-checks lengths and tidies the result.
-
-What the run does: stage ``sft``, ``cfg.steps`` optimizer steps of ``cfg.batch_size`` examples
-(``micro_batch_size`` per device, gradient accumulation for the rest), loss on the assistant turn
-only, full fine-tuning unless ``cfg.lora_rank > 0`` (then LoRA on ``lora_target``, merged into a
-full folder by ``llamafactory-cli export``) or ``cfg.freeze_layers > 0`` (only the last N layers
-train; the saved folder is a full model). With more than one device, ``cfg.deepspeed`` (a DeepSpeed
-JSON; relative paths from the repository root) is handed to LlamaFactory: the paper preset's
-``config/deepspeed/zero3.json`` (ZeRO-3), which ``gentax.study.preview.memory`` sizes at plan time. The chat template is the model tokenizer's own
-(``template: null``; LlamaFactory parses it from the tokenizer), so training sees exactly the
-prompt tokens the rollout generators send (``apply_chat_template(..., add_generation_prompt=True)``)
-followed by the response and the end-of-turn token. ``cutoff_len`` null sizes the context to the
-longest example, so nothing is truncated; a configured value that an example exceeds is an error.
-Precision ``auto``: bf16 on CUDA, fp32 on a CPU (an init model stored in another dtype is then
-cast to a float32 copy first, since LlamaFactory trains in the stored dtype); config/config.yaml's
-``engines.dtype`` overrides it for the workflow's SFT jobs (``gentax.dtype.sft_precision``), as it
-does for the generators and the local RL engine. ``bf16`` on a CPU trains under bf16 autocast with
-the frozen layers in the stored bf16 and the trained ones in float32 master weights and optimizer
-state (HF Trainer ``use_cpu``). Why ``auto`` stays fp32 on a CPU even with native bf16: the bf16
-warm start of the embedded base trains ~25 % faster but to a higher loss, and its initial policies
-then win nothing in three domains where the fp32 one wins a task each (docs/performance.md).
-
-One SFT job per output: ``train_sft`` holds ``gentax.io.output_lock(out_dir)`` while it works (a
-second one fails at once naming the first), and the LlamaFactory process gets SIGTERM when the job
-dies. Output (written atomically: LlamaFactory trains into a temporary sibling, renamed at the end,
-with a manifest of its files, ``gentax.io.write_manifest``, written last): the HF folder (config
-with ``use_cache`` back on, weights, tokenizer, chat template), LlamaFactory's
-``trainer_log.jsonl`` / ``train_results.json``, ``sft_llamafactory.yaml`` (the exact arguments,
-the temporary folder named as the output), ``llamafactory.log`` (its output) and
-``gentax_sft.json`` (config, data manifest summary, final loss). Runs on CPU for the embedded model.
+LlamaFactory pins its own transformers, so it runs as a subprocess from its own environment; this
+process writes the YAML, checks that no example exceeds ``cutoff_len`` and tidies the result. The
+chat template is the tokenizer's own, so training sees exactly the prompt tokens the rollout
+generators send. Precision ``auto``: bf16 on CUDA, fp32 on a CPU (docs/performance.md says why).
+One SFT job per output (``gentax.io.output_lock``); LlamaFactory gets SIGTERM when the job dies; the
+output folder is written atomically, its manifest last.
 """
 
 from __future__ import annotations
@@ -73,7 +43,8 @@ _RUN_ONLY_FILES = ("training_args.bin", "trainer_state.json", "all_results.json"
 
 
 def find_llamafactory_cli(cfg: SFTTrain) -> Path:
-    """The ``llamafactory-cli`` executable to run (see the module docstring for the order)."""
+    """The ``llamafactory-cli`` executable to run: ``cfg.llamafactory_cli``, else ``$GENTAX_SFT_VENV/bin``,
+    else beside this Python, else ``/opt/gentax/venv-sft/bin``, else ``PATH``."""
     candidates = []
     if cfg.llamafactory_cli:
         candidates.append(Path(cfg.llamafactory_cli))
@@ -92,12 +63,9 @@ def find_llamafactory_cli(cfg: SFTTrain) -> Path:
 
 
 def _world_size() -> int:
-    try:
-        import torch
+    import torch
 
-        return max(1, torch.cuda.device_count())
-    except ImportError:  # pragma: no cover - torch is part of every gentax environment
-        return 1
+    return max(1, torch.cuda.device_count())
 
 
 def llamafactory_args(cfg: SFTTrain, data_dir: Path, init_model: Path, output_dir: Path, cutoff_len: int,
@@ -105,10 +73,8 @@ def llamafactory_args(cfg: SFTTrain, data_dir: Path, init_model: Path, output_di
     """The ``llamafactory-cli train`` arguments (a YAML mapping) for this run."""
     per_step = cfg.micro_batch_size * world_size
     if cfg.batch_size % per_step:
-        raise GentaxError(
-            f"batch_size={cfg.batch_size} is not a multiple of micro_batch_size x devices = "
-            f"{cfg.micro_batch_size} x {world_size}"
-        )
+        raise GentaxError(f"batch_size={cfg.batch_size} is not a multiple of micro_batch_size x devices = "
+                          f"{cfg.micro_batch_size} x {world_size}")
     cuda = world_size > 1 or _cuda_available()
     bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and cuda)
     checkpointing = cuda if cfg.gradient_checkpointing == "auto" else bool(cfg.gradient_checkpointing)
@@ -143,11 +109,8 @@ def llamafactory_args(cfg: SFTTrain, data_dir: Path, init_model: Path, output_di
         "dataloader_num_workers": 0,
         "seed": cfg.seed,
         "data_seed": cfg.seed,
-        # on a GPU: HF Trainer's enable_full_determinism, torch's deterministic mode STRICT (the sdpa
-        # backward's cuDNN / memory-efficient kernels pick their deterministic algorithm only there;
-        # gentax.dtype.strict_determinism says why) and cuDNN's deterministic flags, so two runs of one
-        # SFT job give the same weights; it also sets CUDA_LAUNCH_BLOCKING (slower launches). A CPU
-        # run keeps the default kernels (already reproducible; its numbers stay the recorded ones).
+        # on a GPU, HF Trainer's full determinism (gentax.dtype.strict_determinism says why): two runs of
+        # one SFT job give the same weights; a CPU run's default kernels are reproducible already
         "full_determinism": cuda,
     }
     if cfg.template is not None:
@@ -163,12 +126,9 @@ def llamafactory_args(cfg: SFTTrain, data_dir: Path, init_model: Path, output_di
 
 
 def _cuda_available() -> bool:
-    try:
-        import torch
+    import torch
 
-        return torch.cuda.is_available()
-    except ImportError:  # pragma: no cover
-        return False
+    return torch.cuda.is_available()
 
 
 def example_token_lengths(examples: list[dict[str, Any]], tokenizer) -> list[int]:

@@ -1,15 +1,11 @@
-"""``gentax sft``: build the SFT dataset and fine-tune with LlamaFactory.
+"""``gentax sft``: build the SFT dataset and fine-tune with LlamaFactory (docs/sft.md).
 
     gentax sft build-data [--preset v2|embedded-base] [--config CONFIG] [--v1 V1_DIR] --out DATA_DIR [--seed N]
     gentax sft train      [--preset v2|embedded-base] [--config CONFIG] --data DATA_DIR --init MODEL_DIR --out OUT_DIR
                           [--study-preset paper|embedded|gpu1] [--study-config FILE ...]    (both)
 
-``--preset`` names the SFT stage: ``v2`` (default), Ckpt V2's warmup (needs ``--v1``), or
-``embedded-base``, the embedded model's warm start. A command line runs the study's section of that
-stage (``gentax.study.config.study_sft``; the study is ``--study-preset``, default paper) with
-``CONFIG`` laid over it key by key (``gentax.train.sft_config.read_sft_file``: the section, optional
-``domains:`` and ``seed:``): ``spec_from_args`` builds the job kind a workflow job reads
-(``gentax.train.jobs``), and both run the same code.
+A command line runs the study's section of the stage ``--preset`` with ``CONFIG`` laid over it key
+by key: ``spec_from_args`` builds the job kind a workflow job reads, and both run the same code.
 """
 
 from __future__ import annotations
@@ -17,9 +13,11 @@ from __future__ import annotations
 import json
 
 from gentax import jobspec
-from gentax.errors import GentaxError
+from gentax.errors import GentaxError, KeyProblem
+from gentax.io import deep_merge
 from gentax.train.jobs import SFTDataJob, SFTTrainJob
-from gentax.train.sft_config import PRESETS
+from gentax.train.sft_config import PRESETS, load_sft_config, read_sft_file
+from gentax.train.tracking import read_section
 
 
 def register(subparsers) -> None:
@@ -55,11 +53,6 @@ def _arguments(parser) -> None:
 def spec_from_args(args, verb: str) -> SFTDataJob | SFTTrainJob:
     """The spec a command line makes: the study's section of the stage (``args.study_defaults()``)
     with ``--config``'s section, seed and domains laid over, then ``--seed``; the verb's part of it."""
-    from gentax.errors import KeyProblem
-    from gentax.io import deep_merge
-    from gentax.train.sft_config import load_sft_config, read_sft_file
-    from gentax.train.tracking import read_section
-
     needed = ("out",) if verb == "build-data" else ("data", "init", "out")
     missing = [f"--{n}" for n in needed if getattr(args, n) is None]
     if missing:

@@ -1,21 +1,12 @@
 """The SFT configuration: the section, its two parts, one loader (the data builder's and the trainer's).
 
-``load_sft_config(section) -> SFTConfig``: an SFT section (a plain dict) over ``engine_defaults()``
-(``sft_defaults.yaml``: the engine keys that are no study choice), checked and frozen; keys the
-section gives replace the defaults' whole. The study's values (the mix, its size and sources, steps,
-lr, batch size, how the --v1 model is sampled, the seed) have no default here: the section holds
-them (``gentax.study.config.study_sft``). Its two parts are ``SFTData`` (what ``gentax sft
-build-data`` reads: the mix and how it is collected) and ``SFTTrain`` (what ``gentax sft train``
-reads: LlamaFactory's training), each with the ``seed``: ``cfg.data()`` / ``cfg.train()``; a job's
-spec holds its verb's part. An unknown key or a bad value is a ``KeyProblem`` naming it, and so is a
-study key the section leaves out, but the episodes budget of a source the mix takes no domain from
-(``BUDGETS``), which is null.
-
-``PRESETS`` are the SFT stages (a job's ``preset``): ``v2``, Ckpt V2's warmup, and ``embedded-base``,
-the embedded model's warm start. ``read_sft_file(path, preset) -> (section, domains, seed)`` reads a
-command line's ``--config``: the file's ``sft:`` block (``embedded_base:`` for that stage) or else the
-whole mapping without ``domains``, ``seed`` and ``tracking``; ``domains`` maps a domain to
-``{max_steps, options}``.
+``load_sft_config(section) -> SFTConfig``: an SFT section over ``engine_defaults()``
+(``sft_defaults.yaml``: the engine keys that are no study choice), checked and frozen. The study's
+values have no default here (``gentax.study.config.study_sft`` builds the section). Its parts are
+``SFTData`` (``gentax sft build-data``) and ``SFTTrain`` (``gentax sft train``): ``cfg.data()`` /
+``cfg.train()``; a job's spec holds its verb's part. An unknown, bad or missing key is a
+``KeyProblem`` naming it, except the episodes budget of a source the mix takes nothing from
+(``BUDGETS``), which is null. ``read_sft_file`` reads a command line's ``--config`` (docs/sft.md).
 """
 
 from __future__ import annotations
@@ -25,8 +16,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from gentax.errors import ConfigError, KeyProblem, is_integer, number_hint, unknown_key
+from gentax.errors import ConfigError, KeyProblem, is_integer, unknown_key
 from gentax.io import read_yaml
+from gentax.train.config import key_checker
 
 DEFAULTS_FILE = Path(__file__).with_name("sft_defaults.yaml")
 PRESETS = ("v2", "embedded-base")
@@ -143,7 +135,8 @@ def load_sft_config(section: Mapping[str, Any]) -> SFTConfig:
                                                        "embedded_base and what it takes from the study; gentax sft: "
                                                        "--study-preset)")
     cfg = SFTConfig(**merged)
-    _validate(cfg)
+    _validate_data(cfg)
+    _validate_train(cfg)
     return cfg
 
 
@@ -172,26 +165,8 @@ def read_sft_file(path: str | Path, preset: str = "v2") -> tuple[dict[str, Any],
     return section, domains, seed
 
 
-def _validate(cfg: SFTConfig) -> None:
-    _validate_data(cfg)
-    _validate_train(cfg)
-
-
-def _needs(cfg):
-    """``need(ok, key, what)``: ``key`` (a dotted path: ``mix.sciworld``) of ``cfg`` is wrong unless
-    ``ok``: one ``KeyProblem``; and ``integer(value, low)``."""
-    def need(ok: bool, key: str, what: str, *, integer: bool = False) -> None:
-        if not ok:
-            path = key.split(".")
-            value = getattr(cfg, path[0])
-            for part in path[1:]:
-                value = value.get(part) if isinstance(value, Mapping) else None
-            raise KeyProblem("SFT config", path, f"{what}, got {value!r}{number_hint(value, integer=integer)}")
-
-    def integer(value: Any, low: int) -> bool:
-        return is_integer(value) and value >= low
-
-    return need, integer
+def _at_least(value: Any, low: int) -> bool:
+    return is_integer(value) and value >= low
 
 
 def _number(value: Any, low: float, *, strict: bool) -> bool:
@@ -201,18 +176,18 @@ def _number(value: Any, low: float, *, strict: bool) -> bool:
 def _validate_data(cfg: SFTData) -> None:
     from gentax.domains import REGISTRY, SPLITS
 
-    need, integer = _needs(cfg)
+    need = key_checker(cfg, "SFT config")
     for key in ("pairs", "max_rounds", "max_new_tokens"):
-        need(integer(getattr(cfg, key), 1), key, "must be an integer >= 1", integer=True)
+        need(_at_least(getattr(cfg, key), 1), key, "must be an integer >= 1", integer=True)
     for key in ("history_length", "env_workers", "seed"):
-        need(integer(getattr(cfg, key), 0), key, "must be an integer >= 0", integer=True)
+        need(_at_least(getattr(cfg, key), 0), key, "must be an integer >= 0", integer=True)
     for key in ("temperature", "top_p"):
         need(_number(getattr(cfg, key), 0, strict=True), key, "must be a number > 0")
     need(cfg.top_p <= 1, "top_p", "must be <= 1")
     need(isinstance(cfg.mix, dict) and bool(cfg.mix) and all(d in REGISTRY for d in cfg.mix), "mix",
          f"must map domains ({', '.join(REGISTRY)}) to weights")
     for domain, weight in cfg.mix.items():
-        need(integer(weight, 0), f"mix.{domain}", "a mix weight must be an integer >= 0", integer=True)
+        need(_at_least(weight, 0), f"mix.{domain}", "a mix weight must be an integer >= 0", integer=True)
     need(any(w > 0 for w in cfg.mix.values()), "mix", "weights must be integers >= 0, at least one > 0")
     need(isinstance(cfg.sources, dict) and all(cfg.sources.get(d) in SOURCES for d in cfg.active_domains()), "sources",
          f"must give every domain of the mix a source ({', '.join(SOURCES)})")
@@ -220,7 +195,7 @@ def _validate_data(cfg: SFTData) -> None:
     used = {cfg.sources[domain] for domain in cfg.active_domains()}
     for source, key in BUDGETS.items():
         if source in used or getattr(cfg, key) is not None:
-            need(integer(getattr(cfg, key), 1), key, "must be an integer >= 1", integer=True)
+            need(_at_least(getattr(cfg, key), 1), key, "must be an integer >= 1", integer=True)
     need(cfg.split in SPLITS, "split", f"must be one of {', '.join(SPLITS)}")
     need(isinstance(cfg.think, bool), "think", "must be true or false")
     need(cfg.generator in GENERATORS, "generator", f"must be one of {', '.join(GENERATORS)}")
@@ -232,11 +207,11 @@ def _validate_data(cfg: SFTData) -> None:
 
 
 def _validate_train(cfg: SFTTrain) -> None:
-    need, integer = _needs(cfg)
+    need = key_checker(cfg, "SFT config")
     for key in ("steps", "batch_size", "micro_batch_size", "lora_alpha"):
-        need(integer(getattr(cfg, key), 1), key, "must be an integer >= 1", integer=True)
+        need(_at_least(getattr(cfg, key), 1), key, "must be an integer >= 1", integer=True)
     for key in ("lora_rank", "freeze_layers", "seed"):
-        need(integer(getattr(cfg, key), 0), key, "must be an integer >= 0", integer=True)
+        need(_at_least(getattr(cfg, key), 0), key, "must be an integer >= 0", integer=True)
     for key in ("lr", "max_grad_norm"):
         need(_number(getattr(cfg, key), 0, strict=True), key, "must be a number > 0")
     for key in ("warmup_ratio", "weight_decay"):
@@ -244,7 +219,7 @@ def _validate_train(cfg: SFTTrain) -> None:
     need(cfg.warmup_ratio < 1, "warmup_ratio", "must be < 1")
     need(cfg.batch_size % cfg.micro_batch_size == 0, "batch_size",
          f"must be a multiple of micro_batch_size={cfg.micro_batch_size}")
-    need(cfg.cutoff_len is None or integer(cfg.cutoff_len, 16), "cutoff_len", "must be null or an integer >= 16",
+    need(cfg.cutoff_len is None or _at_least(cfg.cutoff_len, 16), "cutoff_len", "must be null or an integer >= 16",
          integer=True)
     need(cfg.template is None or (isinstance(cfg.template, str) and bool(cfg.template)), "template",
          "must be null (the tokenizer's own chat template) or a LlamaFactory template name")

@@ -1,46 +1,15 @@
-"""The SFT dataset: state-action pairs from our own collector, written as a LlamaFactory dataset.
+"""The SFT dataset: state-action pairs from our own collector, written as a LlamaFactory dataset
+(docs/sft.md "Data").
 
-Contract::
-
-    apportion(total, weights) -> {domain: count}      # the exact mix (rule below)
+    apportion(total, weights) -> {domain: count}      # the exact mix: largest remainder
     build_sft_data(cfg, out_dir, *, v1_model=None, domains=None, progress=True) -> manifest dict
     read_examples(data_dir) -> list of sharegpt records  (train.json)
 
-What one example is. The agent sees ONE fresh user message per step (gentax.agent.prompts), so
-every state-action pair is one sharegpt example: a single user turn (the step prompt exactly as
-``build_messages`` rendered it during collection) and a single assistant turn
-``<think>…</think>\\n<action>…</action>`` (``gentax.agent.parse.format_response``). No system turn:
-training and rollouts both get the chat template's default system text.
-
-Where pairs come from (``cfg.sources``): every pair is a step of an episode played by
-``gentax.rollout.collector.collect`` on the ``cfg.split`` tasks, with the domain settings given
-(``domains[d] = {max_steps, options}``):
-
-- ``expert``: the ``expert`` generator — the env's scripted expert (SciWorld: the package's gold
-  action sequence, replayed) — answering ``format_response(action, cfg.expert_think)``;
-- ``v1``: the ``--v1`` model sampled with ``cfg.generator`` at ``cfg.temperature``; episodes are
-  NOT filtered by success. A step is a state-action pair only when it has an action the env
-  accepted (``valid``); invalid steps (no parsable action, or rejected) carry no action and are
-  left out. The kept response is re-rendered canonically, ``format_response(action, think)``,
-  with the model's own reasoning and the parser's normalised action, so every assistant turn
-  parses as valid by construction.
-
-The mix (exact). ``apportion`` splits ``cfg.pairs`` over the domains by the largest-remainder
-(Hamilton) rule: domain d gets ``floor(pairs * w_d / W)``, and the pairs still missing go one
-each to the domains with the largest fractional parts ``pairs * w_d / W - floor(…)`` (ties: the
-domain listed first in ``mix``). When ``W`` divides ``pairs`` (3220 = 140 x 23 for 19:3:1) the
-counts are exactly proportional. Each domain's collection runs in rounds of
-``*_episodes_per_domain`` episodes on fresh tasks until it has at least its count of pairs (at
-most ``max_rounds``, else a ``GentaxError``); then exactly ``count`` pairs are drawn uniformly
-without replacement (seeded), and all examples are shuffled together (seeded).
-
-Output folder (written atomically):
-    dataset_info.json   LlamaFactory's dataset registry: {DATASET_NAME: sharegpt, train.json}
-    train.json          [{"conversations": [{"from": "human", ...}, {"from": "gpt", ...}]}, ...]
-    pairs.parquet       row i describes example i: domain, source, task_seed, traj_id, step, round,
-                        episode_won, prompt_chars, response_chars
-    rollouts/<domain>.{steps,episodes}.parquet   every collected episode (all rounds)
-    manifest.json       config, counts, available pairs, episodes, source success rates, the rule
+One example is one step the env accepted, from episodes played with the ``expert`` generator or the
+``--v1`` model (``cfg.sources``): the step prompt as the agent saw it and ``format_response(action,
+think)`` re-rendered canonically, so every assistant turn parses as valid. Each domain collects
+rounds of fresh episodes until it has its count, then exactly that many are drawn and all examples
+shuffled, every draw seeded from ``cfg.seed``. The output folder is written atomically.
 """
 
 from __future__ import annotations
@@ -52,7 +21,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from gentax import io as gio
+from gentax.agent.parse import format_response, parse_response
 from gentax.errors import GentaxError
+from gentax.rollout.generators import SamplingParams, derive_seed, make_generator, require_model_folder
 from gentax.train.sft_config import SFTData
 
 log = logging.getLogger(__name__)
@@ -88,40 +59,30 @@ def apportion(total: int, weights: Mapping[str, int]) -> dict[str, int]:
 def read_examples(data_dir: str | Path) -> list[dict[str, Any]]:
     """The sharegpt records of a dataset folder written by ``build_sft_data``; a damaged one is one
     GentaxError naming the file and the job that rebuilds the folder (``gentax sft build-data``)."""
-    from gentax.io import read_result_json, rebuild_hint
-
     data_dir = Path(data_dir)
     info_path = data_dir / "dataset_info.json"
     if not info_path.is_file():
         raise GentaxError(f"{data_dir} is not an SFT dataset folder (no dataset_info.json)")
-    fix = rebuild_hint(data_dir)
-    info = read_result_json(info_path, keys=(DATASET_NAME,), fix=fix)
+    fix = gio.rebuild_hint(data_dir)
+    info = gio.read_result_json(info_path, keys=(DATASET_NAME,), fix=fix)
     path = data_dir / info[DATASET_NAME]["file_name"]
-    examples = read_result_json(path, fix=fix)
+    examples = gio.read_result_json(path, fix=fix)
     if not isinstance(examples, list) or not examples:
         raise GentaxError(f"{path} holds no examples; {fix}")
     return examples
 
 
-def build_sft_data(
-    cfg: SFTData,
-    out_dir: str | Path,
-    *,
-    v1_model: str | Path | None = None,
-    domains: Mapping[str, Mapping[str, Any]] | None = None,
-    progress: bool = True,
-) -> dict[str, Any]:
+def build_sft_data(cfg: SFTData, out_dir: str | Path, *, v1_model: str | Path | None = None,
+                   domains: Mapping[str, Mapping[str, Any]] | None = None, progress: bool = True) -> dict[str, Any]:
     """Collect, mix and write the dataset (see the module docstring); returns the manifest."""
-    from gentax.rollout.generators import derive_seed, require_model_folder
-
     domains = dict(domains or {})
     counts = apportion(cfg.pairs, {d: cfg.mix[d] for d in cfg.active_domains()})
     needs_v1 = [d for d in counts if cfg.sources[d] == "v1"]
     if needs_v1 and v1_model is None:
         raise GentaxError(f"the mix takes {', '.join(needs_v1)} from the V1 model: give its HF folder (--v1)")
+    generators: dict[str, Any] = {"expert": make_generator("expert", think_template=cfg.expert_think)}
     if needs_v1:
-        require_model_folder(v1_model, "--v1")
-    generators = _generators(cfg, v1_model, needs_v1)
+        generators["v1"] = make_generator(cfg.generator, require_model_folder(v1_model, "--v1"))
 
     examples: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []
@@ -157,19 +118,9 @@ def build_sft_data(
     return manifest
 
 
-def _generators(cfg: SFTData, v1_model, needs_v1) -> dict[str, Any]:
-    from gentax.rollout.generators import make_generator
-
-    generators: dict[str, Any] = {"expert": make_generator("expert", think_template=cfg.expert_think)}
-    if needs_v1:
-        generators["v1"] = make_generator(cfg.generator, str(v1_model))
-    return generators
-
-
 def _collect_pairs(cfg: SFTData, domain: str, count: int, source: str, generator, settings, progress):
     """Usable (example, row) pairs of ``domain`` from rounds of fresh episodes (module docstring)."""
     from gentax.rollout.collector import CollectConfig, collect
-    from gentax.rollout.generators import SamplingParams, derive_seed
     from gentax.rollout.schema import Rollouts
 
     episodes = cfg.expert_episodes_per_domain if source == "expert" else cfg.v1_episodes_per_domain
@@ -178,28 +129,21 @@ def _collect_pairs(cfg: SFTData, domain: str, count: int, source: str, generator
     parts = []
     for round_index in range(cfg.max_rounds):
         seeds = [first_seed + round_index * episodes + i for i in range(episodes)]
-        collect_cfg = CollectConfig(
-            domain=domain,
-            split=cfg.split,
-            think=cfg.think,
-            history_length=cfg.history_length,
-            sampling=SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
-                                    seed=derive_seed(cfg.seed, "sft-sample", domain, round_index) % 2**31),
-            max_steps=settings.get("max_steps"),
-            env_options=dict(settings.get("options") or {}),
-            num_workers=cfg.env_workers,
-            seed=derive_seed(cfg.seed, "sft-collect", domain, round_index) % 2**31,
-        )
+        sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
+                                  seed=derive_seed(cfg.seed, "sft-sample", domain, round_index) % 2**31)
+        collect_cfg = CollectConfig(domain=domain, split=cfg.split, think=cfg.think, history_length=cfg.history_length,
+                                    sampling=sampling, max_steps=settings.get("max_steps"),
+                                    env_options=dict(settings.get("options") or {}), num_workers=cfg.env_workers,
+                                    seed=derive_seed(cfg.seed, "sft-collect", domain, round_index) % 2**31)
         rollouts = collect(generator, seeds, collect_cfg, run_id=f"sft-{domain}-{source}-r{round_index}", progress=progress)
         parts.append(rollouts)
         pairs.extend(_usable_pairs(rollouts, domain, source, round_index, cfg.think))
         if len(pairs) >= count:
             break
     else:
-        raise GentaxError(
-            f"{domain}: only {len(pairs)} usable state-action pairs from {cfg.max_rounds} rounds of {episodes} "
-            f"{source} episodes, {count} needed; raise {source}_episodes_per_domain or max_rounds, or lower pairs"
-        )
+        raise GentaxError(f"{domain}: only {len(pairs)} usable state-action pairs from {cfg.max_rounds} rounds of "
+                          f"{episodes} {source} episodes, {count} needed; raise {source}_episodes_per_domain or "
+                          "max_rounds, or lower pairs")
     rollouts = Rollouts.concat(parts)
     frame = rollouts.episodes_frame()
     stats = {
@@ -214,8 +158,6 @@ def _collect_pairs(cfg: SFTData, domain: str, count: int, source: str, generator
 
 def _usable_pairs(rollouts, domain: str, source: str, round_index: int, think: bool):
     """(sharegpt example, description row) for every step with an env-accepted action."""
-    from gentax.agent.parse import format_response, parse_response
-
     steps = rollouts.steps_frame()
     won = dict(zip(rollouts.episodes_frame()["traj_id"], rollouts.episodes_frame()["won"]))
     out = []

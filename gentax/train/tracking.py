@@ -1,27 +1,11 @@
-"""Experiment tracking: where training metrics go besides ``metrics.csv`` (both RL engines and SFT).
+"""Experiment tracking: where training metrics go besides ``metrics.csv`` (both RL engines and SFT;
+docs/training.md section 8 describes the ``tracking`` section, ``DEFAULTS`` when absent).
 
-Config section ``tracking`` (config/config.yaml; the same keys at the top level of a ``gentax train rl`` /
-``gentax sft train`` config file; ``DEFAULTS`` when absent):
-
-- ``backends``: any of ``tensorboard`` (the default; offline event files), ``wandb``, ``mlflow``.
-  An enabled backend that is not installed is an error naming it; ``[]`` logs to metrics.csv only.
-- ``project``: the wandb project / MLflow experiment.
-- ``mlflow_uri``: MLflow's tracking URI; null = ``$MLFLOW_TRACKING_URI``, else ``file:<run folder>/mlruns``.
-
-Where the logs go: TensorBoard event files in ``<run folder>/tensorboard`` (RL: e.g.
-``results/runs/v1/sokoban/default/seed0/tensorboard``) and ``<model folder>/tensorboard`` (SFT), so
-``tensorboard --logdir results`` shows every run; wandb follows its own settings
-(``WANDB_MODE=offline`` keeps it on disk); MLflow writes to ``mlflow_uri``.
-
-Both RL engines log through verl's own ``verl.utils.tracking.Tracking`` under the same names. The
-verl engine sets verl's ``trainer.logger`` (``verl_logger``) and its TensorBoard folder
-(``verl_env``), and verl logs its metrics itself, our rollout metrics among them as
-``gentax/<name>``. The local engine logs each metrics.csv row through ``TrackedMetricsLog`` with
-``metric_names`` (TensorBoard alone: torch's ``SummaryWriter`` directly, as verl's Tracking uses
-it, sparing the job verl's import): verl's own key where verl computes that quantity (the verl engine's mapping,
-``verl_shared.VERL_METRICS``), else ``gentax/<column>``. ``documented_names()`` lists the names both
-engines log at every step (docs/training.md §8). SFT reports through LlamaFactory's (the HF
-Trainer's) own ``report_to`` (``sft_report_args``).
+Both RL engines log under the same names: the verl engine through verl's own tracker
+(``verl_logger``, ``verl_env``), the local engine through ``TrackedMetricsLog`` (``metric_names``:
+verl's key where verl computes that quantity, ``VERL_METRICS``, else ``gentax/<column>``). SFT
+reports through the HF Trainer's ``report_to`` (``sft_report_args``). An enabled backend that is
+not installed is an error naming it (``load_section``).
 """
 
 from __future__ import annotations
@@ -31,8 +15,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from gentax.agent.parse import REASONS
 from gentax.errors import ConfigError
+from gentax.io import read_yaml
 from gentax.train import runs
+from gentax.train.verl_shared import VERL_METRICS  # importable without verl
 
 BACKENDS = ("tensorboard", "wandb", "mlflow")
 DEFAULTS = {"backends": ["tensorboard"], "project": "gentax", "mlflow_uri": None}
@@ -45,22 +32,11 @@ SHARED_COLUMNS = ("pg_loss", "kl", "entropy", "clipfrac", "grad_norm", "adv_mean
                   "rollout_s", "update_s", "seconds")
 
 
-def verl_metrics() -> dict[str, str]:
-    """metrics.csv column -> the key verl logs that quantity under: the verl engine's own mapping
-    (``gentax.train.verl_shared.VERL_METRICS``, one place, importable without verl: a local RL
-    job that imported verl for it spent ~7 s of its start-up there)."""
-    from gentax.train.verl_shared import VERL_METRICS
-
-    return VERL_METRICS
-
-
 def documented_names() -> list[str]:
     """The tracked names both RL engines log at every training step."""
-    from gentax.agent.parse import REASONS
-
     rollout = ["id_success", "return_mean", "episode_length", "trajectories", "samples", "invalid_rate",
                *(f"invalid/{reason}" for reason in sorted(REASONS))]
-    return [f"gentax/{name}" for name in rollout] + [verl_metrics()[c] for c in SHARED_COLUMNS]
+    return [f"gentax/{name}" for name in rollout] + [VERL_METRICS[c] for c in SHARED_COLUMNS]
 
 
 def load_section(section: dict[str, Any] | None) -> dict[str, Any]:
@@ -82,21 +58,17 @@ def load_section(section: dict[str, Any] | None) -> dict[str, Any]:
 
 def metric_names(row: dict[str, Any]) -> dict[str, float]:
     """A metrics.csv row as tracked scalars (``step`` is the x axis, not a scalar)."""
-    names = verl_metrics()
-    out = {}
-    for column, value in row.items():
-        if column == "step" or not isinstance(value, (int, float)):
-            continue
-        out[names.get(column, f"gentax/{column}")] = float(value)
-    return out
+    return {VERL_METRICS.get(column, f"gentax/{column}"): float(value) for column, value in row.items()
+            if column != "step" and isinstance(value, (int, float))}
 
 
 def experiment_name(domain: str, variant: str, seed: int) -> str:
     return f"{domain}-{variant}-s{seed}"
 
 
-def _env(section: dict[str, Any], run_dir: str | Path) -> dict[str, str]:
-    """Environment verl's Tracking reads: the TensorBoard folder and the MLflow URI of this run."""
+def verl_env(section: dict[str, Any], run_dir: str | Path) -> dict[str, str]:
+    """Environment verl's Tracking reads (the TensorBoard folder and the MLflow URI of this run); the
+    verl engine hands it to its Ray workers, where the trainer builds verl's Tracking."""
     run_dir = Path(run_dir).resolve()
     env = {"TENSORBOARD_DIR": str(run_dir / TENSORBOARD_DIR)}
     if "mlflow" in section["backends"]:
@@ -110,16 +82,11 @@ def verl_logger(section: dict[str, Any]) -> list[str]:
     return ["console", *section["backends"]]
 
 
-def verl_env(section: dict[str, Any], run_dir: str | Path) -> dict[str, str]:
-    """Environment variables for verl's Ray workers (the trainer builds verl's Tracking there)."""
-    return _env(section, run_dir)
-
-
 def open_tracker(section: dict[str, Any], run_dir: str | Path, *, experiment: str, config: dict | None = None):
     """verl's ``Tracking`` for the local engine (None when no backend is enabled)."""
     if not section["backends"]:
         return None
-    os.environ.update(_env(section, run_dir))  # verl's Tracking reads its folders from the environment
+    os.environ.update(verl_env(section, run_dir))  # verl's Tracking reads its folders from the environment
     if list(section["backends"]) == ["tensorboard"]:
         return _TensorBoardOnly(os.environ["TENSORBOARD_DIR"])
     from verl.utils.tracking import Tracking
@@ -130,8 +97,7 @@ def open_tracker(section: dict[str, Any], run_dir: str | Path, *, experiment: st
 
 class _TensorBoardOnly:
     """TensorBoard alone, written as verl's Tracking writes it (torch's ``SummaryWriter``, one scalar
-    per name and step, in the same folder) without importing verl: importing verl (and Ray with it)
-    adds seconds to each local RL job's start-up (docs/performance.md)."""
+    per name and step, in the same folder), sparing a local RL job verl's and Ray's import."""
 
     def __init__(self, folder: str):
         from torch.utils.tensorboard import SummaryWriter
@@ -190,8 +156,6 @@ def read_section(path: str | Path | None) -> dict[str, Any] | None:
     """The ``tracking`` mapping of a config file (None when the file has none)."""
     if path is None:
         return None
-    from gentax.io import read_yaml
-
     section = read_yaml(path).get("tracking")
     if section is not None and not isinstance(section, dict):
         raise ConfigError(f"{path}: tracking must be a mapping")

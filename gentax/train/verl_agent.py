@@ -1,25 +1,18 @@
 """The gentax pieces that run inside verl's Ray processes (engine ``verl``; see verl_engine.py).
 
-- ``EnvStepAgentLoop`` (agent name ``gentax_env``, registered through verl_agent_loops.yaml):
-  one instance per episode. It runs OUR collector (``gentax.rollout.collector.collect``) for one
-  trajectory of the row's task, on an env leased from the worker process's ``ENV_POOLS`` (envs
-  start once per agent-loop worker and settings, not once per episode: SciWorld's JVMs, ALFWorld's
-  engines; concurrent episodes each get their own), with a generator adapter (``ServerGenerator``) that sends each
-  step's prompt to verl's rollout servers (``server_manager.generate``: vLLM, or gentax's ``hf``), and returns one
-  ``AgentLoopOutput`` per env step: that step's fresh prompt -> response, i.e. verl-agent's
-  step-wise samples. Each output carries the step's facts in ``extra_fields["gentax"]``
-  (trajectory outcome, won, valid, reason, ...); the last one also carries ``reward_score``
-  (the outcome) and ``reward_extra_info``, which verl copies onto the earlier steps.
+- ``EnvStepAgentLoop`` (agent ``gentax_env``, registered through verl_agent_loops.yaml): one instance
+  per episode. It runs OUR collector for one trajectory of the row's task, on an env leased from the
+  worker's ``ENV_POOLS``, with ``ServerGenerator`` sending each step's prompt to verl's rollout
+  servers (vLLM, or gentax's ``hf``), and returns one ``AgentLoopOutput`` per env step (that step's
+  prompt -> response), the step's facts in ``extra_fields["gentax"]``; the last one also carries
+  ``reward_score`` (the outcome) and ``reward_extra_info``, which verl copies onto the earlier steps.
 - ``GentaxPPOTrainer`` (``trainer.v1.trainer_mode=gentax_sync``): verl's synchronous V1 trainer
-  with two methods replaced: ``_compute_advantage`` uses ``gentax.train.grpo.step_advantages``
-  (paper's trajectory normalisation or verl-agent's cross-step one, plus the per-step invalid
-  penalty), and ``_compute_metrics`` also appends the run's ``metrics.csv`` row.
-- Phase trace (measurement only, off unless ``PHASE_TRACE_ENV`` names a file): the trainer appends
-  one JSON line per timed phase of verl's step (gen, old_log_prob, ref, adv, update_actor,
-  update_weights, save_checkpoint): its wall-clock interval and the actor worker's torch peak
-  memory over it (what the paper-shape measurement read: docs/paper_shape.md).
-- ``ExportCheckpoint``: verl checkpoint callback converting each saved FSDP checkpoint into the
-  HF folder ``RUN_DIR/checkpoints/step_<N>`` (``verl_engine.export_checkpoint``).
+  whose ``_compute_advantage`` uses ``gentax.train.grpo.step_advantages`` and whose
+  ``_compute_metrics`` also writes the run's ``metrics.csv`` row.
+- Phase trace (measurement only, off unless ``PHASE_TRACE_ENV`` names a file): one JSON line per
+  timed phase of verl's step, its interval and the actor worker's torch peak memory
+  (docs/paper_shape.md).
+- ``ExportCheckpoint``: converts each saved FSDP checkpoint into ``RUN_DIR/checkpoints/step_<N>``.
 
 Only a GPU cluster runs these inside verl (vLLM servers, TransferQueue, FSDP workers). The CPU
 tests drive ``EnvStepAgentLoop.run`` with a stand-in server manager and verl's real tokenizer
@@ -56,14 +49,10 @@ atexit.register(ENV_POOLS.close)
 
 # ---- rollout: one episode -> one sample per step ------------------------------------------------
 class ServerGenerator:
-    """A gentax ``Generator`` (rollout/generators.py protocol) over verl's async server manager.
-
-    ``generate`` is called from the collector's worker thread; it runs the requests concurrently
-    on the agent loop's event loop and blocks the thread until they finish. Prompts are tokenised
-    by verl's own agent-loop path (``ct_build_initial_tokens``: the chat template), and sampled
-    with verl's ``sampling_params`` (rollout or validation temperature), at most
-    ``response_length`` tokens.
-    """
+    """A gentax ``Generator`` over verl's async server manager. ``generate``, called from the
+    collector's thread, runs the requests concurrently on the agent loop's event loop and waits for
+    them; prompts are tokenised by verl's own agent-loop path (``ct_build_initial_tokens``) and sampled
+    with verl's ``sampling_params``, at most ``response_length`` tokens."""
 
     needs_expert_action = False
 
@@ -145,13 +134,10 @@ def episode_config(settings, *, domain: str, split: str, sampling, seed: int):
 
 def outputs_from_rollouts(rollouts, *, generate_seconds: float = 0.0, truncated: int = 0,
                           weight_versions: Sequence[int] = ()) -> list[AgentLoopOutput]:
-    """One ``AgentLoopOutput`` per step of a one-trajectory ``Rollouts`` (see module doc).
-
-    ``weight_versions``: the ``min/max_global_steps`` verl's server client reported for the
-    trajectory's generations; every step's ``extra_fields`` carries their min and max, which verl's
-    ``AgentLoopWorkerTQ`` copies into the sample tags its ``_compute_metrics`` reads (a tag
-    without them is a TypeError there).
-    """
+    """One ``AgentLoopOutput`` per step of a one-trajectory ``Rollouts`` (see module doc). Every step's
+    ``extra_fields`` carries the min and max of ``weight_versions`` (the ``min/max_global_steps`` verl's
+    server client reported), which verl copies into the sample tags its ``_compute_metrics`` reads
+    (a tag without them is a TypeError there)."""
     steps = rollouts.steps_frame()
     episode = rollouts.episodes_frame().iloc[0]
     tokens = rollouts.tokens

@@ -1,64 +1,24 @@
-"""Engine ``verl``: multi-turn, step-wise GRPO on upstream verl 0.9.1 (FSDP actor + vLLM rollout).
+"""Engine ``verl``: multi-turn, step-wise GRPO on upstream verl 0.9.1 (FSDP actor + vLLM rollout;
+docs/training.md section 4: tasks, checkpoints, resume, launch).
 
-One run = one node of ``verl.n_gpus_per_node`` GPUs (8 in the paper's recipe). ``train_verl``
-composes verl's own Hydra config (``ppo_trainer``) with the overrides of ``verl_overrides`` —
-the ONE place where gentax's RL section becomes verl settings — and calls verl's ``run_ppo``
-with a TaskRunner that first imports ``gentax.train.verl_agent`` (our trainer subclass must be
-registered in the process that runs the trainer).
+``train_verl`` composes verl's own Hydra config (``ppo_trainer``) with ``verl_overrides`` (the ONE
+place where gentax's RL section becomes verl settings) and calls verl's ``run_ppo`` with a
+TaskRunner that first imports ``gentax.train.verl_agent`` (our trainer must be registered in the
+process that runs it). Extension point (checked against verl 0.9.1): the V1 trainer's agent loops
+may return a LIST of ``AgentLoopOutput``, each stored as its own sample, so one agent loop per
+episode (``verl_agent.EnvStepAgentLoop``, our collector against verl's rollout servers) emits one
+sample per env step without copying trainer code; the trainer overrides only
+``_compute_advantage`` (``gentax.train.grpo``) and ``_compute_metrics`` (metrics.csv). Tasks follow
+the local engine's schedule (``runs.task_seed``, ``runs.step_task_domains``); each saved FSDP
+checkpoint is exported to ``RUN_DIR/checkpoints/step_<N>`` (``export_checkpoint``).
 
-Extension point (checked against the installed verl 0.9.1). verl's default V1 trainer
-(``trainer.use_v1=true``) runs rollouts through agent loops whose ``run`` may return a LIST of
-``AgentLoopOutput``; ``AgentLoopWorkerTQ._agent_loop_postprocess`` stores each element as its own
-training sample (key ``{uid}_{session}_{i}``). So one agent loop per episode — ``EnvStepAgentLoop``
-in ``verl_agent.py`` — emits one sample per env step (that step's fresh prompt -> response), which
-is verl-agent's step-wise scheme without copying any trainer code. The legacy route (subclassing
-the deprecated ``RayPPOTrainer`` and copying its ``fit``) was rejected: ``fit`` has no narrow hook
-and cannot take a variable number of samples per prompt. The only verl method we override is the
-trainer's ``_compute_advantage`` (to use ``gentax.train.grpo`` with the per-step invalid-action
-penalty, which verl's multi-output broadcast would otherwise drop) plus ``_compute_metrics`` (to
-write ``metrics.csv``); the rollout inside each episode is our collector
-(``gentax.rollout.collector.collect``) talking to verl's vLLM servers through a generator adapter.
-
-The run. ``train_verl`` gets a run spec (``gentax.runspec.RunSpec``); it reaches the Ray workers as
-the config's ``gentax.run.*`` keys, and the agent loop builds each episode's collector settings from
-it with ``runspec.collect_fields`` — the function the local engine uses (only training episodes are
-augmented; validation episodes never are).
-
-Tasks. The train parquet holds ``tasks_per_step`` rows (one per group slot), re-read every step
-(one epoch = one step); the agent loop turns (run seed, ``global_steps``, slot) into the task seed
-with ``runs.task_seed``, the same schedule as the local engine, so resumed and extended runs see
-the tasks an uninterrupted run would, whatever the dataloader state. ``rollout.n`` = group size
-gives the group's trajectories. On a mixture of domains (``webshop+sokoban``) the slot's domain
-comes from the same schedule, ``runs.step_task_domains`` (the local engine's split of a step's
-tasks by weight): every trajectory of a group plays the same task of one domain. Each row carries
-its domain (train rows of a mixture carry "" and get theirs per step; the validation parquet has
-``val_tasks`` tasks of every training domain, data source ``gentax/<domain>``), every step sample
-carries its episode's domain, and the metrics row adds ``id_success/<domain>`` (and
-``val_success/<domain>``) per member (``runs.domain_success``).
-
-Checkpoints, resume, extension. verl saves FSDP checkpoints every ``save_every`` steps to
-``RUN_DIR/verl/global_step_<N>`` with ``resume_mode=auto``; after each save the trainer's
-checkpoint callback (``verl_agent.ExportCheckpoint``) converts it with verl's model merger
-(``python -m verl.model_merger merge --backend fsdp``, see ``export_checkpoint``) into the HF
-folder ``RUN_DIR/checkpoints/step_<N>``, after which older FSDP checkpoints may be dropped
-(``max_actor_ckpt_to_keep=1``; only the newest is needed to resume). ``--steps A:B`` sets
-``total_training_steps=B``; verl resumes from the newest FSDP checkpoint, which must lie in [A, B].
-
-Launch (one Slurm job = one node). Nothing to start by hand: ``gentax train rl --engine verl``
-calls ``ray.init`` through verl's ``run_ppo``, which starts a private single-node Ray instance
-inside the job's allocation (its GPUs are those the job sees, CUDA_VISIBLE_DEVICES) and stops it
-at exit. Set ``RAY_TMPDIR`` (or ``TMPDIR``) to job-local scratch when nodes are shared. To attach
-to a cluster started by ``ray start --head`` instead, export ``RAY_ADDRESS`` before the command.
-
-What ran where. CPU tests (tests/test_verl_engine.py, tests/test_verl_ray.py) cover the config
-mapping, the agent loop, the TransferQueue reads/writes of our trainer against verl's real queue and
-verl's own ``_compute_metrics``, and the ``hf`` rollout backend under verl's ``LLMServerManager``;
-for a mixture: the composed config, the rows, each slot's domain per step, episodes of both domains
-through verl's postprocess and the per-domain metrics row. ``run_ppo`` itself (Ray, FSDP workers,
-weight sync, checkpoint save/resume after a SIGKILL, the merger on 2-rank shards, a 3-step mixture)
-ran on 1 and 2 GPUs with the ``hf`` backend (docs/training.md section 5.3). Only a GPU cluster exercises: vLLM servers (``rollout.name=vllm``) and
-their CUDA-IPC weight sync; more than 2 GPUs (8 ranks, lcm(dp, mini-batch) padding at that width),
-multi-node Ray; an 8B model under FSDP; in-training validation.
+What ran where: CPU tests (tests/test_verl_engine.py, tests/test_verl_ray.py) cover the config
+mapping, the agent loop, our trainer's TransferQueue reads and writes against verl's real queue and
+``_compute_metrics``, and the ``hf`` rollout backend under verl's ``LLMServerManager``. ``run_ppo``
+itself ran on 1 and 2 GPUs with the ``hf`` backend (docs/training.md section 5.3). Only a GPU
+cluster exercises: vLLM servers (``rollout.name=vllm``) and their CUDA-IPC weight sync; more than 2
+GPUs (8 ranks, lcm(dp, mini-batch) padding at that width), multi-node Ray; an 8B model under FSDP;
+in-training validation.
 """
 
 from __future__ import annotations

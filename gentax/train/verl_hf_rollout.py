@@ -1,37 +1,21 @@
-"""verl rollout backend ``hf``: plain transformers generation behind verl's server interface.
+"""verl rollout backend ``hf``: plain transformers generation behind verl's server interface
+(docs/training.md section 5.2; registered by gentax/train/verl_plugin.py).
 
-verl 0.9.1 looks ``actor_rollout_ref.rollout.name`` up in two registries; gentax/train/verl_plugin.py
-registers ``hf`` in both (imported in every verl process through ``VERL_USE_EXTERNAL_MODULES``).
-What each side gets:
+- ``HFReplica`` (trainer side): one replica per GPU, beside that GPU's FSDP worker (hybrid mode);
+  ``launch_servers`` starts one ``HFGenerationServer`` Ray actor pinned to the worker's GPU.
+- ``HFGenerationServer``: one copy of the policy (bf16 on a GPU, fp32 on CPU) answering verl's
+  token-in/token-out ``generate`` with a ``TokenOutput``. Requests that arrive while a batch runs
+  join the next one, each batch ONE call of ``HFGenerator.generate_ids`` (raw log-probs, the EOS
+  token kept, as vLLM's default). ``extra_fields["global_steps"]`` is the weights' version (0 before
+  the first sync). verl's lifecycle calls are answered; the weights stay throughout, and only the
+  prefill KV kept for the next turn (``HFGenerator.reuse_prefix``) is dropped on sleep or a cache clear.
+- ``HFServerAdapter`` (FSDP worker side): ``update_weights`` iterates verl's generator of full
+  HF-named tensors (every rank must: the gather is collective), copies them to CPU in buckets of
+  ``checkpoint_engine.update_weights_bucket_megabytes`` and loads each into its rank's server.
 
-- ``HFReplica`` (trainer side, ``RolloutReplicaRegistry``): one replica per GPU (tensor parallel 1),
-  created by verl's ``LLMServerManager`` beside the FSDP worker of that GPU (hybrid mode). Its
-  ``launch_servers`` starts one ``HFGenerationServer`` Ray actor on the worker's node, pinned to the
-  worker's GPU (``CUDA_VISIBLE_DEVICES``; Ray told not to reset it), named ``hf_server_<replica>``.
-- ``HFGenerationServer``: holds one copy of the policy (bf16 on a GPU, fp32 on CPU) and answers
-  verl's token-in/token-out ``generate(request_id, prompt_ids, sampling_params)`` with a
-  ``TokenOutput``. Concurrent requests are micro-batched: every request that arrives while a batch
-  runs joins the next one, and each batch is ONE call of gentax's ``HFGenerator.generate_ids``
-  (the same sampling code as the ``hf`` generator: raw, untempered log-probs of the sampled tokens
-  as vLLM's default returns them; the EOS token kept in ``token_ids`` as vLLM does). Each output
-  reports the weights' version in ``extra_fields["global_steps"]`` (0 before the first sync).
-  verl's lifecycle calls (wake_up, sleep, clear/release/resume_kv_cache, abort_all_requests,
-  resume_generation, start/stop_profile) are answered; the server keeps its weights throughout.
-  Between batches the generator keeps the last batch's prefill KV (``HFGenerator.reuse_prefix``:
-  a multi-turn request's next prompt begins with its last one); sleep and clear/release_kv_cache
-  drop it, and a weight sync makes it stale (the generator checks the weights' versions).
-- ``HFServerAdapter`` (FSDP worker side, ``_ROLLOUT_REGISTRY``): ``update_weights`` iterates verl's
-  generator of full HF-named tensors (every rank must: the gather is collective), copies them to CPU
-  in buckets of ``checkpoint_engine.update_weights_bucket_megabytes`` and loads each bucket into its
-  rank's server, then sets the server's ``global_steps``.
-
-Limits (each a clear error): tensor parallel 1 only; hybrid mode only (servers beside the FSDP
-workers); text only; ``top_k`` and ``repetition_penalty`` unsupported; LoRA needs
-``model.lora.merge=true`` (merged weights arrive as full tensors).
-
-Memory: the server's copy sits beside the FSDP shards and optimiser states on the same GPU
-(16 GB in bf16 for an 8B model); it never sleeps. This backend exists for machines where vLLM does
-not install and for small-scale runs; the paper preset keeps ``vllm``.
+Limits (each a clear error): tensor parallel 1; hybrid mode; text only; no ``top_k`` or
+``repetition_penalty``; LoRA needs ``model.lora.merge=true``. The server's copy sits beside the FSDP
+shards on the same GPU and never sleeps: for machines without vLLM and small runs.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Registers gentax's verl rollout backend ``hf`` (gentax/train/verl_hf_rollout.py) with verl.
 
-verl imports every module named in ``VERL_USE_EXTERNAL_MODULES`` when ``verl`` itself is imported
-(verl/__init__.py), in every process: the driver, the TaskRunner, the FSDP workers and the agent
-loops. ``verl_engine.verl_overrides`` puts ``verl_engine.PLUGIN_ENV`` (this module) into the Ray runtime environment, so
-``rollout.name=hf`` resolves on both sides without patching verl:
-- trainer side: ``RolloutReplicaRegistry`` (verl/workers/rollout/replica.py) -> ``HFReplica``;
-- worker side: ``_ROLLOUT_REGISTRY`` (verl/workers/rollout/base.py) -> ``HFServerAdapter``.
-Both point at the implementation module by name, so importing this module stays cheap.
+verl imports every module named in ``VERL_USE_EXTERNAL_MODULES`` (``verl_engine.PLUGIN_ENV``, set
+for the Ray workers) on ``import verl``, in every process, so ``rollout.name=hf`` resolves on both
+sides without patching verl: ``RolloutReplicaRegistry`` -> ``HFReplica`` (trainer side) and
+``_ROLLOUT_REGISTRY`` -> ``HFServerAdapter`` (worker side), both by name, so this import stays cheap.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""What the verl driver (``verl_engine``) and the code verl runs (``verl_agent``) share.
-
-``verl_engine`` builds the verl config and starts verl; inside verl's processes ``verl_agent``
-registers the agent loop ``AGENT_NAME`` and the trainer ``TRAINER_MODE`` that the config names,
-and exports each saved checkpoint. Both import this module and neither imports the other at
-module level (``verl_engine`` imports ``verl_agent`` only in the Ray task runner, to register it),
-so there is no import cycle. Importing this module does not need verl.
+"""What the verl driver (``verl_engine``) and the code verl runs (``verl_agent``) share, importable
+without verl; neither imports the other at module level, so there is no import cycle.
 """
 
 from __future__ import annotations
@@ -46,13 +41,9 @@ VERL_METRICS = {
 
 
 def export_checkpoint(actor_dir: str | Path, target_dir: str | Path) -> Path:
-    """Convert one verl FSDP actor checkpoint into an HF folder with verl's model merger.
-
-    Runs ``python -m verl.model_merger merge --backend fsdp --local_dir ACTOR --target_dir TMP``
-    in a subprocess (it holds the whole model in CPU memory) and renames TMP onto ``target_dir``,
-    so the HF folder appears complete or not at all, with its manifest (``gentax.io.write_manifest``).
-    Weights are written in bf16, the merger's dtype. Returns ``target_dir``.
-    """
+    """Convert one verl FSDP actor checkpoint into the HF folder ``target_dir`` (bf16, the merger's
+    dtype) with ``python -m verl.model_merger merge --backend fsdp`` in a subprocess (it holds the
+    whole model in CPU memory), renamed into place with its manifest: complete or not at all."""
     from gentax.io import atomic_path, write_manifest
 
     actor_dir, target_dir = Path(actor_dir), Path(target_dir)
