@@ -55,11 +55,11 @@ def paper_work():
 
 @pytest.mark.parametrize("args, preset, files, target", [
     (["--profile", "profiles/slurm"], "paper", [], None),
-    (["--profile", "profiles/slurm", "results/tables/table5_augmentation.csv"], "paper", [], "table5_augmentation"),
-    (["--profile", "profiles/slurm", "results/figures/training_curves.png"], "paper", [], "training_curves"),
+    (["--profile", "profiles/slurm", "results/paper/tables/table5_augmentation.csv"], "paper", [], "table5_augmentation"),
+    (["--profile", "profiles/slurm", "results/paper/figures/training_curves.png"], "paper", [], "training_curves"),
     (["--profile", "profiles/slurm", "--configfile", "tests/filler_on.yaml"], "paper", ["tests/filler_on.yaml"], None),
     (["--forceall"], "embedded", [], None),
-    (["--forceall", "results/tables/controls_sweep.csv"], "embedded", [], "controls_sweep"),
+    (["--forceall", "results/embedded/tables/controls_sweep.csv"], "embedded", [], "controls_sweep"),
 ], ids=["paper", "paper-table5", "paper-training-curves", "paper-filler", "embedded", "embedded-controls-table"])
 def test_priced_jobs_are_the_jobs_snakemake_plans(args, preset, files, target):
     """The DAG gentax plan builds (a preset and config files, every job forced) has the jobs of the

@@ -364,7 +364,7 @@ def test_workflow_job_hands_the_filler_run_its_thinking_runs_folder():
     folder = paths.run_dir(cfg, thinking.init, thinking.train_domain, thinking.variant_label, thinking.seed)
     spec = jobs.rl_segment(cfg, run, start=0, end=1, save_every=1, init_model="m", run_folder="r", manifest="r/m.json",
                            filler_reference=folder)
-    assert spec["rl"]["filler"] == {"source": "repeat", "token": ".", "reference": "results/runs/v2/sokoban/default/seed0"}
+    assert spec["rl"]["filler"] == {"source": "repeat", "token": ".", "reference": "results/embedded/runs/v2/sokoban/default/seed0"}
     assert spec["run_spec"]["think"] == "filler"
     plain = jobs.rl_segment(cfg, thinking, start=0, end=1, save_every=1, init_model="m", run_folder="r", manifest="m")
     assert plain["rl"]["filler"]["reference"] is None

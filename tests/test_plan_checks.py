@@ -57,7 +57,7 @@ def test_a_plan_whose_manifests_are_too_short_stops_at_the_dry_run_naming_the_jo
     errors = [line for line in old.stderr.splitlines() if line.startswith("gentax: error:")]
     assert len(errors) == 1, old.stderr[-2000:]
     assert "a job that would refuse to start: job 'properties' (domain=" in errors[0]
-    assert "episodes: results/tasks/" in errors[0] and "lists 8 tasks, the job plays 16" in errors[0]
+    assert "episodes: results/embedded/tasks/" in errors[0] and "lists 8 tasks, the job plays 16" in errors[0]
 
     proc = _gentax("plan", "--check", "--preset", "embedded", "--config", str(config))
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -92,7 +92,7 @@ def test_each_embedded_job_passes_its_own_check_against_real_manifests(embedded_
     for verb, spec in embedded_jobs:
         if verb == "tasks":
             assert gentax_main(["tasks", "--job", json.dumps(spec)]) == 0
-    sokoban = json.loads(Path("results/tasks/sokoban.json").read_text())
+    sokoban = json.loads(Path("results/embedded/tasks/sokoban.json").read_text())
     assert len(sokoban["seeds"]) == 16  # eval.episodes_per_domain; its property logs play the first 8
     _placeholders(embedded_jobs)
     checked = 0
@@ -104,11 +104,11 @@ def test_each_embedded_job_passes_its_own_check_against_real_manifests(embedded_
     assert capsys.readouterr().out.count("--check: the spec agrees with its inputs") == checked
 
     # a manifest too short for its property logs: their check refuses, in one line naming key and file
-    Path("results/tasks/sokoban.json").write_text(json.dumps({**sokoban, "seeds": sokoban["seeds"][:4]}))
+    Path("results/embedded/tasks/sokoban.json").write_text(json.dumps({**sokoban, "seeds": sokoban["seeds"][:4]}))
     spec = next(s for verb, s in embedded_jobs if verb == "properties" and s["domain"] == "sokoban")
     assert gentax_main(["properties", "--job", json.dumps(spec), "--check"]) == 2
     error = capsys.readouterr().err.strip()
-    assert error.startswith("gentax: error: gentax properties --job: episodes: results/tasks/sokoban.json lists 4 "
+    assert error.startswith("gentax: error: gentax properties --job: episodes: results/embedded/tasks/sokoban.json lists 4 "
                             "tasks, the job plays 8"), error
     assert "\n" not in error
 
@@ -123,7 +123,7 @@ def test_a_job_plays_the_first_episodes_of_its_manifest(embedded_jobs, tmp_path,
     spec = next(s for verb, s in embedded_jobs if verb == "properties" and s["domain"] == "sokoban")
     Path(spec["model"]).mkdir(parents=True)
     (Path(spec["model"]) / "config.json").write_text("{}")
-    Path("results/tasks").mkdir(parents=True)
+    Path("results/embedded/tasks").mkdir(parents=True)
     Path(spec["tasks"]).write_text(json.dumps({"domain": "sokoban", "split": "eval", "seeds": list(range(16))}))
     spec = PropertiesJob.read(spec)
     assert PropertiesJob.problems(spec, OnDisk()) == [] and task_seeds(spec) == list(range(8))

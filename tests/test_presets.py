@@ -64,3 +64,44 @@ def test_gentax_plan_layers_the_same_way(tmp_path):
                            "--config", str(mine)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "seed 1" in proc.stdout and "v1  webshop   default  seed 0  2 steps" in proc.stdout
+
+
+def _files(jobs) -> set[str]:
+    return {path for job in jobs for path in (*job.output, *job.log)}
+
+
+def test_each_presets_study_writes_under_a_folder_of_its_own():
+    """Issue #60: config ``results: results/{preset}``. The embedded and the one-GPU study of one
+    clone (their whole DAGs, every output and log) share no path, each under its own folder; a
+    ``results:`` of the user's own still wins."""
+    from gentax.study import dag
+
+    embedded, gpu1 = (_files(dag.build(dag.study_args(preset))) for preset in ("embedded", "gpu1"))
+    assert len(embedded) > 100 and len(gpu1) > 100 and not embedded & gpu1
+    assert all(path.startswith("results/embedded/") for path in embedded)
+    assert all(path.startswith("results/gpu1/") for path in gpu1)
+    assert gconfig.study_config("paper")["results"] == "results/paper"
+    assert gconfig.with_preset(read_yaml(gconfig.STUDY_FILE), {"preset": "gpu1", "results": "out"})["results"] == "out"
+
+
+def test_a_run_of_one_preset_leaves_the_others_files_as_they_were(tmp_path):
+    """A fresh clone runs one job of the embedded study, then one of the one-GPU study (its profile,
+    as the README says): the second plans and runs its own job only, and every file of the first is
+    byte-identical after it."""
+    from clones import PLAIN_ENV, copy_checkout
+
+    clone = copy_checkout(tmp_path / "clone")
+
+    def run(*args: str) -> str:
+        done = subprocess.run(["bash", "scripts/run.sh", *args, "--cores", "1"], cwd=clone, env=PLAIN_ENV,
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+        return done.stdout + done.stderr
+
+    run("results/embedded/tasks/sokoban.json")
+    first = {p: p.read_bytes() for p in (clone / "results" / "embedded").rglob("*") if p.is_file()}
+    assert clone / "results" / "embedded" / "tasks" / "sokoban.json" in first
+    said = run("--profile", "profiles/gpu1", "results/gpu1/tasks/sokoban.json")
+    assert "preset gpu1: its outputs go under results/gpu1/" in said and "results/embedded" not in said
+    assert (clone / "results" / "gpu1" / "tasks" / "sokoban.json").is_file()
+    assert {p: p.read_bytes() for p in (clone / "results" / "embedded").rglob("*") if p.is_file()} == first

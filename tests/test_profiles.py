@@ -54,7 +54,7 @@ def site_profile(tmp_path_factory):
 
 def test_each_job_kind_gets_the_profiles_resources_with_account_and_partition(site_profile):
     profile = yaml.safe_load((site_profile / "config.yaml").read_text())
-    jobs = job_resources(dry_run_text("--profile", str(site_profile), "results/tables/table3_ranking.csv"))
+    jobs = job_resources(dry_run_text("--profile", str(site_profile), "results/paper/tables/table3_ranking.csv"))
     assert {"tasks", "rl_v1", "sft_data", "sft_v2", "rl_segment", "eval_checkpoint_v1", "eval_checkpoint_v2",
             "properties"} <= set(jobs)
     site = {key: str(profile["default-resources"][key]) for key in ("slurm_account", "slurm_partition", "nodes")}
@@ -77,7 +77,7 @@ def test_a_config_on_the_command_line_keeps_the_profiles_preset():
     """Snakemake replaces a profile's `config:` with the command line's: run.sh keeps it underneath."""
     assert snakemake_argv(["--profile", str(SLURM.parent), "--config", "seed=1"]) == [
         "--profile", str(SLURM.parent), "--config", "preset=paper", "seed=1"]
-    proc = subprocess.run(["bash", "scripts/run.sh", "results/tables/table2_success.csv", "-n", "--profile",
+    proc = subprocess.run(["bash", "scripts/run.sh", "results/paper/tables/table2_success.csv", "-n", "--profile",
                            "profiles/slurm", "--config", "seed=1"], cwd=REPO, env=PLAIN_ENV, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]

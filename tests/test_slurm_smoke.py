@@ -41,8 +41,8 @@ from gentax import provenance
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
-TARGETS = ["results/tables/table2_success.csv", "results/tables/table5_augmentation.csv",
-           "results/figures/delta_ood_augmentation.png"]
+TARGETS = ["results/paper/tables/table2_success.csv", "results/paper/tables/table5_augmentation.csv",
+           "results/paper/figures/delta_ood_augmentation.png"]  # the paper preset's folder (profiles/slurm)
 
 
 def slurm_up() -> None:
@@ -144,7 +144,7 @@ def test_the_jobs_progress_is_in_their_logs_and_on_the_console(finished):
     """Each RL segment's and evaluation's log has its progress lines (gentax/progress.py), and
     Snakemake's console showed running jobs' latest lines (the Snakefile's onstart follower)."""
     wd, proc = finished
-    logs = wd["work"] / "results" / "logs"
+    logs = wd["work"] / "results" / "paper" / "logs"
     segment = next(logs.rglob("segment_0_*.log")).read_text()
     assert re.search(r"^gentax progress: RL sokoban/\w+ s\d+: step \d+/\d+, ", segment, flags=re.M), segment[-3000:]
     evaluation = next(p for p in logs.rglob("*.log") if "/eval/" in str(p)).read_text()
@@ -158,8 +158,8 @@ def test_nothing_is_stale_after_the_run(finished):
 
 
 EXTENDED_STEPS = 10
-EXTENDED_TARGETS = TARGETS + ["results/tables/table4_extended.csv"]
-EXTENDED_RUN = "results/runs/v1/sokoban/default/seed0"
+EXTENDED_TARGETS = TARGETS + ["results/paper/tables/table4_extended.csv"]
+EXTENDED_RUN = "results/paper/runs/v1/sokoban/default/seed0"
 
 
 def extended_copy(wd, name: str) -> dict:
@@ -239,7 +239,7 @@ def preemption(request, finished):
 
 def test_results_carry_their_provenance(finished):
     wd, _ = finished
-    results = wd["work"] / "results"
+    results = wd["work"] / "results" / "paper"
     eval_file = results / "eval" / "v1" / "sokoban" / "aug" / "seed0" / "step1" / "sokoban.json"
     record = json.loads(eval_file.read_text())["provenance"]
     tasks = json.loads((results / "tasks" / "sokoban.json").read_text())
@@ -282,7 +282,7 @@ def test_editing_one_eval_file_reruns_only_its_downstream(finished):
     # Snakemake 9 compares checksums of small inputs, so a bare `touch` (same content) reruns
     # nothing; an eval file whose content changed must rerun exactly what reads it.
     wd, _ = finished
-    evals = sorted((wd["work"] / "results" / "eval" / "v1" / "sokoban" / "aug").rglob("*.json"))  # not .kept/ (its names end .kept)
+    evals = sorted((wd["work"] / "results" / "paper" / "eval" / "v1" / "sokoban" / "aug").rglob("*.json"))  # not .kept/ (its names end .kept)
     assert evals
     data = json.loads(evals[0].read_text())
     data["success_rate"] = 1.0 - data["success_rate"]
@@ -319,7 +319,7 @@ def test_a_preempted_rl_segment_resumes_and_changes_nothing(preemption):
     assert len(submissions) == 2, text[-4000:]  # the cancelled job and Snakemake's retry
     # scancel's SIGTERM ends the trainer through its handler (gentax.train.processes), which frees
     # the run folder's lock; a SIGKILL would leave it to be taken over. Either way the retry trains.
-    log = next((preempted["work"] / "results" / "logs").rglob(f"segment_1_{EXTENDED_STEPS}*.log")).read_text()
+    log = next((preempted["work"] / "results" / "paper" / "logs").rglob(f"segment_1_{EXTENDED_STEPS}*.log")).read_text()
     assert "is in use by" not in log, log[-3000:]
     from gentax.joblog import HEADER
 

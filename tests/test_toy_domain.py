@@ -60,17 +60,18 @@ def toy_config(tmp_path_factory) -> Path:
 def test_the_plan_has_the_toy_runs(toy_config):
     out = _run("-m", "gentax", "plan", "--config", "config/config.yaml", "--config", "config/embedded.yaml",
                "--config", str(toy_config), "--json")
-    runs = {(r["init"], r["train_domain"], r["variant"]) for r in json.loads(out[out.index("{"):])["runs"]}
+    plan = json.JSONDecoder().raw_decode(out[out.index("{"):])[0]  # stdout's JSON, stderr's notes after it
+    runs = {(r["init"], r["train_domain"], r["variant"]) for r in plan["runs"]}
     assert runs == {("v2", "toy", "default"), ("v2", "sokoban", "default"), ("v2", "toy", "aug")}
 
 
 def test_a_dry_run_plans_training_and_evaluation_on_the_toy_domain(toy_config):
-    target = "results/summary/main/v2/toy/aug/seed0.csv"
+    target = "results/embedded/summary/main/v2/toy/aug/seed0.csv"
     text = _run("-m", "snakemake", "-n", target, "--configfile", str(toy_config), "--config", "preset=embedded")
     counts = job_counts(text)
     assert counts["rl_segment"] == 1  # the embedded grid's 2 steps in one segment
     assert counts["eval_checkpoint_v2"] == 1  # the last checkpoint, on V2's four eval domains in one job
-    assert "results/tasks/toy.json" in text and "results/eval/v2/toy/aug/seed0/step2/toy.json" in text
+    assert "results/embedded/tasks/toy.json" in text and "results/embedded/eval/v2/toy/aug/seed0/step2/toy.json" in text
 
 
 def test_a_short_evaluation_and_the_tables_include_the_toy_domain(tmp_path):
@@ -98,11 +99,11 @@ def test_a_short_evaluation_and_the_tables_include_the_toy_domain(tmp_path):
 
 
 def test_a_toy_table_entry_is_planned_priced_and_built_by_its_job(toy_config, tmp_path):
-    target = "results/tables/toy_table.csv"
+    target = "results/embedded/tables/toy_table.csv"
     text = _run("-m", "snakemake", "-n", "-p", target, "--configfile", str(toy_config), "--config", "preset=embedded")
     counts = job_counts(text)
     assert counts["table"] == 1 and counts["rl_segment"] == 3  # its variants' runs: toy, sokoban default; toy aug
-    assert "results/summary/main/v2/toy/aug/seed0.csv" in text
+    assert "results/embedded/summary/main/v2/toy/aug/seed0.csv" in text
     config = ["--config", "config/config.yaml", "--config", "config/embedded.yaml", "--config", str(toy_config)]
     cost = _run("-m", "gentax", "plan", *config, "--cost", "--target", target)
     assert re.search(r"\btable 1\b", cost) and re.search(r"^rl_segment +3 ", cost, re.M), cost  # its job and its runs

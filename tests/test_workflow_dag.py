@@ -36,7 +36,7 @@ def test_paper_dry_run_declares_the_whole_study(paper_plan):
 
 
 def test_one_table_runs_only_what_it_needs():
-    c = dry_run("--profile", "profiles/slurm", "results/tables/table5_augmentation.csv")
+    c = dry_run("--profile", "profiles/slurm", "results/paper/tables/table5_augmentation.csv")
     # default + aug runs only (21 + 18), no extended training, no nothink runs, no properties
     assert c["rl_segment"] == 39
     assert c["table"] == 1 and "figure" not in c and "properties" not in c
@@ -54,17 +54,17 @@ def test_embedded_default_plan_builds_the_embedded_model():
     # the controls: one run of its own (V1 Sokoban with longer solutions), evaluated on V1's
     # 3 domains; the other levels read the grid's V1 Sokoban default and aug runs; two property logs
     assert c["control_properties"] == 2 and c["controls_properties_table"] == 1
-    assert "results/runs/v1/sokoban/difficulty-longer/seed0/segment_0_2.json" in text
-    assert "results/properties/controls/richness-eps80/sokoban.json" in text
+    assert "results/embedded/runs/v1/sokoban/difficulty-longer/seed0/segment_0_2.json" in text
+    assert "results/embedded/properties/controls/richness-eps80/sokoban.json" in text
     # the embedded grid's only nothink run starts from V2: V1 is never evaluated with thinking off
-    assert "results/eval/v2/base/nothink/seed0/step0/sokoban.json" in text
-    assert "results/eval/v1/base/nothink/" not in text
+    assert "results/embedded/eval/v2/base/nothink/seed0/step0/sokoban.json" in text
+    assert "results/embedded/eval/v1/base/nothink/" not in text
 
 
 def test_embedded_serial_chain_gets_both_cores():
     # Snakemake exports OMP_NUM_THREADS = threads (default 1): without the embedded profile's
     # set-threads the warm start and V1/V2 would train on one of the two cores
-    text = dry_run_text("--profile", "profiles/embedded", "--forceall", "results/model/embedded_base")
+    text = dry_run_text("--profile", "profiles/embedded", "--forceall", "results/embedded/model/embedded_base")
     block = text.split("rule embedded_base:", 1)[1].split("\n\n", 1)[0]
     assert "threads: 2" in block, block
     assert "priority: 10" in block, block  # the critical path goes first (rules/common.smk CHAIN_PRIORITY)

@@ -97,7 +97,8 @@ def _read_table(source: str | os.PathLike | pd.DataFrame, what: str) -> pd.DataF
 
 def _read_tables(sources, what: str) -> pd.DataFrame:
     """One table, or several concatenated (one path per run, as the workflow writes them), with
-    ``_where`` ("row N", or "<file> row N" for several files) for error messages."""
+    ``_where`` ("row N", or "<file> row N" for several files, the file's whole path: many share a
+    name, seed0.csv) for error messages."""
     if isinstance(sources, (str, os.PathLike, pd.DataFrame)):
         df = _read_table(sources, what).reset_index(drop=True)
         if "_where" not in df.columns:
@@ -106,7 +107,7 @@ def _read_tables(sources, what: str) -> pd.DataFrame:
     parts = []
     for source in sources:
         part = _read_table(source, what).reset_index(drop=True)
-        name = Path(source).name if not isinstance(source, pd.DataFrame) else "<DataFrame>"
+        name = str(source) if not isinstance(source, pd.DataFrame) else "<DataFrame>"
         part["_where"] = [f"{name} row {i}" for i in range(1, len(part) + 1)]
         parts.append(part)
     if not parts:

@@ -14,6 +14,7 @@ from gentax import jobspec
 from gentax.io import REPO_ROOT
 from gentax.study.controls import ControlsTableJob
 from gentax.study.dag import PROFILES
+from gentax.study.snakefile import results_line
 
 REPO = REPO_ROOT  # the repository: the Snakefile and profiles/
 
@@ -76,6 +77,7 @@ def _plan(args) -> int:
     # as the Snakefile: config/config.yaml is the base, the files are overrides (in order), laid over the
     # preset's overlay; the preset is --preset, else what the files set, else paper
     cfg = gconfig.study_config(args.preset, args.config)
+    print(results_line(cfg), file=sys.stderr)
     from gentax.study.preview import memory  # function-local, as the previews below: `gentax --help` stays fast
 
     estimates = memory.check(cfg)  # every GPU training job fits its GPUs (cluster.memory_check), before any job runs

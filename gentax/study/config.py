@@ -109,7 +109,8 @@ def with_preset(base: dict, overrides: dict, default: str = "embedded") -> dict:
     """The study config: ``base`` (config/config.yaml), then the preset's overlay, then ``overrides``
     (the user's files and key=values, already merged in order), so an override always wins,
     also over a value the overlay sets. The preset is ``overrides["preset"]`` when given (the
-    Snakemake profile or a file sets it), else ``default`` (a plain ``snakemake``: embedded)."""
+    Snakemake profile or a file sets it), else ``default`` (a plain ``snakemake``: embedded);
+    ``{preset}`` in ``results`` is its name (each preset's outputs in a folder of their own)."""
     preset = overrides.get("preset") or default
     if preset not in PRESET_OVERLAYS:
         raise ConfigError(f"config key preset: unknown preset {preset!r}{did_you_mean(str(preset), PRESET_OVERLAYS)}; "
@@ -119,7 +120,14 @@ def with_preset(base: dict, overrides: dict, default: str = "embedded") -> dict:
         cfg = deep_merge(cfg, layer)
     cfg = deep_merge(cfg, overrides)
     cfg["preset"] = preset
-    return with_step_limits(cfg)
+    return with_step_limits(with_results(cfg))
+
+
+def with_results(cfg: dict) -> dict:
+    """``cfg`` with ``{preset}`` in ``results`` replaced by its preset's name (``paper`` if it names none)."""
+    if isinstance(cfg.get("results"), str):
+        cfg["results"] = cfg["results"].replace("{preset}", str(cfg.get("preset") or "paper"))
+    return cfg
 
 
 def overlay_layers(preset: str) -> list[tuple[Path, dict]]:
@@ -188,8 +196,10 @@ def check_configfiles(paths: Iterable[str | Path]) -> None:
 
 def unmet_inputs(cfg: dict) -> list[str]:
     """What the jobs will need from this machine that is not there, one line each: the base model
-    folder (unless ``model.embedded``) and a writable results folder. A run stops on any; a plan
-    only says them (it may be made away from the cluster)."""
+    folder (unless ``model.embedded``) and a writable results folder, every folder already in it
+    writable too (a rerun removes a job's old outputs first: a read-only or immutable folder would
+    stop it half-way, in Snakemake's own traceback). A run stops on any, before any job's outputs
+    are removed (the Snakefile's onstart); a plan only says them (it may be made away from the cluster)."""
     import os
 
     problems = []
@@ -202,6 +212,11 @@ def unmet_inputs(cfg: dict) -> list[str]:
     existing = next(p for p in (results, *results.parents) if p.exists())
     if not (existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)):
         problems.append(f"config key results: {results} cannot be written ({existing} is not a writable folder)")
+    elif results.is_dir():
+        locked = next((Path(root) for root, _, _ in os.walk(results) if not os.access(root, os.W_OK | os.X_OK)), None)
+        if locked is not None:
+            problems.append(f"config key results: {locked} cannot be written (read-only or immutable), so a rerun could "
+                            "not replace its outputs; make it writable (chmod u+w, chattr -i) or set results: elsewhere")
     return problems
 
 
@@ -232,7 +247,7 @@ def load_config(sources: str | Path | dict | Iterable[str | Path | dict]) -> dic
         data = src if isinstance(src, dict) else read_yaml(src)
         named.append((f"layer {i}" if isinstance(src, dict) else str(src), data))
         cfg = deep_merge(cfg, data)
-    cfg = with_step_limits(cfg)
+    cfg = with_step_limits(with_results(cfg))
     validate(cfg, sources=named)
     return cfg
 

@@ -42,8 +42,15 @@ def load(config: dict, settings: Any, *, main: bool) -> None:
         _stop([str(exc)])
     config.clear()
     config.update(study)
+    if main:
+        print(results_line(study), file=sys.stderr)
     for problem in gconfig.unmet_inputs(study) if main else []:
         print(f"gentax: note: {problem} (a run stops before its first job)", file=sys.stderr)
+
+
+def results_line(cfg: dict) -> str:
+    """Where this study's outputs go: the first line of a dry-run, a run and ``gentax plan``."""
+    return f"gentax: preset {cfg['preset']}: its outputs go under {gpaths.results(cfg)}/ (config key results)"
 
 
 def on_start(cfg: dict) -> None:

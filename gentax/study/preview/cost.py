@@ -43,6 +43,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from gentax import io as gio
 from gentax.study import dag
+from gentax.study.config import STUDY_FILE
 from gentax.study import paths as gpaths
 from gentax.study import plan as gplan
 from gentax.study.jobs import resolved_rl
@@ -333,13 +334,19 @@ def parameter_count(config_json: str | Path) -> int:
     return embed * (1 if c.get("tie_word_embeddings") else 2) + layers * layer + hidden
 
 
-def trained_model_config(cfg: dict) -> str | Path:
+def trained_model_config(cfg: dict) -> str | Path | None:
     """The config.json of the model the runs train: ``model.base``'s own where it is a local folder
     that has one (a user's model, the tests' tiny one), else ``cluster.model_config`` (the paper's
-    model, whose weights need not be here; the embedded presets point it at the embedded model's)."""
+    model, whose weights need not be here; the embedded presets point it at the embedded model's).
+    None when neither tells: a ``model.base`` of one's own that is not here while
+    ``cluster.model_config`` is still config/config.yaml's (the paper's model, not that one)."""
     base = cfg["model"].get("base")
     if not cfg["model"].get("embedded") and base and (Path(base) / "config.json").is_file():
         return Path(base).resolve() / "config.json"
+    paper = gio.read_yaml(STUDY_FILE)
+    if (not cfg["model"].get("embedded") and base != paper["model"]["base"]
+            and cfg["cluster"]["model_config"] == paper["cluster"]["model_config"]):
+        return None
     return cfg["cluster"]["model_config"]
 
 
@@ -354,6 +361,7 @@ class DiskNeed:
     checkpoints: int    # how many checkpoints the runs keep
     at_once: int        # RL jobs that may train at once
     how: str            # the figures per checkpoint, in words
+    unknown: str = ""   # why the model's size, and so every figure, is unknown ("": known)
 
     @property
     def total(self) -> int:
@@ -389,7 +397,11 @@ def disk_need(cfg: dict, planned: Iterable[Work], at_once: int | None = None) ->
     bf16 weights and keeps one FSDP checkpoint (12 bytes a parameter) as its resume state; a LoRA
     run's optimizer state is not counted."""
     planned = list(planned)
-    params = parameter_count(trained_model_config(cfg))
+    config_json = trained_model_config(cfg)
+    if config_json is None:
+        return DiskNeed(0, 0, 0, 0, 0, 0, "", unknown=f"the size of model.base ({cfg['model']['base']}) cannot be read: "
+                        "it is not here and cluster.model_config is the paper model's; set it to your model's config.json")
+    params = parameter_count(config_json)
     rl = resolved_rl(cfg, save_every=int(cfg["rl"]["save_every"]))
     verl = cfg["engines"]["rl"] == "verl"
     weight = params * (2 if verl or rl["dtype"] == "bfloat16" else 4)
@@ -464,6 +476,9 @@ def disk_report(cfg: dict, need: DiskNeed, *, base: str | Path | None = None) ->
     free, where = disk_free(folder)
     there = written(folder) if folder.is_dir() else 0
     keep = (cfg.get("disk") or {}).get("keep_checkpoints", "all")
+    if need.unknown:
+        return [f"disk (disk.keep_checkpoints: {keep}): what the plan writes under {gpaths.results(cfg)}/ is unknown: "
+                f"{need.unknown}", f"  free: {_gib(free)} on the disk of {folder} (measured at {where})"]
     lines = [f"disk (disk.keep_checkpoints: {keep}): the plan writes {_gib(need.total)} under {gpaths.results(cfg)}/",
              f"  {need.checkpoints:,} checkpoints kept: {_gib(need.weights)} ({need.how})",
              f"  resume states kept: {_gib(need.states)}",
@@ -479,7 +494,7 @@ def disk_report(cfg: dict, need: DiskNeed, *, base: str | Path | None = None) ->
 
 def _disk_problem(need: DiskNeed, free: int, there: int, folder: Path) -> str | None:
     more = need.total - there
-    if more <= free:
+    if need.unknown or more <= free:  # unknown: nothing to check against (gentax plan --cost says why)
         return None
     return (f"the plan writes {_gib(need.total)} under {folder} ({_gib(more)} more than is there), but its disk has "
             f"{_gib(free)} free: free space, keep fewer checkpoints (disk.keep_checkpoints: evaluated) or set "
