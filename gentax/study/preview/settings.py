@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from gentax.io import read_yaml
+from gentax.jobspec import plain
 from gentax.study import plan as gplan
 from gentax.study.config import study_sft
 from gentax.study.jobs import rl_config
@@ -77,16 +78,8 @@ def verl_config(cfg: dict) -> str:
 
 def runs_settings(cfg: dict) -> dict[str, Any]:
     """Every planned run -> what its run spec sets beyond the shared RL settings."""
-    return {run.path: {"steps": run.steps, "think": run.think, "augmentation": _plain(run.augmentation),
-                       "domains": _plain(run.domains)} for run in gplan.runs(cfg)}
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict) or hasattr(value, "items"):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
+    return {run.path: {"steps": run.steps, "think": run.think, "augmentation": plain(run.augmentation),
+                       "domains": plain(run.domains)} for run in gplan.runs(cfg)}
 
 
 def augmentation_units() -> dict[str, Any]:
