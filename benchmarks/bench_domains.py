@@ -2,15 +2,10 @@
 
     python benchmarks/bench_domains.py [--domains sokoban,webshop,alfworld,sciworld] [--tasks 20] [--rounds 5]
 
-For every domain in ``ROWS``: play the expert once through gentax to record K action scripts
-(untimed), then replay the same scripts through the gentax env and through the raw engine,
-alternating the two ``--rounds`` times, timing only the step calls (resets are untimed). Prints
-the steps/s of each (per episode the fastest replay) and the wrapper overhead ``gentax time / raw time - 1`` (target
-<= 5 %). Timings live here, never in tests.
-
-``ROWS`` maps a domain to ``(gentax factory, raw factory)``; a factory takes the split and returns
-a ``Runner``: ``reset(task)``, ``prepare(action) -> native action`` (untimed) and
-``step(native)``. To add a domain, write its raw runner and add a row.
+For every domain in ``ROWS`` (domain -> (gentax ``Runner`` factory, raw one)): the expert's action
+scripts replayed through the gentax env and the raw engine, alternating ``--rounds`` times, only the
+step calls timed. Prints the steps/s of each and the wrapper overhead (target <= 5 %). To add a
+domain, write its raw runner and add a row.
 """
 
 from __future__ import annotations
@@ -101,11 +96,9 @@ class RawAlfworld(Runner):
 
 
 class RawSciworld(Runner):
-    """The scienceworld package's ``ScienceWorldEnv`` in this process, stepped through its
-    simulator handle with the work gentax's worker does per step (step, answer an ambiguity
-    prompt with "0", score, completed) — so the difference is gentax's process hop + protocol.
-    (The package's public ``ScienceWorldEnv.step`` also lists the valid actions every step and
-    is far slower: ~0.9 s a step on the loaded dev machine.)"""
+    """The scienceworld package's ``ScienceWorldEnv`` in this process, stepped through its simulator
+    handle with the work gentax's worker does per step, so the difference is gentax's process hop +
+    protocol (its public ``step`` also lists the valid actions every step: far slower)."""
 
     def __init__(self, split: str):
         import os

@@ -4,20 +4,10 @@ batching buys.
     python benchmarks/bench_rollout.py [--domains sokoban,webshop] [--batch 8] [--steps 2]
                                        [--new-tokens 32] [--threads N] [--parts split,throughput]
 
-1. Turn time split: ``collect`` runs ``--batch`` trajectories of each domain for ``--steps``
-   turns with the hf generator; the collector's own clock splits the time into generation
-   (the ``generate`` call), env (pool steps), other (augmentation, prompt building, parsing,
-   records) and the batch's env resets (once per batch, not part of a turn). Printed: seconds
-   per bucket, the share of the turns' time outside generation, (env + other) / (generate +
-   env + other) (target <= 10%), and that overhead per step in milliseconds.
-2. Throughput: the same ``--batch`` real step prompts (Sokoban) generated as one batched call
-   vs one call per prompt, each response forced to ``--new-tokens`` tokens (no stop string,
-   EOS still ends a row), in response tokens per second. Both are timed after one warm-up call.
-   With few new tokens the time is mostly the prompt pass (compute-bound on CPU, where
-   batching gains little); more new tokens show the decoding gain.
-
-Figures depend on the machine and on whatever else runs on it; ``--threads`` sets torch's
-intra-op threads (on a loaded machine 1 thread can beat 2 by a wide margin).
+1. Turn time split: ``collect`` of ``--batch`` trajectories per domain, the collector's clock split
+   into generation, env, other and resets; the share outside generation (target <= 10 %).
+2. Throughput: ``--batch`` Sokoban prompts generated as one batched call vs one call per prompt,
+   each forced to ``--new-tokens`` tokens, in response tokens per second.
 """
 
 from __future__ import annotations

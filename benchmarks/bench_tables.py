@@ -2,11 +2,8 @@
 
     python benchmarks/bench_tables.py [--bootstrap 1000] [--rounds 1] [--keep DIR]
 
-Writes ``gentax.analysis.synthetic`` inputs (2 inits, every training domain, default / aug /
-nothink runs, 3 seeds, checkpoints every 15 steps, the 300- and 240-step runs; episodes and
-invalid rates given) as CSV, then runs the real command line in a subprocess ``--rounds``
-times, with and without figures, and prints the wall times and the output listing. With
-``--keep DIR`` the inputs and the last output stay in DIR. Timings live here, never in tests.
+Writes ``gentax.analysis.synthetic`` inputs as CSV, then runs the real command line ``--rounds``
+times, with and without figures, and prints the wall and CPU times and the output listing.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""What the benchmark scripts share: this clone's gentax first on ``sys.path``, their records, and
-what differs between two correct runs of one computation (their timings).
-
-A benchmark's record is one file, ``benchmarks/records/<name>``, overwritten by its next run (its
-history is git's), headed by the date, the commit and the machine it was measured on; its latest
-figures are in docs/performance.md.
+"""What the benchmark scripts share: this clone's gentax first on ``sys.path``, their records (one
+file each, ``benchmarks/records/<name>``, overwritten by the next run, headed by date, commit and
+machine; latest figures in docs/performance.md), and what two correct runs may differ in (timings).
 """
 
 from __future__ import annotations

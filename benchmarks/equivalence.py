@@ -3,14 +3,11 @@
     python benchmarks/equivalence.py OLD_COMMIT [NEW_COMMIT=HEAD] [--write]
     python benchmarks/equivalence.py --folders FIRST SECOND [--out FILE.json]
 
-Commits: each is checked out into a scratch folder and runs the SLURM smoke's reduced grid
-(tests/smoke_config.yaml, a tiny seeded model) with the same Snakemake command; then all they made is
-compared. A change that alters no job's computation gives "identical"; ``--write`` makes the report
-the record benchmarks/records/equivalence.txt. Folders (two runs of one config, e.g. the GPU
-machine's twin, benchmarks/gpu1/device.sh): the second's files, each against the first's. Compared:
-every RL run's metrics, every trained model's weights and the training data (sha256), every
-evaluation's summary, episodes and steps (each response sampled), every table; timings and
-provenance left out. Standard library and pandas only (the GPU machine's image).
+Commits: each checked out into a scratch folder runs the SLURM smoke's reduced grid
+(tests/smoke_config.yaml, a tiny seeded model); then all they made is compared ("identical" when no
+job's computation changed; ``--write``: the record benchmarks/records/equivalence.txt). Folders: the
+second's files, each against the first's. Compared (``compare``): RL metrics, weights, training data,
+evaluations, tables; timings and provenance left out. Standard library and pandas only.
 """
 
 from __future__ import annotations
@@ -92,7 +89,7 @@ def run_grid(commit: str, tree: Path, model: Path) -> float:
     profile = ["--profile", "profiles/embedded"] if (tree / "profiles" / "embedded").is_dir() else []
     override = tree.parent / f"model_{tree.name}.yaml"
     override.write_text(f"model: {{base: {model}}}\n")
-    # the study's config where that commit keeps it (config/config.yaml since #41 item 5; the root before)
+    # the study's config where that commit keeps it (an older commit: the repository's root)
     study = "config/config.yaml" if (tree / "config" / "config.yaml").is_file() else "config.yaml"
     env = {"PATH": f"{tree / 'bin'}:{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHONPATH": str(tree),
            "HOME": str(Path.home())}

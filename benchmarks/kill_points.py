@@ -2,27 +2,14 @@
 
     python benchmarks/kill_points.py [--out DIR] [--only KIND,...] [--write]
 
-Each job kind is the ``gentax`` command a workflow rule runs, on the smallest inputs that exercise
-it (a tiny random-init Llama with the embedded model's tokenizer; the expert generator; synthetic
-summaries): the embedded model's conversion (``model``), the SFT dataset (``sft_data``), SFT with
-LlamaFactory (``sft``), RL on the local engine (``rl``, Sokoban, ``--steps 0:3``, a checkpoint
-every step), an evaluation over an earlier, smaller result (``eval``), a property log
-(``properties``) and the tables and figures (``tables``).
-
-The fault is a ``sitecustomize`` hook (benchmarks/kill_hook) that wraps the rename completing
-every atomic write (``gentax.io._commit``). First each job runs uninterrupted, logging its writes;
-then, for each write site (a path, its step numbers taken as one site; the step-2 write where a
-site repeats per step; of the tables' dozens, the first of each file type and the last), the job
-runs again from scratch at the same path and SIGKILLs itself just before that rename, then the
-plain command is rerun. Per point it prints: the temporaries the kill left; whether a result left by the kill
-is consistent (an eval JSON matches the tables beside it, ``read_eval``); the rerun's exit status;
-whether every output equals the uninterrupted run's (file by file; timings, wall-clock stamps and
-logs left out; Parquet and torch files by content; the saved torch RNG state apart, see
-``is_rng_state``); that every folder manifest matches its files; no temporary
-left; and what was done twice (RL: checkpointed steps trained again; other kinds are one unit: a
-killed job redoes its own work, nothing else). ``--write`` makes the report, headed by the commit,
-date and machine, the record benchmarks/records/kill_points.txt. Exit status 1 when a point is not
-recovered. A fault probe: no timing.
+Each job kind is the ``gentax`` command a workflow rule runs (``jobs``), on the smallest inputs that
+exercise it. A ``sitecustomize`` hook (benchmarks/kill_hook) wraps the rename completing every atomic
+write: each job runs uninterrupted, logging its writes; then, per write site (``kill_points``), again
+from scratch, SIGKILLed just before that rename, and rerun. Per point: the temporaries left, whether
+a result the kill left is consistent, whether the rerun's outputs equal the uninterrupted run's (the
+saved torch RNG state apart: ``is_rng_state``), manifests intact, what was trained twice.
+``--write`` makes the report the record benchmarks/records/kill_points.txt; exit 1 when a point is
+not recovered.
 """
 
 from __future__ import annotations
@@ -119,8 +106,7 @@ def _same_objects(a, b) -> bool:
 
 
 def results(folder: Path) -> dict[str, Path]:
-    """The result files of a job folder: not hidden (locks, temporaries), not logs, not manifests
-    (checked on their own)."""
+    """The result files of a job folder: not hidden, not logs, not manifests (checked on their own)."""
     from gentax.io import MANIFEST_FILE
 
     out = {}
@@ -139,9 +125,8 @@ def differences(ours: Path, reference: Path) -> list[str]:
 
 
 def is_rng_state(name: str) -> bool:
-    """The local engine's saved torch RNG state: no result draws from it (every random choice
-    comes from (seed, step)), and a resumed process has drawn from it differently before the
-    resume point, so it is reported apart from the results."""
+    """The local engine's saved torch RNG state: no result draws from it (every random choice comes
+    from (seed, step)) and a resumed process drew from it differently, so it is reported apart."""
     return name.endswith("gentax_state/rng.pt")
 
 
@@ -229,7 +214,7 @@ def _resumed_from(stdout: str) -> int:
 
 
 def probe(job: Job, work: Path) -> None:
-    """Run ``job`` uninterrupted, then killed at each of its write sites and rerun (module doc)."""
+    """Run ``job`` uninterrupted, then killed at each of its write sites and rerun."""
     from gentax.train import runs
 
     folder, reference = work / job.kind / "job", work / job.kind / "reference"

@@ -3,20 +3,12 @@
     python benchmarks/roofline.py [--threads 1] [--model PATH] [--prompts 4] [--prompt-tokens 330]
                                   [--new-tokens 40] [--dtypes bfloat16,float32] [--write]
 
-In one run, so the ratios hold whatever the machine's speed: the matrix-product peak per dtype (the
-embedded model's MLP shape and a 2048 cube) and the memory bandwidth (a 512 MB copy and sum); then on
-the embedded model (SmolLM2-135M) with the ``hf`` generator: prefill tokens/s of ``--prompts`` prompts
-against the peak (2 x non-embedding parameters FLOPs a token, plus the attention products); a GRPO
-group's prefill with its shared prefix prefilled once and not; decode ms a step against its floor
-(the weight bytes over the bandwidth) with the fast step (gentax.rollout.llama_decode: what jobs run)
-and transformers' forward, and a fast step's parts on their own (every weight product once, the
-batched sampler, the attention products; the rest is ~1,000 small calls); the local engine's update
-(``Policy.logprobs`` and a backward) against the peak (6 x body parameters FLOPs a token, 6 x LM-head
-parameters a response position, 3 x the attention products).
-
-Prints one table headed by the commit, CPU, bf16 flags and torch; ``--write`` makes it the record
-benchmarks/records/roofline.tsv. Run it on an idle machine: even idle, one machine's shares move by
-4-8 points between runs.
+In one run, so the ratios hold whatever the machine's speed: the matrix-product peak per dtype and
+the memory bandwidth; then, on the embedded model with the ``hf`` generator, prefill against the peak
+(2 x body parameters FLOPs a token plus attention), a GRPO group's shared-prefix prefill, decode ms a
+step against its floor (weight bytes / bandwidth) with the fast step and transformers' forward, the
+fast step's parts, and the local engine's update against the peak (6 x parameters FLOPs a token).
+``--write`` makes the table the record benchmarks/records/roofline.tsv. Run it on an idle machine.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """The tables' decision rule under seed variance: false-positive rate at every Holm step, and power.
 
-For the embedded, one-GPU (reference size and preset) and paper designs (their seeds, checkpoints
-per run's number, held-out tasks and Table 2 / Table 5 cell counts, read from the presets), with
-no training effect: a trained seed's success drawn around the initial policy's (ΔID) or the
-default run's (ΔOOD) with standard deviation τ_true from three seed laws
-(``gentax.study.preview.power.SEED_LAWS``: a Beta, two equal modes, a rare take-off), at every configured
-base rate (``eval.power_base_success``), the rule assuming τ (its seed-level floor): the configured
-``eval.seed_sd``, and 0.05 (what a user might assume instead), τ_true from 0 up to it. Per row, the false-positive rate (%) of one
-null cell at every level Holm can test it at (level / cells, ..., level / 1: strong control needs
-each), with Monte Carlo standard errors; "ok" where every step's rate is at most nominal + 2 se.
-Then the power at each τ: the smallest ΔID (points) and ΔOOD (percent) resolved with 80 % power at
-Holm's first step, the other cells null (Beta seed law). And the source of ``eval.seed_sd``'s
-default: the between-seed spread of the one-GPU reference run's committed summaries.
+For each preset's design (``DESIGNS``), with no training effect: seeds spread with sd τ_true under
+each of ``gentax.study.preview.power.SEED_LAWS``, the rule assuming τ (the configured
+``eval.seed_sd``, and 0.05), τ_true from 0 up to it. Per row, the false-positive rate (%) of one null
+cell at every Holm step; "ok" where each is at most nominal + 2 Monte Carlo se. Then the power at
+each τ, and the source of ``eval.seed_sd``'s default: the one-GPU reference run's between-seed spread.
 
 Usage: python benchmarks/seed_rule.py [--write] [--null-draws N]
 (--write: the record benchmarks/records/seed_rule.txt).
@@ -20,16 +13,13 @@ Usage: python benchmarks/seed_rule.py [--write] [--null-draws N]
 from __future__ import annotations
 
 import argparse
-import datetime
 import math
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from common import REPO, record_header, write_record
 
 #: (label, preset, extra config file)
 DESIGNS = (("embedded", "embedded", None), ("one-GPU reference", "gpu1", "config/gpu1_reference.yaml"),
@@ -100,8 +90,6 @@ def null_rates(tests, levels: list[float]) -> np.ndarray:
 
 
 def main(argv=None) -> int:
-    from gentax import provenance
-    from gentax.io import write_text
     from gentax.study.preview import power
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -109,10 +97,7 @@ def main(argv=None) -> int:
     parser.add_argument("--null-draws", type=int, default=10000, help="simulated null cells per row")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    code, machine = provenance.code_version(), provenance.machine()
-    lines = [f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {code['commit']}"
-             f"{' (dirty)' if code['dirty'] else ''}, {machine['cpu']}, {machine['cores']} cores; "
-             f"python benchmarks/seed_rule.py{' --write' if args.write else ''} --null-draws {args.null_draws}",
+    lines = [record_header(f"python benchmarks/seed_rule.py{' --write' if args.write else ''} --null-draws {args.null_draws}"),
              "The tables' rule (task-paired exact test AND Banerjee seed-level test with a trained side's seed variance "
              "at least τ² + its evaluation noise, gentax/analysis/stats.py) with no training effect: a trained seed's "
              "success drawn with sd τ_true around the null mean (laws: beta, two-mode q 0.5, take-off q 0.2), tasks "
@@ -189,7 +174,7 @@ def main(argv=None) -> int:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.write:
-        write_text(REPO / "benchmarks" / "records" / "seed_rule.txt", text)
+        write_record("seed_rule.txt", text)
     return 0
 
 

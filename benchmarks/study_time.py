@@ -2,15 +2,10 @@
 
     python benchmarks/study_time.py [RESULTS]        # default: results
 
-Every rule writes ``RESULTS/benchmarks/<job>.tsv`` (rules/common.smk ``bench_path``): Snakemake's
-``s`` (wall seconds) and ``cpu_time`` columns, one row per repeat (their mean is used). Snakemake
-samples ``cpu_time`` (every second for 30 s, then every 30 s), so it misses up to a job's last 30 s;
-the CPU seconds come from the job's log instead (``RESULTS/logs/<job>.log``, its last
-``gentax.joblog.USED`` line: getrusage of the process and its ended children) wherever it has one,
-and the table says how many jobs' CPU came from the benchmark files. Prints a markdown table: per
-job kind, the number of jobs, their wall seconds and CPU seconds, then the sums. The sum of wall
-seconds is not the study's wall time when jobs ran in parallel (time the ``snakemake`` command for
-that); CPU seconds add up.
+Wall seconds from each rule's ``RESULTS/benchmarks/<job>.tsv`` (the mean of its rows); CPU seconds
+from the job's log (its last ``gentax.joblog.USED`` line) where it has one, since Snakemake's sampled
+``cpu_time`` misses up to a job's last 30 s. Prints a markdown table per job kind, then the sums (the
+wall sum is not the study's wall time when jobs ran in parallel).
 """
 
 from __future__ import annotations

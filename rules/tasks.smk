@@ -1,6 +1,5 @@
-# Task splits: the held-out eval tasks of each domain (seeds + a fingerprint of their first
-# observations, so two machines can check they evaluate the same tasks). For ALFWorld this also
-# generates the games into the domain's cache before parallel jobs need them.
+# Task splits: the held-out eval tasks of each domain, fingerprinted (for ALFWorld this also
+# generates the games into the domain's cache before parallel jobs need them).
 
 
 TASKS_JOB = JobSpec("tasks", lambda wc: gjobs.tasks(config, wc.domain, gpaths.tasks(config, wc.domain)))

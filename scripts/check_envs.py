@@ -3,19 +3,11 @@
 
     python scripts/check_envs.py [ENV.yaml ...]     # default: every envs/*.yaml; exit 1 on a conflict
 
-For each env, uv's resolver (``uv pip compile``, the ``uv`` package of the main venv) resolves its
-pip requirements together with every transitive requirement, for the envs' target (CPython 3.11 on
-manylinux x86_64, ``--python-version`` / ``--python-platform``) rather than for this machine,
-without installing anything and without downloading wheels (it reads their metadata). It reads
-PyPI only, with a fresh cache each run (so it sees the registry as it is now): ``--no-config``,
-none of this machine's pip config, local wheel folders or constraint files. uv replaced pip's
-``install --dry-run``: the same check took pip ~200 s on CI, uv a few seconds. The envs
-run in parallel.
-
-Checked: one set of versions satisfies every pip pin of an env at once; relative paths (the
-torchaudio shim) resolve from the env file's folder. Not checked: the conda-forge part (python,
-openjdk, pip; conda-forge is not reachable from CI), CUDA/driver compatibility, building sdists
-beyond their metadata, importing anything. A conflict prints uv's own explanation, naming the env.
+uv's resolver (``uv pip compile``) resolves each env's pip requirements with every transitive one
+for the envs' target (CPython 3.11, manylinux x86_64), installing nothing, from PyPI only with a
+fresh cache (``--no-config``); the envs run in parallel. Checked: one set of versions satisfies every
+pip pin of an env. Not checked: the conda-forge part, CUDA, importing anything. A conflict prints
+uv's own explanation, naming the env.
 """
 
 from __future__ import annotations

@@ -3,24 +3,11 @@
     python scripts/config_readme.py --write     # regenerate config/README.md
     python scripts/config_readme.py --check     # exit 1 when config/README.md differs from what --write writes
 
-Each part of the file comes from the one home of what it says:
-
-- each key, its type and its description: the config schema as the workflow validates with it,
-  ``gentax.study.config.schema()`` (gentax/study/config_schema.yaml with the domain, variant and
-  preset lists filled in from the registries); a ``$def``'s ``title`` is the name its type is
-  shown by, and a glossary lists those;
-- each key's default: its value in config/config.yaml (``gentax.study.config.STUDY_FILE``), "—"
-  where that file leaves the key out;
-- the type of a key of the two open sections, ``rl`` and ``inits.v2.sft``, whose schema holds
-  descriptions only: the field of the engine loader's dataclass that validates it (``RLConfig``,
-  ``SFTConfig``; ``ENGINE_SECTIONS``);
-- each domain's difficulty knobs and their defaults: the domain registry's env classes.
-
-It refuses (a ConfigError: one line, exit 2) a key without a description, a key
-config/config.yaml sets in an open section that the schema does not describe, and a described key
-the engine's dataclass lacks, so the file cannot fall behind the schema. The registries are the
-built-in ones: ``GENTAX_DOMAINS`` is ignored here, so the file does not depend on the environment it
-is written in. tests/test_config_schema.py runs ``--check``, as CI does.
+Keys, types and descriptions come from ``gentax.study.config.schema()`` (a ``$def``'s ``title`` names
+its type); defaults from config/config.yaml ("—": unset); the types of the open sections ``rl`` and
+``inits.v2.sft`` from the engine loaders' dataclasses (``ENGINE_SECTIONS``); the domains' knobs from
+the built-in registry (``GENTAX_DOMAINS`` is ignored). A key without a description, or one the schema
+and the dataclass disagree on, is a ConfigError, so the file cannot fall behind the schema.
 """
 
 from __future__ import annotations
@@ -41,6 +28,7 @@ ENGINE_SECTIONS = {"rl": ("gentax.train.config", "RLConfig"), "inits.v2.sft": ("
 PYTHON_TYPES = {"int": "integer", "float": "number", "str": "string", "bool": "boolean", "None": "null", "Any": "any"}
 #: the longest default shown whole; a longer one is cut (text) or counted (lists, mappings)
 SHOWN_CHARS = 80
+BOUNDS = {"minimum": "≥", "exclusiveMinimum": ">", "maximum": "≤", "exclusiveMaximum": "<"}
 UNSET = "—"
 
 
@@ -53,13 +41,12 @@ class Row:
 
 
 class Readme:
-    """The README's text from ``schema`` and ``study`` (config/config.yaml, parsed); ``problems``
-    collects every key the text cannot describe (``text`` raises them together)."""
+    """The README's text from ``schema`` and ``study`` (config/config.yaml); ``problems``: every key
+    it cannot describe (``text`` raises them together)."""
 
     def __init__(self, schema: dict, study: dict):
         self.schema, self.study, self.problems = schema, study, []
 
-    # ---- the schema ----------------------------------------------------------------------------
     def resolve(self, node: dict) -> dict:
         """``node`` with its ``$ref`` laid under its own keywords (its own description wins)."""
         if "$ref" not in node:
@@ -93,13 +80,10 @@ class Readme:
                 return f"mapping: {key} → {self.type_text(node['additionalProperties'])}"
             return "mapping"
         if kind in ("integer", "number"):
-            low = [f"≥ {node['minimum']}"] if "minimum" in node else []
-            low += [f"> {node['exclusiveMinimum']}"] if "exclusiveMinimum" in node else []
-            high = [f"≤ {node['maximum']}"] if "maximum" in node else []
-            high += [f"< {node['exclusiveMaximum']}"] if "exclusiveMaximum" in node else []
             if "minimum" in node and "maximum" in node:
                 return f"{kind} in [{node['minimum']}, {node['maximum']}]"
-            return " ".join([kind, " and ".join(low + high)]).strip()
+            bounds = [f"{sign} {node[key]}" for key, sign in BOUNDS.items() if key in node]
+            return " ".join([kind, " and ".join(bounds)]).strip()
         if kind == "string":
             return "string" + (", not empty" if node.get("minLength") else "") + \
                 (f", matching `{node['pattern']}`" if "pattern" in node else "")
@@ -111,11 +95,9 @@ class Readme:
             self.problems.append(f"{key}: no description in the schema")
         return text or ""
 
-    # ---- the rows --------------------------------------------------------------------------------
     def rows(self, node: dict, key: str, required: bool, default: Any) -> list[Row]:
-        """The rows of the key ``key`` (dotted; ``[]`` marks a list's entries, ``<domain>`` a
-        mapping's names) and of every key under it; ``default``: its value in config/config.yaml,
-        ``UNSET`` when that file leaves it out, a ``PerName`` for the keys under a ``<name>``."""
+        """The rows of ``key`` (dotted; ``[]``: a list's entries, ``<domain>``: a mapping's names)
+        and every key under it; ``default``: its value in config/config.yaml (``UNSET``, ``PerName``)."""
         node = self.resolve(node)
         if key in ENGINE_SECTIONS:
             return self.engine_rows(node, key, default)
@@ -139,8 +121,7 @@ class Readme:
         return out
 
     def engine_rows(self, node: dict, key: str, default: Any) -> list[Row]:
-        """An open section: its row, then one per key its schema describes, typed by the engine
-        loader's dataclass; every key config/config.yaml sets there must be described."""
+        """An open section: its row, then one per described key, typed by the engine's dataclass."""
         module, name = ENGINE_SECTIONS[key]
         fields = {f.name: f.type for f in dataclasses.fields(getattr(importlib.import_module(module), name))}
         described = node.get("properties", {})
@@ -153,7 +134,6 @@ class Readme:
                            self.description(f"{key}.{child}", sub)))
         return out
 
-    # ---- the text --------------------------------------------------------------------------------
     def text(self, presets: dict, knobs: dict[str, dict]) -> str:
         from gentax.errors import ConfigError
 
@@ -195,8 +175,7 @@ def under(default: Any, name: str) -> Any:
 
 
 def shown(value: Any) -> str:
-    """A default as the table shows it: text as it is, any other value as YAML in one line (a
-    ``PerName``: the mapping of each name to its value); cut or counted past ``SHOWN_CHARS``."""
+    """A default as shown: text as it is, else one-line YAML; cut or counted past ``SHOWN_CHARS``."""
     import yaml
 
     if isinstance(value, str) and value in (UNSET, ""):
@@ -233,8 +212,7 @@ def python_type(annotation: str) -> str:
 
 
 def prose(text: str) -> str:
-    """A schema's text as Markdown: ``<`` and ``>`` outside its `code` spans written as entities, so
-    that ``domains.<train_domain>`` is not read as an HTML tag."""
+    """A schema's text as Markdown: ``<`` and ``>`` outside `code` spans as entities (no HTML tags)."""
     parts = text.split("`")
     return "`".join(part if i % 2 else part.replace("<", "&lt;").replace(">", "&gt;") for i, part in enumerate(parts))
 
@@ -279,7 +257,7 @@ def intro(presets: dict) -> str:
 
 
 def readme() -> str:
-    """The README's text, from the built-in registries: ``GENTAX_DOMAINS`` is left out while it is made."""
+    """The README's text from the built-in registries (``GENTAX_DOMAINS`` unset meanwhile)."""
     from gentax.domains import domain_class
     from gentax.domains.spec import ENV_VAR, names
     from gentax.io import read_yaml

@@ -6,20 +6,10 @@
     python scripts/dump_job_settings.py tests/golden/jobs_paper.json.gz --profile profiles/slurm
 
 ``--check`` rebuilds the dump with the Snakemake arguments recorded in DUMP and prints every job
-whose record differs (exit 1), or "identical" (exit 0): tests/test_job_settings.py runs it on the
-committed dumps, so a change to what any job receives is a deliberate, reviewed change of them.
-
-The DAG is Snakemake's own, ``snakemake -n ARGS`` (profiles, ``--config``, the workflow profile)
-with every job forced, so the dump does not depend on what ``results/`` holds:
-``gentax.study.dag.build``, the DAG the budget preview prices too. For each job the dump holds its
-rule, wildcards, input and output files, log, threads and resources, and its **settings**: what
-the job's program receives, resolved by the program's own loaders, so that two ways of handing
-settings to a job compare equal when the program sees the same thing: each job's spec (its
-``--job``, ``gentax.study.jobs``) in the shape of the verb's command-line arguments (``args``)
-beside its resolved RL / SFT sections. Nothing is run and nothing is written under ``results/``.
-
-The JSON is sorted and machine-independent (paths relative to the repository), so a change to any
-job's settings shows as a diff of the committed dumps.
+whose record differs (exit 1), or "identical" (tests/test_job_settings.py runs it on the committed
+dumps). The DAG is ``gentax.study.dag.build`` (every job forced: independent of ``results/``); per
+job its rule, wildcards, files, log, threads, resources and **settings**: its spec in the shape of
+the verb's command-line arguments beside its resolved RL / SFT sections. Sorted, machine-independent JSON.
 """
 
 from __future__ import annotations
@@ -72,9 +62,8 @@ def _rollout_args(verb: str, spec: dict) -> dict[str, Any]:
 
 
 def _settings(verb: str | None, spec: dict | None) -> dict[str, Any]:
-    """What the job's program receives, in the shape of its command-line arguments (``args``) and
-    its resolved sections; for a bookkeeping job, the settings it reads beside its inputs (none for
-    rule all, which runs no command)."""
+    """What the job's program receives, as its command-line arguments (``args``) and resolved
+    sections; a bookkeeping job's settings beside its inputs; none for rule all."""
     if verb is None:
         return {"params": {}}
     if verb in BOOKKEEPING:

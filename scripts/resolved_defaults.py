@@ -3,21 +3,15 @@
     python scripts/resolved_defaults.py --write     # regenerate every preset's listing
     python scripts/resolved_defaults.py --check     # exit 1 naming each listing that differs
 
-Each listing is what the study of one preset (``gentax.study.config.PRESET_OVERLAYS``: paper,
-embedded, gpu1) resolves to, generated, never edited by hand (as verl's generated trainer config):
+Each listing is what one preset's study resolves to, generated, never edited by hand:
 
-- ``study``: the study config, config/config.yaml with the preset's overlay, validated
-  (``gentax.study.config.study_config``);
-- ``rl``: the RL section each training job's engine receives, the engine's defaults
-  (gentax/train/rl_defaults.yaml) included (``gentax.study.jobs.resolved_rl``);
-- ``sft``: the SFT sections the SFT jobs receive (``gentax.study.jobs.sft_data`` / ``sft_train``:
-  V2's, and the embedded base's where the preset builds one);
-- ``command_line``: what each command's options default to under ``--preset`` (``gentax eval``,
-  ``properties``, ``tables``, ``train rl``, ``augment preview``; ``gentax sft``'s ``--study-preset``:
-  each SFT stage's section before the engine's defaults; ``gentax.study.jobs.command_line_defaults``).
+- ``study``: config/config.yaml with the preset's overlay, validated (``study_config``);
+- ``rl``: the RL section each training job's engine receives, its defaults included (``jobs.resolved_rl``);
+- ``sft``: the SFT sections the SFT jobs receive (V2's, and the embedded base's where built);
+- ``command_line``: what each command's options default to under ``--preset``
+  (``gentax.study.jobs.command_line_defaults``).
 
-tests/test_resolved_defaults.py runs ``--check``, so a change to any default is a change of these
-files, reviewed in the diff.
+tests/test_resolved_defaults.py runs ``--check``, so a change to any default shows in the diff.
 """
 
 from __future__ import annotations

@@ -7,9 +7,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
-# One thread per test process: two workers (and the SLURM smoke's jobs) on two cores with torch's
-# default of a thread per core left OpenMP's waiting threads spinning against each other, and the
-# embedded-model tests ran 5-8x slower than alone (2026-12-03). Jobs that Snakemake starts get
-# their rule's threads as before (it sets OMP_NUM_THREADS per job).
+# One thread per test process: OpenMP's waiting threads of two workers spin against each other
+# otherwise. Jobs that Snakemake starts get their rule's threads (it sets OMP_NUM_THREADS per job).
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 exec bash scripts/run.sh python -m pytest -q -p no:cacheprovider --durations=25 -n 2 --dist loadfile --no-loadscope-reorder "$@"

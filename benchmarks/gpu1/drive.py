@@ -3,23 +3,11 @@ per job), and a record of both.
 
     python3 benchmarks/gpu1/drive.py RECORD_DIR --seconds N [--compare SCRIPT_ARGS] [--commit C] -- SNAKEMAKE_ARGS...
 
-Run from the repository the results belong to (benchmarks/gpu1/device.sh runs it in its copy of
-the code); Snakemake runs as ``python3 -m snakemake SNAKEMAKE_ARGS`` in a process group of its own
-and is stopped with SIGINT to that group when N seconds have passed, as a user's Ctrl-C stops it;
-what was running is marked incomplete and rerun by the next call.
-
-What it writes into RECORD_DIR while it runs (rewritten every few seconds, so a call that ends
-early still brings back a partial record):
-- ``gpu_samples.csv``: nvidia-smi's timestamp, utilization and memory used, every 0.5 s
-  (benchmarks/gpu1/report.py reads it);
-- ``drive.json``: the machine, the Snakemake run (return code, seconds) and every job seen (its
-  ``gentax VERB --job SPEC`` process: start, end, peak GPU memory of its processes, from
-  nvidia-smi's compute apps mapped to the job by process ancestry); an RL run's steps are in its
-  metrics.csv.
-
-``--compare 'ARGS'`` starts ``python3 benchmarks/gpu1/generators.py ARGS`` once the first
-argument (a model folder) exists, beside the workflow (its output goes to RECORD_DIR/compare.log).
-Standard library and psutil only (the GPU machine's image: it runs before anything is installed).
+Snakemake runs in a process group of its own, stopped with SIGINT (as Ctrl-C) after N seconds. Into
+RECORD_DIR, rewritten every few seconds: ``gpu_samples.csv`` (nvidia-smi every 0.5 s) and
+``drive.json`` (the machine, the run, every ``gentax VERB --job SPEC`` job seen: start, end, peak GPU
+memory by process ancestry). ``--compare 'ARGS'`` starts benchmarks/gpu1/generators.py ARGS once its
+model folder exists. Standard library and psutil only (the GPU machine's image).
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
-"""The vllm generator against the hf generator on one checkpoint's evaluation, in one command: the
-workflow's own evaluation job (its spec, built by gentax.study.jobs.eval_checkpoint from the config:
-the preset's temperature, token limit, history, step limit, knobs and task manifest) run once with
-each generator, both at the same time on the same GPU (so both see the same load), then their
-generation speed and their successes side by side with the tables' exact paired test over the
-tasks (gentax.analysis.stats.paired_test, before = hf).
+"""The vllm generator against the hf generator on one checkpoint's evaluation: the workflow's own
+evaluation job (gentax.study.jobs.eval_checkpoint) run with each, at the same time on the same GPU,
+then their speed and successes side by side with the tables' paired test (before = hf).
 
     python3 benchmarks/gpu1/generators.py MODEL --tasks TASKS.json --work DIR [--domain sokoban]
         [--configfile config/gpu1_paper_engines.yaml ...]
 
-Prints a table (per generator success, tokens/s, generation seconds, engine start-up, job wall) and
-the paired test: the part of a GPU run's summary (benchmarks/gpu_runs/) it measured.
+Prints a table per generator and the paired test (a part of a GPU run's summary).
 """
 
 from __future__ import annotations

@@ -2,17 +2,11 @@
 
     python3 benchmarks/gpu1/install.py PARTS_ROOT DEST [--check]
 
-PARTS_ROOT holds the carry folders ``.gpu1p<k>/`` (one carried a device call; each holds its part
-and the bundle's manifest.json). Every part present is checked against the manifest (size, then
-sha256) as soon as it arrives; ``--check`` stops there and says which parts are still to come (exit
-0: all here and good; 1: the ones here are good, others still to come). Without ``--check``, once every part is here and good the parts are
-joined, the stream's sha256 is checked, and it is unpacked into DEST (DEST/site, DEST/jre, DEST/bin);
-DEST/installed.json names the bundle, so a second call with the same bundle does nothing. (The site
-has no byte code: benchmarks/gpu1/device.sh compiles it beside the first jobs.)
-
-A part that is missing or damaged (or a manifest that disagrees with another) stops the install with
-exit 2 and one line naming the part, its carry folder and the command that rebuilds the bundle.
-Standard library only: the GPU machine has no gentax environment yet when this runs.
+PARTS_ROOT holds the carry folders ``.gpu1p<k>/`` (each: one part and the bundle's manifest.json).
+Every part present is checked (size, sha256); ``--check`` stops there (exit 0: all here and good; 1:
+others still to come). Else the parts are joined, checked and unpacked into DEST; DEST/installed.json
+names the bundle, so a second call does nothing. A missing or damaged part: exit 2, one line naming
+it and the rebuild command. Standard library only (no gentax environment there yet).
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Rebuild the one-GPU runs' tables from their committed summaries, under the current code.
 
-Two runs of the reference size (2 seeds, 6 RL steps; docs/gpu1.md): the reference run
-(benchmarks/gpu_runs/gpu1_reference_2026-12-02.md: 27 of its 40 RL runs finished, so its own table
-jobs built Tables 2, 3, 4, 6 and 8 only; its property table too) and the run of 2026-12-04c (150 of
-157 jobs; its Table 2 had the records' only "resolved" cell). Each run's summaries are one archive in
-benchmarks/gpu_runs/; this builds every table (``gentax.analysis.tables.build_all``, no figures) with
-the run's settings (window = its last checkpoint, step 6; bootstrap seed 0; its V2 SFT mix) and
-today's rule (``eval.seed_sd`` of the gpu1 preset), and writes Tables 2, 4, 5, 6 and 7 of each with
-the commit, date and machine as one record, benchmarks/records/gpu1_reference_tables.md. Cells whose
-aug / nothink run did not finish are empty; some arms have one seed (such cells cannot be resolved).
+The runs of ``RUNS`` (reference size: 2 seeds, 6 RL steps; docs/gpu1.md) keep their summaries as one
+archive each in benchmarks/gpu_runs/; this builds every table with the run's settings and today's
+rule (the gpu1 preset's ``eval.seed_sd``) and writes ``SHOWN`` of each as the record
+benchmarks/records/gpu1_reference_tables.md. Cells whose run did not finish are empty.
 
     python benchmarks/gpu1/rebuild_tables.py
 """

@@ -6,11 +6,8 @@ part of a GPU run's summary (benchmarks/gpu_runs/).
 
     python benchmarks/gpu1/report.py RESULTS_DIR --machine "one NVIDIA H200"
 
-Ceilings (measured on the lent H200, KINDS.md): bf16 matrix products 790 TFLOP/s, HBM copy 4.3 TB/s.
-Decode ceiling at batch B: B tokens per (model bytes / bandwidth); prefill ceiling: 2 x parameters
-FLOP per prompt token at the bf16 peak. GPU busy = nvidia-smi's utilization.gpu (the share of time
-a kernel ran, from any process) averaged over the samples inside the job's interval: with several
-jobs at once it is the GPU's, not the job's.
+Ceilings: the H200's bf16 peak and HBM bandwidth (``PEAK_FLOPS``, ``HBM_BYTES_PER_S``). GPU busy is
+nvidia-smi's utilization.gpu over the job's interval: the GPU's, not the job's, when jobs overlap.
 """
 
 from __future__ import annotations

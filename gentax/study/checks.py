@@ -1,11 +1,6 @@
-"""Every job's check of its spec against its inputs, made at plan time too.
-
-A job checks its spec against its inputs on disk before any work (its kind's ``problems``). The
-same check runs at plan time on ``Planned``, the inputs as the plan's jobs will write them (a
-domain's manifest lists ``jobs.manifest_size`` eval tasks; the model folders are the initial
-policies and the checkpoints each run keeps; a declared input file is Snakemake's DAG's to check).
-rules/common.smk runs ``plan_problem`` for every job Snakemake builds, so ``snakemake -n`` (and
-``gentax plan --check``) of a plan with a job that would refuse stops in one line naming it.
+"""Every job's check of its spec against its inputs (its kind's ``problems``), made at plan time too,
+on ``Planned``: the inputs as the plan's jobs will write them. rules/common.smk runs ``plan_problem``
+for every job Snakemake builds, so ``snakemake -n`` of a plan with a job that would refuse stops in one line.
 """
 
 from __future__ import annotations

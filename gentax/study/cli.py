@@ -1,8 +1,5 @@
-"""``gentax plan``: print the study's plan (the grid of RL runs and what they imply), or with
-``--settings`` every job kind's effective settings and their sources, with ``--power`` what each table
-can resolve, with ``--cost`` the GPU-hours and disk it takes (the previews: ``gentax.study.preview``);
-``--check`` checks every job's spec against the inputs the plan writes, and that its GPU jobs fit.
-And ``gentax controls-properties-table``, the controls' table job."""
+"""``gentax plan``: the study's plan, its previews (``--settings``, ``--power``, ``--cost``:
+``gentax.study.preview``) and ``--check``; and ``gentax controls-properties-table``, the controls' table job."""
 
 from __future__ import annotations
 
@@ -74,8 +71,6 @@ def _plan(args) -> int:
         raise ConfigError("--target says which table or figure to price: give it with --cost")
     if args.target:
         gplan.artifact_variants(Path(args.target).stem)  # an unknown name stops here, before any work
-    # as the Snakefile: config/config.yaml is the base, the files are overrides (in order), laid over the
-    # preset's overlay; the preset is --preset, else what the files set, else paper
     cfg = gconfig.study_config(args.preset, args.config)
     print(results_line(cfg), file=sys.stderr)
     from gentax.study.preview import memory  # function-local, as the previews below: `gentax --help` stays fast
@@ -121,12 +116,10 @@ def _plan(args) -> int:
 
 
 def _check_plan(cfg: dict, args) -> int:
-    """``--check``: Snakemake builds the DAG of this config (``snakemake -n``, nothing run or
-    written under results/), and each job's check runs as the job is built (rules/common.smk
-    JobSpec.checked): 0 when every job would start, else 2 with the first one that would not; 2
-    also when the profile's set-resources names a rule the workflow has not (its jobs would lose
-    the resources silently). What a run would lack (inputs away from the cluster, the results
-    folder's disk) is said as notes."""
+    """``--check``: ``snakemake -n`` of this config, whose every job's check runs as it is built
+    (rules/common.smk JobSpec.checked): 0 when every job would start, else 2 naming the first that
+    would not, or a rule the profile's set-resources names that the workflow lacks. What a run
+    would lack here is said as notes."""
     from concurrent.futures import ThreadPoolExecutor
 
     from gentax.study import config as gconfig

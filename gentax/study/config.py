@@ -1,22 +1,8 @@
-"""The study's config: loading, the presets, validation (one line per error, naming the key and
-the file that set it), and the RL and SFT sections the study's jobs receive. The bottom of the study
-layer: it imports nothing of the plan, the job specs or the previews.
-
-- ``study_config(preset, configfiles)``: the study config of a preset, resolved and validated:
-  config/config.yaml (``STUDY_FILE``), the preset's overlay (``PRESET_OVERLAYS``), the user's files.
-  The package's one reader of the workflow's config file (tests/test_config_reader.py); the
-  Snakefile reads the file it was started with and hands it to ``with_preset``.
-- ``validate(cfg, sources=...)``: ``config_schema.yaml`` (its lists filled in from the domain and
-  variant registries: ``schema()``; ``schema_file()`` for ``snakemake.utils.validate``), the rules
-  that span keys, every domain's knobs (its own ``check_options``) and the RL and SFT sections,
-  built by the engines' own loaders. A ``ConfigError`` names the key, the file that set it
-  (``config_sources``) and the closest valid key.
-- ``with_preset(base, overrides)``: config/config.yaml, the preset's overlay layers (``overlay_layers``:
-  gpu1's is laid over sections of embedded's, ``OVERLAY_PARENTS``), the user's; each domain section
-  without a step limit gets its env's own (``with_step_limits``).
-- ``study_rl(cfg)`` / ``study_sft(cfg, stage)``: the RL and SFT sections as the engines' loaders
-  read them (``gentax.study.jobs`` resolves each job's from them).
-- ``unmet_inputs(cfg)``: what the jobs need from this machine (the base model, a writable results folder).
+"""The study's config: loading (``study_config``, ``with_preset``: config/config.yaml, the preset's
+overlay, the user's files), validation (``validate``: the schema, the rules that span keys, the
+domains' knobs and the engines' loaders; one line per error naming the key and the file that set it)
+and the RL and SFT sections the jobs receive (``study_rl``, ``study_sft``). The bottom of the study
+layer, and the package's one reader of the workflow's config file (tests/test_config_reader.py).
 """
 
 from __future__ import annotations
@@ -43,7 +29,7 @@ SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 
 @functools.lru_cache(maxsize=1)
 def _validator():
-    """The schema's validator, whose ``integer`` is an int, not 8.0 (``gentax.errors.number_hint``)."""
+    """The schema's validator, whose ``integer`` is an int, not 8.0."""
     import jsonschema
 
     base = jsonschema.Draft202012Validator
@@ -52,8 +38,7 @@ def _validator():
 
 
 def schema() -> dict:
-    """``config_schema.yaml`` with its lists filled in from the registries: the domains (names and
-    required sections), the variants, the presets."""
+    """``config_schema.yaml`` with the domain, variant and preset lists filled in from the registries."""
     out = read_yaml(SCHEMA_PATH)
     domains = list(names())
     out["$defs"]["domain_name"]["enum"] = domains
@@ -67,8 +52,7 @@ def schema() -> dict:
 
 @contextlib.contextmanager
 def schema_file() -> Iterator[Path]:
-    """``schema()`` as a JSON file for the ``with`` block (``snakemake.utils.validate`` reads a schema
-    from a file only), in a private temporary folder."""
+    """``schema()`` as a JSON file for the ``with`` block (``snakemake.utils.validate`` reads files only)."""
     import json
     import tempfile
 
@@ -78,24 +62,19 @@ def schema_file() -> Iterator[Path]:
         yield path
 
 
-#: The study presets: which overlay is laid over config/config.yaml (the paper's study) before the user's
-#: own overrides. This is the only meaning of "preset" in the workflow config; an SFT job's ``preset``
-#: (the ``--preset`` of ``gentax sft build-data`` and ``train``) names its SFT stage instead (v2 |
-#: embedded-base: ``plan.SFT_BLOCKS``).
+#: The study presets: the overlay laid over config/config.yaml (the paper's study) before the user's
+#: overrides. (An SFT job's ``preset`` names its SFT stage instead: ``SFT_BLOCKS``.)
 PRESET_OVERLAYS = {"paper": None, "embedded": REPO_ROOT / "config" / "embedded.yaml",
                    "gpu1": REPO_ROOT / "config" / "gpu1.yaml"}
-#: a preset whose overlay is laid over sections of another preset's overlay, so it sets only what differs:
-#: the workstation study runs the embedded model with the embedded study's engines, domain knobs and cluster
+#: a preset whose overlay is laid over sections of another preset's, so it sets only what differs
 OVERLAY_PARENTS = {"gpu1": ("embedded", ("model", "engines", "domains", "cluster"))}
 #: the workflow's config file, the paper's study: the base every preset's overlay is laid over
 STUDY_FILE = REPO_ROOT / "config" / "config.yaml"
 
 
 def study_config(preset: str | None = None, configfiles: Iterable[str | Path] = (), *, check: bool = True) -> dict:
-    """The study config of ``preset`` (else what ``configfiles`` set, else paper): config/config.yaml,
-    the preset's overlay, then ``configfiles`` in order, as the Snakefile resolves it. ``check=False``
-    skips ``validate``: a command line's defaults from a shipped preset (CI checks those), whose
-    domain may be one a ``GENTAX_DOMAINS`` module adds."""
+    """The study config of ``preset`` (else what ``configfiles`` set, else paper), as the Snakefile
+    resolves it. ``check=False`` skips ``validate`` (a command line's defaults from a shipped preset)."""
     overrides: dict = {}
     for layer in [read_yaml(path) for path in configfiles] + [{"preset": preset} if preset else {}]:
         overrides = deep_merge(overrides, layer)
@@ -106,11 +85,9 @@ def study_config(preset: str | None = None, configfiles: Iterable[str | Path] = 
 
 
 def with_preset(base: dict, overrides: dict, default: str = "embedded") -> dict:
-    """The study config: ``base`` (config/config.yaml), then the preset's overlay, then ``overrides``
-    (the user's files and key=values, already merged in order), so an override always wins,
-    also over a value the overlay sets. The preset is ``overrides["preset"]`` when given (the
-    Snakemake profile or a file sets it), else ``default`` (a plain ``snakemake``: embedded);
-    ``{preset}`` in ``results`` is its name (each preset's outputs in a folder of their own)."""
+    """``base`` (config/config.yaml), the preset's overlay, then ``overrides`` (the user's, merged in
+    order), which always win. The preset is ``overrides["preset"]``, else ``default``; ``{preset}``
+    in ``results`` becomes its name."""
     preset = overrides.get("preset") or default
     if preset not in PRESET_OVERLAYS:
         raise ConfigError(f"config key preset: unknown preset {preset!r}{did_you_mean(str(preset), PRESET_OVERLAYS)}; "
@@ -131,8 +108,8 @@ def with_results(cfg: dict) -> dict:
 
 
 def overlay_layers(preset: str) -> list[tuple[Path, dict]]:
-    """(file, what it lays) of each layer of ``preset``'s overlay, in merge order: its parent's sections
-    (``OVERLAY_PARENTS``), then its own file (``PRESET_OVERLAYS``); none for paper."""
+    """(file, what it lays) of each layer of ``preset``'s overlay in merge order: its parent's
+    sections (``OVERLAY_PARENTS``), then its own file; none for paper."""
     overlay = PRESET_OVERLAYS[preset]
     if overlay is None:
         return []
@@ -143,9 +120,8 @@ def overlay_layers(preset: str) -> list[tuple[Path, dict]]:
 
 
 def with_step_limits(cfg: dict) -> dict:
-    """``cfg`` with each registered domain's section that sets no ``max_steps`` given the domain's own
-    step limit (its env's ``default_max_steps``, the limit's one home); ``max_steps`` comes first in
-    every section; every other key and section is left as it is, for the schema to judge."""
+    """``cfg`` with each registered domain's section that sets no ``max_steps`` given its env's
+    ``default_max_steps`` (the limit's one home), first in the section; the rest is the schema's to judge."""
     sections = cfg.get("domains")
     if isinstance(sections, dict):
         cfg["domains"] = {d: {"max_steps": domain_class(d).default_max_steps, **s}
@@ -186,8 +162,7 @@ def config_sources(preset: str, configfiles: Iterable[str | Path] = (), cli: dic
 
 
 def check_configfiles(paths: Iterable[str | Path]) -> None:
-    """Each ``snakemake --configfile`` file read as Snakemake will read it, so that one it cannot read
-    is named (Snakemake's message names no file)."""
+    """Each ``snakemake --configfile`` file read, so one that cannot be read is named (Snakemake's message does not)."""
     for path in map(Path, paths):
         if path.is_file() and not path.read_text().strip():
             raise ConfigError(f"{path}: empty; a config file is a mapping of keys (e.g. `eval: {{episodes: 4}}`)")
@@ -195,11 +170,10 @@ def check_configfiles(paths: Iterable[str | Path]) -> None:
 
 
 def unmet_inputs(cfg: dict) -> list[str]:
-    """What the jobs will need from this machine that is not there, one line each: the base model
-    folder (unless ``model.embedded``) and a writable results folder, every folder already in it
-    writable too (a rerun removes a job's old outputs first: a read-only or immutable folder would
-    stop it half-way, in Snakemake's own traceback). A run stops on any, before any job's outputs
-    are removed (the Snakefile's onstart); a plan only says them (it may be made away from the cluster)."""
+    """What the jobs need from this machine that is not there, one line each: the base model folder
+    (unless ``model.embedded``) and a writable results folder, every folder in it writable too (a
+    rerun removes a job's old outputs first). A run stops on any (the Snakefile's onstart); a plan
+    only says them."""
     import os
 
     problems = []
@@ -254,8 +228,7 @@ def load_config(sources: str | Path | dict | Iterable[str | Path | dict]) -> dic
 
 def validate(cfg: dict, *, sources: list[tuple[str, dict]] | None = None) -> None:
     """Schema + the rules that span keys + the domains' knobs + the RL and SFT sections. ``sources``
-    (``config_sources``): the layers ``cfg`` was merged from, so a bad key's error names the file
-    that set it. (The GPU memory check is a preview's: ``gentax.study.preview.memory.check``.)"""
+    (``config_sources``): the layers ``cfg`` was merged from, so an error names the file that set the key."""
     sources = sources or []
     errors = sorted(_validator().iter_errors(cfg), key=lambda e: (len(e.path), list(map(str, e.path))))
     if errors:
@@ -283,8 +256,7 @@ def _named_source(exc: ConfigError, sources: list[tuple[str, dict]]) -> ConfigEr
 
 
 def _schema_error(errors: list, sources: list[tuple[str, dict]]) -> ConfigError:
-    """One line for the schema's best-matching error: the key, what is wrong, a did-you-mean or the
-    number hint, and the file that set it."""
+    """One line for the schema's best-matching error: key, problem, a hint, the file that set it."""
     import jsonschema
 
     err = jsonschema.exceptions.best_match(errors)
@@ -340,8 +312,8 @@ def _check_cross_fields(cfg: dict) -> None:
 
 
 def _check_mixtures(cfg: dict) -> None:
-    """Every mixture of ``grid.mixtures``: two or more known domains; when the block is on, each an
-    evaluated domain of the init, with an augmentation budget when the variant augments."""
+    """Every mixture of ``grid.mixtures``: two or more known domains; when enabled, each evaluated
+    by the init, with an augmentation budget when the variant augments."""
     block = cfg["grid"].get("mixtures") or {}
     for i, exp in enumerate(block.get("experiments", [])):
         allowed = cfg["inits"][exp["init"]]["domains"]
@@ -363,8 +335,8 @@ def _check_mixtures(cfg: dict) -> None:
 
 
 def _check_filler(cfg: dict) -> None:
-    """Every planned filler experiment (``controls.filler``, or a grid entry of a filler variant): each
-    domain evaluated by the init and with its thinking run planned; the local RL engine."""
+    """Every planned filler experiment: each domain evaluated by the init, its thinking run planned,
+    the local RL engine."""
     planned = [(f"config key controls.filler.experiments.{i}", exp) for i, exp in enumerate(filler_experiments(cfg))]
     planned += [(f"config key grid.experiments.{i}", exp) for i, exp in enumerate(cfg["grid"]["experiments"])
                 if runspec.think_mode(exp["variant"]) == "filler"]
@@ -390,9 +362,8 @@ def not_evaluated(cfg: dict, key: str, init: str, domain: str) -> ConfigError:
 
 
 def check_controls(cfg: dict) -> None:
-    """The enabled sweeps of ``controls`` (``gentax.study.controls``): level names once, the training
-    domain an evaluated domain of the init, a domain with augmentation sources for a richness
-    sweep, and every difficulty level's knobs (laid over the domain's) passing ``check_options``."""
+    """The enabled sweeps of ``controls``: level names once, the training domain evaluated by the
+    init, augmentation sources for a richness sweep, each difficulty level's knobs passing ``check_options``."""
     for kind in ("difficulty", "richness"):
         block = (cfg.get("controls") or {}).get(kind) or {}
         if not block.get("enabled"):
@@ -438,8 +409,7 @@ def _check_domain_options(cfg: dict) -> None:
 
 
 def _check_engine_sections(cfg: dict) -> None:
-    """The RL and SFT sections, built by the engines' own loaders (one place for their keys), their
-    errors (``KeyProblem``) worded as the schema's."""
+    """The RL and SFT sections, built by the engines' own loaders, their errors worded as the schema's."""
     checks = [("rl", lambda: load_rl_config(study_rl(cfg)))]
     checks += [(block, functools.partial(lambda stage: load_sft_config(study_sft(cfg, stage)), stage))
                for stage, block in SFT_BLOCKS.items()
@@ -459,14 +429,11 @@ RL_FROM_STUDY = {"val_temperature": "eval.temperature"}
 
 
 def study_rl(cfg: dict) -> dict[str, Any]:
-    """The study's RL block as the RL engines' loader reads it: config ``rl:`` with the keys whose
-    value is another setting's (``RL_FROM_STUDY``: an RL run validates at the evaluations'
-    temperature), the penalty of an invalid step's sample the envs' (``INVALID_PENALTY``) unless
-    ``rl.invalid_penalty`` sets another, and verl's GPUs the cluster's unless
-    ``rl.verl.n_gpus_per_node`` sets RL's own."""
+    """Config ``rl:`` as the RL engines' loader reads it, with ``RL_FROM_STUDY``'s keys filled in, the
+    envs' ``INVALID_PENALTY`` and the cluster's GPUs for verl unless ``rl`` sets them."""
     rl = _filled_from_study(cfg, cfg["rl"], RL_FROM_STUDY, "RL config", "rl",
                             "the RL run's validation plays as the evaluations do")
-    rl.setdefault("invalid_penalty", -INVALID_PENALTY)  # the envs' reward of an invalid step, unless rl sets one
+    rl.setdefault("invalid_penalty", -INVALID_PENALTY)
     verl = dict(rl.get("verl") or {})
     if verl.get("n_gpus_per_node") is None and "cluster" in cfg:
         rl["verl"] = {**verl, "n_gpus_per_node": cfg["cluster"]["gpus_per_node"]}
@@ -490,8 +457,8 @@ def _setting(cfg: dict, dotted: str) -> Any:
 
 def _filled_from_study(cfg: dict, block: dict, from_study: dict[str, str], section: str, where: str,
                        why: str) -> dict[str, Any]:
-    """``block`` (the config's ``where``) with each key of ``from_study`` set to the study setting it
-    names; a block that sets one itself is refused (a ``section`` ``KeyProblem``, saying ``why``)."""
+    """``block`` with each key of ``from_study`` set to the setting it names; a block that sets one
+    itself is refused (a ``KeyProblem`` saying ``why``)."""
     for key, source in from_study.items():
         if key in block:
             raise KeyProblem(section, (key,), f"set by {source} ({why}); remove {where}.{key}")
@@ -499,11 +466,10 @@ def _filled_from_study(cfg: dict, block: dict, from_study: dict[str, str], secti
 
 
 def study_sft(cfg: dict, preset: str) -> dict[str, Any]:
-    """The SFT section of the SFT stage ``preset`` (``SFT_BLOCKS``) as the engine's loader reads it:
-    the stage's block, where a mix weight of 0 drops the domain and its source (files merge key by
-    key: an override cannot delete a key); for the embedded warm start without a mix, the expert on
-    every domain whose spec has ``warm_start``; the keys whose value is another setting's
-    (``SFT_FROM_STUDY``: V1 is sampled as in its RL rollouts); ``engines.dtype`` as its ``precision``."""
+    """The SFT section of stage ``preset`` (``SFT_BLOCKS``) as the engine's loader reads it: a mix
+    weight of 0 drops the domain and its source (files merge key by key: an override cannot delete a
+    key); the embedded warm start without a mix takes the expert on every ``warm_start`` domain;
+    ``SFT_FROM_STUDY``'s keys filled in; ``engines.dtype`` as its ``precision``."""
     if preset not in SFT_BLOCKS:
         raise ConfigError(f"unknown SFT preset {preset!r}; valid: {', '.join(SFT_BLOCKS)}")
     section = dict(_setting(cfg, SFT_BLOCKS[preset]) or {})

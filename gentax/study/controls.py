@@ -1,15 +1,7 @@
-"""The controls the paper lacked: the levels the config's ``controls`` block plans.
-
-Two sweeps separate the paper's two confounded explanations of the generalization tax:
-``controls.difficulty``, one training domain at several difficulty levels (overrides of its knobs and
-step limit), augmentation off; ``controls.richness``, the same domain at its configured difficulty
-with augmentation budgets ``eps`` (0: nothing inserted). ``control_levels(cfg)``: one
-``ControlLevel`` per level (its runs: ``gentax.study.plan.control_run``, named by ``label``; a level
-whose run is a grid run in all but name reads that run instead of training it again). Each level
-has its own property log (``properties.init`` on the level's setting), so ΔOOD can be read against
-the measured richness and complexity of what the run trained on; a control run is evaluated on
-every domain of its init at the configured settings. ``ControlsTableJob``: their table's job.
-The config's check of the block is ``gentax.study.config.check_controls``.
+"""The controls the paper lacked: the levels of the config's ``controls`` sweeps (``difficulty``: one
+domain at several difficulty levels; ``richness``: at several augmentation budgets ``eps``), each
+with its runs (``gentax.study.plan.control_run``) and its own property log, so ΔOOD can be read
+against what the run trained on. ``ControlsTableJob``: their table's job. docs/STUDY.md "Controls".
 """
 
 from __future__ import annotations

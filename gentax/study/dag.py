@@ -1,20 +1,6 @@
 """Snakemake's own job graph of the study, read through its public interfaces: its command line and
-a logger plugin (snakemake-interface-logger-plugins). Which jobs a target needs is Snakemake's to
-say, from the rules' own inputs and outputs: nothing in the package keeps a second copy of the
-graph. A dry-run logs one ``JOB_INFO`` record per job; ``LogHandler`` writes each as a JSON line.
-Its readers: the job-settings dump (scripts/dump_job_settings.py) and the preview of cost and disk
-(``gentax.study.preview.cost``: ``gentax plan --cost`` and ``--check``, the Snakefile's ``onstart``).
-
-- ``build(args)``: every job of ``snakemake -n ARGS`` (targets, ``--profile``, ``--configfile``,
-  ``--config``), each one forced, so the graph is what the targets take from nothing, whatever
-  ``results/`` holds; as ``PlannedJob`` records in pipeline order (``in_pipeline_order``). A
-  subprocess in the repository: nothing runs, nothing is written under ``results/``. A plan the
-  Snakefile refuses (a bad config, a job whose check fails: rules/common.smk ``JobSpec.checked``)
-  ends as ``snakemake -n`` ends: its one-line error on stderr and ``SystemExit(2)``; any other
-  refusal of Snakemake's is a ``ConfigError`` with its last lines.
-- ``rule_names(args)``: every rule of the workflow (``snakemake --list-rules``).
-- ``study_args(preset, configfiles, targets)``: the Snakemake arguments of ``targets`` (default: the
-  rule all's) of the study config that ``gentax plan`` resolves from a preset and config files.
+a logger plugin (``LogHandler`` writes each dry-run ``JOB_INFO`` record as a JSON line). No second
+copy of the graph is kept. Readers: scripts/dump_job_settings.py and ``gentax.study.preview.cost``.
 """
 
 import json
@@ -59,8 +45,7 @@ class PlannedJob:
 
 
 def planned(record: dict[str, Any]) -> PlannedJob:
-    """A ``JOB_INFO`` line as a ``PlannedJob``: the verb and spec read from its shell command
-    (``gentax VERB --job SPEC --log LOG``, rules/common.smk)."""
+    """A ``JOB_INFO`` line as a ``PlannedJob``, the verb and spec read from ``gentax VERB --job SPEC``."""
     words = shlex.split(record.pop("shellcmd") or "")
     at = words.index("--job") if "--job" in words else None
     return PlannedJob(verb=" ".join(words[1:at]) if at else None, spec=json.loads(words[at + 1]) if at else None,
@@ -98,7 +83,9 @@ def _refused(done: subprocess.CompletedProcess, args: Sequence[str]) -> None:
 
 
 def build(args: Sequence[str]) -> list[PlannedJob]:
-    """Every job of ``snakemake -n ARGS``, forced (module docstring)."""
+    """Every job of ``snakemake -n ARGS``, each forced (what the targets take from nothing), in
+    pipeline order; nothing runs. A plan the Snakefile refuses ends as ``snakemake -n`` does (its
+    one-line error, ``SystemExit(2)``); any other failure is a ``ConfigError`` with its last lines."""
     with tempfile.TemporaryDirectory(prefix="gentax-dag-") as folder:
         out = Path(folder) / "jobs.jsonl"
         done = _snakemake("-n", "--forceall", "--nolock", "--ignore-incomplete", "--quiet", "rules", "--logger", LOGGER,
@@ -117,9 +104,8 @@ def rule_names(args: Sequence[str]) -> list[str]:
 
 
 def study_args(preset: str, configfiles: Iterable[str | Path] = (), targets: Iterable[str] = ()) -> list[str]:
-    """The Snakemake arguments of ``targets`` of the study config of ``preset`` with ``configfiles``
-    laid over it in order, as ``gentax plan`` resolves it (files named absolutely: Snakemake runs
-    in the repository; the targets first: ``--configfile`` and ``--config`` take every word after them)."""
+    """The Snakemake arguments of ``targets`` (default: rule all's) of the study of ``preset`` with
+    ``configfiles`` laid over it (targets first: ``--configfile`` and ``--config`` take every word after them)."""
     files = [str(Path(path).resolve()) for path in configfiles]
     return [*targets, *(["--configfile", *files] if files else []), "--config", f"preset={preset}"]
 

@@ -1,13 +1,7 @@
-"""Job specs: everything one job's program receives, built once by the plan.
-
-Each rule runs ONE visible command on its spec, ``gentax <verb> --job '<spec as JSON>'`` (the rule's
-one ``job`` param, so Snakemake reruns a job exactly when what it receives changes; ``snakemake -n -p``
-prints the line that reruns it by hand). One builder per job kind, ``<kind>(cfg, ...) -> dict``: the
-study config and the job's identity (its wildcards) and paths (``gentax.study.paths``), built through
-the verb's job kind (``gentax.jobspec``), so a key the verb does not read or a value of the wrong type
-stops the plan; a resolved RL or SFT section is built, and checked, by its engine's loader. Engine
-internals that are no study setting are not in a spec. ``command_line_defaults``: the same values,
-for a command line.
+"""Job specs: everything one job's program receives (``gentax <verb> --job SPEC``), built once by the
+plan. One builder per job kind, ``<kind>(cfg, ...) -> dict``, through the verb's job kind
+(``gentax.jobspec``), so a wrong key or type stops the plan; ``command_line_defaults``: the same
+values for a command line. docs/contracts.md has the contract.
 """
 
 from __future__ import annotations
@@ -42,27 +36,22 @@ def _dtype(cfg: dict) -> str:
 
 
 def eval_episodes(cfg: dict, domain: str) -> int:
-    """Held-out tasks evaluated on ``domain`` (its task manifest, every checkpoint's evaluation):
-    ``eval.episodes_per_domain[domain]`` where given, else ``eval.episodes``."""
+    """Held-out tasks evaluated on ``domain``: ``eval.episodes_per_domain[domain]``, else ``eval.episodes``."""
     ev = cfg["eval"]
     return int((ev.get("episodes_per_domain") or {}).get(domain, ev["episodes"]))
 
 
 def manifest_size(cfg: dict, domain: str) -> int:
-    """Tasks in ``domain``'s task manifest: the most any job of the plan plays from it (its
-    evaluations' ``eval_episodes``; ``properties.episodes`` where it has a property log: Table 3's,
-    every domain of ``properties.init``, or a control level's). Every job plays the first
-    ``episodes`` tasks, so a domain's evaluations and property logs share their first tasks."""
+    """Tasks in ``domain``'s task manifest: the most any job plays from it (evaluations, property
+    logs). Every job plays the first ``episodes`` tasks, so they share their first tasks."""
     logged = set(eval_domains(cfg, cfg["properties"]["init"])) | {level.train_domain for level in control_levels(cfg)}
     return max(eval_episodes(cfg, domain), int(cfg["properties"]["episodes"]) if domain in logged else 0)
 
 
 def rl_section(rl: Mapping[str, Any], *, save_every: int, rollout: str | None = None, dtype: str = "auto",
                filler: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The study's RL block (``study_rl``) as one training job's engine reads it: with
-    ``save_every``, ``engines.dtype`` (when not ``auto``) as the local engine's ``autocast``,
-    ``engines.rollout`` as verl's rollout backend and a filler run's ``filler``. What is specific to a
-    run is its run spec (``gentax.runspec``), not here."""
+    """The study's RL block (``study_rl``) as one training job's engine reads it: with ``save_every``,
+    ``engines.dtype`` as ``autocast``, ``engines.rollout`` as verl's backend and a filler run's ``filler``."""
     section = {**plain(rl), "save_every": int(save_every)}
     if dtype != "auto":
         section["autocast"] = rl_autocast(dtype)
@@ -99,10 +88,8 @@ def embedded_model(cfg: dict, out: str) -> dict[str, Any]:
 def rl_segment(cfg: dict, run, *, start: int, end: int, save_every: int, init_model: str, run_folder: str,
                manifest: str, filler_reference: str | None = None, tasks_file: str | None = None,
                keep: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """``gentax train rl``: steps start+1..end of the planned run ``run`` (resuming its folder), then
-    its manifest. A filler run names the folder of the thinking run it matches
-    (``filler_reference``); ``tasks_file``: a task manifest its provenance fingerprints (Ckpt V1's);
-    ``keep``: what the segment keeps of the run's checkpoints (``plan.checkpoint_keep``; None: all)."""
+    """``gentax train rl``: steps start+1..end of ``run``, then its manifest; ``filler_reference``:
+    the matched thinking run's folder; ``keep``: ``plan.checkpoint_keep`` (None: all)."""
     filler = None if filler_reference is None else {
         **{key: str(value) for key, value in filler_settings(cfg).items() if key in ("source", "token")},
         "reference": str(filler_reference)}
@@ -113,8 +100,7 @@ def rl_segment(cfg: dict, run, *, start: int, end: int, save_every: int, init_mo
 
 
 def sft_data(cfg: dict, *, preset: str, out: str, v1_model: str | None) -> dict[str, Any]:
-    """``gentax sft build-data``: V2's SFT mix (preset ``v2``, from V1's trajectories and the
-    experts) or the embedded base's expert warm start (preset ``embedded-base``)."""
+    """``gentax sft build-data``: V2's SFT mix (``v2``) or the embedded base's warm start (``embedded-base``)."""
     resolved = load_sft_config(plain(study_sft(cfg, preset))).data()  # what build-data reads
     domains = {d: domain_settings(cfg, d) for d in resolved.active_domains()}
     return SFTDataJob.build(preset=preset, sft=resolved, domains=domains, v1=v1_model, out=out, dtype=_dtype(cfg))
@@ -129,8 +115,7 @@ def sft_train(cfg: dict, *, preset: str, data: str, init_model: str, out: str) -
 
 def _rollout(cfg: dict, kind: str, domain: str, settings: Mapping[str, Any], model: str, tasks_file: str,
              out_json: str, episodes: int) -> dict[str, Any]:
-    """What ``gentax eval`` (kind "eval") and ``gentax properties`` ("properties") both receive
-    (each adds its step limit: ``max_steps``, ``t_max``)."""
+    """What ``gentax eval`` and ``gentax properties`` both receive (each adds its step limit)."""
     rs = rollout_settings(cfg, kind)
     return {"model": model, "domain": domain, "split": "eval", "tasks": tasks_file, "episodes": int(episodes),
             "batch_size": rollout_batch_size(cfg, domain),
@@ -142,10 +127,8 @@ def _rollout(cfg: dict, kind: str, domain: str, settings: Mapping[str, Any], mod
 
 def eval_checkpoint(cfg: dict, *, model: str, think: str, tasks_files: Mapping[str, str],
                     out_jsons: Mapping[str, str], filler_references: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """``gentax eval``: pass@1 of one checkpoint on each eval domain of ``out_jsons`` (in its
-    order; each plays the first episodes of its task manifest ``tasks_files[domain]``), in one
-    process. A filler-mode evaluation names, per domain, the thinking evaluation of the same cell
-    (``filler_references``)."""
+    """``gentax eval``: pass@1 of one checkpoint on each domain of ``out_jsons``, in one process; a
+    filler-mode evaluation names each domain's matched thinking evaluation (``filler_references``)."""
     filler = eval_filler(cfg) if filler_references is not None else None
     per_domain = []
     for domain, out_json in out_jsons.items():
@@ -162,8 +145,7 @@ def eval_checkpoint(cfg: dict, *, model: str, think: str, tasks_files: Mapping[s
 
 def properties(cfg: dict, *, domain: str, settings: Mapping[str, Any], model: str, tasks_file: str, out_json: str,
                augmentation: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """``gentax properties``: the property log of one domain (T_max for every domain, STUDY.md
-    Table 3); a richness level of the controls also has its augmentation."""
+    """``gentax properties``: one domain's property log (STUDY.md Table 3), with a richness level's augmentation."""
     rs = rollout_settings(cfg, "properties")
     spec = _rollout(cfg, "properties", domain, plain(settings), model, tasks_file, out_json, rs["episodes"])
     aug = plain(augmentation or {})
@@ -178,8 +160,7 @@ def summary(inputs: Iterable[str], keys: Mapping[str, Any], out: str) -> dict[st
 
 def artifact(cfg: dict, name: str, *, summaries: Iterable[str], outputs: Mapping[str, str], provenance: str,
              properties: str | None = None, controls: str | None = None) -> dict[str, Any]:
-    """``gentax table`` / ``gentax figure``: one table or figure from the run summaries it reads (and
-    the properties / controls tables where its registry entry reads them: ``plan.artifact_inputs``)."""
+    """``gentax table`` / ``gentax figure``: one artifact from its inputs (``plan.artifact_inputs``)."""
     kind = FigureJob if name in artifacts.names("figure") else TableJob
     return kind.build(name=name, summaries=[str(p) for p in summaries], properties=properties, controls=controls,
                       outputs=plain(outputs), provenance=provenance, **table_settings(cfg))
@@ -198,13 +179,8 @@ def controls_properties_table(levels: Iterable[Mapping[str, Any]], inputs: Itera
 # ---- a command line's defaults --------------------------------------------------------------------
 def command_line_defaults(cfg: dict) -> dict[str, dict[str, Any]]:
     """What each command's options default to when its command line leaves them out: what its
-    workflow job of the study ``cfg`` receives, from the builders above (``gentax.cli`` hands them to
-    the command as ``args.study_defaults()``). ``domains``: every domain's episode settings.
-    ``eval`` / ``properties``: also the filler arm's. ``train rl``: ``engine``, ``rl`` the study's RL
-    block (what ``--config`` is laid over) and ``run``, a run named on the command line
-    (``gentax.runspec.from_defaults``' arguments: ``grid.steps``, the grid's first seed, the domains,
-    the augmentation kind with V1's p and budgets). ``sft``: each SFT stage's section. ``augment
-    preview``: the augmentation ``kind``."""
+    workflow job of ``cfg`` receives (``gentax.cli`` hands them over as ``args.study_defaults()``).
+    ``train rl``'s ``run`` holds ``gentax.runspec.from_defaults``' arguments."""
     augmentation = {"kind": cfg["augmentation"]["kind"], "p": cfg["augmentation"]["v1"]["p"]}
     domains = {domain: domain_settings(cfg, domain) for domain in cfg["domains"]}
     rollout = {"domains": domains, "filler": eval_filler(cfg)}

@@ -1,7 +1,6 @@
-"""Where every file of the study lives, under the config's ``results`` folder: one spelling for the
-rules' inputs and outputs (rules/*.smk), the job specs (``gentax.study.jobs``) and the plan. A rule's
-output pattern is the same function called with wildcards for arguments (``tasks(cfg, "{domain}")``
-is ``<results>/tasks/{domain}.json``); ``relative_*`` give a path under the results folder.
+"""Where every file of the study lives under the config's ``results`` folder: one spelling for the
+rules, the job specs and the plan. A rule's output pattern is the same function called with
+wildcards (``tasks(cfg, "{domain}")``); ``relative_*`` give a path under the results folder.
 """
 
 from __future__ import annotations
@@ -18,13 +17,10 @@ def results(cfg: dict) -> str:
 
 
 def logs(cfg: dict) -> str:
-    """Every job's log, named as its rule's ``log:``."""
     return f"{results(cfg)}/logs"
 
 
-# ---- each job's name: where its log and its Snakemake benchmark go --------------------------------
-# A job is named after what it writes (``job_name``), so a rule's log is its output's pattern and no
-# second spelling of it; four jobs have names of their own (``V1_JOB`` ...).
+# ---- a job is named after what it writes (``job_name``): its log's and its benchmark's name --------
 def log(cfg: dict, name: str) -> str:
     return f"{logs(cfg)}/{name}.log"
 
@@ -34,18 +30,15 @@ def benchmark(cfg: dict, name: str) -> str:
 
 
 def job_name(cfg: dict, written: str) -> str:
-    """The name of the job that writes ``written``, a rule's output pattern from this module: that
-    pattern under the results folder less its extension, ``tasks/{domain}`` for ``tasks(cfg,
-    "{domain}")``; a folder's name is its pattern (``eval_folder``: ``eval/<checkpoint>``)."""
+    """The name of the job that writes ``written`` (a rule's output pattern): the pattern under the
+    results folder less its extension, ``tasks/{domain}`` for ``tasks(cfg, "{domain}")``."""
     prefix = f"{results(cfg)}/"
     if not written.startswith(prefix):
         raise ValueError(f"{written!r} is not under the results folder {results(cfg)!r}: no job name")
     return str(PurePosixPath(written[len(prefix):]).with_suffix(""))
 
 
-#: the jobs named otherwise than what they write (their logs' names predate the layout of their outputs):
-#: Ckpt V1's training (writes init/v1/run/), V2's SFT data (init/v2/sft_data) and SFT (init/v2/model), and
-#: Table 3's properties table (properties/properties.csv)
+#: the jobs named otherwise than what they write: Ckpt V1's training, V2's SFT data and SFT, Table 3's table
 V1_JOB = "init/v1"
 V2_SFT_DATA_JOB = "init/v2_sft_data"
 V2_JOB = "init/v2"
@@ -62,14 +55,12 @@ def tasks(cfg: dict, domain: str) -> str:
 
 
 def trajectories(summary: str) -> dict[str, str]:
-    """The trajectory tables an evaluation or a property log writes before its summary ``X.json``
-    (gentax.evalfile): ``{"steps": X.steps.parquet, "episodes": X.episodes.parquet}``."""
+    """The trajectory tables written before the summary ``X.json``: ``{"steps": ..., "episodes": ...}``."""
     return dict(zip(("steps", "episodes"), output_files(summary.removesuffix(".json"))[1:]))
 
 
 def rollout_out(summary: str) -> str:
-    """The ``out`` of the rollout (``gentax eval`` / ``gentax properties``) that writes the summary
-    ``X.json`` and its ``trajectories``: ``X.parquet`` (gentax.evalfile.output_prefix)."""
+    """The ``out`` of the rollout that writes the summary ``X.json``: ``X.parquet``."""
     return f"{summary.removesuffix('.json')}.parquet"
 
 

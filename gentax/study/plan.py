@@ -1,14 +1,8 @@
-"""The study's plan: a validated config expanded into runs, checkpoints and artifacts.
-
-What the study consists of, for the Snakefile's input functions (rules/common.smk), the job specs
-(``gentax.study.jobs``) and ``gentax plan``. ``runs(cfg)``: every RL run after Ckpt V1 as a resolved
-``gentax.runspec.RunSpec`` (the grid's, the mixtures', the filler arm's and the controls' own), built
-once and handed as it is to the rules and the engines; an extended run (Tables 4/9/10) is the
-default run with more steps, trained in ``segments`` (each resumes the state the previous saved).
-``eval_steps``: the checkpoints evaluated (the last ``eval.window`` at ``grid.steps``, "main", and
-at an extended run's end, "extended"). What a table or figure reads derives from its registry
-entry (``gentax.analysis.artifacts``: ``artifact_names``, ``artifact_runs``, ``artifact_inputs``);
-which jobs it needs is Snakemake's DAG of the rules (no copy of the graph is kept here).
+"""The study's plan: a validated config expanded into runs, checkpoints and artifacts, for the
+rules (rules/common.smk), the job specs (``gentax.study.jobs``) and ``gentax plan``. ``runs``: every
+RL run after Ckpt V1 as a ``gentax.runspec.RunSpec``, built once; an extended run is trained in
+``segments``. What a table reads derives from its registry entry (``gentax.analysis.artifacts``);
+which jobs it needs is Snakemake's DAG (no copy of the graph is kept here).
 """
 
 from __future__ import annotations
@@ -36,16 +30,14 @@ def sft_domains(cfg: dict, preset: str) -> list[str]:
 
 
 def rollout_batch_size(cfg: dict, domain: str) -> int | None:
-    """Episodes in flight at once in ``domain``'s evaluations and property logs
-    (``eval.batch_size_per_domain``; None: all of a job's episodes in one batch)."""
+    """``eval.batch_size_per_domain`` of ``domain`` (None: all of a job's episodes in one batch)."""
     size = (cfg["eval"].get("batch_size_per_domain") or {}).get(domain)
     return None if size is None else int(size)
 
 
 def rollout_settings(cfg: dict, kind: str) -> dict[str, Any]:
-    """What the workflow hands ``gentax eval`` (kind "eval") or ``gentax properties`` ("properties"):
-    the rules' params and the printed settings (``gentax plan --settings``) both come from here.
-    An evaluation's episode count depends on its domain: ``eval_episodes``, not part of this."""
+    """What the workflow hands ``gentax eval`` (kind "eval") or ``gentax properties``, but an
+    evaluation's episodes (per domain: ``jobs.eval_episodes``)."""
     ev = cfg["eval"]
     out = {
         **({"episodes": cfg[kind]["episodes"]} if kind != "eval" else {}),
@@ -66,9 +58,8 @@ def rollout_settings(cfg: dict, kind: str) -> dict[str, Any]:
 
 # ---- the grid --------------------------------------------------------------------------------
 def runs(cfg: dict) -> list[RunSpec]:
-    """Every planned RL run after V1, resolved once (see the module docstring): the grid's, then
-    the control runs (``controls``) that are no grid run. The Snakefile's input functions ask for
-    them once per job, so they are built once per distinct config (and registry)."""
+    """Every planned RL run after V1: the grid's (with the mixtures' and the filler arm's), then the
+    control runs that are no grid run; built once per distinct config (the rules ask once per job)."""
     return list(_planned(_plan_key(cfg))[0])
 
 
@@ -118,17 +109,15 @@ def filler_settings(cfg: dict) -> dict[str, Any]:
 
 
 def eval_filler(cfg: dict) -> dict[str, Any]:
-    """What a filler-mode evaluation plays with beside the thinking evaluation it matches: the
-    filler's ``source`` and ``token``, and its length ``tokens`` (None: that evaluation's mean think
-    tokens, ``controls.filler.eval_tokens: matched``; else that count)."""
+    """A filler-mode evaluation's ``source``, ``token`` and ``tokens`` (None: the matched thinking
+    evaluation's mean think tokens)."""
     filler = filler_settings(cfg)
     return {"source": filler["source"], "token": filler["token"],
             "tokens": None if filler["eval_tokens"] == "matched" else int(filler["eval_tokens"])}
 
 
 def filler_reference(cfg: dict, run: RunSpec) -> RunSpec:
-    """The thinking run a filler run matches (same init, training domain, seed; variant default):
-    its per-step mean think tokens are the filler run's filler lengths."""
+    """The default-variant run a filler run matches: its mean think tokens are the filler lengths."""
     return find_run(cfg, run.init, run.train_domain, runspec.DEFAULT_VARIANT, run.seed)
 
 
@@ -163,11 +152,8 @@ def checkpoint_steps(cfg: dict, end: int) -> list[int]:
 
 
 def table_settings(cfg: dict) -> dict[str, Any]:
-    """What a table or figure job receives beside its files (``gentax.analysis.tables.Settings``
-    fields), and what ``gentax tables`` defaults to: the window's checkpoint steps (the last
-    ``eval.window`` checkpoints up to ``grid.steps``), the bootstrap draws (``eval.bootstrap``), the
-    seed, ``eval.error_mark_pct`` and the study's table settings
-    (``gentax.analysis.summary.config_settings``)."""
+    """What a table or figure job receives beside its files (``gentax.analysis.tables.Settings``),
+    and what ``gentax tables`` defaults to."""
     from gentax.analysis.summary import config_settings  # function-local: defers pandas
 
     return {"window": window(cfg, cfg["grid"]["steps"]), "bootstrap": int(cfg["eval"]["bootstrap"]), "seed": int(cfg["seed"]),
@@ -180,8 +166,7 @@ def window(cfg: dict, end: int) -> list[int]:
 
 
 def eval_steps(cfg: dict, run: RunSpec, part: str | None = None) -> list[int]:
-    """Checkpoints to evaluate; ``part`` "main" keeps those up to ``grid.steps``, "extended" the
-    ones after it (so tables of the 150-step runs never wait for extended training)."""
+    """Checkpoints to evaluate; ``part`` "main" keeps those up to ``grid.steps``, "extended" the rest."""
     if cfg["eval"].get("all_checkpoints"):
         steps = checkpoint_steps(cfg, run.steps)
     else:
@@ -195,15 +180,13 @@ def eval_steps(cfg: dict, run: RunSpec, part: str | None = None) -> list[int]:
 
 
 def keep_evaluated(cfg: dict) -> bool:
-    """Whether runs keep only the checkpoints the plan reads (config ``disk.keep_checkpoints:
-    evaluated``); else every checkpoint stays (``all``)."""
+    """``disk.keep_checkpoints: evaluated``: runs keep only the checkpoints the plan reads."""
     return (cfg.get("disk") or {}).get("keep_checkpoints", "all") == "evaluated"
 
 
 def kept_steps(cfg: dict, run: RunSpec) -> list[int]:
-    """The checkpoints of ``run`` whose weights stay: every one it saves, or with ``keep_evaluated``
-    the ones its evaluations read (``eval_steps``, both parts: a later segment never drops an
-    earlier segment's evaluated checkpoint before its evaluation has run)."""
+    """The checkpoints of ``run`` whose weights stay: all it saves, or with ``keep_evaluated`` those
+    its evaluations read (both parts: a later segment never drops one an evaluation still needs)."""
     if keep_evaluated(cfg):
         return eval_steps(cfg, run)
     every = int(cfg["rl"]["save_every"])
@@ -211,10 +194,8 @@ def kept_steps(cfg: dict, run: RunSpec) -> list[int]:
 
 
 def checkpoint_keep(cfg: dict, run: RunSpec, end: int) -> dict[str, Any] | None:
-    """What the training segment of ``run`` that ends at ``end`` keeps when it ends (its job
-    spec's ``keep``, ``gentax.train.jobs.CheckpointKeep``); None: everything (``disk.keep_checkpoints:
-    all``). The newest checkpoint keeps its resume state only while a later segment of the run is
-    planned (extended training resumes from it); the run's last segment drops it."""
+    """What the segment of ``run`` ending at ``end`` keeps (``gentax.train.jobs.CheckpointKeep``;
+    None: everything); the resume state stays only while a later segment will resume from it."""
     if not keep_evaluated(cfg):
         return None
     return {"steps": kept_steps(cfg, run), "resume_state": any(start >= end for start, _ in segments(cfg, run))}
@@ -239,8 +220,7 @@ def eval_domains(cfg: dict, init: str) -> list[str]:
 
 
 def eval_rule(init: str) -> str:
-    """The rule whose one job per checkpoint of a run from ``init`` plays every eval domain of
-    ``init`` (one rule per initial policy: its domains are the rule's outputs)."""
+    """The evaluation rule of ``init`` (one per initial policy: its domains are the rule's outputs)."""
     return f"eval_checkpoint_{init}"
 
 
@@ -269,8 +249,7 @@ def plan(cfg: dict) -> dict[str, Any]:
 
 
 def base_variants(cfg: dict, init: str) -> list[str]:
-    """The variants an initial policy is evaluated as: one per thinking mode of the runs that start
-    from it (``runspec.base_variant``), always the default's (thinking on)."""
+    """The variants an initial policy is evaluated as: the default and one per thinking mode of its runs."""
     wanted = {runspec.DEFAULT_VARIANT} | {runspec.base_variant(r.variant) for r in runs(cfg) if r.init == init}
     return [v for v in runspec.variant_names() if v in wanted]
 
@@ -282,9 +261,7 @@ def _planned_conditions(cfg: dict) -> set[str]:
 
 
 def artifact_names(cfg: dict, kind: str | None = None) -> list[str]:
-    """The tables and/or figures the workflow builds for ``cfg``, in registry order: every
-    ``always`` entry, the mixture ones when ``grid.mixtures`` is enabled and the controls' when a
-    ``controls`` sweep is (``gentax.analysis.artifacts``)."""
+    """The tables and/or figures the workflow builds for ``cfg``, in registry order."""
     holds = _planned_conditions(cfg)
     return [a.name for a in artifacts.entries() if (kind is None or a.kind == kind) and a.planned in holds]
 
@@ -306,8 +283,7 @@ def control_property_params(cfg: dict) -> list[dict]:
 
 
 def control_run(level: ControlLevel, seed: int, steps: int) -> RunSpec:
-    """A control level's run: the level's variant on its training domain, with the level's domain
-    setting and augmentation in place of the config's, named by the level's label."""
+    """A control level's run: its variant, domain setting and augmentation, named by its label."""
     d = level.train_domain
     aug = ({"kind": level.augmentation["kind"], "p": float(level.augmentation["p"]), "eps": {d: int(level.augmentation["eps"])}}
            if runspec.augments(level.variant) else None)
@@ -318,8 +294,7 @@ def control_run(level: ControlLevel, seed: int, steps: int) -> RunSpec:
 
 def _control_plan(cfg: dict, grid: list[RunSpec]) -> tuple[list[RunSpec], dict[str, str]]:
     """(the control runs to train, {level label: the variant label of the runs it reads}). A level
-    whose run is a grid run (or an earlier level's) in all but its name and length reads that run
-    (the part up to ``grid.steps``): the same run is never trained twice."""
+    whose run is a grid run (or an earlier level's) in all but name and length reads that run."""
     seeds, steps = [int(s) for s in cfg["grid"]["seeds"]], int(cfg["grid"]["steps"])
     new: list[RunSpec] = []
     labels: dict[str, str] = {}
@@ -362,9 +337,8 @@ def _artifact(name: str) -> artifacts.Artifact:
 
 
 def artifact_runs(cfg: dict, name: str) -> list[RunSpec]:
-    """The runs a table or figure reads: those of its variants on one domain; an artifact planned
-    with the mixtures reads the mixture runs and their members' single-domain runs of the same
-    init and variant; one planned with the controls the runs its levels read."""
+    """The runs a table or figure reads: its variants' single-domain runs; a mixtures artifact's, the
+    mixture runs and their members' runs; a controls artifact's, the runs its levels read."""
     planned = _artifact(name).planned
     if planned == "mixtures":
         mixed = [r for r in runs(cfg) if is_mixture(r.train_domain)]
@@ -378,8 +352,7 @@ def artifact_runs(cfg: dict, name: str) -> list[RunSpec]:
 
 
 def artifact_variants(name: str, cfg: dict | None = None) -> list[str]:
-    """The run variants a table or figure reads; ConfigError for an unknown name. For the
-    mixtures' and the controls' artifacts they come from ``cfg`` (without it: the default)."""
+    """The run variants a table or figure reads (the mixtures' and controls' from ``cfg``, else the default)."""
     artifact = _artifact(name)
     if artifact.planned == "mixtures":
         return sorted({e["variant"] for e in mixture_experiments(cfg)}) if cfg is not None else ["default"]
@@ -389,10 +362,8 @@ def artifact_variants(name: str, cfg: dict | None = None) -> list[str]:
 
 
 def artifact_inputs(cfg: dict, name: str) -> dict[str, Any]:
-    """The input files of the rule that builds table/figure ``name``, from its registry entry:
-    ``summaries`` (its runs' main summaries, and the extended ones where the entry reads them and
-    the run has extended checkpoints; the base rows of its variants, always the default's), and
-    ``properties`` / ``controls`` when it reads those tables."""
+    """The input files of table/figure ``name`` from its registry entry: ``summaries`` (its runs',
+    extended ones where it reads them, its variants' base rows) and ``properties`` / ``controls``."""
     artifact, variants = _artifact(name), artifact_variants(name, cfg)
     parts = [(run, "main") for run in artifact_runs(cfg, name)]
     if artifact.extended:
@@ -408,8 +379,7 @@ def artifact_inputs(cfg: dict, name: str) -> dict[str, Any]:
 
 
 def artifact_path(cfg: dict, name: str) -> str:
-    """The file of table/figure ``name`` (its csv / png): what to ask Snakemake for to build it and
-    what it needs; ConfigError for an unknown name or one this config does not plan."""
+    """The file of table/figure ``name`` (csv / png); ConfigError when unknown or not planned."""
     kind = _artifact(name).kind
     if name not in artifact_names(cfg):
         raise ConfigError(f"{kind} {name!r} is not planned for this config (planned: {', '.join(artifact_names(cfg))})")

@@ -23,15 +23,10 @@ def _stop(problems: list[str]) -> None:
 
 
 def load(config: dict, settings: Any, *, main: bool) -> None:
-    """Make Snakemake's ``config`` the study config, in place: config/config.yaml, the preset's
-    overlay (``gentax.study.config.with_preset``: ``preset: paper`` keeps config.yaml as it is;
-    ``embedded``, the default, lays config/embedded.yaml over it), then the config files and
-    ``--config`` pairs Snakemake was given (``settings``: its ``ConfigSettings``), which always win;
-    nested ``--config`` values (``eval={episodes: 4}``) read as in a config file (Snakemake leaves
-    them text). Validated, and in the ``main`` process only (a cluster job re-reads the Snakefile)
-    every GPU training job's memory checked (``preview.memory.check``): a bad value or a job that
-    does not fit ends the process in one line, a dry-run's too. The ``main`` process also notes what a
-    run would lack here (a plan may be made away from the cluster: ``on_start`` stops a run)."""
+    """Make Snakemake's ``config`` the study config in place (``gentax.study.config.with_preset`` of
+    the files and ``--config`` pairs in ``settings``, its ``ConfigSettings``), validated; in the
+    ``main`` process also the GPU memory check and notes of what a run would lack here. A bad value
+    or a job that does not fit ends the process in one line."""
     try:
         overrides = gconfig.cli_overrides(settings.overwrite_config or {}, settings.config or {})
         study = gconfig.with_preset(read_yaml(gconfig.STUDY_FILE), overrides)
@@ -54,11 +49,9 @@ def results_line(cfg: dict) -> str:
 
 
 def on_start(cfg: dict) -> None:
-    """The Snakefile's ``onstart`` (a run, never a dry-run, before any job starts): stop when what
-    every job needs is not there (``unmet_inputs``: the base model, a writable results folder) or
-    what the study writes does not fit the results folder's disk (``cost.study_disk_problem``: the
-    whole study's plan, as no public interface of Snakemake tells which jobs the run starts); else
-    say where each job's progress goes and follow it on the console (``gentax.progress.follow``)."""
+    """The Snakefile's ``onstart``: stop when an input every job needs is missing (``unmet_inputs``)
+    or the study does not fit the results folder's disk (``cost.study_disk_problem``); else follow
+    the jobs' progress on the console (``gentax.progress.follow``)."""
     problems = gconfig.unmet_inputs(cfg)
     if not problems:
         try:

@@ -1,35 +1,13 @@
-"""Budget preview: what the study (or one table) will spend, before it is launched.
+"""Budget preview (``gentax plan --cost``): what the study (or one table) will spend, before it runs.
 
-``estimate(cfg, resources, work)`` prices the jobs of Snakemake's own DAG (``gentax.study.dag``:
-the study's or a target's, from nothing), each with its work read from its own spec (``work``:
-training steps, episodes; ``TIMED``), with
-
-- the time figures of config ``cost`` (stated with their source there): minutes per RL step,
-  seconds per SFT step, seconds per rollout episode (evaluation, property and SFT-data jobs) and
-  a start-up time per timed job (model load, vLLM start), and
-- the GPUs each rule gets from a Snakemake profile (``profile_resources``: its
-  ``default-resources`` and ``set-resources``), read from any of the SLURM plugin's ways to ask for
-  them: ``gpu: 8``, ``gres: "gpu:8"`` (or ``"gpu:a100:8"``), ``gpus_per_task: 8`` (times
-  ``tasks``); a value it cannot read, or two that disagree, is a ConfigError naming the rule. A
-  one-GPU profile (profiles/gpu1) shares its GPU out as ``gpu_jobs`` slots: its ``resources:
-  [gpu_jobs=N]`` is the pool, and a job holding k slots counts as k/N of one GPU (N jobs at once
-  keep the one GPU; their GPU-hours add up to the wall time of the GPU).
-
-Hours of a job = start-up + units x figure; GPU-hours = hours x the job's GPUs. Bookkeeping jobs
-(task splits, summaries, tables, figures) take no GPU and are counted, not timed. A job whose
-estimate exceeds the ``runtime`` the profile gives its rule is flagged: SLURM would kill it.
-``gentax plan --cost`` prints ``report(...)`` (a dry-run prints no budget: ``gentax plan --cost
---target`` prices one table). A study whose jobs get no GPU (the embedded one) is priced in CPU
-job-hours.
-
-Disk (``disk_need``, ``disk_report``, ``disk_problem``): the bytes planned jobs leave under the
-results folder (the checkpoints their runs keep: parameters x bytes a parameter x checkpoints, plus
-the resume states they keep, config ``disk.keep_checkpoints``, as the RL jobs' share of the
-study's), what RL jobs training at once hold beyond that, and roughly the initial policies,
-evaluations and property logs they write, beside the free space of the results folder's disk;
-what is there already counts as written. ``gentax plan --cost`` prints it; ``gentax plan --check``
-says it as a note; a run whose study does not fit stops before its first job, in one line
-(``study_disk_problem``, the Snakefile's ``onstart``; ``disk.check_free_space: false`` skips that).
+``estimate`` prices the jobs of Snakemake's DAG (``gentax.study.dag``), each job's work read from
+its spec (``TIMED``), with config ``cost``'s time figures and the GPUs a Snakemake profile gives
+each rule (``gpu``, ``gres``, ``gpus_per_task`` x ``tasks``, or a one-GPU profile's ``gpu_jobs``
+slots: k of N slots count as k/N of the GPU). Hours = start-up + units x figure; GPU-hours = hours x
+GPUs; bookkeeping jobs are counted, not timed; a job over its rule's ``runtime`` is flagged.
+Disk (``disk_need``, ``disk_report``, ``disk_problem``): what the planned jobs leave under the
+results folder beside its disk's free space; a run whose study does not fit stops before its first
+job (``study_disk_problem``, the Snakefile's ``onstart``). docs/workflow.md has the details.
 """
 
 from __future__ import annotations
@@ -52,11 +30,8 @@ from gentax.errors import ConfigError
 
 
 def _v1_episodes(spec: Mapping[str, Any]) -> int | None:
-    """An SFT data job's episodes of the V1 model in its first collection round:
-    ``v1_episodes_per_domain`` for each domain its mix takes from V1 (``sources``; a domain taken
-    from the expert is played by the environment's scripted expert, CPU work not timed); a further
-    round runs only for a domain short of usable pairs. None for a job that rolls out no model
-    (``v1`` null: the embedded base's expert demonstrations), which is bookkeeping."""
+    """An SFT data job's V1 episodes in its first round: ``v1_episodes_per_domain`` per domain its
+    mix takes from V1 (the expert's are CPU work, not timed). None for a job that rolls out no model."""
     if spec["v1"] is None:
         return None
     sft = spec["sft"]
@@ -64,10 +39,8 @@ def _v1_episodes(spec: Mapping[str, Any]) -> int | None:
     return int(sft["v1_episodes_per_domain"]) * len(from_v1) if from_v1 else 0
 
 
-#: a job's timed work, by the verb its one command runs: (unit, config key of the time figure,
-#: seconds per figure unit, the job's units read from its spec: ``gentax.jobspec``'s job kinds).
-#: Every other verb (task manifests, summaries, tables, figures, the embedded model's export) is
-#: bookkeeping: counted, not timed.
+#: verb -> (unit, config ``cost`` key of its time figure, seconds per figure unit, its units read
+#: from its spec); every other verb is bookkeeping: counted, not timed
 TIMED: dict[str, tuple[str, str, float, Callable[[Mapping[str, Any]], int | None]]] = {
     "train rl": ("steps", "rl_step_minutes", 60.0, lambda spec: spec["end"] - spec["start"]),  # its segment's
     "sft train": ("steps", "sft_step_seconds", 1.0, lambda spec: spec["sft"]["steps"]),
@@ -80,8 +53,7 @@ TIMED: dict[str, tuple[str, str, float, Callable[[Mapping[str, Any]], int | None
 
 @dataclass(frozen=True)
 class Work:
-    """One planned job as the preview prices it: its rule, the verb its command runs, and its
-    units in that verb's unit (``TIMED``), read from its spec; None: a bookkeeping job."""
+    """One planned job as the preview prices it; ``units`` None: a bookkeeping job."""
 
     rule: str
     verb: str
@@ -89,7 +61,7 @@ class Work:
 
 
 def work(jobs: Iterable[dag.PlannedJob]) -> list[Work]:
-    """The work of each of ``jobs`` (``gentax.study.dag``), but rule ``all``'s (no command of its own)."""
+    """The work of each of ``jobs`` but rule ``all``'s."""
     out = []
     for job in jobs:
         if job.verb is None:
@@ -139,8 +111,7 @@ def _number(value: Any, what: str) -> float:
 
 
 def _gres_gpus(gres: Any, rule: str) -> float:
-    """The GPUs of a SLURM ``gres`` string: ``gpu``, ``gpu:8``, ``gpu:a100:8``, comma-separated
-    with other resources (``gpu:2,nvme:1``); 0 when it names no GPU."""
+    """The GPUs of a SLURM ``gres`` string (``gpu``, ``gpu:8``, ``gpu:a100:8``, ``gpu:2,nvme:1``); 0: none."""
     total = 0.0
     for item in str(gres).split(","):
         name, *rest = item.strip().split(":")
@@ -158,8 +129,7 @@ SHARED_GPU = "gpu_jobs"
 
 
 def _gpus(merged: dict[str, Any], rule: str, pool: float | None = None) -> float:
-    """GPUs per job from ``gpu``, ``gres``, ``gpus_per_task`` x ``tasks`` or its ``gpu_jobs``
-    share of a ``pool`` of slots on one GPU; they must agree."""
+    """GPUs per job from any of the ways to ask for them (module docstring); they must agree."""
     ways = {}
     if merged.get(SHARED_GPU) not in (None, ""):
         slots = _number(merged[SHARED_GPU], f"resources of {rule}: {SHARED_GPU}")
@@ -180,15 +150,13 @@ def _gpus(merged: dict[str, Any], rule: str, pool: float | None = None) -> float
     return next(iter(ways.values()), 0.0)
 
 
-#: the entry of ``resources_from`` for every rule the profile's set-resources does not name (no rule
-#: has this name: a rule's is a Python name)
+#: the entry of ``resources_from`` for every rule set-resources does not name (no rule's name)
 ANY_RULE = "default-resources"
 
 
 def resources_from(default: Any, per_rule: dict[str, Any] | None, pools: Any = None) -> dict[str, dict[str, float]]:
-    """``{rule: {"gpu": n, "runtime": minutes or absent}}`` from default and per-rule resources and
-    the profile's global ``resources`` (``pools``: a one-GPU profile's ``gpu_jobs`` slots); a rule
-    the profile does not name has the entry ``ANY_RULE`` (``rule_resources``)."""
+    """``{rule: {"gpu": n, "runtime": minutes or absent}}`` from a profile's default and per-rule
+    resources and its ``resources`` (``pools``); other rules get ``ANY_RULE``'s."""
     base = _resource_map(default)
     pool = _resource_map(pools).get(SHARED_GPU)
     pool = _number(pool, f"resources: {SHARED_GPU}") if pool not in (None, "") else None
@@ -207,13 +175,12 @@ def rule_resources(resources: dict[str, dict[str, float]], rule: str) -> dict[st
     return resources.get(rule, resources.get(ANY_RULE, {}))
 
 
-#: rules that were renamed: old name -> what replaced it (a profile that still names it is told)
+#: old rule name -> what replaced it (a profile that still names it is told)
 RENAMED_RULES = {"eval_checkpoint": "eval_checkpoint_v1 and eval_checkpoint_v2 (one evaluation job per checkpoint)"}
 
 
 def unknown_rules(per_rule: Any, rules: Iterable[str]) -> str | None:
-    """What is wrong when a profile's ``set-resources`` names rules the workflow does not have
-    (None: nothing), one line naming each and, for a renamed rule, what replaced it."""
+    """One line naming each rule a profile's ``set-resources`` names that the workflow lacks; None: none."""
     unknown = sorted(set(map(str, per_rule or {})) - set(rules))
     if not unknown:
         return None
@@ -243,8 +210,7 @@ def profile_at_once(profile: str | Path) -> int | None:
 
 
 def estimate(cfg: dict, resources: dict[str, dict[str, float]], planned: Iterable[Work]) -> list[RuleCost]:
-    """One ``RuleCost`` per rule with jobs in ``planned`` (``work``): timed rules first, then
-    bookkeeping ones, each in the order of their first job (``gentax.study.dag.build``: pipeline order)."""
+    """One ``RuleCost`` per rule with jobs in ``planned``: timed rules first, each in pipeline order."""
     figures = cfg["cost"]
     by_rule: dict[str, list[Work]] = {}
     for job in planned:
@@ -313,15 +279,13 @@ def report(cfg: dict, costs: list[RuleCost], *, where: str, target: str | None =
 
 
 # ---- disk: what the plan writes beside the free space of the results folder's disk --------------
-#: bytes of one step row of an evaluation's or property log's trajectory tables (prompt, response,
-#: observation text): ~1.9 KB measured on the embedded study's evaluations, rounded up; rough
+#: bytes of one step row of a rollout's trajectory tables (prompt, response, observation): rough
 STEP_ROW_BYTES = 2048
 
 
 def parameter_count(config_json: str | Path) -> int:
-    """Parameters of a Llama-shaped causal LM from its HF ``config.json`` (embeddings, attention,
-    gated MLP, norms, the LM head unless tied), counted from the shapes without torch (a dry-run
-    reads it): Llama-3.1-8B 8,030,261,248 and SmolLM2-135M 134,515,008, as torch counts them."""
+    """Parameters of a Llama-shaped causal LM from its HF ``config.json``, counted from the shapes
+    without torch (a dry-run reads it); tests/test_cost.py checks it against torch's count."""
     path = gio.REPO_ROOT / config_json if not Path(config_json).is_absolute() else Path(config_json)
     if not path.is_file():
         raise ConfigError(f"config key cluster.model_config: {path} not found (an HF config.json of model.base)")
@@ -335,11 +299,9 @@ def parameter_count(config_json: str | Path) -> int:
 
 
 def trained_model_config(cfg: dict) -> str | Path | None:
-    """The config.json of the model the runs train: ``model.base``'s own where it is a local folder
-    that has one (a user's model, the tests' tiny one), else ``cluster.model_config`` (the paper's
-    model, whose weights need not be here; the embedded presets point it at the embedded model's).
-    None when neither tells: a ``model.base`` of one's own that is not here while
-    ``cluster.model_config`` is still config/config.yaml's (the paper's model, not that one)."""
+    """The config.json of the model the runs train: ``model.base``'s own where it is here, else
+    ``cluster.model_config``. None when neither tells: a ``model.base`` of one's own that is not
+    here while ``cluster.model_config`` is still the paper model's."""
     base = cfg["model"].get("base")
     if not cfg["model"].get("embedded") and base and (Path(base) / "config.json").is_file():
         return Path(base).resolve() / "config.json"
@@ -373,8 +335,7 @@ def _gib(n: float) -> str:
 
 
 def rl_at_once(resources: dict[str, dict[str, float]], *, jobs: int | None = None, cores: int | None = None) -> int | None:
-    """RL jobs that may run at once under a profile: a one-GPU profile's pool of ``gpu_jobs`` slots
-    over an RL job's share, its ``jobs`` and ``cores`` (a job takes a core at least); None: no limit."""
+    """RL jobs that may run at once under a profile (its GPU share, ``jobs``, ``cores``); None: no limit."""
     limits = [int(n) for n in (jobs, cores) if n]
     share = rule_resources(resources, "rl_segment").get("gpu", 0.0)
     if 0 < share < 1:  # a share of one GPU (profiles/gpu1)
@@ -388,14 +349,11 @@ MODEL_VERBS = ("model embedded", "sft train")
 
 
 def disk_need(cfg: dict, planned: Iterable[Work], at_once: int | None = None) -> DiskNeed:
-    """What the jobs ``planned`` (``work``) of the study ``cfg`` write (``DiskNeed``), from the trained
-    model's parameter count (``trained_model_config``) and what each run keeps (``plan.kept_steps``,
-    config ``disk.keep_checkpoints``): the study's checkpoints and resume states as the share of its
-    RL jobs that are planned (all of them: the study's), up to ``at_once`` of them training at once,
-    and the evaluations, property logs and whole models of the jobs planned. The local engine writes
-    its weights in ``rl.dtype`` and an AdamW state of 8 bytes a parameter; the verl engine exports
-    bf16 weights and keeps one FSDP checkpoint (12 bytes a parameter) as its resume state; a LoRA
-    run's optimizer state is not counted."""
+    """What the jobs ``planned`` write (``DiskNeed``), from the trained model's parameter count and
+    what each run keeps (``plan.kept_steps``): the study's checkpoints and resume states as the share
+    of its RL jobs that are planned, up to ``at_once`` of them training at once, and the rollouts'
+    and whole models' bytes. Local engine: weights in ``rl.dtype``, AdamW state 8 bytes a parameter;
+    verl: bf16 weights and one FSDP checkpoint (12 bytes a parameter); LoRA's state not counted."""
     planned = list(planned)
     config_json = trained_model_config(cfg)
     if config_json is None:
@@ -420,9 +378,8 @@ def disk_need(cfg: dict, planned: Iterable[Work], at_once: int | None = None) ->
     rl_jobs = sum(job.verb == RL_VERB for job in planned)
     study_rl_jobs = 1 + sum(len(gplan.segments(cfg, run)) for run in runs)  # Ckpt V1's and every run's segments
     at_once = min(rl_jobs, at_once or rl_jobs)
-    # while a job trains with keep evaluated, beyond the weights it keeps: its newest checkpoints whole (local:
-    # up to STATES_KEPT), or its FSDP checkpoint and the segment's other exports until it ends (verl); with keep
-    # all, what stays holds all of that already
+    # while a job trains with keep evaluated, beyond the weights it keeps: its newest checkpoints whole
+    # (local), or its FSDP checkpoint and the segment's other exports (verl)
     whole = min(truns.STATES_KEPT, most_saved)
     per_job = (state + weight * (most_saved - 1) if verl else whole * state + (whole - 1) * weight) if evaluated else 0
 
@@ -503,9 +460,8 @@ def _disk_problem(need: DiskNeed, free: int, there: int, folder: Path) -> str | 
 
 def disk_problem(cfg: dict, planned: Iterable[Work], at_once: int | None = None, *,
                  base: str | Path | None = None) -> str | None:
-    """The disk check of ``planned`` (``work`` of jobs of Snakemake's DAG): one line naming what they
-    write (``disk_need``) and the free space of the results folder's disk when what they write beyond
-    what is there already does not fit; None when it fits, or when ``disk.check_free_space`` is false."""
+    """One line when what ``planned`` writes beyond what is there does not fit the results folder's
+    disk; None when it fits or ``disk.check_free_space`` is false."""
     if not (cfg.get("disk") or {}).get("check_free_space", True):
         return None
     folder = results_folder(cfg, base)
@@ -513,11 +469,9 @@ def disk_problem(cfg: dict, planned: Iterable[Work], at_once: int | None = None,
 
 
 def study_disk_problem(cfg: dict, *, base: str | Path | None = None) -> str | None:
-    """The disk check before a run's first job (the Snakefile's ``onstart``). No public interface of
-    Snakemake tells which jobs a run will start, so this prices the whole study's plan as ``gentax
-    plan --cost`` does (every job from nothing, RL jobs at once as its preset's profile runs them:
-    ``gentax.study.dag.PROFILES``) minus what is already written under the results folder: a run of
-    one table is checked as the whole study. None when it fits or ``disk.check_free_space`` is false."""
+    """The disk check before a run's first job (the Snakefile's ``onstart``): the whole study's plan
+    priced as ``gentax plan --cost`` does (no public interface of Snakemake tells which jobs a run
+    starts), less what is written already. None when it fits or ``disk.check_free_space`` is false."""
     if not (cfg.get("disk") or {}).get("check_free_space", True):
         return None  # no dry-run spent on it
     with tempfile.TemporaryDirectory(prefix="gentax-disk-") as folder:

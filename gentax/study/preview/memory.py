@@ -1,22 +1,13 @@
-"""The GPU memory check of a study's training jobs: does each fit its GPUs, and by how much?
+"""The GPU memory check of a study's training jobs (``check``: with ``cluster.memory_check``, a
+``ConfigError`` naming a job that does not fit its GPUs and its numbers).
 
-``check(cfg)`` is the check a study runs before any job (``gentax plan`` and the workflow's start,
-with config ``cluster.memory_check``): a ``ConfigError`` naming the job and its numbers when one
-does not fit. ``job_estimates(cfg)``: one ``JobMemory`` per GPU training job kind of the study
-(``sft_v2``; the verl actor's phases when ``engines.rl`` is verl), in GiB.
-
-Model states (parameters, gradients, optimizer states) are DeepSpeed's own estimators
-(``estimate_zero3_model_states_mem_needs``, ``estimate_zero2_model_states_mem_needs``) on the
-parameter count of ``cluster.model_config`` (an HF ``config.json`` instantiated on torch's meta
-device: no weights). SFT (LlamaFactory, full fine-tuning) partitions as its DeepSpeed JSON says
-(``inits.v2.sft.deepspeed``; none: every GPU holds everything); verl's FSDP actor as ZeRO-3 over its
-GPUs, with its offload flags as verl receives them (``gentax.study.preview.settings.rl_settings``).
-Activations are counted per token of the largest micro-batch a GPU processes (bf16, no sequence x
-sequence scores): with gradient checkpointing each layer's input and one layer recomputed at a
-time, without it every layer's; plus the LM head's logits. A job fits when its estimate is at most
-``(1 - memory_margin)`` x ``gpu_memory_gib`` (the margin: the CUDA context, NCCL, fragmentation).
-The figures marked *measured* were fitted to peaks measured on one H200 at the paper's shape
-(benchmarks/paper_shape; tests/test_paper_shape.py checks the check against them within 15 %).
+``job_estimates``: one ``JobMemory`` per GPU training job kind (``sft_v2``; the verl actor's phases),
+in GiB: model states by DeepSpeed's own estimators on ``cluster.model_config``'s parameter count
+(the model built on torch's meta device), partitioned as the SFT job's DeepSpeed config or verl's
+FSDP (ZeRO-3) say; activations per token of the largest micro-batch (bf16, with or without gradient
+checkpointing) plus the LM head's logits. A job fits within ``(1 - memory_margin)`` x
+``gpu_memory_gib``. The figures marked *measured* were fitted to peaks at the paper's shape
+(docs/paper_shape.md; tests/test_paper_shape.py holds the check within 15 % of them).
 """
 
 from __future__ import annotations
@@ -36,16 +27,13 @@ from gentax.train.sft_config import load_sft_config
 
 GIB = 1024**3
 BF16 = 2
-#: bytes per logit entry (token x vocabulary) beside a micro-batch's layer activations: ``verl``, ``verl_entropy``
-#: (with ``entropy_coeff``): our count of the tensors on the cluster's path (flash-attn's in-place cross entropy);
-#: ``hf_loss`` (LlamaFactory's SFT step): measured, the figure that makes states + activations meet the step's
-#: peak; ``verl_unfused`` / ``verl_unfused_log_probs``: measured for verl without flash-attn (sdpa/eager), per token
-#: of ppo_max_token_len_per_gpu; ``verl_log_probs``: the cluster path's log-prob pass, verl's figure scaled by the
-#: unfused path's measured log-prob / update ratio
+#: bytes per logit entry (token x vocabulary) beside a micro-batch's layer activations: ``verl`` and
+#: ``verl_entropy`` counted on the flash-attn path; ``hf_loss`` (SFT) and the ``verl_unfused*`` ones
+#: (without flash-attn) measured; ``verl_log_probs`` scaled from the unfused path's measured ratio
 LOGIT_BYTES = {"hf_loss": 8, "verl": 4, "verl_entropy": 8, "verl_log_probs": 11,
                "verl_unfused": 20, "verl_unfused_log_probs": 51}
-#: bytes a parameter of verl's FSDP actor outside the update's passes, measured: fp32 parameters (4) and Adam's two
-#: moments (8) in the rollout and the log-prob pass, the fp32 gradients (4) too in the checkpoint save
+#: bytes a parameter of verl's FSDP actor outside the update, measured: fp32 parameters and Adam's
+#: moments (12), with the fp32 gradients in the checkpoint save (16)
 FSDP_RESIDENT_BYTES = 12
 FSDP_SAVE_BYTES = 16
 #: what each offload flag takes off the GPU outside the update (our reading): the fp32 parameters, Adam's moments
@@ -128,9 +116,8 @@ class JobMemory:
 
 @contextlib.contextmanager
 def _quiet_accelerator():
-    """Import DeepSpeed (for its estimators: arithmetic only) without its "Setting accelerator to
-    CPU" warning on a machine without CUDA: name the CPU accelerator it would pick, for the import
-    only (the variable is restored, so no job this process starts inherits it)."""
+    """Import DeepSpeed without its "Setting accelerator to CPU" warning on a machine without CUDA:
+    ``DS_ACCELERATOR=cpu`` for the import only."""
     import os
 
     import torch
@@ -188,7 +175,7 @@ def _budget(cluster: dict) -> float:
 
 
 def sft_estimate(cfg: dict, arch: Architecture) -> JobMemory | None:
-    """The V2 SFT job (LlamaFactory), or None when it is not full fine-tuning (see the module doc)."""
+    """The V2 SFT job (LlamaFactory), or None when it is not full fine-tuning."""
     sft = load_sft_config(study_sft(cfg, "v2"))
     if sft.lora_rank or sft.freeze_layers:
         return None
@@ -197,8 +184,7 @@ def sft_estimate(cfg: dict, arch: Architecture) -> JobMemory | None:
     gpus = int(cluster["gpus_per_node"])
     ds = deepspeed_settings(sft.deepspeed)
     if ds == {"zero_stage": 3, "offload_optimizer": False, "offload_params": False}:
-        # DeepSpeed's stage-3 estimate (4 x the largest layer + 18 bytes a parameter over the GPUs) at the
-        # measured bytes a parameter
+        # DeepSpeed's stage-3 estimate at the measured bytes a parameter
         states = 4 * arch.largest_layer_params + ZERO3_STATE_BYTES * arch.total_params / gpus
     else:
         states = model_states_bytes(arch, gpus_per_node=gpus, **ds)
@@ -253,7 +239,7 @@ def rl_estimates(cfg: dict, arch: Architecture) -> list[JobMemory]:
 
 
 def job_estimates(cfg: dict) -> list[JobMemory]:
-    """Every GPU training job kind of the preset (see the module docstring)."""
+    """Every GPU training job kind of the preset."""
     arch = architecture(str(cfg["cluster"]["model_config"]))
     jobs = [job for job in [sft_estimate(cfg, arch)] if job is not None]
     if cfg["engines"]["rl"] == "verl":

@@ -1,21 +1,11 @@
 """Power preview (``gentax plan --power``): the smallest ΔID and ΔOOD each table can resolve.
 
-For the configured held-out tasks per domain, window checkpoints, seeds, level (``eval.test_level``)
-and seed spread (``eval.seed_sd``: both the seeds' simulated spread and the floor the rule
-allows for): the smallest effect the tables' own rule
-(``gentax.analysis.stats``: the task-paired exact test AND the seed-level test, Holm over a table's
-cells) resolves with probability ``POWER``, for the cell that is its table's strongest (Holm's first
-step). The tables priced are the registry entries that say what their rule tests
-(``gentax.analysis.artifacts.Tested``). Model: every task of a domain alike, each evaluation an
-independent Bernoulli draw, a seed's window checkpoints alike (optimistic where they differ); a
-trained seed's rate Beta-distributed around its side's mean with sd τ (``SEED_LAWS``: or two modes) (a seed's OOD rates the same
-quantile of each domain's Beta: a better seed is better everywhere). ΔID: base rate p0 of the
-training domain -> p0 + Δ (points). ΔOOD: every OOD domain's mean moves by the same relative change
-(percent); the smallest increase and decrease. Simulated through the rule's batched functions with
-``DRAWS`` replicates per effect and common random numbers (one bisection on a 0.5 grid); with one
-seed on a trained side the rule never resolves ("none"). Base rates: the initial policy's base
-evaluation where it exists (``<results>/summary/base/<init>/default.csv``), else
-``eval.power_base_success``. tests/test_power.py checks it against independent simulations.
+The smallest effect the tables' own rule (``gentax.analysis.stats``: the task-paired exact test AND
+the seed-level test, Holm over a table's cells) resolves with probability ``POWER`` in the table's
+strongest cell, simulated through the rule's batched functions (``DRAWS`` replicates per effect,
+common random numbers, bisection on a 0.5 grid). Model: tasks alike, evaluations independent, a
+seed's checkpoints alike, a trained seed's rate drawn around its side's mean with sd τ
+(``eval.seed_sd``; ``SEED_LAWS``). The model and its assumptions: docs/tables.md.
 """
 
 from __future__ import annotations
@@ -46,10 +36,8 @@ _STEP = 0.5
 
 @dataclass(frozen=True)
 class Design:
-    """What one tested cell looks like: seeds per trained side, window checkpoints per seed, the
-    cells of its table (Holm's family), the level and the seed spread the rule assumes at least
-    (``seed_sd``, config ``eval.seed_sd``: the floor of a trained side's seed variance,
-    ``stats.seed_side``)."""
+    """One tested cell: seeds per trained side, window checkpoints per seed, the cells of its table
+    (Holm's family), the level, and ``seed_sd`` (the floor of a side's seed variance, ``stats.seed_side``)."""
 
     seeds: int
     checkpoints: int
@@ -69,11 +57,10 @@ SEED_LAWS = {"beta": None, "two-mode": 0.5, "take-off": 0.2}
 
 
 def seed_rates(quantiles: np.ndarray, mean, sd: float, law: str = "beta") -> np.ndarray:
-    """Success rates of trained seeds: the ``quantiles`` (uniforms) of a law with ``mean`` and
-    standard deviation ``sd`` (``SEED_LAWS``), increasing in the quantile. Beta: sd capped at
-    sqrt(mean (1 − mean) / 2), where the range [0, 1] allows no more. Two modes: mean + a with
-    probability q (quantile above 1 − q), else mean − b, a = sd sqrt((1 − q) / q), b = sd sqrt(q / (1 − q)),
-    sd capped so that both stay in [0, 1]. ``mean`` itself at sd 0."""
+    """Success rates of trained seeds: the ``quantiles`` of a law with ``mean`` and sd ``sd``
+    (``SEED_LAWS``), increasing in the quantile. Beta: sd capped at sqrt(mean (1 − mean) / 2). Two
+    modes: mean + sd sqrt((1 − q) / q) with probability q, else mean − sd sqrt(q / (1 − q)), sd capped
+    to stay in [0, 1]."""
     mean = np.clip(np.asarray(mean, dtype=float), 0.0, 1.0)
     q = SEED_LAWS[law]
     if q is not None:
@@ -89,9 +76,8 @@ def seed_rates(quantiles: np.ndarray, mean, sd: float, law: str = "beta") -> np.
 
 
 def successes(uniforms: np.ndarray, rates: np.ndarray, evaluations: int) -> np.ndarray:
-    """Binomial(``evaluations``, rate) successes by inverse CDF of one uniform each (so, for fixed
-    uniforms, they never fall as the rate rises); ``rates`` broadcast against ``uniforms`` (the
-    CDF is computed at ``rates``' own shape, once per rate, not per uniform)."""
+    """Binomial(``evaluations``, rate) successes by inverse CDF of one uniform each (monotone in the
+    rate for fixed uniforms); ``rates`` broadcast against ``uniforms``."""
     count = np.zeros(uniforms.shape, dtype=np.int64)
     for k in range(evaluations):
         count += uniforms > binom.cdf(k, evaluations, rates)
@@ -99,8 +85,7 @@ def successes(uniforms: np.ndarray, rates: np.ndarray, evaluations: int) -> np.n
 
 
 class DeltaIdDraws:
-    """The uniforms of ``draws`` ΔID replicates: the run's seed quantiles (draws, seeds), its
-    per-(seed, task) evaluation uniforms and the initial policy's per-task ones."""
+    """The uniforms of ``draws`` ΔID replicates: seed quantiles, per-(seed, task) and base per-task ones."""
 
     def __init__(self, tasks: int, seeds: int, draws: int, seed: int):
         rng = np.random.default_rng([seed, tasks, seeds])
@@ -117,8 +102,7 @@ class DeltaIdDraws:
 
 
 class Tests(NamedTuple):
-    """Per replicate, the two p-values of the rule: the seed-level test's and the task-paired test's
-    (``stats.RuleTest``: the rule's p is the larger, NaN where a trained side has one seed)."""
+    """Per replicate, the seed-level and task-paired p-values (``stats.RuleTest``: the rule's is the larger)."""
 
     seeds: np.ndarray
     tasks: np.ndarray
@@ -136,9 +120,7 @@ class Rejections(NamedTuple):
 
 
 def _trained_variance(per_seed: np.ndarray, evaluations: list[np.ndarray], design: Design) -> np.ndarray:
-    """``stats.seed_side``'s variance of a trained side, batched: ``per_seed`` (draws, seeds) the
-    seed values, ``evaluations`` per domain (draws, seeds, tasks) the successes out of
-    ``design.checkpoints`` per task; NaN with one seed."""
+    """``stats.seed_side``'s variance of a trained side, batched over replicates; NaN with one seed."""
     seeds = design.seeds
     if seeds < 2:
         return np.full(per_seed.shape[0], np.nan)
@@ -152,9 +134,8 @@ def _trained_variance(per_seed: np.ndarray, evaluations: list[np.ndarray], desig
 
 def delta_id_tests(p0: float, delta_points: float, tasks: int, design: Design, tau: float, draws: DeltaIdDraws,
                    law: str = "beta") -> Tests:
-    """Per replicate, the rule's two p-values for a ΔID of ``delta_points`` from base rate ``p0``: the
-    run's seeds (``seed_rates`` around p0 + Δ, sd ``tau``, ``law``) x checkpoints against one
-    evaluation of the initial policy per task, through the tables' batched tests."""
+    """Per replicate, the rule's two p-values for a ΔID of ``delta_points`` from base rate ``p0``:
+    the run's seeds x checkpoints against one base evaluation per task."""
     m = design.seeds * design.checkpoints
     rates = seed_rates(draws.seed_quantiles, p0 + delta_points / 100.0, tau, law)
     run = successes(draws.evaluations, rates[:, :, None], design.checkpoints)  # (draws, seeds, tasks)
@@ -181,9 +162,8 @@ def delta_id_rejections(p0: float, delta_points: float, tasks: int, design: Desi
 
 
 class DeltaOodDraws:
-    """The uniforms of ``draws`` ΔOOD replicates, per arm (without, with): seed quantiles (one per
-    seed, shared by its OOD domains) and per-(seed, task) evaluation uniforms, tasks of every OOD
-    domain side by side."""
+    """The uniforms of ``draws`` ΔOOD replicates, per arm: seed quantiles (shared by a seed's OOD
+    domains) and per-(seed, task) uniforms, every OOD domain's tasks side by side."""
 
     def __init__(self, tasks: Sequence[int], seeds: int, draws: int, seed: int):
         rng = np.random.default_rng([seed, *tasks, seeds, 1])
@@ -200,9 +180,8 @@ class DeltaOodDraws:
 
 def delta_ood_tests(rates: Sequence[float], tasks: Sequence[int], change_pct: float, design: Design,
                     tau: float, draws: DeltaOodDraws, law: str = "beta") -> Tests:
-    """Per replicate, the rule's two p-values for a ΔOOD of ``change_pct`` (every OOD domain's rate x
-    (1 + change / 100)) of the intervention run against the default run, both with ``design``'s
-    seeds x checkpoints."""
+    """Per replicate, the rule's two p-values for a ΔOOD of ``change_pct`` (every OOD rate x
+    (1 + change / 100)), intervention against default run."""
     bounds = np.cumsum([0, *tasks])
     arms = []
     for arm, factor in enumerate((1.0, 1.0 + change_pct / 100.0)):
@@ -228,17 +207,15 @@ def delta_ood_rejections(rates: Sequence[float], tasks: Sequence[int], change_pc
     return Rejections(stats.rejects(tests.rule, design.cell_level), stats.rejects(tests.tasks, design.cell_level))
 
 
-#: a bisection step first looks at this share of the replicates, and at all of them only where that
-#: estimate is within ``_COARSE_MARGIN`` standard errors of ``POWER`` (the decision it would make
-#: otherwise is wrong with probability < 1e-4); the same replicates' first rows: same answer, faster
+#: a bisection step first looks at 1/_COARSE_SHARE of the replicates, and at all of them only where
+#: that estimate is within ``_COARSE_MARGIN`` standard errors of ``POWER``: the same answer, faster
 _COARSE_SHARE = 8
 _COARSE_MARGIN = 4.0
 
 
 def _smallest(rejections, draws, grid: np.ndarray) -> float:
-    """The first grid value whose power (``rejections(value, draws).rule.mean()``) reaches
-    ``POWER``, by bisection (power rises along the grid: common random numbers); NaN when not even
-    the last does."""
+    """The first grid value whose power reaches ``POWER``, by bisection (power rises along the
+    grid: common random numbers); NaN when not even the last does."""
     total = draws.evaluations[0].shape[0] if isinstance(draws.evaluations, list) else draws.evaluations.shape[0]
     coarse = draws.head(max(total // _COARSE_SHARE, 1))
     coarse_se = math.sqrt(POWER * (1 - POWER) / max(total // _COARSE_SHARE, 1))
@@ -270,8 +247,7 @@ def delta_id_power(p0: float, delta_points: float, tasks: int, design: Design, t
 
 
 def smallest_delta_id(p0: float, tasks: int, design: Design, tau: float, draws: int = DRAWS, seed: int = 0) -> float:
-    """The smallest ΔID (points, on a 0.5 grid) with power >= ``POWER``; NaN when none up to 100 %
-    (always with one seed)."""
+    """The smallest ΔID (points, on a 0.5 grid) with power >= ``POWER``; NaN when none."""
     if design.seeds < 2:
         return math.nan
     grid = np.arange(_STEP, 100.0 * (1.0 - p0) + 1e-9, _STEP)
@@ -281,9 +257,7 @@ def smallest_delta_id(p0: float, tasks: int, design: Design, tau: float, draws: 
 
 def smallest_delta_ood(rates: Sequence[float], tasks: Sequence[int], design: Design, tau: float, sign: int,
                        draws: int = DRAWS, seed: int = 0) -> float:
-    """The smallest ΔOOD (percent; ``sign`` +1 an increase, -1 a decrease) with power >= ``POWER``;
-    NaN when none (a decrease stops at -100 %, an increase where a rate would pass 100 %; always
-    with one seed)."""
+    """The smallest ΔOOD (percent; ``sign`` +1 up, -1 down) with power >= ``POWER``; NaN when none."""
     if design.seeds < 2:
         return math.nan
     top = 100.0 if sign < 0 else 100.0 * (1.0 / max(max(rates), 1e-9) - 1.0)
@@ -301,7 +275,8 @@ _ood_draws = lru_cache(maxsize=2)(lambda tasks, seeds, draws, seed: DeltaOodDraw
 
 
 def base_rates(cfg: dict, init: str) -> tuple[dict[str, float], str]:
-    """Each domain's assumed base success and where it came from (module doc)."""
+    """Each domain's base success (the base evaluation where it exists, else
+    ``eval.power_base_success``) and where it came from."""
     assumed = {d: float(v) for d, v in cfg["eval"].get("power_base_success", {}).items()}
     path = repo_path(paths.base_summary(cfg, init, "default"))
     source = "config eval.power_base_success"
@@ -316,8 +291,7 @@ def base_rates(cfg: dict, init: str) -> tuple[dict[str, float], str]:
 
 
 def seed_spread(cfg: dict) -> dict[str, float]:
-    """τ, the standard deviation of a trained seed's success, for ΔID (``id``) and ΔOOD (``ood``):
-    config ``eval.seed_sd``."""
+    """τ of ΔID (``id``) and ΔOOD (``ood``): config ``eval.seed_sd``."""
     spread = cfg["eval"]["seed_sd"]
     return {"id": float(spread["id"]), "ood": float(spread["ood"])}
 
@@ -332,8 +306,7 @@ class TableCells:
 
 
 def tested_cells(cfg: dict) -> list[TableCells]:
-    """The cells each planned table tests under the configured grid, in registry order: the
-    tables whose registry entry says what they test (``gentax.analysis.artifacts.Tested``)."""
+    """The cells each planned table tests (``gentax.analysis.artifacts.Tested``), in registry order."""
     by_variant: dict[str, set] = {}
     for r in gplan.runs(cfg):
         if not r.label and not is_mixture(r.train_domain):

@@ -1,13 +1,7 @@
-"""The effective settings of every job kind of a study, each with its source (``gentax plan --settings``):
-one place to audit a preset against the paper.
-
-``effective_settings(cfg) -> {kind: {name: value}}``: ``rl``, the first grid run (else Ckpt V1's) as
-its engine receives it (for verl, the Hydra overrides ``verl_engine.verl_overrides`` makes of the
-job's ``RLConfig`` and run spec; ``verl_config(cfg)`` composes them: ``--verl``); ``sft``, the
-``llamafactory-cli train`` arguments of the V2 SFT; ``sft_data``, what its data job collects;
-``eval`` / ``properties``, what those jobs receive; ``domains``, ``study`` and ``runs`` (every
-planned run's own settings). ``render`` prints them with each one's ``[source] note`` from
-``settings_sources.yaml`` (or ``[changed]`` and the paper preset's value) and the memory check's lines.
+"""The effective settings of every job kind of a study, each with its source (``gentax plan
+--settings``): one place to audit a preset against the paper. ``effective_settings``: ``{kind:
+{name: value}}`` as each engine receives them (verl: its Hydra overrides; ``verl_config`` composes
+them); ``render`` prints them with each one's source from ``settings_sources.yaml``.
 """
 
 from __future__ import annotations
@@ -19,6 +13,7 @@ from typing import Any
 import yaml
 
 from gentax.io import read_yaml
+from gentax.jobspec import plain
 from gentax.study import plan as gplan
 from gentax.study.config import study_sft
 from gentax.study.jobs import rl_config
@@ -83,21 +78,12 @@ def verl_config(cfg: dict) -> str:
 
 def runs_settings(cfg: dict) -> dict[str, Any]:
     """Every planned run -> what its run spec sets beyond the shared RL settings."""
-    return {run.path: {"steps": run.steps, "think": run.think, "augmentation": _plain(run.augmentation),
-                       "domains": _plain(run.domains)} for run in gplan.runs(cfg)}
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict) or hasattr(value, "items"):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
+    return {run.path: {"steps": run.steps, "think": run.think, "augmentation": plain(run.augmentation),
+                       "domains": plain(run.domains)} for run in gplan.runs(cfg)}
 
 
 def augmentation_units() -> dict[str, Any]:
-    """Each domain's augmentation unit: tokens per inserted distractor (``DomainSpec.augmentation``),
-    and how WebShop picks a distractor's kind (``augment.webshop_distractors``)."""
+    """Each domain's tokens per inserted distractor, and WebShop's distractor kinds."""
     from gentax.domains.spec import specs  # function-local, with the next: reads the domain registry when printed
     from gentax.domains.webshop import DISTRACTOR_KINDS as WEBSHOP_DISTRACTOR_KINDS  # (the WebShop module, likewise)
 
@@ -159,12 +145,8 @@ def effective_settings(cfg: dict) -> dict[str, dict[str, Any]]:
 
 
 def render(cfg: dict, paper_cfg: dict, memory_lines: list[str] = ()) -> str:
-    """The settings as text, sources beside them, then ``memory_lines`` (the memory check's
-    figures, ``gentax.study.preview.memory``: the caller's, since that module reads these settings).
-
-    A value that differs from the paper preset's (``paper_cfg``: the caller's, resolved by
-    ``gentax.study.config.study_config``, which this module is below) shows that value instead of
-    a source: the sources describe the paper preset."""
+    """The settings as text, sources beside them, then ``memory_lines`` (the memory check's). A value
+    that differs from the paper preset's (``paper_cfg``) shows that value instead of a source."""
     settings = effective_settings(cfg)
     paper = effective_settings(paper_cfg)
     run = shown_run(cfg)
