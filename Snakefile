@@ -42,7 +42,7 @@ include: "rules/tables.smk"
 localrules: run_summary, base_summary, properties_table, controls_properties_table, table, figure
 
 
-onstart:  # a run, before any job starts: the base model, a writable results folder, room on its disk
+onstart:  # a run, before any job starts: the base model, a writable results folder, GPU memory, room on its disk
     gsnakefile.on_start(config)
 
 

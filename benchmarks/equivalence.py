@@ -95,7 +95,8 @@ def run_grid(commit: str, tree: Path, model: Path) -> float:
            "HOME": str(Path.home())}
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "snakemake", *TARGETS, "--cores", "2", *profile, "--configfile",
-                           study, "tests/smoke_config.yaml", str(override)], cwd=tree, env=env, capture_output=True,
+                           study, "tests/smoke_config.yaml", str(override), "--config", "results=results"],  # one folder at either commit
+                          cwd=tree, env=env, capture_output=True,
                           text=True)
     if proc.returncode:
         raise SystemExit(f"{tree}: snakemake failed:\n{(proc.stdout + proc.stderr)[-4000:]}")

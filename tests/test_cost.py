@@ -56,11 +56,11 @@ def paper_work():
 @pytest.mark.parametrize("args, preset, files, target", [
     (["--profile", "profiles/slurm"], "paper", [], None),
     (["--profile", "profiles/slurm", "results/paper/tables/table5_augmentation.csv"], "paper", [], "table5_augmentation"),
-    (["--profile", "profiles/slurm", "results/paper/figures/training_curves.png"], "paper", [], "training_curves"),
     (["--profile", "profiles/slurm", "--configfile", "tests/filler_on.yaml"], "paper", ["tests/filler_on.yaml"], None),
     (["--forceall"], "embedded", [], None),
     (["--forceall", "results/embedded/tables/controls_sweep.csv"], "embedded", [], "controls_sweep"),
-], ids=["paper", "paper-table5", "paper-training-curves", "paper-filler", "embedded", "embedded-controls-table"])
+    (["--forceall", "results/embedded/figures/training_curves.png"], "embedded", [], "training_curves"),
+], ids=["paper", "paper-table5", "paper-filler", "embedded", "embedded-controls-table", "embedded-training-curves"])
 def test_priced_jobs_are_the_jobs_snakemake_plans(args, preset, files, target):
     """The DAG gentax plan builds (a preset and config files, every job forced) has the jobs of the
     user's dry-run under the profile (the dry-run prints no budget of its own: gentax plan --cost does)."""

@@ -25,14 +25,11 @@ def _stop(problems: list[str]) -> None:
 def load(config: dict, settings: Any, *, main: bool) -> None:
     """Make Snakemake's ``config`` the study config in place (``gentax.study.config.with_preset`` of
     the files and ``--config`` pairs in ``settings``, its ``ConfigSettings``), validated; in the
-    ``main`` process also the GPU memory check and notes of what a run would lack here. A bad value
-    or a job that does not fit ends the process in one line."""
+    ``main`` process also notes of what a run would lack here. A bad value ends the process in one line."""
     try:
         overrides = gconfig.cli_overrides(settings.overwrite_config or {}, settings.config or {})
         study = gconfig.with_preset(read_yaml(gconfig.STUDY_FILE), overrides)
         gconfig.validate(study, sources=gconfig.config_sources(study["preset"], settings.configfiles, settings.config))
-        if main:
-            memory.check(study)
     except ConfigError as exc:
         _stop([str(exc)])
     config.clear()
@@ -49,12 +46,14 @@ def results_line(cfg: dict) -> str:
 
 
 def on_start(cfg: dict) -> None:
-    """The Snakefile's ``onstart``: stop when an input every job needs is missing (``unmet_inputs``)
-    or the study does not fit the results folder's disk (``cost.study_disk_problem``); else follow
-    the jobs' progress on the console (``gentax.progress.follow``)."""
+    """The Snakefile's ``onstart`` (a run, not a dry-run: ``gentax plan`` previews the same): stop
+    when an input every job needs is missing (``unmet_inputs``), a GPU job does not fit its GPUs
+    (``memory.check``) or the study does not fit the results folder's disk (``cost.study_disk_problem``);
+    else follow the jobs' progress on the console (``gentax.progress.follow``)."""
     problems = gconfig.unmet_inputs(cfg)
     if not problems:
         try:
+            memory.check(cfg)
             problems = [problem for problem in [cost.study_disk_problem(cfg, base=os.getcwd())] if problem]
         except ConfigError as exc:
             problems = [str(exc)]
