@@ -1,6 +1,6 @@
 """Per-job-kind time of a finished workflow run, from Snakemake's benchmark files and the jobs' logs.
 
-    python benchmarks/study_time.py [RESULTS]        # default: results
+    python benchmarks/study_time.py [RESULTS]        # default: results/embedded
 
 Wall seconds from each rule's ``RESULTS/benchmarks/<job>.tsv`` (the mean of its rows); CPU seconds
 from the job's log (its last ``gentax.joblog.USED`` line) where it has one, since Snakemake's sampled
@@ -100,7 +100,7 @@ def markdown(table: dict[str, list[float]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results", nargs="?", default="results")
+    parser.add_argument("results", nargs="?", default="results/embedded")
     args = parser.parse_args(argv)
     print(markdown(kind_table(args.results)))
     return 0

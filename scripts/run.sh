@@ -2,7 +2,7 @@
 # The run command (README): `bash scripts/run.sh` runs the whole embedded study, setting up on
 # first use (scripts/setup.sh). Snakemake flags pass on (`-n`, `--profile profiles/slurm`); without
 # a --profile it uses profiles/embedded (gentax/clone.py). A first word naming a tool runs that tool:
-#   bash scripts/run.sh gentax plan --cost      bash scripts/run.sh tensorboard --logdir results
+#   bash scripts/run.sh gentax plan --cost      bash scripts/run.sh tensorboard --logdir results/embedded
 #   bash scripts/run.sh python -m pytest ...    bash scripts/run.sh snakemake --report report.html
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
