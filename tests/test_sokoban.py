@@ -61,6 +61,18 @@ def test_task_draw_leaves_global_rngs_alone(env):
     assert (random.random(), np.random.rand()) == expected
 
 
+def test_tasks_drawn_from_threads_at_once_are_those_drawn_alone():
+    """verl's agent loops make tasks from several threads: gym-sokoban's draws from the global RNGs
+    must not interleave (without the module's lock most of these rooms differ)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    seeds = range(40)
+    alone = [make("sokoban", split="eval", seed=0).task(seed).spec for seed in seeds]
+    with ThreadPoolExecutor(4) as threads:
+        together = list(threads.map(lambda seed: make("sokoban", split="eval", seed=0).task(seed).spec, seeds))
+    assert together == alone
+
+
 def test_expert_plays_a_shortest_solution(env):
     for seed in range(6):
         task = env.task(seed)

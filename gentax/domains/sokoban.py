@@ -16,6 +16,7 @@ import importlib.util
 import random
 import re
 import sys
+import threading
 import types
 from typing import Any
 
@@ -141,17 +142,23 @@ class Room:
         return None
 
 
+#: gym-sokoban draws from the global RNGs: one room at a time per process, or two threads' rooms
+#: (verl's agent loops make tasks from threads at once) would interleave their draws
+_GLOBAL_RNG = threading.Lock()
+
+
 def generate(dim: tuple[int, int], num_boxes: int, num_steps: int, seed: int) -> dict[str, Any]:
     """One gym-sokoban room from ``seed``; the global RNG states are restored afterwards."""
     room_utils = gym_sokoban_module("room_utils")
-    py_state, np_state = random.getstate(), np.random.get_state()
-    try:
-        random.seed(seed)
-        np.random.seed(seed % 2**32)
-        fixed, state, _ = room_utils.generate_room(dim=dim, num_steps=num_steps, num_boxes=num_boxes)
-    finally:
-        random.setstate(py_state)
-        np.random.set_state(np_state)
+    with _GLOBAL_RNG:
+        py_state, np_state = random.getstate(), np.random.get_state()
+        try:
+            random.seed(seed)
+            np.random.seed(seed % 2**32)
+            fixed, state, _ = room_utils.generate_room(dim=dim, num_steps=num_steps, num_boxes=num_boxes)
+        finally:
+            random.setstate(py_state)
+            np.random.set_state(np_state)
     return {
         "room_size": list(dim),
         "walls": [list(c) for c in _cells(fixed, 0)],
