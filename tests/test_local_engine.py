@@ -23,7 +23,7 @@ import yaml
 from gentax.errors import ConfigError
 from gentax.train import runs
 from gentax.train.jobs import train_rl
-from rl_helpers import TINY_RL, make_run, make_tiny_model, small_rl
+from rl_helpers import TINY_MAX_STEPS, TINY_RL, make_run, make_tiny_model, small_rl
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,9 +33,9 @@ def tiny(tmp_path_factory):
     return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
-def train(run_dir, init, steps, section=None, domain="sokoban", variant="default", seed=0):
+def train(run_dir, init, steps, section=None, domain="sokoban", variant="default", seed=0, max_steps=TINY_MAX_STEPS):
     start, end = steps
-    run = make_run(domain, variant, seed, end, init=str(init))  # 2 turns a trajectory
+    run = make_run(domain, variant, seed, end, init=str(init), max_steps=max_steps)
     return train_rl("local", {**TINY_RL, **(section or {})}, init=str(init), run=run,
                     start=start, end=end, run_dir=str(run_dir), progress=False)
 
@@ -188,8 +188,8 @@ def test_embedded_model_trains_a_step(tmp_path):
     from gentax.rollout.embedded_model import embedded_model_path
 
     run = tmp_path / "run"
-    section = {"max_new_tokens": 16, "mini_batch_size": 64, "lr": 1e-5}  # 2 turns a trajectory (train's run)
-    assert train(run, embedded_model_path(), (0, 1), section) == 0
+    section = {"max_new_tokens": 16, "mini_batch_size": 64, "lr": 1e-5}
+    assert train(run, embedded_model_path(), (0, 1), section, max_steps=1) == 0  # one turn: 2 samples to update on
     row = pd.read_csv(run / runs.METRICS_FILE).iloc[0]
     assert all(math.isfinite(row[c]) for c in ("loss", "kl", "entropy", "adv_std"))
     assert row["entropy"] > 0.0
