@@ -55,12 +55,11 @@ def paper_work():
 
 @pytest.mark.parametrize("args, preset, files, target", [
     (["--profile", "profiles/slurm"], "paper", [], None),
-    (["--profile", "profiles/slurm", "results/paper/tables/table5_augmentation.csv"], "paper", [], "table5_augmentation"),
     (["--profile", "profiles/slurm", "--configfile", "tests/filler_on.yaml"], "paper", ["tests/filler_on.yaml"], None),
     (["--forceall"], "embedded", [], None),
     (["--forceall", "results/embedded/tables/controls_sweep.csv"], "embedded", [], "controls_sweep"),
     (["--forceall", "results/embedded/figures/training_curves.png"], "embedded", [], "training_curves"),
-], ids=["paper", "paper-table5", "paper-filler", "embedded", "embedded-controls-table", "embedded-training-curves"])
+], ids=["paper", "paper-filler", "embedded", "embedded-controls-table", "embedded-training-curves"])
 def test_priced_jobs_are_the_jobs_snakemake_plans(args, preset, files, target):
     """The DAG gentax plan builds (a preset and config files, every job forced) has the jobs of the
     user's dry-run under the profile (the dry-run prints no budget of its own: gentax plan --cost does)."""
@@ -177,13 +176,6 @@ def total_line(cfg: dict, resources: dict, work) -> str:
 def test_a_cpu_study_is_priced_in_cpu_job_hours():
     line = total_line(embedded(), cost.profile_resources(REPO / "profiles" / "embedded"), study_work("embedded"))
     assert "CPU job-hours (no job gets a GPU)" in line and "GPU-hours" not in line
-
-
-def test_a_profile_named_relative_to_the_checkout_is_shown_so():
-    out = subprocess.run([sys.executable, "-m", "gentax", "plan", "--cost", "--profile", "profiles/slurm"], cwd=REPO,
-                         capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "resources of profiles/slurm" in out.stdout and "eval_checkpoint_v1" in out.stdout
 
 
 def test_the_one_gpu_profile_prices_its_shared_gpu():

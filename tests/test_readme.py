@@ -75,9 +75,11 @@ def machine_free(printed: str) -> str:
 
 
 def test_the_docs_show_the_paper_budget_as_gentax_plan_cost_prints_it():
-    """The README points at docs/workflow.md for the paper's budget (issue #56: details belong in docs/)."""
-    printed = subprocess.run([sys.executable, "-m", "gentax", "plan", "--cost"], cwd=REPO, capture_output=True,
-                             text=True, check=True).stdout
+    """The README points at docs/workflow.md for the paper's budget (issue #56: details belong in docs/).
+    The paper preset's profile named as a user names it, relative to the checkout, is shown so."""
+    printed = subprocess.run([sys.executable, "-m", "gentax", "plan", "--cost", "--profile", "profiles/slurm"], cwd=REPO,
+                             capture_output=True, text=True, check=True).stdout
+    assert "resources of profiles/slurm" in printed and "eval_checkpoint_v1" in printed
     printed = machine_free(printed)
     blocks = re.findall(r"```(?:\w+)?\n(.*?)```", (REPO / "docs" / "workflow.md").read_text(), re.S)
     assert any(block == printed for block in blocks), "docs/workflow.md's budget block is not `gentax plan --cost`'s output"

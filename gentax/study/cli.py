@@ -120,8 +120,6 @@ def _check_plan(cfg: dict, args) -> int:
     (rules/common.smk JobSpec.checked): 0 when every job would start, else 2 naming the first that
     would not, or a rule the profile's set-resources names that the workflow lacks. What a run
     would lack here is said as notes."""
-    from concurrent.futures import ThreadPoolExecutor
-
     from gentax.study import config as gconfig
     from gentax.study import dag
     from gentax.study.preview import cost
@@ -129,16 +127,13 @@ def _check_plan(cfg: dict, args) -> int:
     profile, _, at_once = _profile(cfg, args)
     per_rule = cost.read_profile(profile).get("set-resources")
     study = dag.study_args(cfg["preset"], args.config)
-    with ThreadPoolExecutor(1) as other:  # the rules' names (a second snakemake) while the DAG is built
-        rules = other.submit(dag.rule_names, study) if per_rule else None
-        jobs = dag.build(study)
-    disk = cost.disk_problem(cfg, cost.work(jobs), at_once)
-    for problem in gconfig.unmet_inputs(cfg) + ([disk] if disk else []):
-        print(f"gentax: note: {problem} (a run stops before its first job)", file=sys.stderr)
-    unknown = per_rule and cost.unknown_rules(per_rule, rules.result())
+    unknown = per_rule and cost.unknown_rules(per_rule, dag.rule_names(study))  # said before the DAG is built
     if unknown:
         print(f"gentax: error: {unknown} ({profile})", file=sys.stderr)
         return 2
+    disk = cost.disk_problem(cfg, cost.work(dag.build(study)), at_once)
+    for problem in gconfig.unmet_inputs(cfg) + ([disk] if disk else []):
+        print(f"gentax: note: {problem} (a run stops before its first job)", file=sys.stderr)
     print(f"plan check (preset {cfg['preset']}): every job's spec agrees with the inputs the plan writes")
     return 0
 
