@@ -1,8 +1,11 @@
-"""Shared helpers of the RL tests: a tiny random-init model with the embedded model's tokenizer.
+"""Shared helpers of the RL tests: a tiny random-init model with the embedded model's tokenizer,
+and the embedded model cut to its first layers.
 
 The tiny model has SmolLM2's architecture family (Llama) and tokenizer (chat template, EOS)
 but 2 layers of width 64, so training mechanics run in seconds on CPU. Tests about the
-embedded model itself use ``embedded_model_path()``.
+embedded model itself use ``embedded_model_path()``; tests that compare two computations of the
+same model's logits (kernels, caches, decode paths) use ``make_cut_embedded_model``: the real
+shapes and weights, a tenth of the layers.
 """
 
 from __future__ import annotations
@@ -35,6 +38,26 @@ def make_tiny_model(out: Path, seed: int = 0) -> Path:
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     generation.save_pretrained(out)
+    return out
+
+
+def make_cut_embedded_model(out: Path, layers: int = 3) -> Path:
+    """The embedded model with only its first ``layers`` decoder layers (of 30): the same widths,
+    heads, tokenizer, chat template and trained weights, the final norm and the tied head; the
+    layers after them dropped. Its text is no answer, but its logits have the real model's
+    magnitudes and its products the real shapes, which is what equal-logits tests need."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    from gentax.rollout.embedded_model import embedded_model_path
+
+    source = embedded_model_path()
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.bfloat16, num_hidden_layers=layers)
+    assert model.config.num_hidden_layers == layers == len(model.model.layers)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(source).save_pretrained(out)
+    GenerationConfig.from_pretrained(source).save_pretrained(out)
     return out
 
 

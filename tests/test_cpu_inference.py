@@ -19,13 +19,18 @@ EXACT = "amx_bf16" not in cpu_flags()
 
 
 @pytest.fixture(scope="module")
-def bf16_model():
+def folder(tmp_path_factory):
+    """The embedded model cut to its first layers (tests/rl_helpers.py): its shapes and weights."""
+    from rl_helpers import make_cut_embedded_model
+
+    return make_cut_embedded_model(tmp_path_factory.mktemp("cut"))
+
+
+@pytest.fixture(scope="module")
+def bf16_model(folder):
     from transformers import AutoModelForCausalLM
 
-    from gentax.rollout.embedded_model import embedded_model_path
-
-    return AutoModelForCausalLM.from_pretrained(embedded_model_path(), dtype=torch.bfloat16,
-                                                attn_implementation="eager").eval()
+    return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16, attn_implementation="eager").eval()
 
 
 def _prefill_and_decode(model) -> torch.Tensor:
@@ -77,11 +82,10 @@ def test_levers_give_the_eager_logits_bit_for_bit(bf16_model):
         assert torch.equal(eager.argmax(-1), fast.argmax(-1))
 
 
-def test_generator_samples_the_same_tokens_with_levers_on_and_off():
-    from gentax.rollout.embedded_model import embedded_model_path
+def test_generator_samples_the_same_tokens_with_levers_on_and_off(folder):
     from gentax.rollout.generators import HFGenerator, SamplingParams
 
-    gen = HFGenerator(str(embedded_model_path()), device="cpu", dtype="bfloat16", max_batch_size=4)
+    gen = HFGenerator(str(folder), device="cpu", dtype="bfloat16", max_batch_size=4)
     gen.fast_decode = False  # decode through the model's forward too, where the levers act (the fast step: tests/test_llama_decode.py)
     assert gen.cpu_levers == LEVERS
     prompts = [[{"role": "user", "content": f"Room {i}: you see a box and a key. Pick one action."}] for i in range(3)]

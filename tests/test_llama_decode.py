@@ -1,5 +1,6 @@
 """The hf generator's fast decode step (gentax.rollout.llama_decode) against transformers' own
-forward on the embedded model: logits of a left-padded prefill's next steps equal to float32
+forward on the embedded model cut to its first layers (tests/rl_helpers.py: its shapes and
+weights, a tenth of the work): logits of a left-padded prefill's next steps equal to float32
 rounding in float32 (transformers runs sdpa and MKL there, the step eager attention and oneDNN)
 and bit for bit in bf16 on a CPU without AMX (the same ops in the same order; with AMX oneDNN may
 pick other kernels for the fused products: bf16 rounding, the same argmax); greedy and seeded
@@ -23,12 +24,17 @@ EXACT_BF16 = "amx_bf16" not in cpu_flags()
 STEPS = 4
 
 
-def _model(dtype: str):
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    from rl_helpers import make_cut_embedded_model
+
+    return make_cut_embedded_model(tmp_path_factory.mktemp("cut"))
+
+
+def _model(folder, dtype: str):
     from transformers import AutoModelForCausalLM
 
-    from gentax.rollout.embedded_model import embedded_model_path
-
-    model = AutoModelForCausalLM.from_pretrained(embedded_model_path(), dtype=getattr(torch, dtype),
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype),
                                                  attn_implementation=attention_implementation(dtype, "cpu")).eval()
     cpu_inference.accelerate(model)  # as the generator runs it (bf16: grouped attention, packed linears)
     return model
@@ -74,8 +80,8 @@ def _decode(model, decoder=None, graph=False, leave_after=None) -> torch.Tensor:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_fast_step_gives_transformers_logits(dtype):
-    model = _model(dtype)
+def test_fast_step_gives_transformers_logits(folder, dtype):
+    model = _model(folder, dtype)
     assert llama_decode.unsupported(model) is None
     plain, fast = _decode(model), _decode(model, llama_decode.LlamaDecoder.for_model(model))
     assert torch.equal(plain.argmax(-1), fast.argmax(-1))
@@ -89,9 +95,9 @@ def test_fast_step_gives_transformers_logits(dtype):
 
 
 @pytest.mark.slow
-def test_a_weight_changed_in_place_is_read_again():
+def test_a_weight_changed_in_place_is_read_again(folder):
     """The local engine updates its policy (and refreshes its rollout copy) in place between calls."""
-    model = _model("float32")
+    model = _model(folder, "float32")
     decoder = llama_decode.LlamaDecoder.for_model(model)
     _decode(model, decoder)
     packed = decoder._layers[0].qkv
@@ -105,14 +111,12 @@ def test_a_weight_changed_in_place_is_read_again():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_generator_gives_the_same_tokens_with_the_fast_step(dtype):
-    """Greedy and seeded rows of different lengths (EOS, a stop string, their own limits): the
-    same tokens with the fast step and with transformers' forward, log-probs to float rounding;
-    a seeded row may part only where its draw lies within rounding of a CDF boundary (measured:
-    row 2 in float32 at token 5, a tail draw 3e-7 from the boundary, logits 4e-5 apart)."""
-    from gentax.rollout.embedded_model import embedded_model_path
-
-    gen = HFGenerator(str(embedded_model_path()), device="cpu", dtype=dtype, max_batch_size=4)
+def test_generator_gives_the_same_tokens_with_the_fast_step(folder, dtype):
+    """Greedy and seeded rows of different lengths (their own limits; a stop string where one is
+    drawn): the same tokens with the fast step and with transformers' forward, log-probs to float
+    rounding; a seeded row may part only where its draw lies within rounding of a CDF boundary
+    (a tail draw in float32 can lie 3e-7 from one, with logits 4e-5 apart)."""
+    gen = HFGenerator(str(folder), device="cpu", dtype=dtype, max_batch_size=4)
     assert gen._llama_decoder() is not None
     under_autocast = HFGenerator.from_model(gen.model, gen.tokenizer, autocast_dtype=torch.bfloat16)
     assert under_autocast._llama_decoder() is None  # the local engine's LoRA sampling: transformers' forward
@@ -173,11 +177,11 @@ def test_models_it_cannot_run_keep_transformers_forward():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_fixed_shape_step_gives_the_eager_steps_logits(dtype):
+def test_fixed_shape_step_gives_the_eager_steps_logits(folder, dtype):
     """The step a GPU captures (tokens, positions and column read from buffers, finished rows kept
     and ignored) computes what the eager step computes: bit for bit while every row is in the
     batch; after a row left, the eager step's smaller products round within bf16 of it."""
-    model = _model(dtype)
+    model = _model(folder, dtype)
     decoder = llama_decode.LlamaDecoder.for_model(model)
     assert torch.equal(_decode(model, decoder), _decode(model, decoder, graph=True))
     eager, fixed = _decode(model, decoder, leave_after=2), _decode(model, decoder, graph=True, leave_after=2)
