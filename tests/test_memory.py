@@ -20,8 +20,19 @@ def paper():
     return gconfig.load_config([REPO / "config" / "config.yaml"])
 
 
-def test_the_architecture_is_llama_3_1_8b_counted_without_weights(paper):
+def test_the_architecture_is_llama_3_1_8b_counted_without_weights(paper, tmp_path, monkeypatch):
+    monkeypatch.setenv("GENTAX_CACHE", str(tmp_path))
+    memory.architecture.cache_clear()
     arch = memory.architecture(paper["cluster"]["model_config"])
+    (cached,) = (tmp_path / "architectures").glob("*.json")  # counted once, then read from here
+    assert memory.counted(json.loads((REPO / paper["cluster"]["model_config"]).read_text())) == arch
+    cached.write_text(json.dumps({**json.loads(cached.read_text()), "layers": 99}))
+    memory.architecture.cache_clear()
+    assert memory.architecture(paper["cluster"]["model_config"]).layers == 99  # read, not counted again
+    cached.write_text("{")
+    memory.architecture.cache_clear()
+    assert memory.architecture(paper["cluster"]["model_config"]) == arch  # an unreadable one: counted again
+    memory.architecture.cache_clear()
     assert arch.total_params == 8_030_261_248  # Llama-3.1-8B's published 8.03B
     assert arch.largest_layer_params == 128_256 * 4_096  # the embedding (and the untied LM head)
     assert (arch.layers, arch.hidden, arch.kv, arch.intermediate) == (32, 4096, 1024, 14336)

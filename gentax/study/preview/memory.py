@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import sys
 from functools import lru_cache
 from typing import Any
 
 from gentax.errors import ConfigError
-from gentax.io import repo_path
+from gentax.io import default_cache_dir, repo_path, write_json
 from gentax.study.config import study_rl, study_sft
 from gentax.train.config import load_rl_config
 from gentax.train.sft_config import load_sft_config
@@ -62,14 +63,31 @@ class Architecture:
 
 @lru_cache(maxsize=8)
 def architecture(config_json: str) -> Architecture:
-    """The architecture of an HF ``config.json``, counted on torch's meta device (no weights)."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    """The architecture of an HF ``config.json``: counted once per config and transformers version
+    (``counted``), then read from the cache (``gentax.io.default_cache_dir``), since importing
+    transformers to count would add seconds to every ``gentax plan`` and run start."""
+    from importlib.metadata import version
 
     path = repo_path(config_json)
     if not path.is_file():
         raise ConfigError(f"config key cluster.model_config: {path} not found (an HF config.json of model.base)")
-    data = json.loads(path.read_text())
+    text = path.read_text()
+    key = hashlib.sha256(f"{version('transformers')}\n{text}".encode()).hexdigest()[:24]
+    cached = default_cache_dir() / "architectures" / f"{key}.json"
+    with contextlib.suppress(OSError, ValueError, TypeError):  # none yet, or unreadable: count again
+        return Architecture(**json.loads(cached.read_text()))
+    arch = counted(json.loads(text))
+    with contextlib.suppress(OSError):  # a read-only cache: count again next time
+        write_json(cached, dataclasses.asdict(arch))
+    return arch
+
+
+def counted(data: dict) -> Architecture:
+    """The architecture of an HF config (``config.json``'s dict), counted on torch's meta device (no weights)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    data = dict(data)
     config = AutoConfig.for_model(data.pop("model_type"), **data)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
