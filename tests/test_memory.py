@@ -32,6 +32,9 @@ def test_the_architecture_is_llama_3_1_8b_counted_without_weights(paper, tmp_pat
     cached.write_text("{")
     memory.architecture.cache_clear()
     assert memory.architecture(paper["cluster"]["model_config"]) == arch  # an unreadable one: counted again
+    monkeypatch.setenv("GENTAX_CACHE", str(cached))  # a file, no folder: nothing can be written under it
+    memory.architecture.cache_clear()
+    assert memory.architecture(paper["cluster"]["model_config"]) == arch
     memory.architecture.cache_clear()
     assert arch.total_params == 8_030_261_248  # Llama-3.1-8B's published 8.03B
     assert arch.largest_layer_params == 128_256 * 4_096  # the embedding (and the untied LM head)

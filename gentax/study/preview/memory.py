@@ -20,7 +20,7 @@ import sys
 from functools import lru_cache
 from typing import Any
 
-from gentax.errors import ConfigError
+from gentax.errors import ConfigError, GentaxError
 from gentax.io import default_cache_dir, repo_path, write_json
 from gentax.study.config import study_rl, study_sft
 from gentax.train.config import load_rl_config
@@ -77,7 +77,7 @@ def architecture(config_json: str) -> Architecture:
     with contextlib.suppress(OSError, ValueError, TypeError):  # none yet, or unreadable: count again
         return Architecture(**json.loads(cached.read_text()))
     arch = counted(json.loads(text))
-    with contextlib.suppress(OSError):  # a read-only cache: count again next time
+    with contextlib.suppress(OSError, GentaxError):  # a cache it cannot write: count again next time
         write_json(cached, dataclasses.asdict(arch))
     return arch
 
