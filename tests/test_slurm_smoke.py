@@ -1,6 +1,6 @@
 """End-to-end smoke of the workflow through the real SLURM executor plugin.
 
-A throwaway single-node SLURM cluster (scripts/slurm-local.sh: slurmctld + slurmd + munge, 8 fake
+A throwaway single-node SLURM cluster (scripts/slurm-local.sh: slurmctld + slurmd + munge, 16 fake
 GPUs as gres, no accounting daemon) runs a reduced grid (tests/smoke_config.yaml) with the
 profile users run on a cluster (profiles/slurm), scaled down only where this machine cannot hold
 a cluster's requests (cpus/memory per job); the GPU counts are kept so 8-GPU requests must
@@ -21,6 +21,7 @@ figure and its provenance row (tests/report_browser.py).
 """
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -45,9 +46,14 @@ TARGETS = ["results/paper/tables/table2_success.csv", "results/paper/tables/tabl
            "results/paper/figures/delta_ood_augmentation.png"]  # the paper preset's folder (profiles/slurm)
 
 
+#: fake GPUs of the one test node: two of the profile's 8-GPU jobs at once, as two 8-GPU nodes would run
+#: them (with 8, every GPU job waited for the one before it to end)
+FAKE_GPUS = 16
+
+
 def slurm_up() -> None:
-    subprocess.run(["bash", str(REPO / "scripts" / "slurm-local.sh"), "up"], check=True,
-                   stdout=subprocess.DEVNULL, timeout=900)
+    subprocess.run(["bash", str(REPO / "scripts" / "slurm-local.sh"), "up"], check=True, stdout=subprocess.DEVNULL,
+                   timeout=900, env={**os.environ, "SLURM_FAKE_GPUS": str(FAKE_GPUS)})
 
 
 def tiny_model(out: Path) -> Path:
