@@ -46,3 +46,11 @@ def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     # stable: the tests of a module stay in their order, unnamed modules in file order
     items.sort(key=lambda item: (item.path not in slurm_modules, rank.get(item.path.stem, len(rank))))
+
+
+@pytest.fixture(scope="session")
+def cut_model_folder(tmp_path_factory):
+    """The embedded model cut to its first layers (tests/rl_helpers.py), made once per test process."""
+    from rl_helpers import make_cut_embedded_model
+
+    return make_cut_embedded_model(tmp_path_factory.mktemp("cut"))

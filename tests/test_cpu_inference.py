@@ -19,18 +19,10 @@ EXACT = "amx_bf16" not in cpu_flags()
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    """The embedded model cut to its first layers (tests/rl_helpers.py): its shapes and weights."""
-    from rl_helpers import make_cut_embedded_model
-
-    return make_cut_embedded_model(tmp_path_factory.mktemp("cut"))
-
-
-@pytest.fixture(scope="module")
-def bf16_model(folder):
+def bf16_model(cut_model_folder):
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16, attn_implementation="eager").eval()
+    return AutoModelForCausalLM.from_pretrained(cut_model_folder, dtype=torch.bfloat16, attn_implementation="eager").eval()
 
 
 def _prefill_and_decode(model) -> torch.Tensor:
@@ -82,10 +74,10 @@ def test_levers_give_the_eager_logits_bit_for_bit(bf16_model):
         assert torch.equal(eager.argmax(-1), fast.argmax(-1))
 
 
-def test_generator_samples_the_same_tokens_with_levers_on_and_off(folder):
+def test_generator_samples_the_same_tokens_with_levers_on_and_off(cut_model_folder):
     from gentax.rollout.generators import HFGenerator, SamplingParams
 
-    gen = HFGenerator(str(folder), device="cpu", dtype="bfloat16", max_batch_size=4)
+    gen = HFGenerator(str(cut_model_folder), device="cpu", dtype="bfloat16", max_batch_size=4)
     gen.fast_decode = False  # decode through the model's forward too, where the levers act (the fast step: tests/test_llama_decode.py)
     assert gen.cpu_levers == LEVERS
     prompts = [[{"role": "user", "content": f"Room {i}: you see a box and a key. Pick one action."}] for i in range(3)]

@@ -165,14 +165,11 @@ def embedded():
 
 
 @pytest.fixture(scope="module")
-def cut(tmp_path_factory):
-    """The same generator on the embedded model cut to its first layers (tests/rl_helpers.py): for
+def cut(cut_model_folder):
+    """The same generator on the embedded model cut to its first layers (tests/conftest.py): for
     the tests that compare two ways of computing the same tokens, which need its shapes and
     weights, not its answers."""
-    from rl_helpers import make_cut_embedded_model
-
-    return HFGenerator(str(make_cut_embedded_model(tmp_path_factory.mktemp("cut"))), device="cpu", dtype="float32",
-                       max_batch_size=2)
+    return HFGenerator(str(cut_model_folder), device="cpu", dtype="float32", max_batch_size=2)
 
 
 @pytest.mark.slow

@@ -24,17 +24,10 @@ EXACT_BF16 = "amx_bf16" not in cpu_flags()
 STEPS = 4
 
 
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    from rl_helpers import make_cut_embedded_model
-
-    return make_cut_embedded_model(tmp_path_factory.mktemp("cut"))
-
-
-def _model(folder, dtype: str):
+def _model(cut_model_folder, dtype: str):
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype),
+    model = AutoModelForCausalLM.from_pretrained(cut_model_folder, dtype=getattr(torch, dtype),
                                                  attn_implementation=attention_implementation(dtype, "cpu")).eval()
     cpu_inference.accelerate(model)  # as the generator runs it (bf16: grouped attention, packed linears)
     return model
@@ -80,8 +73,8 @@ def _decode(model, decoder=None, graph=False, leave_after=None) -> torch.Tensor:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_fast_step_gives_transformers_logits(folder, dtype):
-    model = _model(folder, dtype)
+def test_fast_step_gives_transformers_logits(cut_model_folder, dtype):
+    model = _model(cut_model_folder, dtype)
     assert llama_decode.unsupported(model) is None
     plain, fast = _decode(model), _decode(model, llama_decode.LlamaDecoder.for_model(model))
     assert torch.equal(plain.argmax(-1), fast.argmax(-1))
@@ -95,9 +88,9 @@ def test_fast_step_gives_transformers_logits(folder, dtype):
 
 
 @pytest.mark.slow
-def test_a_weight_changed_in_place_is_read_again(folder):
+def test_a_weight_changed_in_place_is_read_again(cut_model_folder):
     """The local engine updates its policy (and refreshes its rollout copy) in place between calls."""
-    model = _model(folder, "float32")
+    model = _model(cut_model_folder, "float32")
     decoder = llama_decode.LlamaDecoder.for_model(model)
     _decode(model, decoder)
     packed = decoder._layers[0].qkv
@@ -111,12 +104,12 @@ def test_a_weight_changed_in_place_is_read_again(folder):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_generator_gives_the_same_tokens_with_the_fast_step(folder, dtype):
+def test_generator_gives_the_same_tokens_with_the_fast_step(cut_model_folder, dtype):
     """Greedy and seeded rows of different lengths (their own limits; a stop string where one is
     drawn): the same tokens with the fast step and with transformers' forward, log-probs to float
     rounding; a seeded row may part only where its draw lies within rounding of a CDF boundary
     (a tail draw in float32 can lie 3e-7 from one, with logits 4e-5 apart)."""
-    gen = HFGenerator(str(folder), device="cpu", dtype=dtype, max_batch_size=4)
+    gen = HFGenerator(str(cut_model_folder), device="cpu", dtype=dtype, max_batch_size=4)
     assert gen._llama_decoder() is not None
     under_autocast = HFGenerator.from_model(gen.model, gen.tokenizer, autocast_dtype=torch.bfloat16)
     assert under_autocast._llama_decoder() is None  # the local engine's LoRA sampling: transformers' forward
@@ -177,11 +170,11 @@ def test_models_it_cannot_run_keep_transformers_forward():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_fixed_shape_step_gives_the_eager_steps_logits(folder, dtype):
+def test_fixed_shape_step_gives_the_eager_steps_logits(cut_model_folder, dtype):
     """The step a GPU captures (tokens, positions and column read from buffers, finished rows kept
     and ignored) computes what the eager step computes: bit for bit while every row is in the
     batch; after a row left, the eager step's smaller products round within bf16 of it."""
-    model = _model(folder, dtype)
+    model = _model(cut_model_folder, dtype)
     decoder = llama_decode.LlamaDecoder.for_model(model)
     assert torch.equal(_decode(model, decoder), _decode(model, decoder, graph=True))
     eager, fixed = _decode(model, decoder, leave_after=2), _decode(model, decoder, graph=True, leave_after=2)
