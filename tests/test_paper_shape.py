@@ -1,8 +1,7 @@
 """The plan-time memory check (gentax.study.preview.memory) against the paper model's shape as measured on one
 H200 (benchmarks/gpu_runs/paper_shape_2026-12-03.md: Llama-3.1-8B's config.json at 4 and 8 layers
 with the embedded tokenizer's 49,152-token vocabulary, random bf16 weights; verl with vLLM rollouts
-on one rank without flash-attn, LlamaFactory's ZeRO-3 SFT step), and the verl trainer's phase trace
-that measurement read its per-phase torch peaks from."""
+on one rank without flash-attn, LlamaFactory's ZeRO-3 SFT step)."""
 
 from __future__ import annotations
 
@@ -10,8 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-
-from rl_helpers import PAPER_RL, make_run
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = json.loads((REPO / "config" / "models" / "Llama-3.1-8B-Instruct.json").read_text())
@@ -80,64 +77,3 @@ def test_the_check_refuses_the_measured_run_on_the_papers_80_gib_gpu(tmp_path):
                                           r"per GPU vs budget 72\.0 GiB \(DOES NOT FIT"):
         memory.check_memory(measured_config(8, "rl", tmp_path, gpu_gib=80))
     memory.architecture.cache_clear()
-
-
-def test_the_phase_trace_records_each_phase_and_resets_the_peak_inside_step(tmp_path):
-    """gentax.train.verl_agent.traced_timer (measure.py's source of per-phase torch peaks) with a
-    stand-in worker group: one JSON line per phase, the worker's peak read (and reset) around each
-    inner phase but not around "step", and a worker that cannot answer is recorded, not raised."""
-    pytest.importorskip("verl")
-    import contextlib
-    from types import SimpleNamespace
-
-    from gentax.train import verl_agent
-
-    calls = []
-
-    class WorkerGroup:
-        def execute_func_rank_zero(self, func, reset):
-            calls.append(reset)
-            if len(calls) > 3:
-                raise RuntimeError("worker gone")
-            return [{"torch_max_allocated_gib": 1.5 * len(calls)}]
-
-    @contextlib.contextmanager
-    def verl_timer(name, timing_raw, **kwargs):
-        yield
-        timing_raw[name] = 1.0
-
-    trainer = SimpleNamespace(actor_rollout_wg=WorkerGroup(), global_steps=3)
-    path = tmp_path / "trace.jsonl"
-    timed = verl_agent.traced_timer(verl_timer, trainer, str(path))
-    timing = {}
-    with timed("step", timing):
-        with timed("gen", timing, color="red"):
-            pass
-        with timed("update_actor", timing):
-            pass
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
-    assert [r["phase"] for r in rows] == ["gen", "update_actor", "step"]
-    assert calls == [True, True, True, True]  # before and after each inner phase; the last one raised
-    assert rows[0]["torch_max_allocated_gib"] == 3.0 and rows[0]["step"] == 3
-    assert rows[1]["error"] == "RuntimeError: worker gone"
-    assert "torch_max_allocated_gib" not in rows[2] and rows[2]["end"] >= rows[1]["end"]
-    assert set(timing) == {"step", "gen", "update_actor"}  # verl's own timing still kept
-
-
-def test_the_phase_trace_variable_reaches_verls_processes_only_when_set(monkeypatch, tmp_path):
-    pytest.importorskip("verl")
-    from gentax.train import verl_engine
-    from gentax.train.config import load_rl_config
-
-    cfg = load_rl_config(PAPER_RL)
-    run = make_run("sokoban", "default", 0, 1)
-
-    def overrides():
-        return verl_engine.verl_overrides(cfg, model_path="/m", run=run, run_dir=tmp_path, end_step=1,
-                                          train_file="t.parquet", val_file="v.parquet")
-
-    key = f"+ray_kwargs.ray_init.runtime_env.env_vars.{verl_engine.PHASE_TRACE_ENV}="
-    monkeypatch.delenv(verl_engine.PHASE_TRACE_ENV, raising=False)
-    assert not [o for o in overrides() if o.startswith(key)]
-    monkeypatch.setenv(verl_engine.PHASE_TRACE_ENV, "/tmp/trace.jsonl")
-    assert [o for o in overrides() if o.startswith(key)] == [key + "/tmp/trace.jsonl"]

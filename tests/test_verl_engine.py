@@ -68,6 +68,10 @@ def test_print_config_maps_the_paper_recipe(printed_config):
     assert config.trainer.save_freq == 15 and config.trainer.resume_mode == "auto"
     assert config.trainer.total_training_steps == 20 and config.trainer.n_gpus_per_node == 8
     assert config.trainer.default_local_dir == str(run_dir.resolve() / "verl")
+    # the processes verl starts: no reward worker (our agent loop scores), a storage unit per GPU
+    # up to verl's 8, Ray without its dashboard's modules
+    assert config.reward.num_workers == 0 and config.transfer_queue.backend.SimpleStorage.num_data_storage_units == 8
+    assert config.ray_kwargs.ray_init.include_dashboard is False
     assert config.algorithm.adv_estimator == "grpo" and not config.algorithm.use_kl_in_reward
     python_path = config.ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH.split(":")
     assert str(Path(verl_engine.__file__).resolve().parents[2]) in python_path  # Ray workers import gentax
@@ -89,6 +93,7 @@ def test_composed_config_passes_verl_validation_and_dataclasses(printed_config, 
     assert isinstance(omega_conf_to_dataclass(config.actor_rollout_ref.rollout), RolloutConfig)
     assert config.gentax.run.think == "off" and config.gentax.run.augmentation is None
     assert config.gentax.advantage_normalisation == "cross_step"
+    assert config.transfer_queue.backend.SimpleStorage.num_data_storage_units == 1  # one GPU
     assert (tmp_path / "verl_data" / "train.parquet").is_file()
     with pytest.raises(ConfigError, match="verl config does not compose"):
         verl_engine.compose_verl_config(["actor_rollout_ref.actor.no_such_key=1"])

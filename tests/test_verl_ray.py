@@ -123,7 +123,7 @@ class ClientLikeServer:
                            extra_fields={"global_steps": steps, "min_global_steps": steps, "max_global_steps": steps})
 
 
-def test_agent_loop_outputs_pass_verls_postprocess_and_compute_metrics(local_ray, tmp_path, monkeypatch):
+def test_agent_loop_outputs_pass_verls_postprocess_and_compute_metrics(local_ray, tmp_path, monkeypatch, capsys):
     """Before the fix each step's extra_fields lost min/max_global_steps, and verl's _compute_metrics
     raised TypeError (int(None)) at the first step on the GPU."""
     import transfer_queue as tq
@@ -177,7 +177,11 @@ def test_agent_loop_outputs_pass_verls_postprocess_and_compute_metrics(local_ray
 
     monkeypatch.setattr(PPOTrainerSync, "step", lambda self, metrics, timing_raw: batch)
     trainer.global_steps = 3
+    capsys.readouterr()
     assert trainer.step(metrics, {}) is batch
+    assert trainer.step(metrics, {}) is batch
+    # the job log's mark of where this attempt's start-up ended: at its first step only
+    assert capsys.readouterr().out.count("step 3 begins (start-up done)") == 1
     import pandas as pd
 
     early = pd.read_csv(tmp_path / "metrics.csv")

@@ -9,9 +9,6 @@
 - ``GentaxPPOTrainer`` (``trainer.v1.trainer_mode=gentax_sync``): verl's synchronous V1 trainer
   whose ``_compute_advantage`` uses ``gentax.train.grpo.step_advantages`` and whose
   ``_compute_metrics`` also writes the run's ``metrics.csv`` row.
-- Phase trace (measurement only, off unless ``PHASE_TRACE_ENV`` names a file): one JSON line per
-  timed phase of verl's step, its interval and the actor worker's torch peak memory
-  (docs/paper_shape.md).
 - ``ExportCheckpoint``: converts each saved FSDP checkpoint into ``RUN_DIR/checkpoints/step_<N>``.
 
 Only a GPU cluster runs these inside verl (vLLM servers, TransferQueue, FSDP workers). The CPU
@@ -23,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import json
 import logging
 import re
 import time
@@ -38,7 +34,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from gentax.rollout.collector import EnvPools
 from gentax.train import grpo, runs
-from gentax.train.verl_shared import AGENT_NAME, PHASE_TRACE_ENV, TRAINER_MODE, VERL_METRICS, export_checkpoint
+from gentax.train.verl_shared import AGENT_NAME, TRAINER_MODE, VERL_METRICS, export_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -265,66 +261,9 @@ def _as_list(values) -> list:
     return values.tolist() if hasattr(values, "tolist") else list(values)
 
 
-def actor_memory(reset: bool) -> dict[str, float]:
-    """Runs in the actor worker (rank 0): torch's peak allocated / reserved GiB since the last reset,
-    and what is allocated now; ``reset`` starts a new peak."""
-    import torch
-
-    gib = 1024**3
-    out = {"torch_max_allocated_gib": torch.cuda.max_memory_allocated() / gib,
-           "torch_max_reserved_gib": torch.cuda.max_memory_reserved() / gib,
-           "torch_allocated_gib": torch.cuda.memory_allocated() / gib}
-    if reset:
-        torch.cuda.reset_peak_memory_stats()
-    return out
-
-
-def traced_timer(timer, trainer, path: str):
-    """verl's ``marked_timer`` that also appends the phase's interval and the actor worker's torch
-    peak over it to ``path`` (JSON lines); "step" (which holds the others) is timed, not reset."""
-    import contextlib
-
-    @contextlib.contextmanager
-    def timed(name, timing_raw, *args, **kwargs):
-        inner = name != "step"
-        if inner:
-            worker_memory(trainer, reset=True)
-        start = time.time()
-        with timer(name, timing_raw, *args, **kwargs):
-            yield
-        row = {"phase": name, "step": trainer.global_steps, "start": start, "end": time.time()}
-        row.update(worker_memory(trainer, reset=True) if inner else {})
-        with open(path, "a") as fh:
-            fh.write(json.dumps(row) + "\n")
-
-    return timed
-
-
-def worker_memory(trainer, *, reset: bool) -> dict:
-    """``actor_memory`` of the trainer's actor worker (rank 0), or the error that prevented it."""
-    try:
-        found = trainer.actor_rollout_wg.execute_func_rank_zero(actor_memory, reset)
-        return found[0] if isinstance(found, list) else found
-    except Exception as exc:  # a measurement aid: never fail the run
-        return {"error": f"{type(exc).__name__}: {exc}"}
-
-
 @register_trainer(TRAINER_MODE)
 class GentaxPPOTrainer(PPOTrainerSync):
     """verl's sync V1 trainer with gentax's advantages and metrics log (see module docstring)."""
-
-    def fit(self, *args, **kwargs):
-        import os
-
-        path = os.environ.get(PHASE_TRACE_ENV)
-        if path:  # the phase trace (module docstring): verl's timer, where its step looks it up
-            from verl.trainer.ppo.v1 import trainer_base, trainer_sync
-
-            with open(path, "a") as fh:
-                fh.write(json.dumps({"phase": "fit", "start": time.time(), **worker_memory(self, reset=False)}) + "\n")
-            for module in (trainer_base, trainer_sync):
-                module.marked_timer = traced_timer(module.marked_timer, self, path)
-        return super().fit(*args, **kwargs)
 
     def _compute_advantage(self, batch, metrics):
         import torch
@@ -358,6 +297,9 @@ class GentaxPPOTrainer(PPOTrainerSync):
         return updated
 
     def step(self, metrics, timing_raw):
+        if getattr(self, "_gentax_stepped", None) is None:  # the job log's mark of where start-up ended
+            self._gentax_stepped = True
+            print(f"gentax: {time.strftime('%Y-%m-%d %H:%M:%S')} step {self.global_steps} begins (start-up done)", flush=True)
         batch = super().step(metrics, timing_raw)
         # this step's row goes to metrics.csv BEFORE verl saves the step's checkpoint (fit saves, then
         # calls _compute_metrics): a kill between the two must not lose the row, since a resume keeps

@@ -34,7 +34,7 @@ from gentax.errors import ConfigError
 from gentax.runspec import RunSpec
 from gentax.train import runs
 from gentax.train.config import RLConfig
-from gentax.train.verl_shared import AGENT_NAME, PHASE_TRACE_ENV, TRAINER_MODE, export_checkpoint  # noqa: F401  (re-exported)
+from gentax.train.verl_shared import AGENT_NAME, TRAINER_MODE, export_checkpoint  # noqa: F401  (re-exported)
 
 #: verl_plugin's (variable, module): importing verl_plugin itself needs verl, so it is named here
 PLUGIN_ENV = ("VERL_USE_EXTERNAL_MODULES", "gentax.train.verl_plugin")
@@ -148,6 +148,14 @@ def verl_overrides(
         ("actor_rollout_ref.rollout.agent.default_agent_loop", AGENT_NAME),
         ("actor_rollout_ref.rollout.agent.agent_loop_config_path", str(AGENT_LOOPS_YAML)),
         ("actor_rollout_ref.rollout.agent.num_workers", int(v["agent_workers"])),
+        # --- processes verl starts whatever a run's size (each a Ray worker importing verl): verl's
+        # reward workers score the episodes an agent loop left unscored; ours scores every episode
+        # (EnvStepAgentLoop's last output), so none is started. TransferQueue's storage units: one
+        # per GPU, at most verl's default 8 (the paper's node keeps 8; one GPU gets 1)
+        ("reward.num_workers", 0),
+        ("transfer_queue.backend.SimpleStorage.num_data_storage_units", min(8, int(v["nnodes"]) * int(v["n_gpus_per_node"]))),
+        # Ray without its dashboard's head modules (10 processes that no job reads)
+        ("+ray_kwargs.ray_init.include_dashboard", False),
         # --- trainer: V1, our registered sync trainer, checkpoints + auto resume
         ("trainer.use_v1", True),
         ("trainer.v1.trainer_mode", TRAINER_MODE),
@@ -175,8 +183,6 @@ def verl_overrides(
     # every verl process imports gentax's plugin on `import verl`: rollout.name=hf resolves there
     plugin_var, plugin_module = PLUGIN_ENV
     pairs.append((f"+ray_kwargs.ray_init.runtime_env.env_vars.{plugin_var}", plugin_module))
-    if os.environ.get(PHASE_TRACE_ENV):  # measurement only (verl_shared.PHASE_TRACE_ENV)
-        pairs.append((f"+ray_kwargs.ray_init.runtime_env.env_vars.{PHASE_TRACE_ENV}", os.environ[PHASE_TRACE_ENV]))
     overrides = [f"{key}={_hydra_value(value)}" for key, value in pairs]
     run_fields = settings.pop("run")  # one override per field: gentax.run.<field> (readable, printed one by one)
     overrides += [f"+gentax.run.{key}={_hydra_value(value)}" for key, value in run_fields.items()]

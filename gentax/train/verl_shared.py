@@ -12,9 +12,6 @@ from gentax.errors import GentaxError
 
 AGENT_NAME = "gentax_env"
 TRAINER_MODE = "gentax_sync"
-#: a file path here turns on the trainer's phase trace (verl_agent.traced_timer; measurement only:
-#: docs/paper_shape.md); verl_engine hands it to the Ray processes
-PHASE_TRACE_ENV = "GENTAX_PHASE_TRACE"
 
 #: metrics.csv column -> verl metric key (the rest of a row comes from runs.rollout_metrics); also the
 #: names the local engine's tracker logs them under (gentax.train.tracking), without importing verl
