@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU job of the workflow on the lent GPU machine, in consecutive device calls (each at most
 # 10 minutes). Run from the repository's root on the device (its working tree):
-#   bash benchmarks/gpu1/device.sh [--parts-root DIR] [--detach] [--compare ARGS] [--commit C] SECONDS [snakemake args...]
+#   bash benchmarks/gpu1/device.sh [--parts-root DIR] [--detach] [--kill KIND:RUN@STEP]... [--compare ARGS] [--commit C] SECONDS [snakemake args...]
 #   bash benchmarks/gpu1/device.sh --collect WAIT_SECONDS
 #   bash benchmarks/gpu1/device.sh --detach --twin 'TARGETS' SECONDS [snakemake args...]
 # The bundle's parts (benchmarks/gpu1/bundle.py; one carried a call in DIR/.gpu1p<k>/) gather in
@@ -34,7 +34,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --parts-root) parts_root=$2; shift 2 ;;
     --detach) detach=1; shift ;;
-    --compare|--commit) drive_args+=("$1" "$2"); shift 2 ;;
+    --compare|--commit|--kill) drive_args+=("$1" "$2"); shift 2 ;;
     --twin) twin_targets=$2; shift 2 ;;
     --collect)
       end=$(( $(date +%s) + $2 ))

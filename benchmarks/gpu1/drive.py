@@ -1,18 +1,26 @@
 """Snakemake on the GPU machine under watch: the run with a time limit, the GPU sampled (whole and
-per job), and a record of both.
+per job), the kills of a kill plan with what each left behind, and a record of all of it.
 
-    python3 benchmarks/gpu1/drive.py RECORD_DIR --seconds N [--compare SCRIPT_ARGS] [--commit C] -- SNAKEMAKE_ARGS...
+    python3 benchmarks/gpu1/drive.py RECORD_DIR --seconds N [--kill KIND:RUN@STEP ...] [--compare SCRIPT_ARGS]
+        [--commit C] -- SNAKEMAKE_ARGS...
 
 Snakemake runs in a process group of its own, stopped with SIGINT (as Ctrl-C) after N seconds. Into
 RECORD_DIR, rewritten every few seconds: ``gpu_samples.csv`` (nvidia-smi every 0.5 s) and
 ``drive.json`` (the machine, the run, every ``gentax VERB --job SPEC`` job seen: start, end, peak GPU
-memory by process ancestry). ``--compare 'ARGS'`` starts benchmarks/gpu1/generators.py ARGS once its
-model folder exists. Standard library and psutil only (the GPU machine's image).
+memory by process ancestry; the kills). A kill ``KIND:RUN@STEP`` (KIND sigkill: a crash or the OOM
+killer; sigterm: SLURM's preemption or scancel) hits the trainer of the RL job whose label holds RUN,
+MID_STEP_S after its metrics.csv logged step STEP (inside the next step), once; it records the job's
+processes (the trainer, its descendants, whatever carries its token: gentax.train.processes) and
+their GPU memory, then for WATCH_AFTER_KILL_S which are left and the GPU memory in use. What the retry
+trained is in its run's log and metrics.csv. ``--compare 'ARGS'`` starts
+benchmarks/gpu1/generators.py ARGS once its model folder exists. Standard library, psutil (the GPU
+machine's image) and gentax.train.processes's constant.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import datetime as dt
 import json
 import os
@@ -21,19 +29,84 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import psutil  # in the GPU machine's image
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+from gentax.train.processes import OWNER_ENV  # noqa: E402  (standard library only)
+
 TICK_S = 0.5
+KILL_SIGNALS = {"sigkill": signal.SIGKILL, "sigterm": signal.SIGTERM}
+MID_STEP_S = 4.0  # a kill after step N fires this long into step N+1 (its rollout)
+WATCH_AFTER_KILL_S = 30.0
+
+
+def parse_kill(text: str) -> dict:
+    kind, _, rest = text.partition(":")
+    run, _, step = rest.partition("@")
+    if kind not in KILL_SIGNALS or not run or not step.isdigit():
+        raise SystemExit(f"--kill {text!r}: KIND:RUN@STEP, KIND one of {', '.join(KILL_SIGNALS)}")
+    return {"kill": text, "kind": kind, "run": run, "after_step": int(step), "fired": None}
+
+
+def logged_steps(run_dir: str) -> set[int]:
+    """The steps a run's metrics.csv holds now."""
+    try:
+        with open(Path(run_dir) / "metrics.csv") as fh:
+            return {int(float(row["step"])) for row in csv.DictReader(fh) if row.get("step")}
+    except (OSError, ValueError, KeyError, csv.Error):
+        return set()
+
+
+def job_processes(trainer: int) -> list[psutil.Process]:
+    """The trainer, its descendants and whatever carries its token (Ray starts some processes with
+    an environment of their own; the token is set inside the trainer, so its children show it)."""
+    try:
+        below = psutil.Process(trainer).children(recursive=True)
+    except psutil.Error:
+        return []
+    tokens = set()
+    for proc in below:
+        try:
+            tokens.add(proc.environ().get(OWNER_ENV))
+        except psutil.Error:
+            continue
+    tokens.discard(None)
+    marked = []
+    for proc in psutil.process_iter():
+        try:
+            if tokens and proc.environ().get(OWNER_ENV) in tokens:
+                marked.append(proc)
+        except psutil.Error:
+            continue
+    found = {proc.pid: proc for proc in [psutil.Process(trainer), *below, *marked]}
+    return [found[pid] for pid in sorted(found)]
 
 
 def proc_table() -> dict[int, tuple[int, float, list[str]]]:
     """pid -> (parent pid, start time as epoch seconds, argv) of every process now."""
     return {p.info["pid"]: (p.info["ppid"], p.info["create_time"], p.info["cmdline"] or [])
             for p in psutil.process_iter(["pid", "ppid", "create_time", "cmdline"])}
+
+
+def job_path(pid: int, path: str | None) -> str | None:
+    """A job's path as the job sees it (relative to its working folder)."""
+    try:
+        return str(Path(psutil.Process(pid).cwd()) / path) if path else None
+    except psutil.Error:
+        return path
+
+
+def title(proc: psutil.Process) -> str:
+    """Its process title (vLLM's and Ray's renamed processes: VLLM::EngineCore, ray::TaskRunner)."""
+    try:
+        return (proc.cmdline() or [proc.name()])[0]
+    except psutil.Error:
+        return "?"
 
 
 def descends_from(pid: int, roots: set[int], table) -> bool:
@@ -121,6 +194,8 @@ class Drive:
                                       capture_output=True, text=True).stdout.strip() if shutil.which("nvidia-smi") else None
         self.gpu.read()
         self.gpu_baseline_mib = self.gpu.used_mib
+        self.kills = [parse_kill(text) for text in args.kill]
+        self.lock = threading.Lock()
 
     # ---- watching -----------------------------------------------------------------------------
     def tick(self, table) -> None:
@@ -138,7 +213,8 @@ class Drive:
                 continue
             label = job_label(verb, spec, self.results)
             self.jobs[pid] = {"label": label, "verb": verb, "pid": pid, "start": round(started - self.t0, 1),
-                              "end": None, "gpu_peak_mib": 0.0, "gpu_used_mib_at_start": self.gpu.used_mib}
+                              "end": None, "gpu_peak_mib": 0.0, "gpu_used_mib_at_start": self.gpu.used_mib,
+                              "run_dir": job_path(pid, spec.get("out")) if verb == "train rl" else None}
         for pid, job in self.jobs.items():
             if job["end"] is None and pid not in seen:
                 job["end"] = round(now - self.t0, 1)
@@ -152,6 +228,41 @@ class Drive:
                 per_job[pid] = per_job.get(pid, 0.0) + mib
         for pid, mib in per_job.items():
             self.jobs[pid]["gpu_peak_mib"] = max(self.jobs[pid]["gpu_peak_mib"], mib)
+    # ---- killing ------------------------------------------------------------------------------
+    def maybe_kill(self) -> None:
+        kill = next((k for k in self.kills if k["fired"] is None), None)
+        if kill is None:
+            return
+        for pid, job in self.jobs.items():
+            if job["end"] is None and job["run_dir"] and kill["run"] in job["label"]:
+                if kill["after_step"] in logged_steps(job["run_dir"]):
+                    kill.setdefault("due", time.time() + MID_STEP_S)
+                    if time.time() >= kill["due"]:
+                        self.fire(kill, pid, job)
+                return
+
+    def fire(self, kill: dict, trainer: int, job: dict) -> None:
+        procs = job_processes(trainer)
+        kill.update(job=job["label"], trainer_pid=trainer, fired=round(time.time() - self.t0, 1),
+                    steps_logged_before=sorted(logged_steps(job["run_dir"])), gpu_used_mib_before=self.gpu.used_mib,
+                    before=[{"pid": p.pid, "title": title(p), "gpu_mib": self.gpu.per_pid.get(p.pid, 0.0)} for p in procs],
+                    after=[], all_gone_after_s=None)
+        print(f"drive: {kill['kind']} {job['label']} (pid {trainer}, {len(procs)} processes) at {kill['fired']} s", flush=True)
+        os.kill(trainer, KILL_SIGNALS[kill["kind"]])
+        threading.Thread(target=self.watch_after, args=(kill, procs), daemon=True).start()
+
+    def watch_after(self, kill: dict, procs: list[psutil.Process]) -> None:
+        fired = time.time()
+        while (elapsed := round(time.time() - fired, 1)) <= WATCH_AFTER_KILL_S:
+            left = [p for p in procs if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+            with self.lock:
+                kill["after"].append({"t": elapsed, "left": [f"{p.pid} {title(p)}" for p in left],
+                                      "gpu_used_mib": self.gpu.used_mib,
+                                      "gpu_mib_of_left": sum(self.gpu.per_pid.get(p.pid, 0.0) for p in left)})
+                if not left and kill["all_gone_after_s"] is None:
+                    kill["all_gone_after_s"] = elapsed
+            time.sleep(TICK_S)
+
     # ---- running ------------------------------------------------------------------------------
     def maybe_compare(self) -> None:
         if not self.args.compare or self.compare is not None:
@@ -170,6 +281,8 @@ class Drive:
                   "snakemake_args": self.args.snakemake, "snakemake_runs": [self.snakemake_run],
                   "jobs": sorted(self.jobs.values(), key=lambda j: j["start"]),
                   "compare_returncode": None if self.compare is None else self.compare.poll()}
+        with self.lock:
+            record["kills"] = json.loads(json.dumps(self.kills))
         tmp = self.record_dir / "drive.json.tmp"
         tmp.write_text(json.dumps(record, indent=1) + "\n")
         tmp.rename(self.record_dir / "drive.json")
@@ -183,6 +296,7 @@ class Drive:
         while (rc := self.snakemake.poll()) is None:
             self.tick(proc_table())
             self.maybe_compare()
+            self.maybe_kill()
             if time.time() >= deadline and not stopped:
                 print("drive: time is up: SIGINT to snakemake", flush=True)
                 os.killpg(self.snakemake.pid, signal.SIGINT)
@@ -211,6 +325,7 @@ def main(argv=None) -> int:
     ap.add_argument("record_dir", type=Path)
     ap.add_argument("--seconds", type=float, required=True, help="stop Snakemake (SIGINT) after this long")
     ap.add_argument("--results", default="results", help="the results folder (for job labels)")
+    ap.add_argument("--kill", action="append", default=[], help="KIND:RUN@STEP (module doc), in order, each once")
     ap.add_argument("--compare", default=None, help="arguments of benchmarks/gpu1/generators.py (its model first)")
     ap.add_argument("--commit", default=None, help="the code's commit (the device's copy has no git)")
     argv = sys.argv[1:] if argv is None else list(argv)
