@@ -1,10 +1,12 @@
 """Figures of a workstation-study run on one GPU, from its results folder (what
 benchmarks/gpu1/device.sh brings back as results.tar.xz, unpacked): per job kind wall time, GPU
-busy fraction while such jobs ran, generation tokens/s against the GPU's limits, and where an RL
-step's time goes. Prints the report, headed by the date, the commit and the machine: the per-job-kind
-part of a GPU run's summary (benchmarks/gpu_runs/).
+busy fraction while such jobs ran, generation tokens/s against the GPU's limits, where an RL
+step's time goes, each RL attempt's start-up (its log: the attempt's start line to the trainer's
+"step N begins" line) and, with --record (drive.py's folder), each kill and what it left. Prints the
+report, headed by the date, the commit and the machine: the per-job-kind part of a GPU run's summary
+(benchmarks/gpu_runs/).
 
-    python benchmarks/gpu1/report.py RESULTS_DIR --machine "one NVIDIA H200"
+    python benchmarks/gpu1/report.py RESULTS_DIR --machine "one NVIDIA H200" [--record RECORD_DIR]
 
 Ceilings: the H200's bf16 peak and HBM bandwidth (``PEAK_FLOPS``, ``HBM_BYTES_PER_S``). GPU busy is
 nvidia-smi's utilization.gpu over the job's interval: the GPU's, not the job's, when jobs overlap.
@@ -16,6 +18,7 @@ import argparse
 import csv
 import datetime as dt
 import json
+import re
 import statistics
 import subprocess
 from collections import defaultdict
@@ -25,6 +28,8 @@ PEAK_FLOPS = 790e12
 HBM_BYTES_PER_S = 4.3e12
 PARAMS = 134.5e6          # SmolLM2-135M (tied embeddings)
 MODEL_BYTES = 2 * PARAMS  # bf16 weights read once per decode step
+ATTEMPT = re.compile(r"^==== gentax attempt (\d+): .*?(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC: gentax train rl")
+FIRST_STEP = re.compile(r"gentax: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC step (\d+) begins")
 STEP_FIGURES = ("seconds", "rollout_s", "update_s", "tokens_per_s", "train_tokens_per_s", "samples")
 
 
@@ -54,10 +59,30 @@ def busy(samples, start: float, end: float) -> float | None:
     return statistics.fmean(inside) / 100 if inside else None
 
 
+def utc(text: str) -> float:
+    return dt.datetime.strptime(text, "%Y-%m-%d %H:%M:%S").replace(tzinfo=dt.timezone.utc).timestamp()
+
+
+def startups(logs: Path) -> list[tuple[str, int, int, float]]:
+    """(job log, attempt, its first step, seconds from the attempt's start to that step's start) of
+    every verl RL attempt that reached a step."""
+    out, attempt = [], None
+    for log in sorted(logs.rglob("*.log")):
+        for line in log.open(errors="replace"):
+            if found := ATTEMPT.match(line):
+                attempt = (int(found[1]), utc(found[2]))
+            elif attempt and (found := FIRST_STEP.search(line)):
+                out.append((str(log.relative_to(logs)), attempt[0], int(found[2]), utc(found[1]) - attempt[1]))
+                attempt = None
+        attempt = None
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results")
     ap.add_argument("--machine", required=True, help="the machine, in words (the report's first line)")
+    ap.add_argument("--record", type=Path, help="drive.py's record folder (its drive.json): the kills")
     args = ap.parse_args()
     results = Path(args.results)
     bench = results / "benchmarks"
@@ -100,6 +125,15 @@ def main() -> int:
               f" {med['rollout_s']:.1f} s + update {med['update_s']:.1f} s; {med['samples']:.0f} step samples;"
               f" rollout {med['tokens_per_s']:.0f} new tokens/s, update {med['train_tokens_per_s']:,.0f} tokens/s"
               f" = {med['train_tokens_per_s'] * 6 * PARAMS / PEAK_FLOPS:.2%} of the bf16 peak (6 x parameters FLOP a token)")
+    for log, attempt, step, seconds in startups(results / "logs"):
+        print(f"start-up {seconds:5.0f} s: {log} attempt {attempt}, to the start of step {step}")
+    kills = json.loads((args.record / "drive.json").read_text()).get("kills", []) if args.record else []
+    for kill in (k for k in kills if k.get("fired") is not None):
+        gone = kill["all_gone_after_s"]
+        print(f"kill {kill['kill']} at {kill['fired']} s: {len(kill['before'])} processes "
+              f"({sum(b['gpu_mib'] for b in kill['before']):,.0f} MiB on the GPU), "
+              f"{'all gone after ' + str(gone) + ' s' if gone is not None else 'left: ' + ', '.join(kill['after'][-1]['left'])}; "
+              f"GPU memory {kill['gpu_used_mib_before']} -> {kill['after'][-1]['gpu_used_mib']} MiB")
     if samples:
         print(f"\nGPU over the whole sampled span ({samples[-1][0] - samples[0][0]:.0f} s): mean busy "
               f"{statistics.fmean(u for _, u, _ in samples):.0f} %, peak memory {max(m for *_, m in samples) / 1024:.1f} GiB "

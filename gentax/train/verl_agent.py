@@ -299,7 +299,8 @@ class GentaxPPOTrainer(PPOTrainerSync):
     def step(self, metrics, timing_raw):
         if getattr(self, "_gentax_stepped", None) is None:  # the job log's mark of where start-up ended
             self._gentax_stepped = True
-            print(f"gentax: {time.strftime('%Y-%m-%d %H:%M:%S')} step {self.global_steps} begins (start-up done)", flush=True)
+            print(f"gentax: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())} step {self.global_steps} begins "
+                  "(start-up done)", flush=True)
         batch = super().step(metrics, timing_raw)
         # this step's row goes to metrics.csv BEFORE verl saves the step's checkpoint (fit saves, then
         # calls _compute_metrics): a kill between the two must not lose the row, since a resume keeps
