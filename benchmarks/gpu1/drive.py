@@ -101,6 +101,13 @@ def job_path(pid: int, path: str | None) -> str | None:
         return path
 
 
+def alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:  # gone between the two questions
+        return False
+
+
 def title(proc: psutil.Process) -> str:
     """Its process title (vLLM's and Ray's renamed processes: VLLM::EngineCore, ray::TaskRunner)."""
     try:
@@ -254,7 +261,7 @@ class Drive:
     def watch_after(self, kill: dict, procs: list[psutil.Process]) -> None:
         fired = time.time()
         while (elapsed := round(time.time() - fired, 1)) <= WATCH_AFTER_KILL_S:
-            left = [p for p in procs if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+            left = [p for p in procs if alive(p)]
             with self.lock:
                 kill["after"].append({"t": elapsed, "left": [f"{p.pid} {title(p)}" for p in left],
                                       "gpu_used_mib": self.gpu.used_mib,

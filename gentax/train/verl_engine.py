@@ -18,7 +18,8 @@ mapping, the agent loop, our trainer's TransferQueue reads and writes against ve
 itself ran on 1 and 2 GPUs with the ``hf`` backend (docs/training.md section 5.3). Only a GPU
 cluster exercises: vLLM servers (``rollout.name=vllm``) and their CUDA-IPC weight sync; more than 2
 GPUs (8 ranks, lcm(dp, mini-batch) padding at that width), multi-node Ray; an 8B model under FSDP;
-in-training validation.
+in-training validation. The process sizes below (no reward worker, a storage unit per GPU, Ray
+without its dashboard) are composed and checked on CPU only: no GPU run has used them yet.
 """
 
 from __future__ import annotations
