@@ -37,7 +37,8 @@ import psutil  # in the GPU machine's image
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
-from gentax.train.processes import OWNER_ENV  # noqa: E402  (standard library only)
+from gentax.train import processes  # noqa: E402  (standard library only)
+from gentax.train.processes import OWNER_ENV  # noqa: E402
 
 TICK_S = 0.5
 KILL_SIGNALS = {"sigkill": signal.SIGKILL, "sigterm": signal.SIGTERM}
@@ -65,26 +66,21 @@ def logged_steps(run_dir: str) -> set[int]:
 def job_processes(trainer: int) -> list[psutil.Process]:
     """The trainer, its descendants and whatever carries its token (Ray starts some processes with
     an environment of their own; the token is set inside the trainer, so its children show it)."""
-    try:
-        below = psutil.Process(trainer).children(recursive=True)
-    except psutil.Error:
-        return []
+    below = processes.descendants(trainer)
     tokens = set()
-    for proc in below:
+    for pid in below:
         try:
-            tokens.add(proc.environ().get(OWNER_ENV))
+            tokens.add(psutil.Process(pid).environ().get(OWNER_ENV))
         except psutil.Error:
             continue
-    tokens.discard(None)
-    marked = []
-    for proc in psutil.process_iter():
+    marked = [pid for token in tokens - {None} for pid in processes.processes_marked(OWNER_ENV, token)]
+    found = []
+    for pid in sorted({trainer, *below, *marked}):
         try:
-            if tokens and proc.environ().get(OWNER_ENV) in tokens:
-                marked.append(proc)
+            found.append(psutil.Process(pid))
         except psutil.Error:
             continue
-    found = {proc.pid: proc for proc in [psutil.Process(trainer), *below, *marked]}
-    return [found[pid] for pid in sorted(found)]
+    return found
 
 
 def proc_table() -> dict[int, tuple[int, float, list[str]]]:
