@@ -71,6 +71,7 @@ def test_print_config_maps_the_paper_recipe(printed_config):
     # the processes verl starts: no reward worker (our agent loop scores), a storage unit per GPU
     # up to verl's 8, Ray without its dashboard's modules
     assert config.reward.num_workers == 0 and config.transfer_queue.backend.SimpleStorage.num_data_storage_units == 8
+    assert rollout.agent.num_workers == 8  # 128 trajectories a step: one agent-loop worker per 16
     assert config.ray_kwargs.ray_init.include_dashboard is False
     assert config.algorithm.adv_estimator == "grpo" and not config.algorithm.use_kl_in_reward
     python_path = config.ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH.split(":")
@@ -94,6 +95,7 @@ def test_composed_config_passes_verl_validation_and_dataclasses(printed_config, 
     assert config.gentax.run.think == "off" and config.gentax.run.augmentation is None
     assert config.gentax.advantage_normalisation == "cross_step"
     assert config.transfer_queue.backend.SimpleStorage.num_data_storage_units == 1  # one GPU
+    assert config.actor_rollout_ref.rollout.agent.num_workers == 1  # a step of fewer than 16 trajectories
     assert (tmp_path / "verl_data" / "train.parquet").is_file()
     with pytest.raises(ConfigError, match="verl config does not compose"):
         verl_engine.compose_verl_config(["actor_rollout_ref.actor.no_such_key=1"])
@@ -450,3 +452,19 @@ def test_a_mixture_run_composes_and_its_rows_carry_their_domain(tmp_path):
     val = validation_metrics({"val-core/gentax/webshop/won/mean@1": 0.5, "val-core/gentax/sokoban/won/mean@1": 0.25,
                               "val-aux/gentax/sokoban/episode_length/mean@1": 9.0})
     assert val == {"val_success": 0.375, "val_success/webshop": 0.5, "val_success/sokoban": 0.25}
+
+
+@pytest.mark.parametrize("trajectories, at_most, workers", [
+    (128, 8, 8),   # the paper's step: 16 tasks x 8
+    (32, 8, 2),    # the one-GPU preset's
+    (16, 8, 1),    # the one-GPU slice's and reference size's
+    (4, 2, 1),     # the embedded study's
+    (512, 8, 8),   # capped by verl.agent_workers
+    (48, 8, 3),
+    (80, 8, 5),
+    (56, 8, 2),    # 3 does not divide 56: the next divisor below
+    (7, 8, 1),
+])
+def test_agent_loop_workers_from_the_step_trajectories(trajectories, at_most, workers):
+    got = verl_engine.agent_loop_workers(trajectories, at_most)
+    assert got == workers and trajectories % got == 0  # verl splits the batch into equal chunks

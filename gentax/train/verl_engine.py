@@ -18,8 +18,9 @@ mapping, the agent loop, our trainer's TransferQueue reads and writes against ve
 itself ran on 1 and 2 GPUs with the ``hf`` backend (docs/training.md section 5.3). Only a GPU
 cluster exercises: vLLM servers (``rollout.name=vllm``) and their CUDA-IPC weight sync; more than 2
 GPUs (8 ranks, lcm(dp, mini-batch) padding at that width), multi-node Ray; an 8B model under FSDP;
-in-training validation. The process sizes below (no reward worker, a storage unit per GPU, Ray
-without its dashboard) are composed and checked on CPU only: no GPU run has used them yet.
+in-training validation. The process sizes below (agent-loop workers from the batch, no reward
+worker, a storage unit per GPU, Ray without its dashboard) are composed and checked on CPU; the
+paper node's 8 storage units and 8 agent-loop workers only on a cluster.
 """
 
 from __future__ import annotations
@@ -41,6 +42,20 @@ from gentax.train.verl_shared import AGENT_NAME, TRAINER_MODE, export_checkpoint
 PLUGIN_ENV = ("VERL_USE_EXTERNAL_MODULES", "gentax.train.verl_plugin")
 AGENT_LOOPS_YAML = Path(__file__).with_name("verl_agent_loops.yaml")
 VERL_DIR = runs.VERL_DIR  # its FSDP checkpoints (the run folder layout: gentax.train.runs)
+
+
+#: trajectories an agent-loop worker plays a step (the paper's 128 get verl's 8 workers)
+TRAJECTORIES_PER_AGENT_WORKER = 16
+
+
+def agent_loop_workers(trajectories: int, at_most: int) -> int:
+    """Agent-loop workers for a step of ``trajectories``: one per ``TRAJECTORIES_PER_AGENT_WORKER``,
+    at least 1, at most ``at_most`` (config ``verl.agent_workers``), and a divisor of the step's
+    trajectories (verl's ``AgentLoopManager`` splits the batch into equal chunks)."""
+    workers = max(1, min(at_most, trajectories // TRAJECTORIES_PER_AGENT_WORKER))
+    while trajectories % workers:
+        workers -= 1
+    return workers
 
 
 def episode_settings(cfg: RLConfig, *, run: RunSpec, run_dir: str | Path) -> dict[str, Any]:
@@ -148,11 +163,12 @@ def verl_overrides(
         ("actor_rollout_ref.rollout.val_kwargs.n", 1),
         ("actor_rollout_ref.rollout.agent.default_agent_loop", AGENT_NAME),
         ("actor_rollout_ref.rollout.agent.agent_loop_config_path", str(AGENT_LOOPS_YAML)),
-        ("actor_rollout_ref.rollout.agent.num_workers", int(v["agent_workers"])),
-        # --- processes verl starts whatever a run's size (each a Ray worker importing verl): verl's
-        # reward workers score the episodes an agent loop left unscored; ours scores every episode
-        # (EnvStepAgentLoop's last output), so none is started. TransferQueue's storage units: one
-        # per GPU, at most verl's default 8 (the paper's node keeps 8; one GPU gets 1)
+        # --- processes verl starts (each a Ray worker importing verl), sized from the batch and the
+        # GPUs, not verl's 8 of each: agent-loop workers from the step's trajectories; no reward worker
+        # (verl's score the episodes an agent loop left unscored; EnvStepAgentLoop scores every
+        # one); TransferQueue's storage units one per GPU, at most verl's 8
+        ("actor_rollout_ref.rollout.agent.num_workers",
+         agent_loop_workers(cfg.tasks_per_step * cfg.group_size, int(v["agent_workers"]))),
         ("reward.num_workers", 0),
         ("transfer_queue.backend.SimpleStorage.num_data_storage_units", min(8, int(v["nnodes"]) * int(v["n_gpus_per_node"]))),
         # Ray without its dashboard's head modules (10 processes that no job reads)
