@@ -274,7 +274,7 @@ def test_step_sample_advantages_equal_verls_multi_trajectory_grpo():
     from gentax.train.verl_agent import step_sample_advantages
 
     rng = np.random.default_rng(0)
-    keys, infos, outcome_of = [], [], {}
+    keys, infos = [], []
     for uid in ("a-1", "b-2", "c-3"):
         for session in range(4):
             outcome = float(rng.choice([0.0, 10.0]))
