@@ -30,6 +30,10 @@ PARAMS = 134.5e6          # SmolLM2-135M (tied embeddings)
 MODEL_BYTES = 2 * PARAMS  # bf16 weights read once per decode step
 ATTEMPT = re.compile(r"^==== gentax attempt (\d+): .*?(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC: gentax train rl")
 FIRST_STEP = re.compile(r"gentax: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC step (\d+) begins")
+#: verl's timestamped set-up lines (trainer_base.py ``_setup``), in their order: where a start-up went
+VERL_MARK = re.compile(r"INFO:(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+:(create worker group|actor and ref model engine "
+                       r"initialized|reward loop manager initialized|checkpoint engine manager initialized|all "
+                       r"initialize finished)")
 STEP_FIGURES = ("seconds", "rollout_s", "update_s", "tokens_per_s", "train_tokens_per_s", "samples")
 
 
@@ -63,16 +67,18 @@ def utc(text: str) -> float:
     return dt.datetime.strptime(text, "%Y-%m-%d %H:%M:%S").replace(tzinfo=dt.timezone.utc).timestamp()
 
 
-def startups(logs: Path) -> list[tuple[str, int, int, float]]:
-    """(job log, attempt, its first step, seconds from the attempt's start to that step's start) of
-    every verl RL attempt that reached a step."""
+def startups(logs: Path) -> list[tuple[str, int, int, float, list[tuple[str, float]]]]:
+    """(job log, attempt, its first step, seconds from the attempt's start to that step's start, verl's
+    set-up marks as (mark, seconds from the attempt's start)) of every verl RL attempt that reached a step."""
     out, attempt = [], None
     for log in sorted(logs.rglob("*.log")):
         for line in log.open(errors="replace"):
             if found := ATTEMPT.match(line):
-                attempt = (int(found[1]), utc(found[2]))
+                attempt, marks = (int(found[1]), utc(found[2])), []
+            elif attempt and (found := VERL_MARK.search(line)):
+                marks.append((found[2], utc(found[1]) - attempt[1]))
             elif attempt and (found := FIRST_STEP.search(line)):
-                out.append((str(log.relative_to(logs)), attempt[0], int(found[2]), utc(found[1]) - attempt[1]))
+                out.append((str(log.relative_to(logs)), attempt[0], int(found[2]), utc(found[1]) - attempt[1], marks))
                 attempt = None
         attempt = None
     return out
@@ -125,8 +131,9 @@ def main() -> int:
               f" {med['rollout_s']:.1f} s + update {med['update_s']:.1f} s; {med['samples']:.0f} step samples;"
               f" rollout {med['tokens_per_s']:.0f} new tokens/s, update {med['train_tokens_per_s']:,.0f} tokens/s"
               f" = {med['train_tokens_per_s'] * 6 * PARAMS / PEAK_FLOPS:.2%} of the bf16 peak (6 x parameters FLOP a token)")
-    for log, attempt, step, seconds in startups(results / "logs"):
-        print(f"start-up {seconds:5.0f} s: {log} attempt {attempt}, to the start of step {step}")
+    for log, attempt, step, seconds, marks in startups(results / "logs"):
+        print(f"start-up {seconds:5.0f} s: {log} attempt {attempt}, to the start of step {step}"
+              + "".join(f"; {mark} {t:.0f} s" for mark, t in marks))
     kills = json.loads((args.record / "drive.json").read_text()).get("kills", []) if args.record else []
     for kill in (k for k in kills if k.get("fired") is not None):
         gone = kill["all_gone_after_s"]
