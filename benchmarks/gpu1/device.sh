@@ -57,11 +57,12 @@ export PYTHONPATH=$B/site PATH=$B/bin:$B/jre/bin:$PATH JAVA_HOME=$B/jre DISABLE_
        HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
 # NVLink multicast stays off (the lent machines ask for it); vLLM without flashinfer (not carried)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 VLLM_USE_FLASHINFER_SAMPLER=0
-# up to 12 jobs share the GPU (profiles/gpu1): each evaluation's vLLM engine takes 6 % of it (8.6 GB
-# of an H200: the 135M model's weights, its profile run and KV for thousands of tokens), eager mode
-# (a few hundred decode steps a job: start-up matters more; gentax.rollout.generators.VLLM_ENGINE_ENV)
+# up to 12 jobs share the GPU (profiles/gpu1): each evaluation's vLLM engine asks for 6 % of it free
+# at its start, a fixed 3 GiB KV cache (140k tokens of the 135M model; sized from the share, vLLM's
+# profiling read other jobs' allocations and came out negative on an H100), eager mode (a few hundred
+# decode steps a job: start-up matters more; gentax.rollout.generators.VLLM_ENGINE_ENV)
 export GENTAX_VLLM_GPU_MEMORY_UTILIZATION=${GENTAX_VLLM_GPU_MEMORY_UTILIZATION:-0.06} \
-       GENTAX_VLLM_ENFORCE_EAGER=${GENTAX_VLLM_ENFORCE_EAGER:-1}
+       GENTAX_VLLM_KV_CACHE_GIB=${GENTAX_VLLM_KV_CACHE_GIB:-3} GENTAX_VLLM_ENFORCE_EAGER=${GENTAX_VLLM_ENFORCE_EAGER:-1}
 # the bundle's versions (the one-GPU preset's bundle has no vLLM, verl or Ray: bundle.py --without)
 python3 -c '
 import importlib

@@ -34,7 +34,7 @@ FIRST_STEP = re.compile(r"gentax: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC step (\d+
 VERL_MARK = re.compile(r"INFO:(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+:(create worker group|actor and ref model engine "
                        r"initialized|reward loop manager initialized|checkpoint engine manager initialized|all "
                        r"initialize finished)")
-STEP_FIGURES = ("seconds", "rollout_s", "update_s", "tokens_per_s", "train_tokens_per_s", "samples")
+VERL_PHASES = ("old_log_prob_s", "ref_log_prob_s", "weight_sync_s", "save_s")  # verl's step beside rollout and update
 
 
 def job_kind(tsv: Path, bench: Path) -> str:
@@ -122,15 +122,20 @@ def main() -> int:
               f" {tps:,.0f} new tokens/s at batch {batch:.0f} = {tps / decode_ceiling:.3%} of the decode ceiling"
               f" ({decode_ceiling:,.0f}/s); {prompt_tps:,.0f} prompt tokens/s (counted once per turn, KV reuse aside)"
               f" = {prompt_tps / prefill_ceiling:.2%} of the prefill ceiling ({prefill_ceiling:,.0f}/s)")
-    steps = [{k: float(v) for k, v in row.items() if k in ("step", *STEP_FIGURES)}
-             for metrics in sorted((results / "runs").rglob("metrics.csv")) for row in csv.DictReader(metrics.open())]
-    if steps:
+    steps = [{k: float(v) for k, v in row.items() if v} for metrics in sorted((results / "runs").rglob("metrics.csv"))
+             for row in csv.DictReader(metrics.open())]
+    if steps:  # the local engine's step figures, or verl's (its own phases, no update throughput)
         later = [s for s in steps if s["step"] > 1] or steps
-        med = {k: statistics.median(s[k] for s in later) for k in STEP_FIGURES}
-        print(f"\nRL step (median of {len(later)} steps after each run's first): {med['seconds']:.1f} s = rollout"
-              f" {med['rollout_s']:.1f} s + update {med['update_s']:.1f} s; {med['samples']:.0f} step samples;"
-              f" rollout {med['tokens_per_s']:.0f} new tokens/s, update {med['train_tokens_per_s']:,.0f} tokens/s"
-              f" = {med['train_tokens_per_s'] * 6 * PARAMS / PEAK_FLOPS:.2%} of the bf16 peak (6 x parameters FLOP a token)")
+        med = {k: statistics.median(s[k] for s in later if k in s) for k in {k for s in later for k in s}}
+        line = (f"\nRL step (median of {len(later)} steps after each run's first): {med['seconds']:.1f} s = rollout"
+                f" {med['rollout_s']:.1f} s + update {med['update_s']:.1f} s")
+        if "train_tokens_per_s" in med:
+            line += (f"; {med['samples']:.0f} step samples; rollout {med['tokens_per_s']:.0f} new tokens/s, update"
+                     f" {med['train_tokens_per_s']:,.0f} tokens/s = {med['train_tokens_per_s'] * 6 * PARAMS / PEAK_FLOPS:.2%}"
+                     " of the bf16 peak (6 x parameters FLOP a token)")
+        else:
+            line += "".join(f"; {k} {med[k]:.1f} s" for k in VERL_PHASES if k in med)
+        print(line)
     for log, attempt, step, seconds, marks in startups(results / "logs"):
         print(f"start-up {seconds:5.0f} s: {log} attempt {attempt}, to the start of step {step}"
               + "".join(f"; {mark} {t:.0f} s" for mark, t in marks))

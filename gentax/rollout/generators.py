@@ -608,9 +608,13 @@ def generation_from_vllm(request_output) -> Generation:
 #: the vllm engine's settings that belong to the machine, not to the study (no job spec holds them):
 #: vLLM's keyword -> (environment variable, parser). Unset, vLLM's defaults hold (a GPU to itself);
 #: jobs that share one GPU (profiles/gpu1) each take a small share, and a short job starts faster eager.
+#: A shared GPU also wants a fixed KV cache (GiB): vLLM sizes it from the share by profiling the GPU's
+#: free memory, which other jobs' allocations at that moment shrink (a negative KV cache, the engine
+#: refusing to start); a size given skips that profiling.
 VLLM_ENGINE_ENV = {
     "gpu_memory_utilization": ("GENTAX_VLLM_GPU_MEMORY_UTILIZATION", float),
     "enforce_eager": ("GENTAX_VLLM_ENFORCE_EAGER", lambda text: text.strip().lower() in ("1", "true", "yes")),
+    "kv_cache_memory_bytes": ("GENTAX_VLLM_KV_CACHE_GIB", lambda text: int(float(text) * 2**30)),
 }
 
 
