@@ -15,12 +15,11 @@ checkpoint is exported to ``RUN_DIR/checkpoints/step_<N>`` (``export_checkpoint`
 What ran where: CPU tests (tests/test_verl_engine.py, tests/test_verl_ray.py) cover the config
 mapping, the agent loop, our trainer's TransferQueue reads and writes against verl's real queue and
 ``_compute_metrics``, and the ``hf`` rollout backend under verl's ``LLMServerManager``. ``run_ppo``
-itself ran on 1 and 2 GPUs with the ``hf`` backend (docs/training.md section 5.3). Only a GPU
-cluster exercises: vLLM servers (``rollout.name=vllm``) and their CUDA-IPC weight sync; more than 2
-GPUs (8 ranks, lcm(dp, mini-batch) padding at that width), multi-node Ray; an 8B model under FSDP;
-in-training validation. The process sizes below (agent-loop workers from the batch, no reward
-worker, a storage unit per GPU, Ray without its dashboard) are composed and checked on CPU; the
-paper node's 8 storage units and 8 agent-loop workers only on a cluster.
+itself ran on 1 and 2 GPUs with the ``hf`` backend (docs/training.md section 5.3) and on one GPU with
+a vLLM server and the one-GPU process sizes below (benchmarks/gpu_runs/gpu1_paper_engines_2026-12-06.md).
+Only a GPU cluster exercises: vLLM at tensor parallel > 1 and its weight sync across GPUs; more than
+2 GPUs (8 ranks, lcm(dp, mini-batch) padding at that width), multi-node Ray; an 8B model under FSDP;
+in-training validation; the paper node's process sizes (8 storage units, 8 agent-loop workers).
 """
 
 from __future__ import annotations
