@@ -31,6 +31,7 @@ from gentax.errors import GentaxError
 from gentax.rollout import evaluation
 from gentax.train import local_engine, runs
 from gentax.train.jobs import train_rl
+from gentax.train.processes import alive
 from rl_helpers import TINY_RL, make_run, make_tiny_model
 from test_evalfile import expert_eval
 
@@ -327,8 +328,8 @@ def test_a_killed_sft_job_takes_its_trainer_with_it_and_the_rerun_cleans_up(sft_
     finally:
         job.kill()
         job.wait()
-    gone, alive = psutil.wait_procs([trainer], timeout=30)
-    assert gone and not alive  # the job's death reached its trainer (SIGTERM from the kernel)
+    gone, left = psutil.wait_procs([trainer], timeout=30)
+    assert gone and not left  # the job's death reached its trainer (SIGTERM from the kernel)
     assert len(temporaries(tmp_path)) == 1
     train_sft(*sft_job, out, stream=open("/dev/null", "w"))
     assert temporaries(tmp_path) == [] and (out / "config.json").is_file()
@@ -358,12 +359,6 @@ def start_fake_trainer(run: Path):
     engines = [int(pid) for pid in trainer.stdout.readline().split()]
     assert [process_name(pid) for pid in engines] == list(VLLM_TITLES)
     return trainer, engines
-
-
-def alive(pid: int) -> bool:
-    from gentax.train.processes import _alive
-
-    return _alive(pid)
 
 
 def wait_until_titled(pids: list[int], titles, timeout: float = 30.0) -> None:

@@ -14,7 +14,7 @@ processes (the trainer, its descendants, whatever carries its token: gentax.trai
 their GPU memory, then for WATCH_AFTER_KILL_S which are left and the GPU memory in use. What the retry
 trained is in its run's log and metrics.csv. ``--compare 'ARGS'`` starts
 benchmarks/gpu1/generators.py ARGS once its model folder exists. Standard library, psutil (the GPU
-machine's image) and gentax.train.processes's constant.
+machine's image) and gentax.train.processes (its process walk, marks, titles and liveness).
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ import psutil  # in the GPU machine's image
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 from gentax.train import processes  # noqa: E402  (standard library only)
-from gentax.train.processes import OWNER_ENV  # noqa: E402
 
 TICK_S = 0.5
 KILL_SIGNALS = {"sigkill": signal.SIGKILL, "sigterm": signal.SIGTERM}
@@ -63,24 +62,18 @@ def logged_steps(run_dir: str) -> set[int]:
         return set()
 
 
-def job_processes(trainer: int) -> list[psutil.Process]:
+def job_processes(trainer: int) -> list[int]:
     """The trainer, its descendants and whatever carries its token (Ray starts some processes with
     an environment of their own; the token is set inside the trainer, so its children show it)."""
     below = processes.descendants(trainer)
     tokens = set()
     for pid in below:
         try:
-            tokens.add(psutil.Process(pid).environ().get(OWNER_ENV))
+            tokens.add(psutil.Process(pid).environ().get(processes.OWNER_ENV))
         except psutil.Error:
             continue
-    marked = [pid for token in tokens - {None} for pid in processes.processes_marked(OWNER_ENV, token)]
-    found = []
-    for pid in sorted({trainer, *below, *marked}):
-        try:
-            found.append(psutil.Process(pid))
-        except psutil.Error:
-            continue
-    return found
+    marked = [pid for token in tokens - {None} for pid in processes.processes_marked(processes.OWNER_ENV, token)]
+    return [pid for pid in sorted({trainer, *below, *marked}) if processes.alive(pid)]
 
 
 def proc_table() -> dict[int, tuple[int, float, list[str]]]:
@@ -95,21 +88,6 @@ def job_path(pid: int, path: str | None) -> str | None:
         return str(Path(psutil.Process(pid).cwd()) / path) if path else None
     except psutil.Error:
         return path
-
-
-def alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:  # gone between the two questions
-        return False
-
-
-def title(proc: psutil.Process) -> str:
-    """Its process title (vLLM's and Ray's renamed processes: VLLM::EngineCore, ray::TaskRunner)."""
-    try:
-        return (proc.cmdline() or [proc.name()])[0]
-    except psutil.Error:
-        return "?"
 
 
 def descends_from(pid: int, roots: set[int], table) -> bool:
@@ -248,20 +226,21 @@ class Drive:
         procs = job_processes(trainer)
         kill.update(job=job["label"], trainer_pid=trainer, fired=round(time.time() - self.t0, 1),
                     steps_logged_before=sorted(logged_steps(job["run_dir"])), gpu_used_mib_before=self.gpu.used_mib,
-                    before=[{"pid": p.pid, "title": title(p), "gpu_mib": self.gpu.per_pid.get(p.pid, 0.0)} for p in procs],
+                    before=[{"pid": pid, "title": processes.process_name(pid), "gpu_mib": self.gpu.per_pid.get(pid, 0.0)}
+                            for pid in procs],
                     after=[], all_gone_after_s=None)
         print(f"drive: {kill['kind']} {job['label']} (pid {trainer}, {len(procs)} processes) at {kill['fired']} s", flush=True)
         os.kill(trainer, KILL_SIGNALS[kill["kind"]])
         threading.Thread(target=self.watch_after, args=(kill, procs), daemon=True).start()
 
-    def watch_after(self, kill: dict, procs: list[psutil.Process]) -> None:
+    def watch_after(self, kill: dict, procs: list[int]) -> None:
         fired = time.time()
         while (elapsed := round(time.time() - fired, 1)) <= WATCH_AFTER_KILL_S:
-            left = [p for p in procs if alive(p)]
+            left = [pid for pid in procs if processes.alive(pid)]
             with self.lock:
-                kill["after"].append({"t": elapsed, "left": [f"{p.pid} {title(p)}" for p in left],
+                kill["after"].append({"t": elapsed, "left": [f"{pid} {processes.process_name(pid)}" for pid in left],
                                       "gpu_used_mib": self.gpu.used_mib,
-                                      "gpu_mib_of_left": sum(self.gpu.per_pid.get(p.pid, 0.0) for p in left)})
+                                      "gpu_mib_of_left": sum(self.gpu.per_pid.get(pid, 0.0) for pid in left)})
                 if not left and kill["all_gone_after_s"] is None:
                     kill["all_gone_after_s"] = elapsed
             time.sleep(TICK_S)

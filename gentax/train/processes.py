@@ -82,7 +82,8 @@ def descendants(pid: int | None = None) -> list[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """The process is there and not a zombie (one of ours is reaped)."""
     stat = _stat(pid)
     if stat is None:
         return False
@@ -104,7 +105,7 @@ def kill(pids: list[int], timeout: float = 10.0) -> list[str]:
             continue
         ended.append(f"pid {pid} ({name})")
     deadline = time.monotonic() + timeout
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     return ended
 
@@ -142,7 +143,7 @@ def watch(pid: int, token: str) -> list[str]:
     own, without the token); what was ended."""
     started = _started(pid)
     below: set[tuple[int, int | None]] = set()
-    while started is not None and _alive(pid) and _started(pid) == started:
+    while started is not None and alive(pid) and _started(pid) == started:
         below |= {(child, _started(child)) for child in descendants(pid)}
         time.sleep(WATCH_SECONDS)
     still_there = [child for child, when in below
