@@ -68,8 +68,9 @@ def test_figures_are_written(tmp_path):
     assert "n/a" in (figures / "delta_ood_augmentation.svg").read_text()
     assert "V1 alfworld" in (figures / "delta_ood_augmentation.svg").read_text()
     curves = (figures / "training_curves.svg").read_text()
-    for text in ("V1 alfworld", "V1 webshop", "V2 sciworld", "aug", "nothink", "OOD mean", "no per-step rows"):
+    for text in ("V1 alfworld", "V1 webshop", "aug", "nothink", "eval OOD mean"):
         assert text in curves, text
+    assert "V2 sciworld" not in curves  # no run trained on it: its panel is left out, not drawn empty
     properties = (figures / "ood_vs_properties.svg").read_text()
     assert "richness" in properties and "complexity" in properties and "webshop" in properties
     manifest = json.loads((out / "manifest.json").read_text())
@@ -91,6 +92,21 @@ def test_build_one_writes_just_the_named_output(tmp_path):
     figure = {"png": tmp_path / "f" / "curves.png", "svg": tmp_path / "f" / "curves.svg"}
     tables.build_one("training_curves", paths, None, figure, **study())
     assert figure["png"].read_bytes()[:8] == PNG_MAGIC
+    # with the runs' per-step training metrics (metrics.csv beside each run's last segment record)
+    records = []
+    for variant, success in (("default", 0.25), ("aug", 0.5)):
+        folder = tmp_path / "runs" / "v1" / "alfworld" / variant / "seed0"
+        folder.mkdir(parents=True)
+        pd.DataFrame({"step": range(1, 151), "id_success": success, "return_mean": 2.0,
+                      "invalid_rate": 0.1}).to_csv(folder / "metrics.csv", index=False)
+        records.append(folder / "segment_0_150.json")
+    analysis = tables.build_one("training_curves", paths, None, figure, training=records, **study())
+    assert len(analysis.training) == 300 and set(analysis.training["variant"]) == {"default", "aug"}
+    assert analysis.training.groupby("variant")["success"].mean().to_dict() == {"aug": 0.5, "default": 0.25}
+    assert "training success" in figure["svg"].read_text() and "mean return per episode" in figure["svg"].read_text()
+    (records[0].parent / "metrics.csv").write_text("step,id_success\n1,0.5")  # cut short: no line end
+    with pytest.raises(GentaxError, match="metrics.csv"):
+        tables.build_one("training_curves", paths, None, figure, training=records, **study())
     with pytest.raises(GentaxError, match="unknown table or figure 'table99'"):
         tables.build_one("table99", paths, None, {})
     with pytest.raises(GentaxError, match="no output path for tex"):

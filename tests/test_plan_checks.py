@@ -78,7 +78,7 @@ def _placeholders(jobs: list[tuple[str, dict]]) -> None:
         if verb in ("eval", "properties"):
             Path(spec["model"]).mkdir(parents=True, exist_ok=True)
             (Path(spec["model"]) / "config.json").write_text("{}")
-        for key in ("inputs", "summaries", "properties", "controls"):
+        for key in ("inputs", "summaries", "training", "properties", "controls"):
             value = spec.get(key) if verb not in ("eval", "properties") else None
             for path in [value] if isinstance(value, str) else (value or []):
                 Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -48,8 +48,9 @@ def test_history_window_shows_the_last_pairs_numbered_by_step(domain):
     assert observation_from_prompt(text) == seen[-1].text
     short = content(domain, seen[-1], history[:1], 1, history_length=2)
     assert "most recent 1 observation(s)" in short and "[Observation 1: 'observation number 1'" in short
-    none = content(domain, seen[-1], history, 5, history_length=0)
-    assert "already taken 5 step(s)." in none and "[Observation" not in none
+    none = content(domain, seen[-1], history, 5, history_length=0)  # verl-agent's no-history template
+    assert "step(s)" not in none and "You are now at step" not in none and "[Observation" not in none
+    assert f"Current observation:\n{seen[-1].text}\n" in none and observation_from_prompt(none) == seen[-1].text
 
 
 def test_no_think_mode_asks_for_the_action_only():

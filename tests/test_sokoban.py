@@ -125,9 +125,27 @@ def test_difficulty_knobs():
     assert info["won"]
 
 
+def test_floor_only_observation_states_the_same_room_and_keeps_distractors_off_it():
+    from gentax.domains.sokoban import sokoban_distractor_cells
+
+    listed, floor_only = make("sokoban", seed=0, room_size=5), make("sokoban", seed=0, room_size=5, list_walls=False)
+    full, short = listed.reset(listed.task(3)).text, floor_only.reset(floor_only.task(3)).text
+    assert "Walls: " in full and "Walls: " not in short and "every cell not listed as floor is a wall" in short
+    lines = lambda text, key: next(line for line in text.splitlines() if line.startswith(key))  # noqa: E731
+    for key in ("Floor: ", "Player: ", "Box: ", "Target: "):
+        assert lines(full, key) == lines(short, key)
+    walls, floor = set(coords(lines(full, "Walls: "))), set(coords(lines(short, "Floor: ")))
+    assert not walls & floor and len(walls | floor) == 25
+    # the distractors' cells lie outside the 5x5 room, as when its walls are listed
+    cells = sokoban_distractor_cells(short, 6, random.Random(0))
+    assert all(r >= 5 or c >= 5 for r, c in cells)
+    assert sokoban_distractor_cells(full, 6, random.Random(0)) == cells
+
+
 @pytest.mark.parametrize(
     "options",
-    [{"room_size": 3}, {"num_boxes": 0}, {"min_solution_length": 9, "max_solution_length": 4}, {"wall_colour": 1}],
+    [{"room_size": 3}, {"num_boxes": 0}, {"min_solution_length": 9, "max_solution_length": 4}, {"wall_colour": 1},
+     {"list_walls": "no"}],
 )
 def test_bad_options_are_one_clear_error(options):
     with pytest.raises(GentaxError, match="sokoban"):

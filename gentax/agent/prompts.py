@@ -2,8 +2,9 @@
 
 The trajectory is not one growing chat: every step the agent gets a new message holding the
 domain intro and goal (and the spec's rule line), the last ``history_length`` (observation seen,
-action taken) pairs, the current observation, the admissible actions (capped at the spec's
-``max_admissible_shown``) and the answer instruction; docs/agent.md "Step prompts" shows the
+action taken) pairs with the step count, the current observation, the admissible actions (capped
+at the spec's ``max_admissible_shown``) and the answer instruction; ``history_length`` 0 is
+verl-agent's no-history template (no step count); docs/agent.md "Step prompts" shows the
 layout with rendered examples. Think modes (``MODES``): ``on`` reasons then acts, ``off`` acts
 only, ``filler`` uses the ``on`` prompt with a forced think block (``gentax.agent.filler``).
 ``observation_from_prompt`` recovers the current observation from a rendered prompt.
@@ -76,8 +77,10 @@ def build_messages(
     lines = [f"{declared.intro} Your task is to: {goal}"]
     if declared.rule and (declared.rule_when is None or declared.rule_when(obs)):
         lines.append(declared.rule)
-    if step > 0:
-        recent = list(history[-history_length:]) if history_length else []
+    if history_length == 0:  # verl-agent's no-history template: no step count, so a step's prompt
+        lines.append(f"{CURRENT_MARKER}{obs.text}")  # shares its episode's last one up to the first change
+    else:
+        recent = list(history[-history_length:]) if step > 0 else []
         if recent:
             lines.append(
                 f"Prior to this step, you have already taken {step} step(s). Below are the most "
@@ -87,9 +90,9 @@ def build_messages(
             for offset, (seen, action) in enumerate(recent):
                 number = first + offset
                 lines.append(f"[Observation {number}: '{seen}', Action {number}: '{action}']")
-        else:
+        elif step > 0:
             lines.append(f"Prior to this step, you have already taken {step} step(s).")
-    lines.append(f"You are now at step {step + 1}. {CURRENT_MARKER}{obs.text}")
+        lines.append(f"You are now at step {step + 1}. {CURRENT_MARKER}{obs.text}")
     lines.append(ADMISSIBLE_MARKER.lstrip("\n") + format_admissible(obs.admissible, cap) + "]")
     lines.append(_NO_THINK_INSTRUCTION if mode_of(think) == "off" else _THINK_INSTRUCTION)
     return [{"role": "user", "content": "\n".join(lines)}]

@@ -47,7 +47,8 @@ class Artifact:
     variants it reads (every init's base rows come along; one planned with the mixtures or the
     controls reads their runs instead: ``gentax.study.plan.artifact_runs``). ``properties`` /
     ``controls`` / ``extended``: whether it reads the properties table, the controls' properties
-    table, the extended runs' summaries. ``bootstrap``: whether it needs the draws (else built
+    table, the extended runs' summaries; ``training``: each run's per-step training metrics (its
+    ``metrics.csv``, read beside the record of the run's last segment). ``bootstrap``: whether it needs the draws (else built
     with ``n_boot=0``). ``planned``: always, mixtures (``grid.mixtures`` enabled) or controls (a
     ``controls`` sweep enabled). ``tests``: what its decision rule tests, for the power preview."""
 
@@ -58,6 +59,7 @@ class Artifact:
     properties: bool = False
     controls: bool = False
     extended: bool = False
+    training: bool = False
     bootstrap: bool = False
     planned: str = "always"
     tests: Tested | None = None
@@ -100,7 +102,7 @@ ARTIFACTS: tuple[Artifact, ...] = (
     _figure("ood_vs_properties", properties=True),
     _figure("delta_ood_augmentation", variants=("default", "aug")),
     _figure("delta_ood_thinking", variants=("default", "nothink", "filler")),
-    _figure("training_curves", variants=("default", "aug", "nothink", "filler"), extended=True),
+    _figure("training_curves", variants=("default", "aug", "nothink", "filler"), extended=True, training=True),
     _figure("mixture_delta_ood", bootstrap=True, planned="mixtures"),
     _figure("controls_delta_ood", controls=True, bootstrap=True, planned="controls"),
 )

@@ -15,11 +15,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from gentax.analysis import artifacts
 from gentax.analysis.controls import SWEEP_TABLE
 from gentax.analysis.summary import BASE, DEFAULT_VARIANT, INITS
-from gentax.domains import DOMAINS
 from gentax.errors import GentaxError
 from gentax.io import atomic_path
 _FORMATS = {"png": {"Software": None}, "svg": {"Date": None}}
@@ -57,7 +57,8 @@ def _no_data(ax, text: str = "no data") -> None:
 def ood_vs_properties(analysis, name: str = "ood_vs_properties") -> Figure:
     fig = _new_figure(10.0, 4.0, left=0.07, wspace=0.25)
     properties, values = analysis.properties, analysis.values
-    for ax, prop in zip(fig.subplots(1, 2), ("richness", "complexity")):
+    units = {"richness": "state richness (characters per state)", "complexity": "planning complexity (steps)"}
+    for ax, prop in zip(fig.subplots(1, 2), units):
         plotted = 0
         for init in INITS:
             points = []
@@ -75,7 +76,7 @@ def ood_vs_properties(analysis, name: str = "ood_vs_properties") -> Figure:
                     ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
                 plotted += len(points)
         ax.margins(x=0.15, y=0.1)  # room for the domain labels
-        ax.set_xlabel(prop)
+        ax.set_xlabel(units[prop])
         ax.set_ylabel("mean OOD success (%)")
         ax.set_title(f"OOD success vs {prop} of the training domain", fontsize=10)
         if plotted:
@@ -162,45 +163,71 @@ def mixture_delta_ood(analysis, name: str = "mixture_delta_ood") -> Figure:
 
 
 def training_curves(analysis, name: str = "training_curves") -> Figure:
-    summary, window = analysis.summary, analysis.settings.window
+    """One panel per initial policy and training domain with runs: each variant's per-step training
+    metrics (``analysis.training``, the mean over seeds: success and invalid rate of the step's own
+    rollouts in %, its mean return on the right axis) and, on top, its evaluations (ID success and the
+    OOD domains' mean at each evaluated checkpoint). A panel with neither is left out."""
+    summary, window, training = analysis.summary, analysis.settings.window, analysis.training
     trained = summary[summary["train_domain"] != BASE]
-    variants = sorted(trained["variant"].unique(), key=lambda v: (v != DEFAULT_VARIANT, v))
+    variants = sorted(set(trained["variant"]) | (set(training["variant"]) if training is not None else set()),
+                      key=lambda v: (v != DEFAULT_VARIANT, v))
     colours = {v: f"C{i}" for i, v in enumerate(variants)}
-    fig = _new_figure(4.0 * len(DOMAINS), 3.2 * len(INITS), left=0.05, right=0.99, top=0.9,
-                      bottom=0.1, hspace=0.4, wspace=0.25)
-    axes = fig.subplots(len(INITS), len(DOMAINS), squeeze=False)
-    drawn = set()
-    for row, init in enumerate(INITS):
-        for column, train in enumerate(DOMAINS):
-            ax = axes[row][column]
-            if train not in analysis.settings.domains(init):
-                ax.set_axis_off()
-                continue
-            ax.set_title(f"{init.upper()} {train}", fontsize=10)
-            lines = 0
-            for variant in variants:
-                run = trained[(trained["init"] == init) & (trained["train_domain"] == train)
-                              & (trained["variant"] == variant)]
-                if run["step"].nunique() < 2:
-                    continue
-                per_step = run.groupby(["step", "eval_domain"])["success"].mean().unstack("eval_domain") * 100.0
-                if train in per_step.columns:
-                    ax.plot(per_step.index, per_step[train], color=colours[variant], marker=".")
-                ood = [d for d in analysis.settings.domains(init) if d != train and d in per_step.columns]
+    with_runs = set(zip(trained["init"], trained["train_domain"]))
+    if training is not None:
+        with_runs |= set(zip(training["init"], training["train_domain"]))
+    panels = [(init, train) for init in INITS for train in analysis.settings.domains(init) if (init, train) in with_runs]
+    columns = max(1, min(4, len(panels)))
+    rows = max(1, math.ceil(len(panels) / columns))
+    fig = _new_figure(4.6 * columns, 3.3 * rows + 0.6, left=0.06, right=0.94, top=1 - 0.7 / (3.3 * rows + 0.6),
+                      bottom=0.1, hspace=0.5, wspace=0.55)
+    axes = fig.subplots(rows, columns, squeeze=False).ravel()
+    for ax in axes[len(panels):]:
+        ax.set_axis_off()  # the grid's spare cells
+    if not panels:
+        _no_data(axes[0], "no trained runs")
+    drawn, returns = set(), False
+    for ax, (init, train) in zip(axes, panels):
+        returns_ax, lines = None, 0
+        for variant in variants:
+            colour, before = colours[variant], lines
+            if training is not None:
+                steps = training[(training["init"] == init) & (training["train_domain"] == train)
+                                 & (training["variant"] == variant)].groupby("step").mean(numeric_only=True)
+                if len(steps):
+                    ax.plot(steps.index, steps["success"] * 100.0, color=colour, linewidth=1)
+                    ax.plot(steps.index, steps["invalid_rate"] * 100.0, color=colour, linewidth=1, linestyle=":")
+                    if steps["return"].notna().any():
+                        returns_ax = returns_ax or ax.twinx()
+                        returns_ax.plot(steps.index, steps["return"], color=colour, linewidth=0.8, alpha=0.5,
+                                        linestyle="-.")
+                    lines += 1
+            run = trained[(trained["init"] == init) & (trained["train_domain"] == train)
+                          & (trained["variant"] == variant)]
+            if len(run):
+                evals = run.groupby(["step", "eval_domain"])["success"].mean().unstack("eval_domain") * 100.0
+                if train in evals.columns:
+                    ax.plot(evals.index, evals[train], color=colour, marker="o", linestyle="none")
+                ood = [d for d in analysis.settings.domains(init) if d != train and d in evals.columns]
                 if ood:
-                    ax.plot(per_step.index, per_step[ood].mean(axis=1), color=colours[variant],
-                            linestyle="--", marker=".")
-                drawn.add(variant)
+                    ax.plot(evals.index, evals[ood].mean(axis=1), color=colour, marker="x", linestyle="none")
                 lines += 1
-            if lines:
-                ax.axvspan(min(window), max(window), color="grey", alpha=0.15)
-            else:
-                _no_data(ax, "no per-step rows")
-            ax.set_xlabel("training step", fontsize=8)
-            ax.set_ylabel("success (%)", fontsize=8)
+            if lines > before:
+                drawn.add(variant)
+        ax.set_title(f"{init.upper()} {train}", fontsize=10)
+        ax.axvspan(min(window), max(window), color="grey", alpha=0.15)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("training step", fontsize=8)
+        ax.set_ylabel("success, invalid actions (%)", fontsize=8)
+        if returns_ax is not None:
+            returns_ax.set_ylabel("mean return per episode", fontsize=8)
+            returns = True
     handles = [Line2D([], [], color=colours[v], label=v) for v in variants if v in drawn]
-    handles += [Line2D([], [], color="black", label="ID"),
-                Line2D([], [], color="black", linestyle="--", label="OOD mean"),
+    handles += [Line2D([], [], color="black", label="training success"),
+                Line2D([], [], color="black", linestyle=":", label="training invalid rate")]
+    if returns:
+        handles.append(Line2D([], [], color="black", linestyle="-.", alpha=0.5, label="training return (right)"))
+    handles += [Line2D([], [], color="black", marker="o", linestyle="none", label="eval ID"),
+                Line2D([], [], color="black", marker="x", linestyle="none", label="eval OOD mean"),
                 Patch(color="grey", alpha=0.15, label="window")]
     fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False)
     return fig

@@ -41,6 +41,7 @@ class TableJob(JobKind):
     verb: ClassVar[str] = "table"
     name: str
     summaries: list[str]
+    training: list[str]  # records of the runs' last segments: their metrics.csv beside them (``artifacts.Artifact``)
     properties: str | None
     controls: str | None
     outputs: dict[str, str]
@@ -58,7 +59,7 @@ class TableJob(JobKind):
     @classmethod
     def problems(cls, spec, inputs) -> list[str]:
         """Every file it reads is there; a table or figure the registry knows."""
-        out = jobspec.file_problems(spec, inputs, "summaries", "properties", "controls")
+        out = jobspec.file_problems(spec, inputs, "summaries", "training", "properties", "controls")
         if spec["name"] not in artifacts.names():
             out.append(f"name: {spec['name']!r} is no {cls.verb} of the registry (gentax/analysis/artifacts.py)")
         return out
@@ -68,8 +69,8 @@ class TableJob(JobKind):
         from gentax.analysis.tables import build_one, study_options  # function-local: defers pandas and matplotlib
 
         build_one(self.name, list(self.summaries), self.properties, self.outputs, controls=self.controls,
-                  **study_options(self.to_dict()))
-        inputs = [*self.summaries, *[f for f in (self.properties, self.controls) if f]]
+                  training=list(self.training), **study_options(self.to_dict()))
+        inputs = [*self.summaries, *self.training, *[f for f in (self.properties, self.controls) if f]]
         write_json(self.provenance, provenance.job_record(self.to_dict(), None, inputs=inputs))
         print(f"wrote {', '.join(self.outputs.values())}")
 

@@ -326,3 +326,28 @@ def summarize_evals(paths, keys) -> "pd.DataFrame":
                      "errors": data["errors"], "error_rate": data["error_rate"],
                      TASK_OUTCOMES: format_task_outcomes(outcomes)})
     return pd.DataFrame(rows).sort_values(["step", "eval_domain"])
+
+
+#: per-step training metrics the training-curves figure draws: metrics.csv column -> its name there
+TRAINING_COLUMNS = {"id_success": "success", "return_mean": "return", "invalid_rate": "invalid_rate"}
+
+
+def load_training(records: Iterable[str | os.PathLike]) -> pd.DataFrame:
+    """One row per run and trained step: ``RUN_KEY``, ``seed``, ``step`` and ``TRAINING_COLUMNS``, from
+    the ``metrics.csv`` beside each segment record (``.../runs/<init>/<train_domain>/<variant>/seed<k>/``);
+    a column a run's engine does not write is NaN. One GentaxError naming a file that cannot be read."""
+    frames = []
+    for record in records:
+        folder = Path(record).parent
+        init, train_domain, variant, seed = folder.parts[-4:]
+        metrics = read_result_csv(folder / "metrics.csv", fix="rerun the run's last RL segment (it rewrites the file)")
+        if "step" not in metrics.columns:
+            raise GentaxError(f"{folder / 'metrics.csv'}: no 'step' column")
+        frame = pd.DataFrame({"init": init, "train_domain": train_domain, "variant": variant,
+                              "seed": int(seed.removeprefix("seed")), "step": metrics["step"].astype(int)})
+        for column, name in TRAINING_COLUMNS.items():
+            frame[name] = pd.to_numeric(metrics[column], errors="coerce") if column in metrics.columns else np.nan
+        frames.append(frame)
+    columns = [*RUN_KEY, "seed", "step", *TRAINING_COLUMNS.values()]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+

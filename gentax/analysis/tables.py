@@ -29,7 +29,7 @@ from gentax.analysis.formatting import number as _number
 from gentax.analysis.formatting import signed as _signed
 from gentax.analysis.formulas import delta_ood, relative_change
 from gentax.analysis.summary import (BASE, CELL_KEY, DEFAULT_VARIANT, INITS, cell_means, domains_of, drop_excluded,
-                                     load_properties, load_summary, window_rows)
+                                     load_properties, load_summary, load_training, window_rows)
 from gentax.domains import DOMAINS
 from gentax.domains.spec import MIX_SEP, mixture_weights
 from gentax.errors import GentaxError
@@ -738,6 +738,7 @@ class Analysis:
     def __init__(self, settings: Settings, summary: pd.DataFrame, properties: pd.DataFrame | None,
                  notes: list[str], controls: pd.DataFrame | None):
         self.settings, self.summary, self.properties, self.controls = settings, summary, properties, controls
+        self.training: pd.DataFrame | None = None  # per-step training metrics (summary.load_training), where read
         rows, window_notes = window_rows(summary, settings.window)
         self.values = Values(rows, settings)
         self.variants_present = {tuple(k) for k in summary[list(CELL_KEY[:3])].drop_duplicates().itertuples(index=False)}
@@ -886,11 +887,12 @@ def build_rank_stability(analysis: Analysis, name: str) -> Table:
 _OUTPUTS = {"table": TABLE_FORMATS, "figure": ("png", "svg")}
 
 
-def build_one(name: str, summary, properties, outputs, controls=None, **options) -> Analysis:
+def build_one(name: str, summary, properties, outputs, controls=None, training=None, **options) -> Analysis:
     """Build one registered table or figure and write it atomically to ``outputs`` (``csv``, ``md``,
     ``tex`` or ``png``, ``svg`` -> path): what a workflow job calls. ``summary`` may be a list of
     per-run files; ``options`` are ``Settings`` fields (``n_boot`` forced to 0 for an entry that
-    needs no bootstrap). Only what the entry's builder reads is computed."""
+    needs no bootstrap); ``training``: the segment records beside the runs' metrics.csv (an entry
+    with ``training``). Only what the entry's builder reads is computed."""
     artifact = artifacts.get(name)  # an unknown name is one GentaxError
     outputs = dict(outputs)
     wanted = _OUTPUTS[artifact.kind]
@@ -900,6 +902,8 @@ def build_one(name: str, summary, properties, outputs, controls=None, **options)
     if not artifact.bootstrap:
         options["n_boot"] = 0
     analysis = analyse(summary, properties, Settings(**options), controls)
+    if training is not None:
+        analysis.training = load_training(training)
     if artifact.kind == "table":
         for ext, text in render(analysis.table(name)).items():
             write_text(outputs[ext], text)

@@ -177,6 +177,9 @@ class SokobanEnv(DomainEnv):
         "num_steps": None,
         "min_solution_length": 3,
         "max_solution_length": 15,
+        # False: the floor alone is listed ("every other cell is a wall"), a third fewer tokens in
+        # a 5x5 room's prompt; the study's default lists both
+        "list_walls": True,
     }
 
     @classmethod
@@ -189,6 +192,8 @@ class SokobanEnv(DomainEnv):
         shortest, longest = _int_option(opts, "min_solution_length", 0, 1000), _int_option(opts, "max_solution_length", 0, 1000)
         if longest and longest < shortest:
             raise GentaxError(f"sokoban: max_solution_length {longest} < min_solution_length {shortest}")
+        if not isinstance(opts["list_walls"], bool):
+            raise GentaxError(f"sokoban option list_walls must be true or false, got {opts['list_walls']!r}")
         return opts
 
     def __init__(self, split: str = "train", seed: int = 0, max_steps: int | None = None, **options):
@@ -228,10 +233,11 @@ class SokobanEnv(DomainEnv):
         self.room, self.state = _room_and_state(task.spec)
         rows, cols = self.room.rows, self.room.cols
         floor = [(r, c) for r in range(rows) for c in range(cols) if (r, c) not in self.room.walls]
-        self._head = (
-            f"Room {rows}x{cols}; coordinates are (row, col), 0-based, (0, 0) is the top-left corner.\n"
-            f"Walls: {_fmt(self.room.walls)}\nFloor: {_fmt(floor)}\n"
-        )
+        corner = f"Room {rows}x{cols}; coordinates are (row, col), 0-based, (0, 0) is the top-left corner"
+        if self.options["list_walls"]:
+            self._head = f"{corner}.\nWalls: {_fmt(self.room.walls)}\nFloor: {_fmt(floor)}\n"
+        else:
+            self._head = f"{corner}; every cell not listed as floor is a wall.\nFloor: {_fmt(floor)}\n"
         self._tail = f"Target: {_fmt(self.room.targets)}"
         boxes = "the box" if len(self.room.targets) == 1 else "every box"
         self._goal = (
@@ -294,6 +300,7 @@ SOKOBAN_THINGS = (
     "Empty barrel", "Loose brick", "Puddle of water", "Old lantern", "Dusty sack",
 )  # fmt: skip
 _COORD = re.compile(r"\((\d+),\s*(\d+)\)")
+_ROOM_SIZE = re.compile(r"\bRoom (\d+)x(\d+)")
 
 
 def _room_cells(text: str) -> set[tuple[int, int]]:
@@ -303,8 +310,9 @@ def _room_cells(text: str) -> set[tuple[int, int]]:
 def sokoban_distractor_cells(text: str, count: int, rng: random.Random) -> list[tuple[int, int]]:
     """``count`` distinct cells outside the bounding box of every coordinate in ``text``."""
     cells = _room_cells(text)
-    rows = max((r for r, _ in cells), default=-1) + 1
-    cols = max((c for _, c in cells), default=-1) + 1
+    size = _ROOM_SIZE.search(text)  # the room's own corner: its walls may go unlisted (list_walls false)
+    rows = max([r + 1 for r, _ in cells] + [int(size[1]) if size else 0])
+    cols = max([c + 1 for _, c in cells] + [int(size[2]) if size else 0])
     margin = 2
     while True:
         outside = [

@@ -159,11 +159,12 @@ def summary(inputs: Iterable[str], keys: Mapping[str, Any], out: str) -> dict[st
 
 
 def artifact(cfg: dict, name: str, *, summaries: Iterable[str], outputs: Mapping[str, str], provenance: str,
-             properties: str | None = None, controls: str | None = None) -> dict[str, Any]:
+             properties: str | None = None, controls: str | None = None, training: Iterable[str] = ()) -> dict[str, Any]:
     """``gentax table`` / ``gentax figure``: one artifact from its inputs (``plan.artifact_inputs``)."""
     kind = FigureJob if name in artifacts.names("figure") else TableJob
-    return kind.build(name=name, summaries=[str(p) for p in summaries], properties=properties, controls=controls,
-                      outputs=plain(outputs), provenance=provenance, **table_settings(cfg))
+    return kind.build(name=name, summaries=[str(p) for p in summaries], training=[str(p) for p in training],
+                      properties=properties, controls=controls, outputs=plain(outputs), provenance=provenance,
+                      **table_settings(cfg))
 
 
 def properties_table(inputs: Iterable[str], out: str) -> dict[str, Any]:

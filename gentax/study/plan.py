@@ -363,7 +363,8 @@ def artifact_variants(name: str, cfg: dict | None = None) -> list[str]:
 
 def artifact_inputs(cfg: dict, name: str) -> dict[str, Any]:
     """The input files of table/figure ``name`` from its registry entry: ``summaries`` (its runs',
-    extended ones where it reads them, its variants' base rows) and ``properties`` / ``controls``."""
+    extended ones where it reads them, its variants' base rows), ``training`` (each run's last
+    segment record) and ``properties`` / ``controls``."""
     artifact, variants = _artifact(name), artifact_variants(name, cfg)
     parts = [(run, "main") for run in artifact_runs(cfg, name)]
     if artifact.extended:
@@ -371,6 +372,9 @@ def artifact_inputs(cfg: dict, name: str) -> dict[str, Any]:
     bases = [(init, v) for init in ("v1", "v2") for v in base_variants(cfg, init) if v in variants or v == "default"]
     inputs: dict[str, Any] = {"summaries": sorted({paths.run_summary(cfg, part, run.path) for run, part in parts}
                                                   | {paths.base_summary(cfg, init, v) for init, v in bases})}
+    if artifact.training:  # metrics.csv is no declared output: the record of the segment that wrote its last row
+        inputs["training"] = sorted({paths.segment_manifest(paths.run_folder(cfg, run.path), *segments(cfg, run)[-1])
+                                     for run, _ in parts})
     if artifact.properties:
         inputs["properties"] = paths.properties_table(cfg)
     if artifact.controls:
