@@ -25,6 +25,7 @@ from gentax.domains.spec import MIX_SEP, mixture_weights
 from gentax.errors import GentaxError
 from gentax.evalfile import read_eval, task_outcomes
 from gentax.io import read_result_csv, read_result_parquet
+from gentax.train.runs import METRICS_FILE
 
 INITS = ("v1", "v2")
 BASE = "base"
@@ -340,9 +341,9 @@ def load_training(records: Iterable[str | os.PathLike]) -> pd.DataFrame:
     for record in records:
         folder = Path(record).parent
         init, train_domain, variant, seed = folder.parts[-4:]
-        metrics = read_result_csv(folder / "metrics.csv", fix="rerun the run's last RL segment (it rewrites the file)")
+        metrics = read_result_csv(folder / METRICS_FILE, fix="rerun the run's last RL segment (it rewrites the file)")
         if "step" not in metrics.columns:
-            raise GentaxError(f"{folder / 'metrics.csv'}: no 'step' column")
+            raise GentaxError(f"{folder / METRICS_FILE}: no 'step' column")
         frame = pd.DataFrame({"init": init, "train_domain": train_domain, "variant": variant,
                               "seed": int(seed.removeprefix("seed")), "step": metrics["step"].astype(int)})
         for column, name in TRAINING_COLUMNS.items():

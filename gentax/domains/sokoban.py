@@ -177,8 +177,8 @@ class SokobanEnv(DomainEnv):
         "num_steps": None,
         "min_solution_length": 3,
         "max_solution_length": 15,
-        # False: the floor alone is listed ("every other cell is a wall"), a third fewer tokens in
-        # a 5x5 room's prompt; the study's default lists both
+        # False: the floor alone is listed ("every cell not listed as floor is a wall"): a room's
+        # border walls cost no prompt tokens; the study's default lists both
         "list_walls": True,
     }
 
