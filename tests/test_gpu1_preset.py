@@ -94,7 +94,7 @@ def test_the_overlay_restates_nothing_of_the_embedded_sections_beneath_it():
     cfg = study()
     assert cfg["model"]["embedded"] is True and cfg["cluster"]["gpus_per_node"] == 1
     assert cfg["domains"]["sokoban"] == {"max_steps": 6, "options": inherited["domains"]["sokoban"]["options"]}
-    assert cfg["domains"]["webshop"]["options"]["goal_options"] == 0  # gpu1's own
+    assert cfg["domains"]["webshop"]["options"]["goal_options"] == 0  # the embedded preset's (gpu1 had set it first)
 
 
 def test_an_unknown_preset_names_the_valid_ones():
