@@ -87,9 +87,10 @@ def ood_vs_properties(analysis, name: str = "ood_vs_properties") -> Figure:
 
 
 def delta_ood_bars(table, title: str) -> Figure:
-    """The ΔOOD bars of Table 5 or 7: undefined is no bar, labelled "n/a"; with several variants
+    """The ΔOOD bars of Table 5 or 7 where a run of the row exists: undefined is no bar, labelled "n/a"; with several variants
     (Table 7's nothink and filler rows) each bar is labelled with its variant and hatched by it."""
     data = table.data
+    data = data[data.filter(like="delta_id_").notna().any(axis=1)]  # a cell no run of this study trains: left out
     fig = _new_figure(max(5.5, 0.6 * len(data) + 2), 4.5, left=0.13, bottom=0.22)
     ax = fig.add_subplot()
     ax.set_title(title)
