@@ -5,14 +5,13 @@ kind is). Each reads small files the plan's other jobs write and checks that the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 from gentax import jobspec
 from gentax.analysis import artifacts
 from gentax.io import atomic_path, read_result_json, write_json
 from gentax.jobspec import JobKind
-from gentax.train.runs import METRICS_FILE
+from gentax.train.runs import metrics_beside
 
 
 @dataclass(frozen=True)
@@ -72,7 +71,7 @@ class TableJob(JobKind):
 
         build_one(self.name, list(self.summaries), self.properties, self.outputs, controls=self.controls,
                   training=list(self.training), **study_options(self.to_dict()))
-        metrics = [str(Path(record).parent / METRICS_FILE) for record in self.training]  # what the figure read
+        metrics = [str(metrics_beside(record)) for record in self.training]  # what the figure read
         inputs = [*self.summaries, *metrics, *[f for f in (self.properties, self.controls) if f]]
         write_json(self.provenance, provenance.job_record(self.to_dict(), None, inputs=inputs))
         print(f"wrote {', '.join(self.outputs.values())}")

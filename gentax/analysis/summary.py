@@ -25,7 +25,7 @@ from gentax.domains.spec import MIX_SEP, mixture_weights
 from gentax.errors import GentaxError
 from gentax.evalfile import read_eval, task_outcomes
 from gentax.io import read_result_csv, read_result_parquet
-from gentax.train.runs import METRICS_FILE
+from gentax.train.runs import metrics_beside
 
 INITS = ("v1", "v2")
 BASE = "base"
@@ -339,11 +339,11 @@ def load_training(records: Iterable[str | os.PathLike]) -> pd.DataFrame:
     a column a run's engine does not write is NaN. One GentaxError naming a file that cannot be read."""
     frames = []
     for record in records:
-        folder = Path(record).parent
-        init, train_domain, variant, seed = folder.parts[-4:]
-        metrics = read_result_csv(folder / METRICS_FILE, fix="rerun the run's last RL segment (it rewrites the file)")
+        path = metrics_beside(record)
+        init, train_domain, variant, seed = path.parent.parts[-4:]
+        metrics = read_result_csv(path, fix="rerun the run's last RL segment (it rewrites the file)")
         if "step" not in metrics.columns:
-            raise GentaxError(f"{folder / METRICS_FILE}: no 'step' column")
+            raise GentaxError(f"{path}: no 'step' column")
         frame = pd.DataFrame({"init": init, "train_domain": train_domain, "variant": variant,
                               "seed": int(seed.removeprefix("seed")), "step": metrics["step"].astype(int)})
         for column, name in TRAINING_COLUMNS.items():

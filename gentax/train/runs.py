@@ -57,6 +57,11 @@ _STEP_DIR = re.compile(r"^step_(\d+)$")
 IDENTITY_KEYS = ("engine", "init", "domain", "variant", "seed")
 
 
+def metrics_beside(segment_record: str | Path) -> Path:
+    """The run's ``metrics.csv`` beside one of its segment records (both in the run folder)."""
+    return Path(segment_record).parent / METRICS_FILE
+
+
 def task_seed(run_seed: int, step: int, slot: int) -> int:
     """The task (env seed) of group ``slot`` at training step ``step`` (1-based) of a run."""
     return int(np.random.SeedSequence([int(run_seed), int(step), int(slot)]).generate_state(1)[0] % (2**31 - 1))
