@@ -48,14 +48,9 @@ def test_history_window_shows_the_last_pairs_numbered_by_step(domain):
     assert observation_from_prompt(text) == seen[-1].text
     short = content(domain, seen[-1], history[:1], 1, history_length=2)
     assert "most recent 1 observation(s)" in short and "[Observation 1: 'observation number 1'" in short
-    none = content(domain, seen[-1], history, 5, history_length=0)  # the CPU layout: the observation last
+    none = content(domain, seen[-1], history, 5, history_length=0)  # verl-agent's no-history template
     assert "step(s)" not in none and "You are now at step" not in none and "[Observation" not in none
-    assert none.endswith(f"Current observation:\n{seen[-1].text}") and observation_from_prompt(none) == seen[-1].text
-    assert none.index("Now choose the next action") < none.index("Admissible actions: [") < none.index("Current observation")
-    # two steps of one episode share everything up to the observation (the hf generator reuses that KV)
-    first = content(domain, seen[0], [], 0, history_length=0)
-    static = none[: none.index("Current observation")]
-    assert seen[0].admissible != seen[-1].admissible or first.startswith(static)
+    assert f"Current observation:\n{seen[-1].text}\n" in none and observation_from_prompt(none) == seen[-1].text
 
 
 def test_no_think_mode_asks_for_the_action_only():

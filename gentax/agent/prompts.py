@@ -4,9 +4,7 @@ The trajectory is not one growing chat: every step the agent gets a new message 
 domain intro and goal (and the spec's rule line), the last ``history_length`` (observation seen,
 action taken) pairs with the step count, the current observation, the admissible actions (capped
 at the spec's ``max_admissible_shown``) and the answer instruction; ``history_length`` 0 is
-gentax's CPU layout: no step count, and what stays through an episode (intro, goal, rule,
-answer instruction, admissible actions) before the current observation, so the ``hf``
-generator recomputes only what changed since the episode's last step; docs/agent.md "Step prompts" shows the
+verl-agent's no-history template (no step count); docs/agent.md "Step prompts" shows the
 layout with rendered examples. Think modes (``MODES``): ``on`` reasons then acts, ``off`` acts
 only, ``filler`` uses the ``on`` prompt with a forced think block (``gentax.agent.filler``).
 ``observation_from_prompt`` recovers the current observation from a rendered prompt.
@@ -79,25 +77,24 @@ def build_messages(
     lines = [f"{declared.intro} Your task is to: {goal}"]
     if declared.rule and (declared.rule_when is None or declared.rule_when(obs)):
         lines.append(declared.rule)
-    instruction = _NO_THINK_INSTRUCTION if mode_of(think) == "off" else _THINK_INSTRUCTION
-    admissible = ADMISSIBLE_MARKER.lstrip("\n") + format_admissible(obs.admissible, cap) + "]"
-    if history_length == 0:  # the CPU layout: what stays through an episode first, the observation last, so
-        # a step's prompt shares its episode's previous one up to the first change (the hf generator's reused KV)
-        return [{"role": "user", "content": "\n".join([*lines, instruction, admissible, f"{CURRENT_MARKER}{obs.text}"])}]
-    recent = list(history[-history_length:]) if step > 0 else []
-    if recent:
-        lines.append(
-            f"Prior to this step, you have already taken {step} step(s). Below are the most "
-            f"recent {len(recent)} observation(s) and the action(s) you took:"
-        )
-        first = step - len(recent) + 1  # history holds every past step, oldest first
-        for offset, (seen, action) in enumerate(recent):
-            number = first + offset
-            lines.append(f"[Observation {number}: '{seen}', Action {number}: '{action}']")
-    elif step > 0:
-        lines.append(f"Prior to this step, you have already taken {step} step(s).")
-    lines.append(f"You are now at step {step + 1}. {CURRENT_MARKER}{obs.text}")
-    lines += [admissible, instruction]
+    if history_length == 0:  # verl-agent's no-history template: no step count, so a step's prompt
+        lines.append(f"{CURRENT_MARKER}{obs.text}")  # shares its episode's last one up to the first change
+    else:
+        recent = list(history[-history_length:]) if step > 0 else []
+        if recent:
+            lines.append(
+                f"Prior to this step, you have already taken {step} step(s). Below are the most "
+                f"recent {len(recent)} observation(s) and the action(s) you took:"
+            )
+            first = step - len(recent) + 1  # history holds every past step, oldest first
+            for offset, (seen, action) in enumerate(recent):
+                number = first + offset
+                lines.append(f"[Observation {number}: '{seen}', Action {number}: '{action}']")
+        elif step > 0:
+            lines.append(f"Prior to this step, you have already taken {step} step(s).")
+        lines.append(f"You are now at step {step + 1}. {CURRENT_MARKER}{obs.text}")
+    lines.append(ADMISSIBLE_MARKER.lstrip("\n") + format_admissible(obs.admissible, cap) + "]")
+    lines.append(_NO_THINK_INSTRUCTION if mode_of(think) == "off" else _THINK_INSTRUCTION)
     return [{"role": "user", "content": "\n".join(lines)}]
 
 
@@ -115,6 +112,6 @@ def observation_from_prompt(prompt: str) -> str:
     """The current observation inside a prompt rendered by ``build_messages``."""
     start = prompt.rfind(CURRENT_MARKER)
     end = prompt.rfind(ADMISSIBLE_MARKER)
-    if start < 0 or end < 0:
+    if start < 0 or end < start:
         raise GentaxError("prompt was not rendered by gentax.agent.prompts (no current-observation markers)")
-    return prompt[start + len(CURRENT_MARKER) : end if end > start else len(prompt)]  # the CPU layout: the end
+    return prompt[start + len(CURRENT_MARKER) : end]
