@@ -108,3 +108,16 @@ def test_a_run_of_one_preset_leaves_the_others_files_as_they_were(tmp_path):
     assert "preset gpu1: its outputs go under results/gpu1/" in said and "results/embedded" not in said
     assert (clone / "results" / "gpu1" / "tasks" / "sokoban.json").is_file()
     assert {p: p.read_bytes() for p in (clone / "results" / "embedded").rglob("*") if p.is_file()} == first
+
+
+@pytest.mark.parametrize("preset", ["embedded", "gpu1"])
+def test_a_preset_with_its_own_cost_figures_says_where_each_comes_from(preset):
+    """`gentax plan --cost` prints each time figure with its source sentence; a preset that sets its
+    own figures but inherits the paper's sentences would describe an 8-GPU extrapolation beside a
+    CPU fit."""
+    base = read_yaml(REPO / "config" / "config.yaml")
+    resolved = gconfig.with_preset(base, {"preset": preset})
+    paper = base["cost"]
+    for key in paper["sources"]:
+        if resolved["cost"][key] != paper[key]:
+            assert resolved["cost"]["sources"][key] != paper["sources"][key], f"{preset}: cost.sources.{key}"
