@@ -902,7 +902,7 @@ def build_one(name: str, summary, properties, outputs, controls=None, training=N
     if not artifact.bootstrap:
         options["n_boot"] = 0
     analysis = analyse(summary, properties, Settings(**options), controls)
-    if training is not None:
+    if training:  # only an entry with ``training`` has records to read
         analysis.training = load_training(training)
     if artifact.kind == "table":
         for ext, text in render(analysis.table(name)).items():
