@@ -110,7 +110,7 @@ def test_a_run_of_one_preset_leaves_the_others_files_as_they_were(tmp_path):
     assert {p: p.read_bytes() for p in (clone / "results" / "embedded").rglob("*") if p.is_file()} == first
 
 
-@pytest.mark.parametrize("preset", ["embedded", "gpu1"])
+@pytest.mark.parametrize("preset", [p for p, overlay in gconfig.PRESET_OVERLAYS.items() if overlay])
 def test_a_preset_with_its_own_cost_figures_says_where_each_comes_from(preset):
     """`gentax plan --cost` prints each time figure with its source sentence; a preset that sets its
     own figures but inherits the paper's sentences would describe an 8-GPU extrapolation beside a
