@@ -98,6 +98,30 @@ def test_extension_continues_the_run_exactly_and_never_retrains(straight_run, ti
         train(run, tiny, (3, 4), domain="webshop")
 
 
+def test_a_run_trained_with_another_recipe_or_init_is_stale_and_trains_again(tiny, tmp_path, capsys):
+    """What Snakemake reruns after a config or upstream change: the job must not keep the old steps."""
+    import shutil
+
+    init = tmp_path / "init"
+    shutil.copytree(tiny, init)
+    run, fresh = tmp_path / "run", tmp_path / "fresh"
+    assert train(run, init, (0, 1)) == 0
+    capsys.readouterr()
+    assert train(run, init, (0, 1), {"max_update_samples": 3}) == 0
+    out = capsys.readouterr().out
+    assert "another recipe (config.max_update_samples changed)" in out and "nothing to train" not in out
+    assert pd.read_csv(run / runs.METRICS_FILE)["update_samples"].tolist() == [3]
+    assert train(fresh, init, (0, 1), {"max_update_samples": 3}) == 0
+    ours, ref = weights(runs.checkpoint_dir(run, 1)), weights(runs.checkpoint_dir(fresh, 1))
+    assert all(torch.equal(ours[k], ref[k]) for k in ref)  # as a run that never had the stale steps
+    with pytest.raises(ConfigError, match="cannot continue it"):  # a later segment of a stale run
+        train(run, init, (1, 2))
+    os.utime(init / "model.safetensors", ns=(1, 1))  # the initial policy written again
+    capsys.readouterr()
+    assert train(run, init, (0, 1), {"max_update_samples": 3}) == 0
+    assert "another recipe (init_fingerprint changed)" in capsys.readouterr().out
+
+
 def test_update_on_a_subset_of_step_samples(tiny, tmp_path):
     run = tmp_path / "run"
     assert train(run, tiny, (0, 1), {"max_update_samples": 3}) == 0

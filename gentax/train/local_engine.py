@@ -452,7 +452,7 @@ def train_local(cfg: RLConfig, *, init: str | Path, run, start: int, end: int, r
     require_model_folder(init, "--init")
     run_dir.mkdir(parents=True, exist_ok=True)
     runs.check_identity(run_dir, {"engine": "local", "init": init, "domain": domain, "variant": variant, "seed": seed,
-                                  "run_spec": run.to_dict()}, cfg.to_dict())
+                                  "run_spec": run.to_dict()}, cfg.to_dict(), start)
     if runs.finished(run_dir, end):  # its resume state dropped when the segment ended (disk.keep_checkpoints)
         print(f"gentax: {run_dir} already holds step {end}; nothing to train for --steps {start}:{end}")
         return 0

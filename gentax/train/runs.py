@@ -2,7 +2,8 @@
 
 Layout of ``RUN_DIR``::
 
-    run.json                     identity of the run: engine, init, domain, variant, seed, config
+    run.json                     identity of the run (engine, init, domain, variant, seed) and its recipe (config,
+                                 run spec, the init's fingerprint): a run whose recipe changed is stale
     .gentax.lock                 held by the one trainer working on the run (host, pid, since)
     metrics.csv                  one row per trained step (rewritten atomically after every step)
     think_samples/step_<N>.json  thinking runs (local engine): think blocks of step N, the filler arm's source
@@ -21,6 +22,7 @@ before the checkpoint: ``MetricsLog``) and disk (``prune_checkpoints``): docs/tr
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import shutil
 import socket
@@ -30,6 +32,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from gentax import io as gio
+from gentax import provenance
 from gentax.agent.parse import REASONS
 from gentax.errors import ConfigError
 from gentax.io import atomic_path, write_json
@@ -212,9 +215,28 @@ def remove_temporaries(run_dir: str | Path) -> list[Path]:
     return [tmp for folder in ATOMIC_FOLDERS for tmp in gio.remove_temporaries(run_dir / folder)]
 
 
-def check_identity(run_dir: str | Path, identity: dict[str, Any], config: dict[str, Any]) -> None:
-    """Write run.json on the first call; later calls must name the same run (else ConfigError)."""
-    path = Path(run_dir) / RUN_FILE
+def init_fingerprint(init: str | Path) -> str:
+    """What identifies the initial policy's weights, cheaply: the sha256 of its folder's manifest where it has
+    one (the study's own models and checkpoints), else of its files' names, sizes and modification times."""
+    folder = Path(init)
+    manifest = folder / gio.MANIFEST_FILE
+    if manifest.is_file():
+        return gio.file_digest(manifest)["sha256"]
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    return provenance.config_hash([[str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns] for p in files])
+
+
+def check_identity(run_dir: str | Path, identity: dict[str, Any], config: dict[str, Any], start: int = 0) -> None:
+    """Write run.json on the first call; later calls must name the same run (else ConfigError).
+
+    A run folder whose steps were trained with another recipe (RL config, run spec but its total steps, or
+    initial policy: ``init_fingerprint``) is stale, as Snakemake sees it when it reruns the job: a first
+    segment (``start`` 0) deletes it and trains from step 0, saying what changed; a later segment cannot
+    continue it (ConfigError). Keys an older run.json lacks are not compared."""
+    run_dir = Path(run_dir)
+    path = run_dir / RUN_FILE
+    recipe = json.loads(json.dumps({"config": config, "init_fingerprint": init_fingerprint(identity["init"]),
+                                    "run_spec": {k: v for k, v in identity["run_spec"].items() if k != "steps"}}))
     if path.is_file():
         old = gio.read_result_json(path, fix="it names the run its folder holds: delete it and rerun the run's "
                                               "training job (which writes it again; the checkpoints stay)")
@@ -222,8 +244,29 @@ def check_identity(run_dir: str | Path, identity: dict[str, Any], config: dict[s
         if diff:
             shown = ", ".join(f"{k}: {old.get(k)!r} != {identity.get(k)!r}" for k in diff)
             raise ConfigError(f"{run_dir} holds a different run ({shown}); use another --out")
-        return
-    write_json(path, {**identity, "config": config})
+        recorded = {**old, "run_spec": {k: v for k, v in (old.get("run_spec") or {}).items() if k != "steps"}}
+        changed = sorted(_changes(recorded, recipe))
+        if not changed:
+            return
+        shown = ", ".join(changed[:6]) + (f" and {len(changed) - 6} more" if len(changed) > 6 else "")
+        if start > 0:
+            raise ConfigError(f"{run_dir} was trained with another recipe ({shown} changed): segment {start}: cannot "
+                              "continue it; train the run from step 0 again")
+        print(f"gentax: {run_dir} holds steps trained with another recipe ({shown} changed): stale, so they are "
+              "deleted and the run trains from step 0")
+        for entry in run_dir.iterdir():
+            if entry.name not in (LOCK_FILE, RUN_SPEC_FILE):  # the lock and this segment's own run spec stay
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+    write_json(path, {**identity, **recipe})
+
+
+def _changes(old: Any, new: Any, where: str = "") -> Iterator[str]:
+    """The dotted keys where ``new`` differs from ``old``, over the keys ``old`` records."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in old.keys() & new.keys():
+            yield from _changes(old[key], new[key], f"{where}.{key}" if where else str(key))
+    elif old != new:
+        yield where
 
 
 def rollout_metrics(steps, episodes) -> dict[str, float]:

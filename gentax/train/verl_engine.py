@@ -361,6 +361,11 @@ def train_verl(cfg: RLConfig, *, init: str, run: RunSpec, start: int, end: int, 
                print_config: bool = False, tracking: dict[str, Any] | None = None) -> int:
     """Run (or resume/extend) one verl training run of ``run``; see the module docstring."""
     run_dir = Path(run_dir)
+    if not print_config:  # before the task parquets are written: a stale run's folder is emptied
+        run_dir.mkdir(parents=True, exist_ok=True)
+        identity = {"engine": "verl", "init": str(init), "domain": run.train_domain, "variant": run.variant_label,
+                    "seed": run.seed, "run_spec": run.to_dict()}
+        runs.check_identity(run_dir, identity, cfg.to_dict(), start)
     config = build_config(cfg, model_path=init, run=run, run_dir=run_dir, end_step=end, write_data=not print_config,
                           tracking=tracking)
     if print_config:
@@ -368,10 +373,6 @@ def train_verl(cfg: RLConfig, *, init: str, run: RunSpec, start: int, end: int, 
 
         print(OmegaConf.to_yaml(config))
         return 0
-    run_dir.mkdir(parents=True, exist_ok=True)
-    identity = {"engine": "verl", "init": str(init), "domain": run.train_domain, "variant": run.variant_label,
-                "seed": run.seed, "run_spec": run.to_dict()}
-    runs.check_identity(run_dir, identity, cfg.to_dict())
     export_pending(run_dir)  # a kill between save and export leaves an FSDP checkpoint behind
     latest = max(verl_checkpoint_steps(run_dir) + runs.checkpoint_steps(run_dir), default=0)
     if latest >= end:
