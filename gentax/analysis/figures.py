@@ -87,10 +87,12 @@ def ood_vs_properties(analysis, name: str = "ood_vs_properties") -> Figure:
 
 
 def delta_ood_bars(table, title: str) -> Figure:
-    """The ΔOOD bars of Table 5 or 7 where a run of the row exists: undefined is no bar, labelled "n/a"; with several variants
-    (Table 7's nothink and filler rows) each bar is labelled with its variant and hatched by it."""
+    """The ΔOOD bars of Table 5 or 7 where the row's variant was trained: each labelled with its value, undefined
+    is no bar, labelled "n/a"; with several variants (Table 7's nothink and filler rows) each bar is labelled with
+    its variant and hatched by it."""
     data = table.data
-    data = data[data.filter(like="delta_id_").notna().any(axis=1)]  # a cell no run of this study trains: left out
+    if not data.empty:  # a row whose variant no run of this study trains: left out, not drawn as n/a
+        data = data[data.apply(lambda row: row.get(f"delta_id_{row['variant']}"), axis=1).notna()]
     fig = _new_figure(max(5.5, 0.6 * len(data) + 2), 4.5, left=0.13, bottom=0.22)
     ax = fig.add_subplot()
     ax.set_title(title)
@@ -112,9 +114,9 @@ def delta_ood_bars(table, title: str) -> Figure:
 
 def _bar_labels(ax, positions, heights, labels) -> None:
     """"n/a" where a bar is undefined, the zero line, the bars' labels and the ΔOOD axis."""
-    for x, h in zip(positions, heights):
-        if math.isnan(h):
-            ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=8, color="grey")
+    for x, h in zip(positions, heights):  # the value on every bar: a 0.0 bar is otherwise not seen
+        ax.text(x, 0 if math.isnan(h) else h, "n/a" if math.isnan(h) else f"{h:+.1f}", ha="center",
+                va="top" if h < 0 else "bottom", fontsize=8, color="grey")
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(positions, labels, rotation=45, ha="right", fontsize=8)
     ax.set_ylabel("ΔOOD (%)")
