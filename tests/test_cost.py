@@ -55,11 +55,11 @@ def paper_work():
 
 @pytest.mark.parametrize("args, preset, files, target", [
     (["--profile", "profiles/slurm"], "paper", [], None),
-    (["--profile", "profiles/slurm", "--configfile", "tests/filler_on.yaml"], "paper", ["tests/filler_on.yaml"], None),
     (["--forceall"], "embedded", [], None),
     (["--forceall", "results/embedded/tables/controls_sweep.csv"], "embedded", [], "controls_sweep"),
     (["--forceall", "results/embedded/figures/training_curves.png"], "embedded", [], "training_curves"),
-], ids=["paper", "paper-filler", "embedded", "embedded-controls-table", "embedded-training-curves"])
+], ids=["paper", "embedded", "embedded-controls-table", "embedded-training-curves"])  # the filler rules: the
+#    embedded preset's (its filler control is on); tests/test_filler.py plans the paper with them
 def test_priced_jobs_are_the_jobs_snakemake_plans(args, preset, files, target):
     """The DAG gentax plan builds (a preset and config files, every job forced) has the jobs of the
     user's dry-run under the profile (the dry-run prints no budget of its own: gentax plan --cost does)."""

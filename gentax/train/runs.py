@@ -257,7 +257,7 @@ def check_identity(run_dir: str | Path, identity: dict[str, Any], config: dict[s
         for entry in run_dir.iterdir():
             if entry.name not in (LOCK_FILE, RUN_SPEC_FILE):  # the lock and this segment's own run spec stay
                 shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
-    write_json(path, {**identity, **recipe})
+    write_json(path, {**identity, **recipe, "run_spec": identity["run_spec"]})
 
 
 def _changes(old: Any, new: Any, where: str = "") -> Iterator[str]:
