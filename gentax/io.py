@@ -238,6 +238,14 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("GENTAX_CACHE") or Path.home() / ".cache" / "gentax")
 
 
+def files_stat(folder: str | os.PathLike) -> list[tuple[str, int, int]]:
+    """(name below ``folder``, size, modification time in ns) of every file under it, sorted: what
+    changes when a folder's files are written again, without reading them."""
+    folder = Path(folder)
+    return [(str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()]
+
+
 def file_digest(path: str | os.PathLike) -> dict[str, Any]:
     """{"bytes": size, "sha256": hex} of one file."""
     with open(path, "rb") as fh:

@@ -45,17 +45,10 @@ def _file_digest(path: str | None) -> str | None:
     return None if path is None else gio.file_digest(path)["sha256"]
 
 
-def _model_identity(model: str | None) -> list | None:
-    if model is None:
-        return None
-    folder = Path(model)
-    return [(str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns)
-            for p in sorted(folder.rglob("*")) if p.is_file()]
-
-
 def result_key(settings: Mapping[str, Any], *, model: str | None, tasks: str, filler_reference: str | None) -> str:
     """The key of one domain's result: what it depends on (module docstring), 24 hex digits."""
-    parts = {"settings": dict(settings), "tasks": _file_digest(tasks), "model": _model_identity(model),
+    model_files = None if model is None else gio.files_stat(model)
+    parts = {"settings": dict(settings), "tasks": _file_digest(tasks), "model": model_files,
              "filler_reference": _file_digest(filler_reference), "code": code_digest()}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
 

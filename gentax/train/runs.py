@@ -222,8 +222,7 @@ def init_fingerprint(init: str | Path) -> str:
     manifest = folder / gio.MANIFEST_FILE
     if manifest.is_file():
         return gio.file_digest(manifest)["sha256"]
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
-    return provenance.config_hash([[str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns] for p in files])
+    return provenance.config_hash(gio.files_stat(folder))
 
 
 def check_identity(run_dir: str | Path, identity: dict[str, Any], config: dict[str, Any], start: int = 0) -> None:
