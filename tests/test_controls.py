@@ -263,7 +263,7 @@ def test_the_controls_properties_table_job_feeds_the_tables(tmp_path):
     levels = control_tables.load_levels(str(out)).set_index("level")
     assert list(levels.index) == ["configured", "longer", "eps0", "eps80"]
     assert levels.at["eps80", "label"] == "aug" and levels.at["longer", "label"] == "difficulty-longer"
-    assert levels.at["eps80", "richness"] == 700.0 and levels.at["eps80", "setting"] == "eps=80, p=1"
+    assert levels.at["eps80", "richness"] == 700.0 and levels.at["eps80", "setting"] == "eps=80, p=0.5"
 
 
 def test_a_richness_level_property_job_measures_its_augmented_states(tmp_path):

@@ -52,7 +52,7 @@ def test_embedded_default_plan_builds_the_embedded_model():
     # the paper's 4 figures + the mixture's + the controls'
     assert c["table"] == 9 + 1 + 2 and c["figure"] == 4 + 1 + 1
     # the controls: one run of its own (V1 Sokoban with longer solutions), evaluated on V1's
-    # 3 domains; the other levels read the grid's V1 Sokoban default and aug runs; two property logs
+    # 3 domains; the richness levels read the grid's V2 Sokoban default and aug runs; two property logs
     assert c["control_properties"] == 2 and c["controls_properties_table"] == 1
     assert "results/embedded/runs/v1/sokoban/difficulty-longer/seed0/segment_0_2.json" in text
     assert "results/embedded/properties/controls/richness-eps80/sokoban.json" in text
